@@ -1,0 +1,48 @@
+/* gpt2_status.h — status codes and error messages shared by every libgpt2 module.
+ *
+ * The library never prints and never exits. A call that can fail returns a
+ * gpt2_status and, when the caller passes a gpt2_error, fills it with one line
+ * that names the file or object, what was expected and what was found:
+ *
+ *     gpt2_error err;
+ *     gpt2_model *m;
+ *     if (gpt2_model_load("models/gpt2", &m, &err) != GPT2_OK) {
+ *         fprintf(stderr, "gptscope: %s\n", err.msg);
+ *         return 1;
+ *     }
+ *
+ * Passing NULL for the error is allowed; the status alone is then returned.
+ */
+#ifndef GPT2_STATUS_H
+#define GPT2_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    GPT2_OK = 0,
+    GPT2_ERR_IO,           /* a file could not be opened, read, mapped or written */
+    GPT2_ERR_FORMAT,       /* a file's contents are malformed (safetensors, JSON, merges) */
+    GPT2_ERR_CONFIG,       /* config.json is missing values or disagrees with the weights */
+    GPT2_ERR_TOKENIZER,    /* vocabulary/merges unusable, or a token id out of range */
+    GPT2_ERR_CONTEXT_FULL, /* more tokens than the context window holds */
+    GPT2_ERR_INVALID_ARG,  /* a caller passed a value outside its documented range */
+    GPT2_ERR_NOMEM,        /* an allocation failed */
+    GPT2_CANCELLED         /* a cancel callback asked to stop; state is consistent */
+} gpt2_status;
+
+enum { GPT2_ERROR_MSG_MAX = 512 };
+
+typedef struct {
+    gpt2_status status;
+    char msg[GPT2_ERROR_MSG_MAX]; /* one line, no trailing newline */
+} gpt2_error;
+
+/* A short fixed name for a status, e.g. "format error". */
+const char *gpt2_status_name(gpt2_status status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

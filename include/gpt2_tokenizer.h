@@ -1,0 +1,90 @@
+/* gpt2_tokenizer.h — GPT-2's byte-level BPE tokenizer, exactly.
+ *
+ * Encoding follows OpenAI's encoder.py: text is split by the pre-tokenization
+ * pattern
+ *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * (PCRE2 does the Unicode matching), each piece's bytes are mapped through the
+ * byte-to-unicode table and merged by BPE rank. Bytes that are not valid UTF-8
+ * are not rejected: each maximal run of them becomes a piece of its own and is
+ * encoded as its raw bytes, so decode(encode(x)) == x for any byte string.
+ *
+ * The literal text "<|endoftext|>" is ordinary text unless the caller passes
+ * GPT2_ENCODE_SPECIAL, which turns each occurrence into the special token id.
+ *
+ *     gpt2_tokenizer *tok;
+ *     if (gpt2_tokenizer_load("models/gpt2", &tok, &err) != GPT2_OK) ...
+ *     int32_t *ids; size_t n;
+ *     gpt2_tokenizer_encode(tok, "Hello world", 11, 0, &ids, &n, &err);
+ *     ...
+ *     free(ids);
+ *     gpt2_tokenizer_free(tok);
+ *
+ * Streaming decode: token bytes can end inside a UTF-8 character; a
+ * gpt2_utf8_stream holds such a tail back until the character completes.
+ */
+#ifndef GPT2_TOKENIZER_H
+#define GPT2_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt2_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gpt2_tokenizer gpt2_tokenizer;
+
+/* Loads dir/vocab.json + dir/merges.txt, or failing those dir/encoder.json +
+ * dir/vocab.bpe (OpenAI's names for the same content). */
+gpt2_status gpt2_tokenizer_load(const char *dir, gpt2_tokenizer **out, gpt2_error *err);
+
+/* Loads from explicit paths. */
+gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *merges_path,
+                                      gpt2_tokenizer **out, gpt2_error *err);
+
+void gpt2_tokenizer_free(gpt2_tokenizer *tok);
+
+/* Number of ids (1 + the largest id in the vocabulary). */
+int gpt2_tokenizer_n_vocab(const gpt2_tokenizer *tok);
+
+/* Id of "<|endoftext|>", or -1 if the vocabulary has none. */
+int32_t gpt2_tokenizer_eot(const gpt2_tokenizer *tok);
+
+enum {
+    GPT2_ENCODE_SPECIAL = 1 << 0 /* "<|endoftext|>" in the text becomes the special id */
+};
+
+/* Encodes len bytes of text. On success *ids is a malloc'd array of *n_ids ids
+ * (the caller frees it; *ids may be NULL when *n_ids is 0). */
+gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *tok, const char *text, size_t len,
+                                  int flags, int32_t **ids, size_t *n_ids, gpt2_error *err);
+
+/* The raw bytes of one token (not NUL-terminated), or NULL with *len = 0 for
+ * an id outside [0, n_vocab) or an id the vocabulary does not define. */
+const char *gpt2_tokenizer_token_bytes(const gpt2_tokenizer *tok, int32_t id, size_t *len);
+
+/* Id of a token given its raw bytes, or -1 if there is none. */
+int32_t gpt2_tokenizer_token_id(const gpt2_tokenizer *tok, const char *bytes, size_t len);
+
+/* Holds back an incomplete UTF-8 tail between pushes. Zero-initialise it. */
+typedef struct {
+    unsigned char pending[4];
+    int n_pending;
+} gpt2_utf8_stream;
+
+/* Appends bytes to the stream and writes to out every byte that is ready: all
+ * complete, valid UTF-8 characters. A byte that cannot start or continue a
+ * valid character is written as U+FFFD (EF BF BD). out must have room for
+ * 3 * (n + 4) bytes. Returns the number of bytes written. */
+size_t gpt2_utf8_stream_push(gpt2_utf8_stream *s, const char *bytes, size_t n, char *out);
+
+/* Writes whatever is still pending (as U+FFFD per held byte) and resets the
+ * stream. out must have room for 12 bytes. Returns bytes written. */
+size_t gpt2_utf8_stream_flush(gpt2_utf8_stream *s, char *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
