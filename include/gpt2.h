@@ -1,0 +1,9 @@
+/* gpt2.h — the whole public API of libgpt2 (gptscope's core library). */
+#ifndef GPT2_H
+#define GPT2_H
+#include "gpt2_status.h"
+#include "gpt2_tokenizer.h"
+#include "gpt2_model.h"
+#include "gpt2_context.h"
+#include "gpt2_sampler.h"
+#endif

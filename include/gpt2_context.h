@@ -1,0 +1,100 @@
+/* gpt2_context.h — the mutable half: KV cache, activations, position, hooks.
+ *
+ * A context runs tokens through a model and keeps every layer's keys and
+ * values, so each new token costs one position's work. Prompts go through in
+ * batches of up to n_batch positions with sgemm (prefill); single tokens use
+ * matrix-vector kernels (decode). Chunking never changes results beyond float
+ * rounding of the summation order.
+ *
+ *     gpt2_context *ctx;
+ *     gpt2_context_new(model, gpt2_context_default_params(), &ctx, &err);
+ *     gpt2_context_eval(ctx, prompt_ids, n_prompt, &err);  // prefill
+ *     for (;;) {
+ *         const float *logits = gpt2_context_logits(ctx); // (n_vocab)
+ *         int32_t id = gpt2_sampler_sample(s, logits, ...);
+ *         gpt2_context_eval(ctx, &id, 1, &err);            // decode
+ *     }
+ *     gpt2_context_rewind(ctx, n);  // forget positions >= n (regenerate, undo)
+ *     gpt2_context_free(ctx);
+ *
+ * Hooks (observers). Set with gpt2_context_set_hooks; every pointer may be
+ * NULL. During gpt2_context_eval, for each batch of positions, in order:
+ *   1. for each layer l: want_attention(l, h) is asked once per head per
+ *      batch; for each position p of the batch and each wanted head,
+ *      on_attention(l, h, p, probs, p + 1) receives that query's softmax row
+ *      over keys 0..p. Then, if want_residual(l) says yes, on_residual(l, p, x)
+ *      receives the residual stream after block l for each position p.
+ *   2. on_logits(p, logits, n_vocab) for each position of the batch (the LM
+ *      head then runs over every position instead of only the last one).
+ *   3. cancel(n_done, n_total): after the batch; non-zero stops the eval with
+ *      GPT2_CANCELLED. The positions already evaluated stay in the cache, and
+ *      gpt2_context_n_past tells how many; logits are those of the last one.
+ * With no hooks set nothing is captured and nothing costs extra. The buffers
+ * passed to hooks are valid only during the call.
+ */
+#ifndef GPT2_CONTEXT_H
+#define GPT2_CONTEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt2_model.h"
+#include "gpt2_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int n_ctx;   /* positions the KV cache holds; 0 = the model's n_positions */
+    int n_batch; /* positions per prefill batch (memory vs speed); default 128 */
+} gpt2_context_params;
+
+typedef struct {
+    void *user_data;
+    int (*want_attention)(void *user_data, int layer, int head);
+    void (*on_attention)(void *user_data, int layer, int head, int pos, const float *probs,
+                         int n_keys);
+    int (*want_residual)(void *user_data, int layer);
+    void (*on_residual)(void *user_data, int layer, int pos, const float *x, int n_embd);
+    void (*on_logits)(void *user_data, int pos, const float *logits, int n_vocab);
+    int (*cancel)(void *user_data, int n_done, int n_total);
+} gpt2_hooks;
+
+typedef struct gpt2_context gpt2_context;
+
+gpt2_context_params gpt2_context_default_params(void);
+
+gpt2_status gpt2_context_new(const gpt2_model *model, gpt2_context_params params,
+                             gpt2_context **out, gpt2_error *err);
+void gpt2_context_free(gpt2_context *ctx);
+
+/* Replaces the hooks (copied); NULL removes them. */
+void gpt2_context_set_hooks(gpt2_context *ctx, const gpt2_hooks *hooks);
+
+/* Runs n tokens at positions n_past .. n_past + n - 1. Fails without changing
+ * anything if a token id is out of range or n_past + n exceeds n_ctx
+ * (GPT2_ERR_CONTEXT_FULL). */
+gpt2_status gpt2_context_eval(gpt2_context *ctx, const int32_t *tokens, int n, gpt2_error *err);
+
+/* Logits after the last evaluated token: (n_vocab). NULL before any eval. */
+const float *gpt2_context_logits(const gpt2_context *ctx);
+
+/* Positions in the cache. */
+int gpt2_context_n_past(const gpt2_context *ctx);
+int gpt2_context_n_ctx(const gpt2_context *ctx);
+
+/* The tokens in the cache, oldest first (n_past of them). */
+const int32_t *gpt2_context_tokens(const gpt2_context *ctx);
+
+/* Forgets positions >= n_past (0 <= n_past <= current n_past). The logits
+ * become unavailable (NULL) until the next eval. */
+gpt2_status gpt2_context_rewind(gpt2_context *ctx, int n_past, gpt2_error *err);
+void gpt2_context_reset(gpt2_context *ctx);
+
+const gpt2_model *gpt2_context_model(const gpt2_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

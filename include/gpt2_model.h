@@ -1,0 +1,83 @@
+/* gpt2_model.h — an immutable GPT-2 model: config, memory-mapped weights, tokenizer.
+ *
+ * A model is a directory in the Hugging Face GPT-2 layout:
+ *     config.json        n_layer, n_head, n_embd, n_positions (or n_ctx), vocab_size,
+ *                        layer_norm_epsilon
+ *     model.safetensors  F32, F16 or BF16 tensors named wte.weight, wpe.weight,
+ *                        h.N.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj}.*,
+ *                        ln_f.*, each optionally prefixed "transformer."; an untied
+ *                        lm_head.weight is used when present; buffers such as
+ *                        h.N.attn.bias are ignored
+ *     vocab.json + merges.txt (or encoder.json + vocab.bpe)
+ *
+ * Weight matrices stay in the mapped file in their stored dtype and are widened
+ * to float on the fly by the kernels; only the small vectors (biases, layer
+ * norms, position embeddings) are converted to float at load. Every header
+ * field, offset and shape is checked before anything is read.
+ *
+ *     gpt2_model *m;
+ *     gpt2_error err;
+ *     if (gpt2_model_load("models/shakespeare", &m, &err) != GPT2_OK) ...
+ *     const gpt2_config *c = gpt2_model_config(m);   // c->n_layer, ...
+ *     ...
+ *     gpt2_model_free(m);
+ *
+ * A model is read-only after load and may be shared by any number of contexts.
+ */
+#ifndef GPT2_MODEL_H
+#define GPT2_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt2_status.h"
+#include "gpt2_tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int n_layer;
+    int n_head;
+    int n_embd;    /* C; head size is n_embd / n_head */
+    int n_ctx;     /* n_positions: the context window */
+    int n_vocab;   /* rows of wte */
+    float ln_eps;  /* layer_norm_epsilon, 1e-5 for GPT-2 */
+} gpt2_config;
+
+typedef enum { GPT2_DTYPE_F32 = 0, GPT2_DTYPE_F16, GPT2_DTYPE_BF16 } gpt2_dtype;
+
+typedef struct gpt2_model gpt2_model;
+
+/* Loads config.json, model.safetensors and the tokenizer from dir. */
+gpt2_status gpt2_model_load(const char *dir, gpt2_model **out, gpt2_error *err);
+
+/* Builds a model with random weights (normal, std 0.02 like GPT-2's init) in
+ * memory, with no tokenizer: for benchmarks and tests. */
+gpt2_status gpt2_model_new_random(gpt2_config config, gpt2_dtype dtype, uint64_t seed,
+                                  gpt2_model **out, gpt2_error *err);
+
+void gpt2_model_free(gpt2_model *m);
+
+const gpt2_config *gpt2_model_config(const gpt2_model *m);
+
+/* The model's tokenizer, or NULL for a random model. Owned by the model. */
+const gpt2_tokenizer *gpt2_model_tokenizer(const gpt2_model *m);
+
+/* The dtype of the large weight matrices (wte and the blocks' matrices). */
+gpt2_dtype gpt2_model_dtype(const gpt2_model *m);
+
+/* Bytes of weights one decoded token reads: every block matrix, the LM head,
+ * and the small vectors. */
+size_t gpt2_model_weight_bytes(const gpt2_model *m);
+
+/* The directory's last path component ("gpt2", "shakespeare"), for display. */
+const char *gpt2_model_name(const gpt2_model *m);
+
+const char *gpt2_dtype_name(gpt2_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,60 @@
+/* cli.h — shared pieces of the gptscope subcommands (application layer).
+ *
+ * Each subcommand is `int cmd_NAME(int argc, char **argv)` with argv[0] the
+ * subcommand's name; it returns the process exit status: 0 success, 1 error
+ * (a message was printed to stderr), 2 usage error (usage was printed).
+ * Only main.c calls exit().
+ */
+#ifndef GPTSCOPE_CLI_H
+#define GPTSCOPE_CLI_H
+
+#include <stdint.h>
+#include <signal.h>
+#include <stdio.h>
+
+#include "gpt2.h"
+
+enum { EXIT_OK = 0, EXIT_ERR = 1, EXIT_USAGE = 2 };
+
+int cmd_tokenize(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_topk(int argc, char **argv);
+int cmd_attention(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+
+/* Prints "gptscope: " + message to stderr. */
+void cli_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* The model directory: -m if given, else $GPTSCOPE_MODEL, else the bundled
+ * models/shakespeare next to the executable. */
+const char *cli_model_dir(const char *opt_m);
+
+/* Loads a model, printing the loader's message on failure. */
+gpt2_model *cli_load_model(const char *dir);
+
+/* Strict number parsing for option values: prints a usage-style message and
+ * returns 0 when text is not a number in [min, max]. */
+int cli_parse_int(const char *opt, const char *text, long min, long max, long *out);
+int cli_parse_float(const char *opt, const char *text, double min, double max, double *out);
+
+/* Reads all of a stream (or a file when path is given) into a malloc'd
+ * buffer. Returns NULL after printing an error. */
+char *cli_read_all(FILE *f, const char *path, size_t *len);
+
+/* Encodes text; on failure prints the tokenizer's message. Returns 0 on error. */
+int cli_encode(const gpt2_tokenizer *tok, const char *text, size_t len, int flags, int32_t **ids, size_t *n);
+
+/* Writes s as a JSON string literal: invalid UTF-8 becomes U+FFFD. */
+void cli_json_string(FILE *out, const char *s, size_t len);
+
+/* Writes a float as JSON (no NaN/Inf in JSON: those print as null). */
+void cli_json_float(FILE *out, double v);
+
+/* Installs a SIGINT/SIGTERM handler that only sets a flag; returns the flag. */
+volatile sig_atomic_t *cli_interrupt_flag(void);
+
+#endif

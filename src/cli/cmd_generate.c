@@ -1,0 +1,183 @@
+/* cmd_generate.c — `gptscope generate`: stream a continuation of a prompt. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+static int usage(void) {
+    fputs("usage: gptscope generate [-m DIR] -p PROMPT [-n N] [--temperature T] [--top-k K]\n"
+          "                         [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N]\n"
+          "                         [--seed S] [--ids] [--no-stop] [--special] [-v]\n"
+          "  Streams the continuation (not the prompt) to stdout. PROMPT '-' reads stdin.\n"
+          "  -n N               tokens to generate (default 128)\n"
+          "  --temperature T    0 = greedy (default 0.8)\n"
+          "  --top-k K          keep the K most likely tokens, 0 = off (default 40)\n"
+          "  --top-p P          nucleus: smallest set with mass >= P, 1 = off (default 0.95)\n"
+          "  --min-p P          drop tokens below P x the top probability, 0 = off (default 0.05)\n"
+          "  --repeat-penalty R CTRL-style penalty on recent tokens, 1 = off (default 1.1)\n"
+          "  --repeat-last-n N  how many recent tokens the penalty sees (default 64)\n"
+          "  --seed S           RNG seed (default: random; -v prints it)\n"
+          "  --ids              print generated token ids instead of text\n"
+          "  --no-stop          keep going after <|endoftext|> instead of stopping\n"
+          "  --special          \"<|endoftext|>\" in the prompt is the special token\n",
+          stderr);
+    return EXIT_USAGE;
+}
+
+static volatile sig_atomic_t *g_stop;
+static int cancel_on_signal(void *ud, int done, int total) {
+    (void)ud, (void)done, (void)total;
+    return *g_stop;
+}
+
+int cmd_generate(int argc, char **argv) {
+    enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_SEED, O_IDS, O_NOSTOP, O_SPECIAL };
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"prompt", required_argument, 0, 'p'},
+                                         {"n-tokens", required_argument, 0, 'n'},
+                                         {"temperature", required_argument, 0, O_TEMP},
+                                         {"top-k", required_argument, 0, O_TOPK},
+                                         {"top-p", required_argument, 0, O_TOPP},
+                                         {"min-p", required_argument, 0, O_MINP},
+                                         {"repeat-penalty", required_argument, 0, O_REP},
+                                         {"repeat-last-n", required_argument, 0, O_REPN},
+                                         {"seed", required_argument, 0, O_SEED},
+                                         {"ids", no_argument, 0, O_IDS},
+                                         {"no-stop", no_argument, 0, O_NOSTOP},
+                                         {"special", no_argument, 0, O_SPECIAL},
+                                         {"verbose", no_argument, 0, 'v'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *mdir = NULL, *prompt = NULL;
+    long n_new = 128, l;
+    double d;
+    int print_ids = 0, stop_at_eot = 1, flags = 0, verbose = 0, seeded = 0, c;
+    gpt2_sampler_params sp = gpt2_sampler_default_params();
+    while ((c = getopt_long(argc, argv, "m:p:n:vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': mdir = optarg; break;
+        case 'p': prompt = optarg; break;
+        case 'n': if (!cli_parse_int("-n", optarg, 0, 1 << 20, &n_new)) return EXIT_USAGE; break;
+        case O_TEMP: if (!cli_parse_float("--temperature", optarg, 0, 100, &d)) return EXIT_USAGE; sp.temperature = (float)d; break;
+        case O_TOPK: if (!cli_parse_int("--top-k", optarg, 0, 1 << 24, &l)) return EXIT_USAGE; sp.top_k = (int)l; break;
+        case O_TOPP: if (!cli_parse_float("--top-p", optarg, 1e-9, 1, &d)) return EXIT_USAGE; sp.top_p = (float)d; break;
+        case O_MINP: if (!cli_parse_float("--min-p", optarg, 0, 0.999999, &d)) return EXIT_USAGE; sp.min_p = (float)d; break;
+        case O_REP: if (!cli_parse_float("--repeat-penalty", optarg, 0.01, 100, &d)) return EXIT_USAGE; sp.repeat_penalty = (float)d; break;
+        case O_REPN: if (!cli_parse_int("--repeat-last-n", optarg, 0, 1 << 20, &l)) return EXIT_USAGE; sp.repeat_last_n = (int)l; break;
+        case O_SEED: {
+            char *end;
+            unsigned long long s = strtoull(optarg, &end, 10);
+            if (end == optarg || *end || optarg[0] == '-') {
+                cli_error("--seed: expected a non-negative integer, found '%s'", optarg);
+                return EXIT_USAGE;
+            }
+            sp.seed = s;
+            seeded = 1;
+            break;
+        }
+        case O_IDS: print_ids = 1; break;
+        case O_NOSTOP: stop_at_eot = 0; break;
+        case O_SPECIAL: flags |= GPT2_ENCODE_SPECIAL; break;
+        case 'v': verbose = 1; break;
+        default: return usage();
+        }
+    }
+    if (optind != argc || !prompt) return usage();
+    if (!seeded) sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    if (verbose) fprintf(stderr, "seed %llu\n", (unsigned long long)sp.seed);
+
+    size_t plen;
+    char *ptext = strcmp(prompt, "-") == 0 ? cli_read_all(stdin, NULL, &plen) : strdup(prompt);
+    if (!ptext) return EXIT_ERR;
+    if (strcmp(prompt, "-") != 0) plen = strlen(ptext);
+
+    int rc = EXIT_ERR;
+    gpt2_model *m = cli_load_model(cli_model_dir(mdir));
+    gpt2_context *ctx = NULL;
+    gpt2_sampler *smp = NULL;
+    int32_t *ids = NULL, *hist = NULL;
+    size_t n_ids = 0;
+    if (!m) goto out;
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
+    const int32_t eot = gpt2_tokenizer_eot(tok);
+    const gpt2_config *cfg = gpt2_model_config(m);
+    if (!cli_encode(tok, ptext, plen, flags, &ids, &n_ids)) goto out;
+    if (n_ids == 0) { /* GPT-2 conditions unconditional samples on <|endoftext|> */
+        if (eot < 0) {
+            cli_error("empty prompt, and the vocabulary has no <|endoftext|> to start from");
+            goto out;
+        }
+        free(ids);
+        ids = malloc(sizeof *ids);
+        if (!ids) goto out;
+        ids[0] = eot;
+        n_ids = 1;
+    }
+    if ((long)n_ids + n_new > cfg->n_ctx) {
+        cli_error("the prompt is %zu tokens; with -n %ld that exceeds the context window of %d tokens",
+                  n_ids, n_new, cfg->n_ctx);
+        goto out;
+    }
+    gpt2_error err;
+    if (gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
+    smp = gpt2_sampler_new(sp, cfg->n_vocab);
+    hist = malloc(((size_t)n_ids + (size_t)n_new) * sizeof *hist);
+    if (!smp || !hist) {
+        cli_error("out of memory");
+        goto out;
+    }
+    memcpy(hist, ids, n_ids * sizeof *hist);
+    size_t n_hist = n_ids;
+    g_stop = cli_interrupt_flag();
+    gpt2_hooks hooks = {.cancel = cancel_on_signal};
+    gpt2_context_set_hooks(ctx, &hooks);
+    gpt2_status st = gpt2_context_eval(ctx, ids, (int)n_ids, &err);
+    if (st == GPT2_CANCELLED) {
+        rc = 130;
+        goto out;
+    }
+    if (st != GPT2_OK) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
+    gpt2_utf8_stream us = {0};
+    char buf[3 * (256 + 4) + 16];
+    for (long i = 0; i < n_new && !*g_stop; i++) {
+        int32_t id = gpt2_sampler_sample(smp, gpt2_context_logits(ctx), hist, n_hist);
+        if (id == eot && stop_at_eot) break;
+        hist[n_hist++] = id;
+        if (print_ids) {
+            printf(i ? " %d" : "%d", id);
+        } else {
+            size_t bl;
+            const char *b = gpt2_tokenizer_token_bytes(tok, id, &bl);
+            for (size_t o = 0; o < bl; o += 256) { /* chunks keep buf bounded */
+                size_t k = bl - o < 256 ? bl - o : 256;
+                fwrite(buf, 1, gpt2_utf8_stream_push(&us, b + o, k, buf), stdout);
+            }
+        }
+        fflush(stdout);
+        if (i + 1 < n_new && (st = gpt2_context_eval(ctx, &id, 1, &err)) != GPT2_OK) {
+            cli_error("%s", err.msg);
+            goto out;
+        }
+    }
+    if (!print_ids) fwrite(buf, 1, gpt2_utf8_stream_flush(&us, buf), stdout);
+    if (print_ids || isatty(STDOUT_FILENO)) putchar('\n');
+    rc = *g_stop ? 130 : EXIT_OK;
+out:
+    fflush(stdout);
+    free(hist);
+    free(ids);
+    free(ptext);
+    gpt2_sampler_free(smp);
+    gpt2_context_free(ctx);
+    gpt2_model_free(m);
+    return rc;
+}

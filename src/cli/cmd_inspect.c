@@ -1,0 +1,244 @@
+/* cmd_inspect.c — `gptscope topk` and `gptscope attention`: numbers from inside one forward pass. */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct {
+    const char *mdir, *prompt;
+    int flags, json;
+} inspect_args;
+
+/* Encodes the prompt (at least one token); prints the error and returns 0 on failure. */
+static int encode_prompt(const gpt2_model *m, const inspect_args *a, int32_t **ids, size_t *n) {
+    if (!cli_encode(gpt2_model_tokenizer(m), a->prompt, strlen(a->prompt), a->flags, ids, n)) return 0;
+    if (*n == 0) {
+        cli_error("the prompt is empty: at least one token is needed");
+        return 0;
+    }
+    return 1;
+}
+
+/* Runs the prompt through a new context with the given hooks; NULL on error. */
+static gpt2_context *eval_prompt(const gpt2_model *m, const int32_t *ids, size_t n, const gpt2_hooks *hooks) {
+    gpt2_context *ctx = NULL;
+    gpt2_error err;
+    if (gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return NULL;
+    }
+    gpt2_context_set_hooks(ctx, hooks);
+    if (gpt2_context_eval(ctx, ids, (int)n, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        gpt2_context_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+static void print_token(FILE *out, const gpt2_tokenizer *tok, int32_t id) {
+    size_t bl;
+    const char *b = gpt2_tokenizer_token_bytes(tok, id, &bl);
+    cli_json_string(out, b ? b : "", bl);
+}
+
+/* --- topk ----------------------------------------------------------------- */
+
+typedef struct {
+    int32_t id;
+    float logit;
+} scored;
+
+static int by_logit_desc(const void *a, const void *b) {
+    const scored *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return x->id - y->id;
+}
+
+static int topk_usage(void) {
+    fputs("usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special]\n"
+          "  The next-token distribution after PROMPT (temperature 1, no filtering):\n"
+          "  the K most likely tokens (default 10) with logit and probability.\n",
+          stderr);
+    return EXIT_USAGE;
+}
+
+int cmd_topk(int argc, char **argv) {
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"prompt", required_argument, 0, 'p'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"special", no_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    inspect_args a = {0};
+    long k = 10;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:p:k:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': a.mdir = optarg; break;
+        case 'p': a.prompt = optarg; break;
+        case 'k': if (!cli_parse_int("-k", optarg, 1, 1 << 24, &k)) return EXIT_USAGE; break;
+        case 'j': a.json = 1; break;
+        case 's': a.flags |= GPT2_ENCODE_SPECIAL; break;
+        default: return topk_usage();
+        }
+    }
+    if (optind != argc || !a.prompt) return topk_usage();
+    int32_t *ids = NULL;
+    size_t n = 0;
+    scored *all = NULL;
+    gpt2_context *ctx = NULL;
+    int rc = EXIT_ERR;
+    gpt2_model *m = cli_load_model(cli_model_dir(a.mdir));
+    if (!m || !encode_prompt(m, &a, &ids, &n) || !(ctx = eval_prompt(m, ids, n, NULL))) goto out;
+    const int V = gpt2_model_config(m)->n_vocab;
+    const float *logits = gpt2_context_logits(ctx);
+    all = malloc((size_t)V * sizeof *all);
+    if (!all) goto out;
+    double max = logits[0], sum = 0;
+    for (int i = 0; i < V; i++) {
+        all[i] = (scored){i, logits[i]};
+        if (logits[i] > max) max = logits[i];
+    }
+    for (int i = 0; i < V; i++) sum += exp((double)logits[i] - max);
+    qsort(all, (size_t)V, sizeof *all, by_logit_desc);
+    if (k > V) k = V;
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
+    if (a.json) putchar('[');
+    for (long i = 0; i < k; i++) {
+        double p = exp((double)all[i].logit - max) / sum;
+        if (a.json) {
+            printf("%s{\"id\": %d, \"token\": ", i ? ", " : "", all[i].id);
+            print_token(stdout, tok, all[i].id);
+            fputs(", \"logit\": ", stdout);
+            cli_json_float(stdout, all[i].logit);
+            fputs(", \"prob\": ", stdout);
+            cli_json_float(stdout, p);
+            putchar('}');
+        } else {
+            printf("%6d  %9.4f  %8.5f  ", all[i].id, all[i].logit, p);
+            print_token(stdout, tok, all[i].id);
+            putchar('\n');
+        }
+    }
+    if (a.json) puts("]");
+    rc = EXIT_OK;
+out:
+    free(all);
+    free(ids);
+    gpt2_context_free(ctx);
+    gpt2_model_free(m);
+    return rc;
+}
+
+/* --- attention ------------------------------------------------------------ */
+
+typedef struct {
+    int layer, head, T;
+    float *w; /* (T, T) */
+} att_capture;
+
+static int want_one_head(void *ud, int layer, int head) {
+    const att_capture *cap = ud;
+    return layer == cap->layer && head == cap->head;
+}
+
+static void keep_row(void *ud, int layer, int head, int pos, const float *probs, int n_keys) {
+    att_capture *cap = ud;
+    if (layer == cap->layer && head == cap->head && pos < cap->T)
+        memcpy(cap->w + (size_t)pos * cap->T, probs, (size_t)n_keys * sizeof(float));
+}
+
+static int attention_usage(void) {
+    fputs("usage: gptscope attention [-m DIR] -p PROMPT --layer L --head H [--json] [--special]\n"
+          "  One head's causal attention matrix over the prompt: row i is query token i,\n"
+          "  column j key token j (0 for j > i). Layers and heads count from 0.\n",
+          stderr);
+    return EXIT_USAGE;
+}
+
+int cmd_attention(int argc, char **argv) {
+    enum { O_LAYER = 256, O_HEAD };
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"prompt", required_argument, 0, 'p'},
+                                         {"layer", required_argument, 0, O_LAYER},
+                                         {"head", required_argument, 0, O_HEAD},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"special", no_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    inspect_args a = {0};
+    long layer = -1, head = -1;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': a.mdir = optarg; break;
+        case 'p': a.prompt = optarg; break;
+        case O_LAYER: if (!cli_parse_int("--layer", optarg, 0, 1 << 20, &layer)) return EXIT_USAGE; break;
+        case O_HEAD: if (!cli_parse_int("--head", optarg, 0, 1 << 20, &head)) return EXIT_USAGE; break;
+        case 'j': a.json = 1; break;
+        case 's': a.flags |= GPT2_ENCODE_SPECIAL; break;
+        default: return attention_usage();
+        }
+    }
+    if (optind != argc || !a.prompt || layer < 0 || head < 0) return attention_usage();
+    int rc = EXIT_ERR;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    gpt2_context *ctx = NULL;
+    att_capture cap = {.layer = (int)layer, .head = (int)head};
+    gpt2_hooks hooks = {.user_data = &cap, .want_attention = want_one_head, .on_attention = keep_row};
+    gpt2_model *m = cli_load_model(cli_model_dir(a.mdir));
+    if (!m) goto out;
+    const gpt2_config *cfg = gpt2_model_config(m);
+    if (layer >= cfg->n_layer || head >= cfg->n_head) {
+        cli_error("--layer %ld --head %ld: the model has layers 0..%d and heads 0..%d", layer, head,
+                  cfg->n_layer - 1, cfg->n_head - 1);
+        goto out;
+    }
+    if (!encode_prompt(m, &a, &ids, &n)) goto out;
+    cap.T = (int)n;
+    if (!(cap.w = calloc(n * n, sizeof(float)))) {
+        cli_error("out of memory for a %zu x %zu attention matrix", n, n);
+        goto out;
+    }
+    if (!(ctx = eval_prompt(m, ids, n, &hooks))) goto out;
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
+    const int T = cap.T;
+    if (a.json) {
+        fputs("{\"tokens\": [", stdout);
+        for (int i = 0; i < T; i++) {
+            if (i) fputs(", ", stdout);
+            print_token(stdout, tok, ids[i]);
+        }
+        fputs("], \"ids\": [", stdout);
+        for (int i = 0; i < T; i++) printf(i ? ", %d" : "%d", ids[i]);
+        fputs("], \"weights\": [", stdout);
+        for (int i = 0; i < T; i++) {
+            fputs(i ? ", [" : "[", stdout);
+            for (int j = 0; j < T; j++) {
+                if (j) fputs(", ", stdout);
+                cli_json_float(stdout, cap.w[(size_t)i * T + j]);
+            }
+            putchar(']');
+        }
+        puts("]}");
+    } else {
+        for (int i = 0; i < T; i++) {
+            printf("%4d ", i);
+            print_token(stdout, tok, ids[i]);
+            putchar('\t');
+            for (int j = 0; j <= i; j++) printf(j ? " %.4f" : "%.4f", cap.w[(size_t)i * T + j]);
+            putchar('\n');
+        }
+    }
+    rc = EXIT_OK;
+out:
+    free(cap.w);
+    free(ids);
+    gpt2_context_free(ctx);
+    gpt2_model_free(m);
+    return rc;
+}

@@ -1,0 +1,154 @@
+/* common.c — option parsing, model loading and JSON output shared by the subcommands. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+void cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("gptscope: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+const char *cli_model_dir(const char *opt_m) {
+    if (opt_m) return opt_m;
+    const char *env = getenv("GPTSCOPE_MODEL");
+    if (env && *env) return env;
+    static char path[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+    if (n > 0) {
+        path[n] = '\0';
+        char *slash = strrchr(path, '/');
+        if (slash) {
+            strcpy(slash + 1, "models/shakespeare");
+            if (access(path, F_OK) == 0) return path;
+        }
+    }
+    return "models/shakespeare";
+}
+
+gpt2_model *cli_load_model(const char *dir) {
+    gpt2_model *m = NULL;
+    gpt2_error err;
+    if (gpt2_model_load(dir, &m, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return NULL;
+    }
+    return m;
+}
+
+int cli_parse_int(const char *opt, const char *text, long min, long max, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < min || v > max) {
+        cli_error("%s: expected an integer in [%ld, %ld], found '%s'", opt, min, max, text);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_parse_float(const char *opt, const char *text, double min, double max, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !(v >= min && v <= max)) {
+        cli_error("%s: expected a number in [%g, %g], found '%s'", opt, min, max, text);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+char *cli_read_all(FILE *f, const char *path, size_t *len) {
+    FILE *own = NULL;
+    if (path && !(f = own = fopen(path, "rb"))) {
+        cli_error("%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1) break;
+        char *grown = realloc(buf, cap *= 2);
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+        }
+        buf = grown;
+    }
+    int bad = ferror(f);
+    if (own) fclose(own);
+    if (!buf || bad) {
+        cli_error("%s: %s", path ? path : "stdin", buf ? "read error" : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+int cli_encode(const gpt2_tokenizer *tok, const char *text, size_t len, int flags, int32_t **ids, size_t *n) {
+    gpt2_error err;
+    if (gpt2_tokenizer_encode(tok, text, len, flags, ids, n, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return 0;
+    }
+    return 1;
+}
+
+void cli_json_string(FILE *out, const char *s, size_t len) {
+    char *clean = malloc(3 * (len + 4) + 12);
+    if (!clean) {
+        fputs("\"\"", out);
+        return;
+    }
+    gpt2_utf8_stream us = {0};
+    size_t n = gpt2_utf8_stream_push(&us, s, len, clean);
+    n += gpt2_utf8_stream_flush(&us, clean + n);
+    fputc('"', out);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)clean[i];
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c == '\n') fputs("\\n", out);
+        else if (c == '\t') fputs("\\t", out);
+        else if (c == '\r') fputs("\\r", out);
+        else if (c < 0x20 || c == 0x7f) fprintf(out, "\\u%04x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+    free(clean);
+}
+
+void cli_json_float(FILE *out, double v) {
+    if (isfinite(v)) fprintf(out, "%.9g", v);
+    else fputs("null", out);
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+volatile sig_atomic_t *cli_interrupt_flag(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return &interrupted;
+}

@@ -1,0 +1,246 @@
+/* context.c — the forward pass: KV cache, batched prefill, single-token decode, hooks. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "gpt2_context.h"
+#include "kernels.h"
+#include "model_internal.h"
+
+struct gpt2_context {
+    const gpt2_model *m;
+    int n_ctx, n_batch, n_past;
+    int logits_valid;
+    float *k_cache, *v_cache; /* (L, n_ctx, C) */
+    int32_t *tokens;          /* (n_ctx) */
+    /* activations for one batch of up to B = n_batch positions */
+    float *x;                 /* (B, C) residual stream */
+    float *xn;                /* (B, C) layer-norm output */
+    float *qkv;               /* (B, 3C) */
+    float *atty;              /* (B, C) attention output, heads concatenated */
+    float *hid;               /* (B, F) MLP hidden */
+    float *att;               /* (B, n_ctx) one head's scores / probabilities */
+    float *logits;            /* (V) of the last position */
+    float *logits_all;        /* (B, V), only while an on_logits hook is set */
+    float *scratch;           /* KERNEL_SCRATCH_FLOATS, only for 16-bit weights */
+    unsigned char *want_att;  /* (n_head) heads the observer asked for, this layer */
+    gpt2_hooks hooks;
+};
+
+gpt2_context_params gpt2_context_default_params(void) {
+    return (gpt2_context_params){.n_ctx = 0, .n_batch = 128};
+}
+
+static int any_16bit(const gpt2_model *m) {
+    if (m->wte.dtype != GPT2_DTYPE_F32 || m->lm_head.dtype != GPT2_DTYPE_F32) return 1;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const gpt2_layer *L = &m->layers[l];
+        if (L->attn_w.dtype || L->proj_w.dtype || L->fc_w.dtype || L->fcproj_w.dtype) return 1;
+    }
+    return 0;
+}
+
+gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_context **out,
+                             gpt2_error *err) {
+    *out = NULL;
+    const gpt2_config *c = &m->cfg;
+    if (p.n_ctx < 0 || p.n_ctx > c->n_ctx)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "context size %d is outside [1, n_positions %d]", p.n_ctx,
+                         c->n_ctx);
+    if (p.n_batch < 1 || p.n_batch > 4096)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "batch size %d is outside [1, 4096]", p.n_batch);
+    gpt2_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    ctx->m = m;
+    ctx->n_ctx = p.n_ctx ? p.n_ctx : c->n_ctx;
+    ctx->n_batch = p.n_batch < ctx->n_ctx ? p.n_batch : ctx->n_ctx;
+    const size_t L = (size_t)c->n_layer, C = (size_t)c->n_embd, B = (size_t)ctx->n_batch,
+                 T = (size_t)ctx->n_ctx, F = (size_t)m->n_inner, V = (size_t)c->n_vocab;
+    ctx->k_cache = malloc(L * T * C * sizeof(float));
+    ctx->v_cache = malloc(L * T * C * sizeof(float));
+    ctx->tokens = malloc(T * sizeof(int32_t));
+    ctx->x = malloc(B * C * sizeof(float));
+    ctx->xn = malloc(B * C * sizeof(float));
+    ctx->qkv = malloc(B * 3 * C * sizeof(float));
+    ctx->atty = malloc(B * C * sizeof(float));
+    ctx->hid = malloc(B * F * sizeof(float));
+    ctx->att = malloc(B * T * sizeof(float));
+    ctx->logits = malloc(V * sizeof(float));
+    ctx->want_att = malloc((size_t)c->n_head);
+    if (any_16bit(m)) ctx->scratch = malloc(KERNEL_SCRATCH_FLOATS * sizeof(float));
+    if (!ctx->k_cache || !ctx->v_cache || !ctx->tokens || !ctx->x || !ctx->xn || !ctx->qkv || !ctx->atty ||
+        !ctx->hid || !ctx->att || !ctx->logits || !ctx->want_att || (any_16bit(m) && !ctx->scratch)) {
+        gpt2_context_free(ctx);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a context of %zu positions (KV cache %zu MB)",
+                         T, 2 * L * T * C * sizeof(float) >> 20);
+    }
+    *out = ctx;
+    return GPT2_OK;
+}
+
+void gpt2_context_free(gpt2_context *ctx) {
+    if (!ctx) return;
+    free(ctx->k_cache);
+    free(ctx->v_cache);
+    free(ctx->tokens);
+    free(ctx->x);
+    free(ctx->xn);
+    free(ctx->qkv);
+    free(ctx->atty);
+    free(ctx->hid);
+    free(ctx->att);
+    free(ctx->logits);
+    free(ctx->logits_all);
+    free(ctx->scratch);
+    free(ctx->want_att);
+    free(ctx);
+}
+
+void gpt2_context_set_hooks(gpt2_context *ctx, const gpt2_hooks *hooks) {
+    if (hooks)
+        ctx->hooks = *hooks;
+    else
+        memset(&ctx->hooks, 0, sizeof ctx->hooks);
+}
+
+/* Causal self-attention of layer l for T positions starting at p0. Reads q, k, v
+ * from ctx->qkv (T, 3C), appends k and v to the cache, writes ctx->atty (T, C). */
+static void attention(gpt2_context *ctx, int l, int p0, int T) {
+    const gpt2_config *c = &ctx->m->cfg;
+    const int C = c->n_embd, H = c->n_head, hs = C / H, P = p0 + T;
+    float *kc = ctx->k_cache + (size_t)l * ctx->n_ctx * C; /* (n_ctx, C) */
+    float *vc = ctx->v_cache + (size_t)l * ctx->n_ctx * C;
+    for (int t = 0; t < T; t++) {
+        memcpy(kc + (size_t)(p0 + t) * C, ctx->qkv + (size_t)t * 3 * C + C, (size_t)C * sizeof(float));
+        memcpy(vc + (size_t)(p0 + t) * C, ctx->qkv + (size_t)t * 3 * C + 2 * C, (size_t)C * sizeof(float));
+    }
+    const gpt2_hooks *hk = &ctx->hooks;
+    const int observe = hk->on_attention != NULL;
+    for (int h = 0; h < H; h++)
+        ctx->want_att[h] = observe && (!hk->want_attention || hk->want_attention(hk->user_data, l, h));
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int h = 0; h < H; h++) {
+        const float *q = ctx->qkv + h * hs;  /* row stride 3C */
+        const float *k = kc + h * hs;        /* row stride C */
+        const float *v = vc + h * hs;
+        float *y = ctx->atty + h * hs;       /* row stride C */
+        float *att = ctx->att;               /* (T, P) */
+        if (T == 1) {
+            for (int j = 0; j < P; j++) {
+                const float *kj = k + (size_t)j * C;
+                float s = 0.0f;
+                for (int i = 0; i < hs; i++) s += q[i] * kj[i];
+                att[j] = s * scale;
+            }
+            kernel_softmax(att, P);
+            for (int i = 0; i < hs; i++) y[i] = 0.0f;
+            for (int j = 0; j < P; j++) {
+                const float *vj = v + (size_t)j * C, a = att[j];
+                for (int i = 0; i < hs; i++) y[i] += a * vj[i];
+            }
+        } else {
+            /* att (T, P) = q (T, hs) k^T (hs, P) * scale, then causal softmax per row */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, P, hs, scale, q, 3 * C, k, C, 0.0f, att, P);
+            for (int t = 0; t < T; t++) {
+                float *row = att + (size_t)t * P;
+                const int n_keys = p0 + t + 1;
+                kernel_softmax(row, n_keys);
+                memset(row + n_keys, 0, (size_t)(P - n_keys) * sizeof(float));
+            }
+            /* y (T, hs) = att (T, P) v (P, hs) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, P, 1.0f, att, P, v, C, 0.0f, y, C);
+        }
+        if (ctx->want_att[h])
+            for (int t = 0; t < T; t++) hk->on_attention(hk->user_data, l, h, p0 + t, att + (size_t)t * P, p0 + t + 1);
+    }
+}
+
+/* Runs one batch of T <= n_batch tokens at positions n_past ... */
+static void forward_batch(gpt2_context *ctx, const int32_t *tokens, int T) {
+    const gpt2_model *m = ctx->m;
+    const gpt2_config *c = &m->cfg;
+    const int C = c->n_embd, F = m->n_inner, V = c->n_vocab, p0 = ctx->n_past;
+    const gpt2_hooks *hk = &ctx->hooks;
+    for (int t = 0; t < T; t++) {
+        float *x = ctx->x + (size_t)t * C;
+        const float *pe = m->wpe + (size_t)(p0 + t) * C;
+        kernel_row(x, &m->wte, tokens[t]);
+        for (int i = 0; i < C; i++) x[i] += pe[i];
+    }
+    for (int l = 0; l < c->n_layer; l++) {
+        const gpt2_layer *L = &m->layers[l];
+        kernel_layernorm(ctx->xn, ctx->x, L->ln1_g, L->ln1_b, T, C, c->ln_eps);
+        kernel_matmul(ctx->qkv, ctx->xn, T, &L->attn_w, L->attn_b, 0, ctx->scratch);
+        attention(ctx, l, p0, T);
+        kernel_matmul(ctx->x, ctx->atty, T, &L->proj_w, L->proj_b, 1, ctx->scratch);
+        kernel_layernorm(ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T, C, c->ln_eps);
+        kernel_matmul(ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, 0, ctx->scratch);
+        if (m->gelu_erf)
+            kernel_gelu_erf(ctx->hid, (size_t)T * F);
+        else
+            kernel_gelu_tanh(ctx->hid, (size_t)T * F);
+        kernel_matmul(ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch);
+        if (hk->on_residual && (!hk->want_residual || hk->want_residual(hk->user_data, l)))
+            for (int t = 0; t < T; t++) hk->on_residual(hk->user_data, l, p0 + t, ctx->x + (size_t)t * C, C);
+    }
+    if (hk->on_logits && ctx->logits_all) {
+        kernel_layernorm(ctx->xn, ctx->x, m->lnf_g, m->lnf_b, T, C, c->ln_eps);
+        kernel_matmul_t(ctx->logits_all, V, ctx->xn, T, &m->lm_head, ctx->scratch);
+        for (int t = 0; t < T; t++) hk->on_logits(hk->user_data, p0 + t, ctx->logits_all + (size_t)t * V, V);
+        memcpy(ctx->logits, ctx->logits_all + (size_t)(T - 1) * V, (size_t)V * sizeof(float));
+    } else {
+        const float *last = ctx->x + (size_t)(T - 1) * C;
+        kernel_layernorm(ctx->xn, last, m->lnf_g, m->lnf_b, 1, C, c->ln_eps);
+        kernel_matmul_t(ctx->logits, V, ctx->xn, 1, &m->lm_head, ctx->scratch);
+    }
+    memcpy(ctx->tokens + p0, tokens, (size_t)T * sizeof(int32_t));
+    ctx->n_past += T;
+    ctx->logits_valid = 1;
+}
+
+gpt2_status gpt2_context_eval(gpt2_context *ctx, const int32_t *tokens, int n, gpt2_error *err) {
+    const gpt2_config *c = &ctx->m->cfg;
+    if (n < 0) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "eval: negative token count %d", n);
+    if (n == 0) return GPT2_OK;
+    if (n > ctx->n_ctx - ctx->n_past)
+        return gpt2_fail(err, GPT2_ERR_CONTEXT_FULL,
+                         "context full: %d positions in use + %d new tokens exceed the context window of %d",
+                         ctx->n_past, n, ctx->n_ctx);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "eval: token %d (at index %d) is outside [0, %d)",
+                             tokens[i], i, c->n_vocab);
+    if (ctx->hooks.on_logits && !ctx->logits_all) {
+        ctx->logits_all = malloc((size_t)ctx->n_batch * c->n_vocab * sizeof(float));
+        if (!ctx->logits_all) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for per-position logits");
+    }
+    for (int done = 0; done < n;) {
+        int T = n - done < ctx->n_batch ? n - done : ctx->n_batch;
+        forward_batch(ctx, tokens + done, T);
+        done += T;
+        if (ctx->hooks.cancel && done < n && ctx->hooks.cancel(ctx->hooks.user_data, done, n))
+            return gpt2_fail(err, GPT2_CANCELLED, "cancelled after %d of %d tokens", done, n);
+    }
+    return GPT2_OK;
+}
+
+const float *gpt2_context_logits(const gpt2_context *ctx) { return ctx->logits_valid ? ctx->logits : NULL; }
+int gpt2_context_n_past(const gpt2_context *ctx) { return ctx->n_past; }
+int gpt2_context_n_ctx(const gpt2_context *ctx) { return ctx->n_ctx; }
+const int32_t *gpt2_context_tokens(const gpt2_context *ctx) { return ctx->tokens; }
+const gpt2_model *gpt2_context_model(const gpt2_context *ctx) { return ctx->m; }
+
+gpt2_status gpt2_context_rewind(gpt2_context *ctx, int n_past, gpt2_error *err) {
+    if (n_past < 0 || n_past > ctx->n_past)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "rewind to %d: outside [0, %d]", n_past, ctx->n_past);
+    if (n_past != ctx->n_past) ctx->logits_valid = 0;
+    ctx->n_past = n_past;
+    return GPT2_OK;
+}
+
+void gpt2_context_reset(gpt2_context *ctx) {
+    ctx->n_past = 0;
+    ctx->logits_valid = 0;
+}

@@ -1,0 +1,53 @@
+/* kernels.h — the numeric building blocks of the forward pass (library-private).
+ *
+ * Weight matrices are passed as a gpt2_matrix: a pointer into the mapped file
+ * plus its dtype. F32 goes straight to OpenBLAS; F16/BF16 are widened to float
+ * on the fly (per row for one position, per block of rows into a scratch
+ * buffer followed by sgemm for many positions), so 16-bit weights stay 16-bit
+ * in memory.
+ */
+#ifndef GPT2_CORE_KERNELS_H
+#define GPT2_CORE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt2_model.h"
+
+typedef struct {
+    const void *data; /* row-major, rows x cols elements of dtype */
+    gpt2_dtype dtype;
+    int rows, cols;
+} gpt2_matrix;
+
+/* Scratch the 16-bit prefill path needs, in floats: KERNEL_SCRATCH_FLOATS. */
+enum { KERNEL_SCRATCH_FLOATS = 1 << 20 };
+
+float gpt2_f16_to_f32(uint16_t h);
+float gpt2_bf16_to_f32(uint16_t h);
+uint16_t gpt2_f32_to_f16(float f);  /* round to nearest even */
+uint16_t gpt2_f32_to_bf16(float f); /* round to nearest even */
+
+/* dst (n) = row r of m, widened to float. */
+void kernel_row(float *dst, const gpt2_matrix *m, int r);
+
+/* out (T, N) (+)= in (T, K) @ W (K, N) [+ bias (N)]: Conv1D weights, HF layout.
+ * accumulate: add to out instead of overwriting. scratch: KERNEL_SCRATCH_FLOATS. */
+void kernel_matmul(float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
+                   int accumulate, float *scratch);
+
+/* out (T, N) = in (T, K) @ W^T for W (N, K): the LM head over wte. ldo is
+ * out's row stride. */
+void kernel_matmul_t(float *out, int ldo, const float *in, int T, const gpt2_matrix *W, float *scratch);
+
+/* out (T, C) = layernorm(in (T, C)) * g + b */
+void kernel_layernorm(float *out, const float *in, const float *g, const float *b, int T, int C, float eps);
+
+/* x (n) = gelu(x): tanh approximation (GPT-2's gelu_new) or exact erf. */
+void kernel_gelu_tanh(float *x, size_t n);
+void kernel_gelu_erf(float *x, size_t n);
+
+/* x (n) = softmax(x) in place; returns nothing, the row sums to 1. */
+void kernel_softmax(float *x, int n);
+
+#endif

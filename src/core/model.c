@@ -1,0 +1,441 @@
+/* model.c — loads config.json + model.safetensors (+ tokenizer) into an immutable model. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "model_internal.h"
+
+#define PATH_MAX_LEN 4096
+
+const char *gpt2_dtype_name(gpt2_dtype dtype) {
+    switch (dtype) {
+    case GPT2_DTYPE_F32: return "f32";
+    case GPT2_DTYPE_F16: return "f16";
+    case GPT2_DTYPE_BF16: return "bf16";
+    }
+    return "?";
+}
+
+static size_t dtype_bytes(gpt2_dtype dt) { return dt == GPT2_DTYPE_F32 ? 4 : 2; }
+
+/* Reads a whole small file into a NUL-terminated buffer. */
+static gpt2_status read_small_file(const char *path, char **out, size_t *len, gpt2_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > (64 << 20)) {
+        fclose(f);
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a regular file of at most 64 MiB", path);
+    }
+    char *buf = malloc((size_t)sb.st_size + 1);
+    if (!buf) {
+        fclose(f);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t n = fread(buf, 1, (size_t)sb.st_size, f);
+    fclose(f);
+    if (n != (size_t)sb.st_size) {
+        free(buf);
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: short read (%zu of %lld bytes)", path, n, (long long)sb.st_size);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return GPT2_OK;
+}
+
+/* --- config.json ---------------------------------------------------------- */
+
+static gpt2_status cfg_int(const char *path, const cJSON *root, const char *key, const char *alt,
+                           int min, int max, int *out, gpt2_error *err) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!j && alt) j = cJSON_GetObjectItemCaseSensitive(root, alt);
+    if (!j)
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: missing key \"%s\" (an integer)", path, key);
+    if (!cJSON_IsNumber(j) || floor(j->valuedouble) != j->valuedouble || j->valuedouble < min ||
+        j->valuedouble > max)
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: \"%s\" must be an integer in [%d, %d], found %s", path,
+                         j->string, min, max, cJSON_IsNumber(j) ? "an out-of-range number" : "a non-number");
+    *out = (int)j->valuedouble;
+    return GPT2_OK;
+}
+
+static gpt2_status parse_config(const char *path, gpt2_model *m, gpt2_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    gpt2_status st = read_small_file(path, &text, &len, err);
+    if (st != GPT2_OK) return st;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: not a valid JSON object", path);
+    }
+    gpt2_config *c = &m->cfg;
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "gpt2") != 0)) {
+        st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: model_type is \"%s\", expected \"gpt2\"", path,
+                       cJSON_IsString(mt) ? mt->valuestring : "(not a string)");
+        goto done;
+    }
+    if ((st = cfg_int(path, root, "n_layer", NULL, 1, 1000, &c->n_layer, err)) ||
+        (st = cfg_int(path, root, "n_head", NULL, 1, 4096, &c->n_head, err)) ||
+        (st = cfg_int(path, root, "n_embd", NULL, 1, 65536, &c->n_embd, err)) ||
+        (st = cfg_int(path, root, "n_positions", "n_ctx", 1, 1 << 20, &c->n_ctx, err)) ||
+        (st = cfg_int(path, root, "vocab_size", NULL, 1, 1 << 24, &c->n_vocab, err)))
+        goto done;
+    if (c->n_embd % c->n_head != 0) {
+        st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: n_embd %d is not divisible by n_head %d", path, c->n_embd,
+                       c->n_head);
+        goto done;
+    }
+    m->n_inner = 4 * c->n_embd;
+    const cJSON *ni = cJSON_GetObjectItemCaseSensitive(root, "n_inner");
+    if (ni && !cJSON_IsNull(ni) && (st = cfg_int(path, root, "n_inner", NULL, 1, 1 << 20, &m->n_inner, err)))
+        goto done;
+    c->ln_eps = 1e-5f;
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
+    if (eps) {
+        if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1) {
+            st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: layer_norm_epsilon must be a number in (0, 1]", path);
+            goto done;
+        }
+        c->ln_eps = (float)eps->valuedouble;
+    }
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
+    if (act) {
+        const char *a = cJSON_IsString(act) ? act->valuestring : "";
+        if (strcmp(a, "gelu") == 0)
+            m->gelu_erf = 1;
+        else if (strcmp(a, "gelu_new") != 0 && strcmp(a, "gelu_pytorch_tanh") != 0) {
+            st = gpt2_fail(err, GPT2_ERR_CONFIG,
+                           "%s: activation_function \"%s\" not supported (expected gelu_new or gelu)", path, a);
+            goto done;
+        }
+    }
+    static const char *unsupported[] = {"scale_attn_by_inverse_layer_idx", "add_cross_attention"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, unsupported[i]))) {
+            st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: \"%s\": true is not supported", path, unsupported[i]);
+            goto done;
+        }
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights");
+    if (cJSON_IsFalse(sc)) {
+        st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: \"scale_attn_weights\": false is not supported", path);
+        goto done;
+    }
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+/* --- tensor binding ------------------------------------------------------- */
+
+typedef struct {
+    gpt2_model *m;
+    const char *path;
+    const char *prefix; /* "" or "transformer." */
+    float *arena_next;  /* next free float in m->vectors */
+    gpt2_error *err;
+} binder;
+
+static const st_tensor *find_tensor(binder *b, const char *name) {
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", b->prefix, name);
+    return st_find(&b->m->st, full);
+}
+
+static gpt2_status check_shape(binder *b, const char *name, const st_tensor *t, int n_dims, int64_t d0,
+                               int64_t d1) {
+    int ok = t->n_dims == n_dims && t->shape[0] == d0 && (n_dims == 1 || t->shape[1] == d1);
+    if (ok) return GPT2_OK;
+    char found[96] = "", *p = found;
+    for (int i = 0; i < t->n_dims && p < found + sizeof found - 24; i++)
+        p += sprintf(p, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (n_dims == 1)
+        return gpt2_fail(b->err, GPT2_ERR_CONFIG,
+                         "%s: tensor '%s%s' has shape (%s), expected (%lld) from config.json", b->path,
+                         b->prefix, name, found, (long long)d0);
+    return gpt2_fail(b->err, GPT2_ERR_CONFIG,
+                     "%s: tensor '%s%s' has shape (%s), expected (%lld, %lld) from config.json", b->path,
+                     b->prefix, name, found, (long long)d0, (long long)d1);
+}
+
+static gpt2_status dtype_of(binder *b, const char *name, const st_tensor *t, gpt2_dtype *dt) {
+    if (strcmp(t->dtype, "F32") == 0) *dt = GPT2_DTYPE_F32;
+    else if (strcmp(t->dtype, "F16") == 0) *dt = GPT2_DTYPE_F16;
+    else if (strcmp(t->dtype, "BF16") == 0) *dt = GPT2_DTYPE_BF16;
+    else
+        return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s%s' has dtype %s, expected F32, F16 or BF16",
+                         b->path, b->prefix, name, t->dtype);
+    return GPT2_OK;
+}
+
+static gpt2_status missing(binder *b, const char *name) {
+    return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: missing tensor '%s%s'", b->path, b->prefix, name);
+}
+
+/* Binds a float vector (or small matrix) of n0 x n1 elements, converted into the arena. */
+static gpt2_status bind_vector(binder *b, const char *name, int n_dims, int64_t n0, int64_t n1, float **out) {
+    const st_tensor *t = find_tensor(b, name);
+    if (!t) return missing(b, name);
+    gpt2_status st = check_shape(b, name, t, n_dims, n0, n1);
+    gpt2_dtype dt = GPT2_DTYPE_F32;
+    if (st || (st = dtype_of(b, name, t, &dt))) return st;
+    size_t n = (size_t)n0 * (size_t)(n_dims == 2 ? n1 : 1);
+    float *dst = b->arena_next;
+    b->arena_next += n;
+    const unsigned char *src = t->data;
+    for (size_t i = 0; i < n; i++) { /* memcpy per element: the map may be misaligned */
+        if (dt == GPT2_DTYPE_F32) {
+            memcpy(&dst[i], src + 4 * i, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            dst[i] = dt == GPT2_DTYPE_F16 ? gpt2_f16_to_f32(h) : gpt2_bf16_to_f32(h);
+        }
+    }
+    *out = dst;
+    return GPT2_OK;
+}
+
+/* Binds a weight matrix in place in the map (copied only if misaligned). */
+static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, int64_t rows, int64_t cols,
+                               gpt2_matrix *out) {
+    if (!t && !(t = find_tensor(b, name))) return missing(b, name);
+    gpt2_status st = check_shape(b, name, t, 2, rows, cols);
+    if (st || (st = dtype_of(b, name, t, &out->dtype))) return st;
+    out->rows = (int)rows;
+    out->cols = (int)cols;
+    out->data = t->data;
+    if ((uintptr_t)t->data % dtype_bytes(out->dtype) != 0) {
+        void *copy = malloc(t->n_bytes);
+        void **grown = realloc(b->m->owned, (size_t)(b->m->n_owned + 1) * sizeof *grown);
+        if (!copy || !grown) {
+            free(copy);
+            if (grown) b->m->owned = grown;
+            return gpt2_fail(b->err, GPT2_ERR_NOMEM, "%s: out of memory copying '%s'", b->path, name);
+        }
+        memcpy(copy, t->data, t->n_bytes);
+        b->m->owned = grown;
+        b->m->owned[b->m->n_owned++] = copy;
+        out->data = copy;
+    }
+    b->m->weight_bytes += t->n_bytes;
+    return GPT2_OK;
+}
+
+static size_t vector_floats(const gpt2_model *m) {
+    const size_t C = (size_t)m->cfg.n_embd, F = (size_t)m->n_inner;
+    /* per layer: ln1 g,b + attn_b 3C + proj_b + ln2 g,b + fc_b F + fcproj_b */
+    return (size_t)m->cfg.n_layer * (C * 7 + F) + (size_t)m->cfg.n_ctx * C + 2 * C;
+}
+
+static gpt2_status bind_all(gpt2_model *m, const char *path, gpt2_error *err) {
+    const gpt2_config *c = &m->cfg;
+    binder b = {.m = m, .path = path, .prefix = "", .err = err};
+    if (!st_find(&m->st, "wte.weight") && st_find(&m->st, "transformer.wte.weight")) b.prefix = "transformer.";
+    m->vectors = malloc(vector_floats(m) * sizeof(float));
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    if (!m->vectors || !m->layers) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    b.arena_next = m->vectors;
+    const int64_t C = c->n_embd, F = m->n_inner, V = c->n_vocab;
+    gpt2_status st;
+    if ((st = bind_matrix(&b, "wte.weight", NULL, V, C, &m->wte)) ||
+        (st = bind_vector(&b, "wpe.weight", 2, c->n_ctx, C, &m->wpe)) ||
+        (st = bind_vector(&b, "ln_f.weight", 1, C, 0, &m->lnf_g)) ||
+        (st = bind_vector(&b, "ln_f.bias", 1, C, 0, &m->lnf_b)))
+        return st;
+    for (int l = 0; l < c->n_layer; l++) {
+        gpt2_layer *L = &m->layers[l];
+        char n[12][64];
+        static const char *suffix[12] = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight",
+                                         "attn.c_attn.bias",   "attn.c_proj.weight", "attn.c_proj.bias",
+                                         "ln_2.weight",        "ln_2.bias",        "mlp.c_fc.weight",
+                                         "mlp.c_fc.bias",      "mlp.c_proj.weight", "mlp.c_proj.bias"};
+        for (int i = 0; i < 12; i++) snprintf(n[i], sizeof n[i], "h.%d.%s", l, suffix[i]);
+        if ((st = bind_vector(&b, n[0], 1, C, 0, &L->ln1_g)) || (st = bind_vector(&b, n[1], 1, C, 0, &L->ln1_b)) ||
+            (st = bind_matrix(&b, n[2], NULL, C, 3 * C, &L->attn_w)) ||
+            (st = bind_vector(&b, n[3], 1, 3 * C, 0, &L->attn_b)) ||
+            (st = bind_matrix(&b, n[4], NULL, C, C, &L->proj_w)) ||
+            (st = bind_vector(&b, n[5], 1, C, 0, &L->proj_b)) ||
+            (st = bind_vector(&b, n[6], 1, C, 0, &L->ln2_g)) || (st = bind_vector(&b, n[7], 1, C, 0, &L->ln2_b)) ||
+            (st = bind_matrix(&b, n[8], NULL, C, F, &L->fc_w)) || (st = bind_vector(&b, n[9], 1, F, 0, &L->fc_b)) ||
+            (st = bind_matrix(&b, n[10], NULL, F, C, &L->fcproj_w)) ||
+            (st = bind_vector(&b, n[11], 1, C, 0, &L->fcproj_b)))
+            return st;
+    }
+    /* HF names the untied head "lm_head.weight" outside the "transformer." prefix. */
+    const st_tensor *head = st_find(&m->st, "lm_head.weight");
+    if (head) {
+        binder hb = b;
+        hb.prefix = "";
+        if ((st = bind_matrix(&hb, "lm_head.weight", head, V, C, &m->lm_head))) return st;
+        m->weight_bytes = hb.m->weight_bytes;
+    } else {
+        m->lm_head = m->wte;
+    }
+    m->weight_bytes += vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * C * sizeof(float);
+    return GPT2_OK;
+}
+
+/* "models/gpt2/" -> "gpt2" */
+static char *model_name(const char *dir) {
+    size_t end = strlen(dir);
+    while (end > 1 && dir[end - 1] == '/') end--;
+    size_t start = end;
+    while (start > 0 && dir[start - 1] != '/') start--;
+    return strndup(dir + start, end - start);
+}
+
+gpt2_status gpt2_model_load(const char *dir, gpt2_model **out, gpt2_error *err) {
+    *out = NULL;
+    gpt2_error_clear(err);
+    if (strlen(dir) > PATH_MAX_LEN - 32)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "model directory path is too long");
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a model directory: %s", dir,
+                         errno ? strerror(errno) : "not a directory");
+    gpt2_model *m = calloc(1, sizeof *m);
+    if (!m) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    m->name = model_name(dir);
+    char path[PATH_MAX_LEN];
+    gpt2_status st;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if ((st = parse_config(path, m, err))) goto fail;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if ((st = st_open(path, &m->st, err)) || (st = bind_all(m, path, err))) goto fail;
+    if ((st = gpt2_tokenizer_load(dir, &m->tok, err))) goto fail;
+    int tv = gpt2_tokenizer_n_vocab(m->tok);
+    if (tv > m->cfg.n_vocab) {
+        snprintf(path, sizeof path, "%s/vocab.json", dir);
+        st = gpt2_fail(err, GPT2_ERR_CONFIG,
+                       "%s: the vocabulary has ids up to %d, but the model has only vocab_size %d rows", path,
+                       tv - 1, m->cfg.n_vocab);
+        goto fail;
+    }
+    *out = m;
+    return GPT2_OK;
+fail:
+    gpt2_model_free(m);
+    return st;
+}
+
+void gpt2_model_free(gpt2_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->vectors);
+    free(m->layers);
+    st_close(&m->st);
+    gpt2_tokenizer_free(m->tok);
+    free(m->name);
+    free(m);
+}
+
+const gpt2_config *gpt2_model_config(const gpt2_model *m) { return &m->cfg; }
+const gpt2_tokenizer *gpt2_model_tokenizer(const gpt2_model *m) { return m->tok; }
+gpt2_dtype gpt2_model_dtype(const gpt2_model *m) { return m->wte.dtype; }
+size_t gpt2_model_weight_bytes(const gpt2_model *m) { return m->weight_bytes; }
+const char *gpt2_model_name(const gpt2_model *m) { return m->name; }
+
+/* --- random model --------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Approximately normal: sum of 4 uniforms, rescaled (cheap, good enough for a benchmark). */
+static float rand_normal(uint64_t *s, float std) {
+    float u = 0;
+    for (int i = 0; i < 4; i++) u += (float)(splitmix(s) >> 40) / 16777216.0f;
+    return (u - 2.0f) * 1.7320508f * std;
+}
+
+static gpt2_status random_matrix(gpt2_model *m, int rows, int cols, gpt2_dtype dt, uint64_t *seed,
+                                 gpt2_matrix *out, gpt2_error *err) {
+    size_t n = (size_t)rows * cols;
+    void *buf = malloc(n * dtype_bytes(dt));
+    void **grown = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *grown);
+    if (!buf || !grown) {
+        free(buf);
+        if (grown) m->owned = grown;
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "random model: out of memory for a %dx%d matrix", rows, cols);
+    }
+    m->owned = grown;
+    m->owned[m->n_owned++] = buf;
+    for (size_t i = 0; i < n; i++) {
+        float v = rand_normal(seed, 0.02f);
+        if (dt == GPT2_DTYPE_F32) ((float *)buf)[i] = v;
+        else ((uint16_t *)buf)[i] = dt == GPT2_DTYPE_F16 ? gpt2_f32_to_f16(v) : gpt2_f32_to_bf16(v);
+    }
+    *out = (gpt2_matrix){.data = buf, .dtype = dt, .rows = rows, .cols = cols};
+    m->weight_bytes += n * dtype_bytes(dt);
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, gpt2_model **out,
+                                  gpt2_error *err) {
+    *out = NULL;
+    if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_ctx < 1 || c.n_vocab < 1 || c.n_embd % c.n_head)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "random model: invalid config");
+    gpt2_model *m = calloc(1, sizeof *m);
+    if (!m) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    m->cfg = c;
+    if (!(m->cfg.ln_eps > 0)) m->cfg.ln_eps = 1e-5f;
+    m->n_inner = 4 * c.n_embd;
+    m->name = strdup("random");
+    const int C = c.n_embd, F = m->n_inner;
+    size_t nv = vector_floats(m);
+    m->vectors = malloc(nv * sizeof(float));
+    m->layers = calloc((size_t)c.n_layer, sizeof *m->layers);
+    gpt2_status st = GPT2_OK;
+    if (!m->vectors || !m->layers) {
+        st = gpt2_fail(err, GPT2_ERR_NOMEM, "random model: out of memory");
+        goto fail;
+    }
+    float *v = m->vectors;
+#define TAKE(ptr, n, val)                                  \
+    do {                                                   \
+        (ptr) = v;                                         \
+        for (size_t i_ = 0; i_ < (size_t)(n); i_++) v[i_] = (val); \
+        v += (n);                                          \
+    } while (0)
+    if ((st = random_matrix(m, c.n_vocab, C, dt, &seed, &m->wte, err))) goto fail;
+    m->lm_head = m->wte;
+    TAKE(m->wpe, (size_t)c.n_ctx * C, rand_normal(&seed, 0.01f));
+    TAKE(m->lnf_g, C, 1.0f);
+    TAKE(m->lnf_b, C, 0.0f);
+    for (int l = 0; l < c.n_layer; l++) {
+        gpt2_layer *L = &m->layers[l];
+        TAKE(L->ln1_g, C, 1.0f);
+        TAKE(L->ln1_b, C, 0.0f);
+        TAKE(L->attn_b, 3 * C, 0.0f);
+        TAKE(L->proj_b, C, 0.0f);
+        TAKE(L->ln2_g, C, 1.0f);
+        TAKE(L->ln2_b, C, 0.0f);
+        TAKE(L->fc_b, F, 0.0f);
+        TAKE(L->fcproj_b, C, 0.0f);
+        if ((st = random_matrix(m, C, 3 * C, dt, &seed, &L->attn_w, err)) ||
+            (st = random_matrix(m, C, C, dt, &seed, &L->proj_w, err)) ||
+            (st = random_matrix(m, C, F, dt, &seed, &L->fc_w, err)) ||
+            (st = random_matrix(m, F, C, dt, &seed, &L->fcproj_w, err)))
+            goto fail;
+    }
+#undef TAKE
+    m->weight_bytes += nv * sizeof(float) - (size_t)c.n_ctx * C * sizeof(float);
+    *out = m;
+    return GPT2_OK;
+fail:
+    gpt2_model_free(m);
+    return st;
+}

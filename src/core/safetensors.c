@@ -1,0 +1,232 @@
+/* safetensors.c — maps a .safetensors file and checks its header before trusting it. */
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+
+/* Header sizes beyond this are not GPT-2 files (gpt2-xl's header is ~60 KB). */
+#define ST_MAX_HEADER (100u << 20)
+
+static int dtype_size(const char *dt) {
+    static const struct { const char *name; int size; } table[] = {
+        {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"U64", 8},
+        {"I32", 4}, {"U32", 4}, {"I16", 2}, {"U16", 2}, {"I8", 1},   {"U8", 1},
+        {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(dt, table[i].name) == 0) return table[i].size;
+    return 0;
+}
+
+/* A JSON number that is an exact integer in [0, 2^53]. */
+static int json_u53(const cJSON *j, uint64_t *out) {
+    if (!cJSON_IsNumber(j)) return 0;
+    double v = j->valuedouble;
+    if (!(v >= 0.0) || v > 9007199254740992.0 || floor(v) != v) return 0;
+    *out = (uint64_t)v;
+    return 1;
+}
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
+}
+
+static int cmp_offset(const void *a, const void *b) {
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    uintptr_t px = (uintptr_t)x->data, py = (uintptr_t)y->data;
+    return (px > py) - (px < py);
+}
+
+/* Checks one header entry and fills t. */
+static gpt2_status parse_entry(const char *path, const cJSON *e, const uint8_t *data,
+                               uint64_t data_size, st_tensor *t, gpt2_error *err) {
+    const char *name = e->string;
+    if (!cJSON_IsObject(e))
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': expected a JSON object", path, name);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(dt))
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': missing string \"dtype\"", path, name);
+    int es = dtype_size(dt->valuestring);
+    if (es == 0 || strlen(dt->valuestring) >= sizeof t->dtype)
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': unknown dtype \"%.20s\"", path,
+                         name, dt->valuestring);
+    if (!cJSON_IsArray(shape))
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': \"shape\" must be an array", path, name);
+    int nd = cJSON_GetArraySize(shape);
+    if (nd > ST_MAX_DIMS)
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': shape has %d dimensions, at most %d supported",
+                         path, name, nd, ST_MAX_DIMS);
+    uint64_t n_elem = 1;
+    int d = 0;
+    for (const cJSON *s = shape->child; s; s = s->next, d++) {
+        uint64_t v;
+        if (!json_u53(s, &v))
+            return gpt2_fail(err, GPT2_ERR_FORMAT,
+                             "%s: tensor '%s': shape[%d] is not a non-negative integer", path, name, d);
+        t->shape[d] = (int64_t)v;
+        if (v != 0 && n_elem > UINT64_MAX / 16 / v)
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': shape is too large", path, name);
+        n_elem *= v;
+    }
+    uint64_t begin, end;
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_u53(offs->child, &begin) ||
+        !json_u53(offs->child->next, &end) || begin > end)
+        return gpt2_fail(err, GPT2_ERR_FORMAT,
+                         "%s: tensor '%s': data_offsets must be [begin, end] with 0 <= begin <= end",
+                         path, name);
+    if (end > data_size)
+        return gpt2_fail(err, GPT2_ERR_FORMAT,
+                         "%s: tensor '%s': bytes [%llu, %llu) lie outside the data section of %llu bytes "
+                         "(file truncated?)",
+                         path, name, (unsigned long long)begin, (unsigned long long)end,
+                         (unsigned long long)data_size);
+    if (end - begin != n_elem * (uint64_t)es)
+        return gpt2_fail(err, GPT2_ERR_FORMAT,
+                         "%s: tensor '%s': %s of shape with %llu elements needs %llu bytes, data_offsets span %llu",
+                         path, name, dt->valuestring, (unsigned long long)n_elem,
+                         (unsigned long long)(n_elem * (uint64_t)es), (unsigned long long)(end - begin));
+    t->name = strdup(name);
+    if (!t->name) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    strcpy(t->dtype, dt->valuestring);
+    t->elem_size = es;
+    t->n_dims = nd;
+    t->data = data + begin;
+    t->n_bytes = (size_t)(end - begin);
+    return GPT2_OK;
+}
+
+static gpt2_status parse_header(st_file *f, const char *json, size_t json_len, const uint8_t *data,
+                                uint64_t data_size, gpt2_error *err) {
+    const char *path = f->path;
+    cJSON *root = cJSON_ParseWithLength(json, json_len);
+    if (!root) {
+        const char *where = cJSON_GetErrorPtr();
+        long at = where && where >= json && where <= json + json_len ? (long)(where - json) : -1;
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: header is not valid JSON (error near byte %ld of %zu)",
+                         path, at + 8, json_len);
+    }
+    gpt2_status st = GPT2_OK;
+    if (!cJSON_IsObject(root)) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: header must be a JSON object of tensors", path);
+        goto done;
+    }
+    int n = 0;
+    for (const cJSON *e = root->child; e; e = e->next)
+        if (strcmp(e->string, "__metadata__") != 0) n++;
+    f->tensors = calloc(n ? (size_t)n : 1, sizeof *f->tensors);
+    if (!f->tensors) {
+        st = gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    for (const cJSON *e = root->child; e; e = e->next) {
+        if (strcmp(e->string, "__metadata__") == 0) continue;
+        st = parse_entry(path, e, data, data_size, &f->tensors[f->n_tensors], err);
+        if (st != GPT2_OK) goto done;
+        f->n_tensors++;
+    }
+    qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, cmp_name);
+    for (int i = 1; i < f->n_tensors; i++)
+        if (strcmp(f->tensors[i - 1].name, f->tensors[i].name) == 0) {
+            st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s' appears twice", path, f->tensors[i].name);
+            goto done;
+        }
+    /* Overlap: sort by start, each must begin at or after the previous end. */
+    const st_tensor **by_off = malloc((size_t)(n ? n : 1) * sizeof *by_off);
+    if (!by_off) {
+        st = gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    for (int i = 0; i < f->n_tensors; i++) by_off[i] = &f->tensors[i];
+    qsort(by_off, (size_t)f->n_tensors, sizeof *by_off, cmp_offset);
+    for (int i = 1; i < f->n_tensors; i++) {
+        const st_tensor *a = by_off[i - 1], *b = by_off[i];
+        if (b->n_bytes && a->n_bytes && (const uint8_t *)b->data < (const uint8_t *)a->data + a->n_bytes) {
+            st = gpt2_fail(err, GPT2_ERR_FORMAT,
+                           "%s: tensors '%s' and '%s' overlap in the data section (bytes %td and %td)",
+                           path, a->name, b->name, (const uint8_t *)a->data - data,
+                           (const uint8_t *)b->data - data);
+            break;
+        }
+    }
+    free(by_off);
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+gpt2_status st_open(const char *path, st_file *f, gpt2_error *err) {
+    memset(f, 0, sizeof *f);
+    f->path = strdup(path);
+    if (!f->path) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    gpt2_status st = GPT2_OK;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        st = gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        goto fail;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        st = gpt2_fail(err, GPT2_ERR_IO, "%s: not a regular file", path);
+        goto fail;
+    }
+    size_t size = (size_t)sb.st_size;
+    if (size == 0) {
+        close(fd);
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: file is 0 bytes, expected a safetensors header", path);
+        goto fail;
+    }
+    if (size < 8) {
+        close(fd);
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: file is %zu bytes, shorter than the 8-byte header length",
+                       path, size);
+        goto fail;
+    }
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        st = gpt2_fail(err, GPT2_ERR_IO, "%s: mmap of %zu bytes failed: %s", path, size, strerror(errno));
+        goto fail;
+    }
+    f->map = map;
+    f->map_size = size;
+    const uint8_t *p = map;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | p[i];
+    if (hlen > size - 8 || hlen > ST_MAX_HEADER || hlen < 2) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT,
+                       "%s: header length %llu does not fit: the file has %zu bytes after the 8-byte length",
+                       path, (unsigned long long)hlen, size - 8);
+        goto fail;
+    }
+    st = parse_header(f, (const char *)p + 8, (size_t)hlen, p + 8 + hlen, size - 8 - hlen, err);
+    if (st != GPT2_OK) goto fail;
+    return GPT2_OK;
+fail:
+    st_close(f);
+    return st;
+}
+
+void st_close(st_file *f) {
+    for (int i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
+    free(f->tensors);
+    if (f->map) munmap(f->map, f->map_size);
+    free((void *)f->path);
+    memset(f, 0, sizeof *f);
+}
+
+const st_tensor *st_find(const st_file *f, const char *name) {
+    st_tensor key = {.name = (char *)name};
+    return bsearch(&key, f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, cmp_name);
+}

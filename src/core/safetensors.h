@@ -1,0 +1,45 @@
+/* safetensors.h — a validated, memory-mapped view of a .safetensors file (library-private).
+ *
+ * Format: u64 little-endian header length N, N bytes of JSON
+ *   {"name": {"dtype": "F32", "shape": [r, c], "data_offsets": [begin, end]}, ...,
+ *    "__metadata__": {...}}
+ * then the data section; offsets are relative to its start. Opening checks every
+ * entry: known dtype, non-negative integer shape and offsets, size = prod(shape) *
+ * element size, range inside the data section, no two ranges overlapping.
+ */
+#ifndef GPT2_CORE_SAFETENSORS_H
+#define GPT2_CORE_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt2_status.h"
+
+enum { ST_MAX_DIMS = 8 };
+
+typedef struct {
+    char *name;
+    char dtype[12];       /* as written: "F32", "F16", "BF16", "I64", ... */
+    int elem_size;        /* bytes per element */
+    int n_dims;
+    int64_t shape[ST_MAX_DIMS];
+    const void *data;     /* into the mapping */
+    size_t n_bytes;
+} st_tensor;
+
+typedef struct {
+    const char *path;     /* owned copy */
+    void *map;            /* whole file, read-only */
+    size_t map_size;
+    st_tensor *tensors;   /* sorted by name */
+    int n_tensors;
+} st_file;
+
+/* Maps and validates path. On failure nothing stays allocated. */
+gpt2_status st_open(const char *path, st_file *f, gpt2_error *err);
+void st_close(st_file *f);
+
+/* The tensor with that exact name, or NULL. */
+const st_tensor *st_find(const st_file *f, const char *name);
+
+#endif

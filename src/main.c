@@ -1,0 +1,52 @@
+/* main.c — gptscope's entry point: dispatches to a subcommand. The only place that exits. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+#define GPTSCOPE_VERSION "0.1.0"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"generate", cmd_generate, "stream a continuation of a prompt"},
+    {"tokenize", cmd_tokenize, "print the token ids of text"},
+    {"topk", cmd_topk, "the next-token distribution after a prompt"},
+    {"attention", cmd_attention, "one head's attention matrix over a prompt"},
+    {"eval", cmd_eval, "loss of a model on a text file (nats/token, bits/byte)"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "gptscope %s — talk to a GPT-2 model and look inside it\n\n"
+                 "usage: gptscope COMMAND [options]   (gptscope COMMAND --help for its options)\n\n",
+            GPTSCOPE_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fputs("\nEvery command takes -m DIR, a model directory in the Hugging Face GPT-2 layout;\n"
+          "without it, $GPTSCOPE_MODEL or the bundled models/shakespeare is used.\n",
+          out);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        exit(EXIT_USAGE);
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        exit(EXIT_OK);
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("gptscope %s\n", GPTSCOPE_VERSION);
+        exit(EXIT_OK);
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(cmd, commands[i].name) == 0) exit(commands[i].run(argc - 1, argv + 1));
+    fprintf(stderr, "gptscope: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    exit(EXIT_USAGE);
+}

@@ -1,0 +1,84 @@
+/* test_model_load.c — the loader accepts good model directories and rejects every
+ * malformed one (tests/ref/make_model_fixtures.py writes them under bad/) with
+ * the right status and a message naming the file and the defect. */
+#include "gpt2.h"
+#include "test_util.h"
+
+typedef struct {
+    char name[64], status[16], file[64], keyword[128];
+} bad_case;
+
+static gpt2_status status_from_name(const char *s) {
+    if (!strcmp(s, "io")) return GPT2_ERR_IO;
+    if (!strcmp(s, "format")) return GPT2_ERR_FORMAT;
+    if (!strcmp(s, "config")) return GPT2_ERR_CONFIG;
+    if (!strcmp(s, "tokenizer")) return GPT2_ERR_TOKENIZER;
+    fail_msg("cases.tsv: unknown status '%s'", s);
+    return GPT2_OK;
+}
+
+static void test_bad_case(void **state) {
+    const bad_case *c = *state;
+    gpt2_model *m = (gpt2_model *)0x1;
+    gpt2_error err;
+    gpt2_status st = gpt2_model_load(fixture_path("bad/%s", c->name), &m, &err);
+    print_message("%-24s -> %s\n", c->name, err.msg);
+    assert_null(m);
+    if (st != status_from_name(c->status))
+        fail_msg("%s: status '%s', expected '%s' (message: %s)", c->name, gpt2_status_name(st), c->status, err.msg);
+    assert_int_equal(err.status, st);
+    if (!strstr(err.msg, c->file)) fail_msg("%s: message does not name %s: %s", c->name, c->file, err.msg);
+    if (!strstr(err.msg, c->keyword)) fail_msg("%s: message lacks '%s': %s", c->name, c->keyword, err.msg);
+    assert_null(strchr(err.msg, '\n'));
+}
+
+static void test_good_models(void **state) {
+    (void)state;
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(fixture_path("models/tiny-f16"), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    const gpt2_config *c = gpt2_model_config(m);
+    assert_int_equal(c->n_layer, 2);
+    assert_int_equal(c->n_head, 4);
+    assert_int_equal(c->n_embd, 64);
+    assert_int_equal(c->n_ctx, 64);
+    assert_int_equal(gpt2_model_dtype(m), GPT2_DTYPE_F16);
+    assert_string_equal(gpt2_model_name(m), "tiny-f16");
+    assert_non_null(gpt2_model_tokenizer(m));
+    assert_int_equal(gpt2_tokenizer_n_vocab(gpt2_model_tokenizer(m)), c->n_vocab);
+    /* weight bytes: 16-bit matrices + float vectors, no position table */
+    size_t C = 64, V = (size_t)c->n_vocab;
+    size_t mats = 2 * (V * C + 2 * (C * 3 * C + C * C + 2 * C * 4 * C));
+    size_t vecs = 4 * (2 * (C * 7 + 4 * C) + 2 * C);
+    assert_int_equal(gpt2_model_weight_bytes(m), mats + vecs);
+    gpt2_model_free(m);
+    if (gpt2_model_load(fixture_path("models/tiny-prefix-lmhead/"), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    assert_int_equal(gpt2_model_config(m)->n_layer, 3);
+    assert_string_equal(gpt2_model_name(m), "tiny-prefix-lmhead");
+    gpt2_model_free(m);
+    assert_int_equal(gpt2_model_load(fixture_path("no-such-dir"), &m, &err), GPT2_ERR_IO);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, "no-such-dir"));
+}
+
+int main(void) {
+    char *tsv = read_file(fixture_path("bad/cases.tsv"), NULL);
+    bad_case cases[128];
+    struct CMUnitTest tests[129];
+    int n = 0;
+    for (char *line = strtok(tsv, "\n"); line && n < 128; line = strtok(NULL, "\n")) {
+        bad_case *c = &cases[n];
+        if (line[0] == '#' || sscanf(line, "%63[^\t]\t%15[^\t]\t%63[^\t]\t%127[^\n]", c->name, c->status, c->file,
+                                     c->keyword) != 4)
+            continue;
+        tests[n] = (struct CMUnitTest){.name = c->name, .test_func = test_bad_case, .initial_state = c};
+        n++;
+    }
+    free(tsv);
+    if (n < 25) {
+        fprintf(stderr, "bad/cases.tsv lists %d cases, expected at least 25\n", n);
+        return 1;
+    }
+    tests[n++] = (struct CMUnitTest){.name = "good_models", .test_func = test_good_models};
+    return _cmocka_run_group_tests("model_load", tests, (size_t)n, NULL, NULL);
+}

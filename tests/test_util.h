@@ -1,0 +1,67 @@
+/* test_util.h — small helpers shared by the cmocka test programs (fixture paths, files). */
+#ifndef GPTSCOPE_TEST_UTIL_H
+#define GPTSCOPE_TEST_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The value of an environment variable the test needs; fails the test if unset. */
+static inline const char *test_env(const char *name) {
+    const char *v = getenv(name);
+    if (!v || !*v) fail_msg("environment variable %s is not set (run the tests with `make test`)", name);
+    return v;
+}
+
+/* path = $GPTSCOPE_FIXTURES/rel (static buffer rotated over 4 slots). */
+static inline const char *fixture_path(const char *fmt, ...) {
+    static char bufs[4][4096];
+    static int slot;
+    char *out = bufs[slot++ & 3];
+    char rel[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof rel, fmt, ap);
+    va_end(ap);
+    snprintf(out, 4096, "%s/%s", test_env("GPTSCOPE_FIXTURES"), rel);
+    return out;
+}
+
+/* Reads a whole file; fails the test if it cannot. Caller frees. */
+static inline void *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    buf[n] = '\0';
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+/* Parses whitespace-separated integers from a string into a malloc'd array. */
+static inline int32_t *parse_ids(const char *s, size_t *n) {
+    size_t cap = 16, k = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    char *end;
+    for (;;) {
+        long v = strtol(s, &end, 10);
+        if (end == s) break;
+        if (k == cap) ids = realloc(ids, (cap *= 2) * sizeof *ids);
+        ids[k++] = (int32_t)v;
+        s = end;
+    }
+    *n = k;
+    return ids;
+}
+
+#endif
