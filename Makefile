@@ -90,6 +90,7 @@ $(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
 	$(PYTHON) tests/ref/make_model_fixtures.py --out $(FIX)
 	$(PYTHON) tests/ref/make_tokenizer_fixtures.py --out $(FIX)/tokenizer \
 	    --gpt2-tokenizer $(TOKDIR) --tiny-tokenizer $(FIX)/models/tiny-f32
+	$(PYTHON) tests/ref/make_cli_fixtures.py --fixtures $(FIX)
 	touch $@
 
 test: $(APP) $(TEST_BIN) fixtures

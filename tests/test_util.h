@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The value of an environment variable the test needs; fails the test if unset. */
 static inline const char *test_env(const char *name) {

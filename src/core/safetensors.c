@@ -113,8 +113,9 @@ static gpt2_status parse_header(st_file *f, const char *json, size_t json_len, c
     if (!root) {
         const char *where = cJSON_GetErrorPtr();
         long at = where && where >= json && where <= json + json_len ? (long)(where - json) : -1;
-        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: header is not valid JSON (error near byte %ld of %zu)",
-                         path, at + 8, json_len);
+        return gpt2_fail(err, GPT2_ERR_FORMAT,
+                         "%s: header is not valid JSON (parse error at header byte %ld of %zu)", path, at,
+                         json_len);
     }
     gpt2_status st = GPT2_OK;
     if (!cJSON_IsObject(root)) {

@@ -1,0 +1,323 @@
+/* test_cli.c — the gptscope binary end to end: published tokenizer ids, the
+ * subcommands' output against the numpy/Python references (tests/ref/
+ * make_cli_fixtures.py), exit statuses, and one clean error line for every
+ * malformed model directory. $GPTSCOPE_BIN names the binary under test. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <sys/wait.h>
+
+#include "gpt2.h"
+#include "test_util.h"
+
+typedef struct {
+    int status; /* exit status, or 128 + signal */
+    char *out, *err;
+} run_result;
+
+static void run_free(run_result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+/* Runs `$GPTSCOPE_BIN args` through sh, stdin from stdin_text (or /dev/null). */
+static run_result run(const char *stdin_text, const char *fmt, ...) {
+    char args[8192], cmd[12288];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char in_path[] = "/tmp/gptscope-cli-in-XXXXXX", out_path[] = "/tmp/gptscope-cli-out-XXXXXX",
+         err_path[] = "/tmp/gptscope-cli-err-XXXXXX";
+    int fds[3] = {mkstemp(in_path), mkstemp(out_path), mkstemp(err_path)};
+    for (int i = 0; i < 3; i++) assert_true(fds[i] >= 0);
+    if (stdin_text) assert_int_equal(write(fds[0], stdin_text, strlen(stdin_text)), (ssize_t)strlen(stdin_text));
+    for (int i = 0; i < 3; i++) close(fds[i]);
+    snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=exitcode=99 UBSAN_OPTIONS=exitcode=98 %s %s <%s >%s 2>%s",
+             test_env("GPTSCOPE_BIN"), args, in_path, out_path, err_path);
+    int ws = system(cmd);
+    run_result r = {.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws)};
+    r.out = read_file(out_path, NULL);
+    r.err = read_file(err_path, NULL);
+    unlink(in_path), unlink(out_path), unlink(err_path);
+    if (strstr(r.err, "Sanitizer") || strstr(r.err, "runtime error"))
+        fail_msg("sanitizer report from `gptscope %s`:\n%s", args, r.err);
+    return r;
+}
+
+/* s quoted for sh: '...' with each ' written as '\'' (static buffers, 4 slots). */
+static const char *sq(const char *s) {
+    static char bufs[4][4096];
+    static int slot;
+    char *out = bufs[slot++ & 3], *o = out;
+    *o++ = '\'';
+    for (; *s && o < out + 4096 - 8; s++) {
+        if (*s == '\'') {
+            memcpy(o, "'\\''", 4);
+            o += 4;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o++ = '\'';
+    *o = '\0';
+    return out;
+}
+
+static char *trim(char *s) {
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == ' ')) s[--n] = '\0';
+    return s;
+}
+
+static void test_usage_errors(void **state) {
+    (void)state;
+    run_result r = run(NULL, "");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "usage"));
+    run_free(&r);
+    r = run(NULL, "frobnicate");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "unknown command 'frobnicate'"));
+    run_free(&r);
+    r = run(NULL, "generate -m %s", fixture_path("models/tiny-f32"));
+    assert_int_equal(r.status, 2); /* no -p */
+    run_free(&r);
+    r = run(NULL, "generate -m %s -p hi -n abc", fixture_path("models/tiny-f32"));
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "-n: expected an integer"));
+    run_free(&r);
+    r = run(NULL, "generate -m %s -p hi --top-p 1.5", fixture_path("models/tiny-f32"));
+    assert_int_equal(r.status, 2);
+    run_free(&r);
+    r = run(NULL, "attention -m %s -p hi --layer 9 --head 0", fixture_path("models/tiny-f32"));
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "layers 0..1"));
+    run_free(&r);
+    r = run(NULL, "--help");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "tokenize"));
+    run_free(&r);
+}
+
+/* Published GPT-2 ids (OpenAI's encoder), through argv and through stdin. */
+static void test_tokenize_published(void **state) {
+    (void)state;
+    const char *dir = test_env("GPT2_TOKENIZER_DIR");
+    run_result r = run(NULL, "tokenize -m %s --text 'Not all heroes wear capes.'", dir);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "3673 477 10281 5806 1451 274 13\n");
+    run_free(&r);
+    r = run("Not all heroes wear capes.", "tokenize -m %s", dir);
+    assert_string_equal(r.out, "3673 477 10281 5806 1451 274 13\n");
+    run_free(&r);
+    r = run(NULL, "tokenize -m %s --pieces --text zjqfl", dir);
+    assert_string_equal(r.out, "\"z\" \"j\" \"q\" \"fl\"\n");
+    run_free(&r);
+    r = run(NULL, "tokenize -m %s --text '<|endoftext|>'", dir);
+    assert_string_not_equal(trim(r.out), "50256");
+    run_free(&r);
+    r = run(NULL, "tokenize -m %s --special --text 'a<|endoftext|>'", dir);
+    assert_string_equal(trim(r.out), "64 50256");
+    run_free(&r);
+}
+
+static float *read_f32_file(const char *path, size_t n) {
+    size_t len;
+    float *v = read_file(path, &len);
+    assert_int_equal(len, n * sizeof(float));
+    return v;
+}
+
+/* topk --json: the 10 most probable tokens with the reference's probabilities. */
+static void test_topk_json(void **state) {
+    const char *model = *state;
+    char *prompt = read_file(fixture_path("cli/%s/prompt.txt", model), NULL);
+    gpt2_model *m;
+    assert_int_equal(gpt2_model_load(fixture_path("models/%s", model), &m, NULL), GPT2_OK);
+    const int V = gpt2_model_config(m)->n_vocab;
+    gpt2_model_free(m);
+    float *ref = read_f32_file(fixture_path("cli/%s/last_logits.f32", model), (size_t)V);
+    double mx = ref[0], sum = 0;
+    for (int i = 0; i < V; i++) mx = fmax(mx, ref[i]);
+    for (int i = 0; i < V; i++) sum += exp(ref[i] - mx);
+    run_result r = run(NULL, "topk -m %s -p %s -k 10 --json", fixture_path("models/%s", model), sq(prompt));
+    assert_int_equal(r.status, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    assert_non_null(j);
+    assert_int_equal(cJSON_GetArraySize(j), 10);
+    double prev = 2, worst = 0;
+    for (cJSON *e = j->child; e; e = e->next) {
+        int id = cJSON_GetObjectItem(e, "id")->valueint;
+        double p = cJSON_GetObjectItem(e, "prob")->valuedouble;
+        double logit = cJSON_GetObjectItem(e, "logit")->valuedouble;
+        assert_true(cJSON_IsString(cJSON_GetObjectItem(e, "token")));
+        assert_true(p <= prev);
+        prev = p;
+        worst = fmax(worst, fabs(p - exp(ref[id] - mx) / sum));
+        assert_true(fabs(logit - ref[id]) < 2e-4);
+        /* nothing outside the list beats its last entry */
+    }
+    int n_above = 0;
+    for (int i = 0; i < V; i++) n_above += exp(ref[i] - mx) / sum > prev + 1e-5;
+    assert_true(n_above <= 9);
+    print_message("%s topk: max|dprob| vs reference %.3g\n", model, worst);
+    assert_true(worst < 2e-5);
+    cJSON_Delete(j);
+    run_free(&r);
+    free(ref);
+    free(prompt);
+}
+
+/* attention --json for every head against the reference's matrices. */
+static void test_attention_json(void **state) {
+    const char *model = *state;
+    char *prompt = read_file(fixture_path("cli/%s/prompt.txt", model), NULL);
+    char *ids_text = read_file(fixture_path("cli/%s/prompt_ids.txt", model), NULL);
+    size_t T;
+    int32_t *ids = parse_ids(ids_text, &T);
+    gpt2_model *m;
+    assert_int_equal(gpt2_model_load(fixture_path("models/%s", model), &m, NULL), GPT2_OK);
+    const int L = gpt2_model_config(m)->n_layer, H = gpt2_model_config(m)->n_head;
+    gpt2_model_free(m);
+    float *ref = read_f32_file(fixture_path("cli/%s/attn.f32", model), (size_t)L * H * T * T);
+    double worst = 0;
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) {
+            run_result r = run(NULL, "attention -m %s -p %s --layer %d --head %d --json",
+                               fixture_path("models/%s", model), sq(prompt), l, h);
+            assert_int_equal(r.status, 0);
+            cJSON *j = cJSON_Parse(r.out);
+            assert_non_null(j);
+            cJSON *jids = cJSON_GetObjectItem(j, "ids"), *w = cJSON_GetObjectItem(j, "weights");
+            assert_int_equal(cJSON_GetArraySize(jids), (int)T);
+            assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "tokens")), (int)T);
+            int i = 0;
+            for (cJSON *e = jids->child; e; e = e->next, i++) assert_int_equal(e->valueint, ids[i]);
+            i = 0;
+            for (cJSON *row = w->child; row; row = row->next, i++) {
+                assert_int_equal(cJSON_GetArraySize(row), (int)T);
+                int k = 0;
+                double s = 0;
+                for (cJSON *x = row->child; x; x = x->next, k++) {
+                    double want = ref[(((size_t)l * H + h) * T + i) * T + k];
+                    worst = fmax(worst, fabs(x->valuedouble - want));
+                    if (k > i) assert_true(x->valuedouble == 0);
+                    s += x->valuedouble;
+                }
+                assert_true(fabs(s - 1) < 1e-5);
+            }
+            assert_int_equal(i, (int)T);
+            cJSON_Delete(j);
+            run_free(&r);
+        }
+    print_message("%s attention: max|dattn| vs reference %.3g over %d heads\n", model, worst, L * H);
+    assert_true(worst < 2e-5);
+    free(ref), free(ids), free(ids_text), free(prompt);
+}
+
+/* generate --temperature 0 streams the reference's greedy continuation, as ids and as text. */
+static void test_generate_greedy(void **state) {
+    const char *model = *state;
+    char *prompt = read_file(fixture_path("cli/%s/prompt.txt", model), NULL);
+    char *want = read_file(fixture_path("cli/%s/greedy.txt", model), NULL);
+    const char *mdir = fixture_path("models/%s", model);
+    run_result r = run(NULL, "generate -m %s -p %s -n 20 --temperature 0 --ids", mdir, sq(prompt));
+    assert_int_equal(r.status, 0);
+    assert_string_equal(trim(r.out), trim(want));
+    run_free(&r);
+    /* as text: the bytes of those tokens, nothing else (not the prompt) */
+    gpt2_tokenizer *tok;
+    assert_int_equal(gpt2_tokenizer_load(mdir, &tok, NULL), GPT2_OK);
+    size_t n;
+    int32_t *ids = parse_ids(want, &n);
+    char text[4096] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t bl;
+        const char *b = gpt2_tokenizer_token_bytes(tok, ids[i], &bl);
+        memcpy(text + at, b, bl);
+        at += bl;
+    }
+    text[at] = '\0';
+    r = run(NULL, "generate -m %s -p %s -n 20 --temperature 0", mdir, sq(prompt));
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, text);
+    run_free(&r);
+    /* the same seed gives the same sample; the context limit is checked up front */
+    run_result a = run(NULL, "generate -m %s -p %s -n 15 --seed 7 --ids", mdir, sq(prompt));
+    run_result b = run(NULL, "generate -m %s -p %s -n 15 --seed 7 --ids", mdir, sq(prompt));
+    assert_string_equal(a.out, b.out);
+    run_free(&a), run_free(&b);
+    r = run(NULL, "generate -m %s -p %s -n 60", mdir, sq(prompt));
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "context window of 64"));
+    run_free(&r);
+    gpt2_tokenizer_free(tok);
+    free(ids), free(want), free(prompt);
+}
+
+/* eval reproduces the reference's sliding-window loss. */
+static void test_eval(void **state) {
+    const char *model = *state;
+    char *json = read_file(fixture_path("cli/%s/eval.json", model), NULL);
+    cJSON *ref = cJSON_Parse(json);
+    run_result r = run(NULL, "eval -m %s --json -q %s", fixture_path("models/%s", model),
+                       fixture_path("cli/%s/eval.txt", model));
+    assert_int_equal(r.status, 0);
+    cJSON *got = cJSON_Parse(r.out);
+    assert_non_null(got);
+    static const char *keys[] = {"tokens", "scored", "bytes"};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(cJSON_GetObjectItem(got, keys[i])->valueint, cJSON_GetObjectItem(ref, keys[i])->valueint);
+    double dn = fabs(cJSON_GetObjectItem(got, "nats_per_token")->valuedouble -
+                     cJSON_GetObjectItem(ref, "nats_per_token")->valuedouble);
+    double db = fabs(cJSON_GetObjectItem(got, "bits_per_byte")->valuedouble -
+                     cJSON_GetObjectItem(ref, "bits_per_byte")->valuedouble);
+    print_message("%s eval: |dnats| %.3g |dbpb| %.3g\n", model, dn, db);
+    assert_true(dn < 1e-4 && db < 1e-4);
+    cJSON_Delete(got), cJSON_Delete(ref);
+    run_free(&r);
+    free(json);
+    r = run(NULL, "eval -m %s /nonexistent/file.txt", fixture_path("models/%s", model));
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "/nonexistent/file.txt"));
+    run_free(&r);
+}
+
+/* Every malformed model: exit status 1 and exactly one line naming the file. */
+static void test_bad_models(void **state) {
+    (void)state;
+    char *tsv = read_file(fixture_path("bad/cases.tsv"), NULL);
+    int n = 0;
+    for (char *line = strtok(tsv, "\n"); line; line = strtok(NULL, "\n")) {
+        char name[64], status[16], file[64];
+        if (line[0] == '#' || sscanf(line, "%63[^\t]\t%15[^\t]\t%63[^\t]", name, status, file) != 3) continue;
+        run_result r = run(NULL, "generate -m %s -p hello -n 1", fixture_path("bad/%s", name));
+        if (r.status != 1) fail_msg("%s: exit status %d, expected 1; stderr: %s", name, r.status, r.err);
+        char *nl = strchr(r.err, '\n');
+        if (!nl || nl[1] != '\0' || strncmp(r.err, "gptscope: ", 10) != 0 || !strstr(r.err, file))
+            fail_msg("%s: expected one 'gptscope: ...%s...' line, got: %s", name, file, r.err);
+        assert_string_equal(r.out, "");
+        run_free(&r);
+        n++;
+    }
+    assert_true(n >= 25);
+    free(tsv);
+}
+
+int main(void) {
+    static const char *f32 = "tiny-f32", *bf16 = "tiny-bf16";
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_tokenize_published),
+        cmocka_unit_test_prestate(test_topk_json, (void *)f32),
+        cmocka_unit_test_prestate(test_topk_json, (void *)bf16),
+        cmocka_unit_test_prestate(test_attention_json, (void *)f32),
+        cmocka_unit_test_prestate(test_generate_greedy, (void *)f32),
+        cmocka_unit_test_prestate(test_generate_greedy, (void *)bf16),
+        cmocka_unit_test_prestate(test_eval, (void *)f32),
+        cmocka_unit_test_prestate(test_eval, (void *)bf16),
+        cmocka_unit_test(test_bad_models),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
