@@ -3,10 +3,14 @@
  * Encoding follows OpenAI's encoder.py: text is split by the pre-tokenization
  * pattern
  *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * (PCRE2 does the Unicode matching), each piece's bytes are mapped through the
- * byte-to-unicode table and merged by BPE rank. Bytes that are not valid UTF-8
- * are not rejected: each maximal run of them becomes a piece of its own and is
- * encoded as its raw bytes, so decode(encode(x)) == x for any byte string.
+ * (PCRE2 does the Unicode matching; \s means Unicode White_Space, as in Python's
+ * `regex` module), and each piece's bytes are merged by BPE rank: each round
+ * merges every occurrence of the best-ranked adjacent pair, left to right.
+ * Bytes that are not valid UTF-8 are not rejected: each maximal run of them
+ * becomes a piece of its own, BPE-merged from its raw bytes, so
+ * decode(encode(x)) == x for any byte string. (One known difference from
+ * Python: PCRE2 10.42 has Unicode 14 tables, so characters first assigned in
+ * Unicode 15, such as Kawi or CJK Extension H, are not letters here.)
  *
  * The literal text "<|endoftext|>" is ordinary text unless the caller passes
  * GPT2_ENCODE_SPECIAL, which turns each occurrence into the special token id.
@@ -37,7 +41,15 @@ extern "C" {
 typedef struct gpt2_tokenizer gpt2_tokenizer;
 
 /* Loads dir/vocab.json + dir/merges.txt, or failing those dir/encoder.json +
- * dir/vocab.bpe (OpenAI's names for the same content). */
+ * dir/vocab.bpe (OpenAI's names for the same content). vocab.json maps token
+ * strings in GPT-2's bytes_to_unicode alphabet to ids; it must hold all 256
+ * single-byte tokens, ids may have gaps. merges.txt holds one "left right"
+ * merge per line in rank order; a first line "#version..." and blank lines are
+ * skipped; a merge listed twice keeps its later rank (as encoder.py's dict
+ * does). Every part and result of a merge must be in the vocabulary. Failures:
+ * GPT2_ERR_IO for a missing file, GPT2_ERR_TOKENIZER for bad content, with a
+ * message naming the file (and line). The loaded tokenizer is read-only: any
+ * number of threads may encode with it at once. */
 gpt2_status gpt2_tokenizer_load(const char *dir, gpt2_tokenizer **out, gpt2_error *err);
 
 /* Loads from explicit paths. */
@@ -56,8 +68,11 @@ enum {
     GPT2_ENCODE_SPECIAL = 1 << 0 /* "<|endoftext|>" in the text becomes the special id */
 };
 
-/* Encodes len bytes of text. On success *ids is a malloc'd array of *n_ids ids
- * (the caller frees it; *ids may be NULL when *n_ids is 0). */
+/* Encodes len bytes of text (any bytes; NUL is ordinary). On success *ids is a
+ * malloc'd array of *n_ids ids (the caller frees it; *ids may be NULL when
+ * *n_ids is 0). With GPT2_ENCODE_SPECIAL, the text between two "<|endoftext|>"
+ * is encoded on its own; the flag does nothing if the vocabulary has no such
+ * token. */
 gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *tok, const char *text, size_t len,
                                   int flags, int32_t **ids, size_t *n_ids, gpt2_error *err);
 
@@ -75,9 +90,12 @@ typedef struct {
 } gpt2_utf8_stream;
 
 /* Appends bytes to the stream and writes to out every byte that is ready: all
- * complete, valid UTF-8 characters. A byte that cannot start or continue a
- * valid character is written as U+FFFD (EF BF BD). out must have room for
- * 3 * (n + 4) bytes. Returns the number of bytes written. */
+ * complete, valid UTF-8 characters (strict: no overlong forms, surrogates or
+ * code points past U+10FFFF). A byte that cannot start a valid character is
+ * written as U+FFFD (EF BF BD); so is each byte of a held sequence that a
+ * later byte cannot continue ("\xE2\x82A" gives two U+FFFD, then "A"). The
+ * output does not depend on how the input is cut into pushes. out must have
+ * room for 3 * (n + 4) bytes. Returns the number of bytes written. */
 size_t gpt2_utf8_stream_push(gpt2_utf8_stream *s, const char *bytes, size_t n, char *out);
 
 /* Writes whatever is still pending (as U+FFFD per held byte) and resets the

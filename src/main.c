@@ -17,6 +17,7 @@ static const struct {
     {"topk", cmd_topk, "the next-token distribution after a prompt"},
     {"attention", cmd_attention, "one head's attention matrix over a prompt"},
     {"eval", cmd_eval, "loss of a model on a text file (nats/token, bits/byte)"},
+    {"bench", cmd_bench, "speed, latency and memory, against this machine's bandwidth"},
 };
 
 static void usage(FILE *out) {

@@ -188,7 +188,9 @@ static gpt2_hooks capture_hooks(capture *c) {
 /* One batch through the model; every hook's output against the reference. */
 static void test_matches_reference(void **state) {
     const fixture *f = *state;
-    for (int n_batch = 1; n_batch <= f->T; n_batch = n_batch == 1 ? 5 : f->T) {
+    const int batches[] = {1, 5, f->T};
+    for (int b = 0; b < 3; b++) {
+        const int n_batch = batches[b];
         capture *c = capture_new(f);
         gpt2_context *ctx = new_ctx(f, n_batch, 0);
         gpt2_hooks h = capture_hooks(c);

@@ -21,6 +21,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_topk(int argc, char **argv);
 int cmd_attention(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* Prints "gptscope: " + message to stderr. */
 void cli_error(const char *fmt, ...)

@@ -232,8 +232,8 @@ static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, 
 
 static size_t vector_floats(const gpt2_model *m) {
     const size_t C = (size_t)m->cfg.n_embd, F = (size_t)m->n_inner;
-    /* per layer: ln1 g,b + attn_b 3C + proj_b + ln2 g,b + fc_b F + fcproj_b */
-    return (size_t)m->cfg.n_layer * (C * 7 + F) + (size_t)m->cfg.n_ctx * C + 2 * C;
+    /* per layer: ln1 g,b (2C) + attn_b (3C) + proj_b (C) + ln2 g,b (2C) + fc_b (F) + fcproj_b (C) */
+    return (size_t)m->cfg.n_layer * (C * 9 + F) + (size_t)m->cfg.n_ctx * C + 2 * C;
 }
 
 static gpt2_status bind_all(gpt2_model *m, const char *path, gpt2_error *err) {

@@ -1,0 +1,737 @@
+/* tokenizer.c — GPT-2's byte-level BPE: loading vocab.json + merges.txt, encoding, lookups.
+ *
+ * Encoding is OpenAI's encoder.py, exactly: a regex splits the text into pieces, and each
+ * piece's bytes are merged by BPE rank. Token strings in the files use GPT-2's
+ * bytes_to_unicode alphabet (each byte shown as one printable character); we invert that map
+ * at load time, so everything after loading works on raw bytes and integer ids:
+ *   - a bytes -> id hash table (loading merges, gpt2_tokenizer_token_id),
+ *   - a (left id, right id) -> (rank, merged id) hash table, the only one the BPE loop uses.
+ * A loaded tokenizer is read-only; encode keeps its scratch on the call, so one tokenizer can
+ * serve several threads.
+ */
+#include "gpt2_tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+enum {
+    MAX_VOCAB = 1 << 24,      /* ids beyond this are refused: n_vocab sizes arrays */
+    MAX_PIECE = 1 << 28,      /* BPE positions are int32; heap holds up to 3n entries */
+};
+
+static const char EOT_TEXT[] = "<|endoftext|>";
+
+/* The pre-tokenization pattern of encoder.py, with \s spelled out. Python's `regex` module
+ * (which GPT-2 used) takes \s to be Unicode's White_Space property: TAB..CR, space, U+0085,
+ * U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000. PCRE2 10.42 with
+ * PCRE2_UCP also matches U+180E (MONGOLIAN VOWEL SEPARATOR, a format char since Unicode 6.3),
+ * and other PCRE2 versions have their own lists, so we write the class out in full.
+ * U+001C..U+001F, U+200B and U+FEFF are not whitespace for either (Python's str.isspace()
+ * would say otherwise for U+001C..U+001F, but the regex module does not use it). */
+#define WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
+           "\\x{202F}\\x{205F}\\x{3000}"
+static const char PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+"
+                              "|[" WS "]+(?![^" WS "])|[" WS "]+";
+
+typedef struct {
+    uint64_t key;   /* (left << 32) | right, or PAIR_EMPTY */
+    int32_t rank;   /* line order in merges.txt: lower merges first */
+    int32_t merged; /* id of left's bytes followed by right's */
+} pair_slot;
+
+#define PAIR_EMPTY UINT64_MAX
+
+struct gpt2_tokenizer {
+    int n_vocab;
+    int32_t eot;              /* id of "<|endoftext|>", or -1 */
+    int32_t byte_id[256];     /* id of each single-byte token */
+    char *blob;               /* all tokens' raw bytes, back to back */
+    uint32_t *tok_off;        /* (n_vocab) offset of each token in blob */
+    int32_t *tok_len;         /* (n_vocab) byte length, -1 for an id the vocab leaves out */
+    int32_t *ids;             /* bytes -> id table, open addressing, -1 = empty */
+    uint32_t ids_mask;
+    pair_slot *pairs;         /* (left, right) -> (rank, merged), open addressing */
+    uint32_t pairs_mask;
+    pcre2_code *re;
+};
+
+/* ---- GPT-2's byte <-> character alphabet ------------------------------------------------
+ * bytes_to_unicode(): the 188 printable bytes ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF)
+ * stand for themselves; the other 68 map, in byte order, to U+0100..U+0143. */
+
+static int byte_is_printable(int b) {
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+/* The byte a character of the alphabet stands for, or -1. */
+static int char_to_byte(uint32_t c) {
+    if (c < 0x100) return byte_is_printable((int)c) ? (int)c : -1;
+    if (c > 0x143) return -1;
+    int n = (int)(c - 0x100); /* the n-th non-printable byte */
+    for (int b = 0; b < 256; b++)
+        if (!byte_is_printable(b) && n-- == 0) return b;
+    return -1;
+}
+
+static uint32_t byte_to_char(int b) {
+    if (byte_is_printable(b)) return (uint32_t)b;
+    uint32_t c = 0x100;
+    for (int i = 0; i < b; i++) c += !byte_is_printable(i);
+    return c;
+}
+
+/* Decodes one strictly valid UTF-8 character (no overlongs, surrogates or > U+10FFFF).
+ * Returns its length, or 0 if s does not start with one. */
+static int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+    if (n == 0) return 0;
+    unsigned b = s[0];
+    if (b < 0x80) { *cp = b; return 1; }
+    int len;
+    uint32_t c, min;
+    if (b >= 0xC2 && b <= 0xDF) { len = 2; c = b & 0x1F; min = 0x80; }
+    else if (b >= 0xE0 && b <= 0xEF) { len = 3; c = b & 0x0F; min = 0x800; }
+    else if (b >= 0xF0 && b <= 0xF4) { len = 4; c = b & 0x07; min = 0x10000; }
+    else return 0;
+    if (n < (size_t)len) return 0;
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        c = (c << 6) | (s[i] & 0x3F);
+    }
+    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+    *cp = c;
+    return len;
+}
+
+/* Converts a string in GPT-2's alphabet to raw bytes (out needs strlen(s) bytes). Returns the
+ * byte count, or -1 with *bad set to the offending code point (UINT32_MAX: invalid UTF-8). */
+static long alphabet_to_bytes(const char *s, size_t n, char *out, uint32_t *bad) {
+    long k = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        int m = utf8_decode((const unsigned char *)s + i, n - i, &c);
+        if (m == 0) { *bad = UINT32_MAX; return -1; }
+        int b = char_to_byte(c);
+        if (b < 0) { *bad = c; return -1; }
+        out[k++] = (char)b;
+        i += (size_t)m;
+    }
+    return k;
+}
+
+/* A token string fit for a one-line message: at most 40 bytes, control bytes as '?'. */
+static const char *show(const char *s, char buf[48]) {
+    size_t i = 0;
+    for (; s[i] && i < 40; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7F) ? '?' : s[i];
+    if (s[i]) { memcpy(buf + i, "...", 3); i += 3; }
+    buf[i] = '\0';
+    return buf;
+}
+
+/* ---- hash tables ---------------------------------------------------------------------- */
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
+}
+
+static uint32_t hash_pair(uint64_t key) {
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+static uint32_t table_size(size_t n) { /* a power of two at least twice n */
+    uint32_t size = 16;
+    while (size < 2 * n) size *= 2;
+    return size;
+}
+
+/* The slot holding bytes s, or the empty slot where they would go. */
+static uint32_t ids_slot(const gpt2_tokenizer *t, const char *s, size_t n) {
+    uint32_t i = (uint32_t)hash_bytes(s, n) & t->ids_mask;
+    for (;; i = (i + 1) & t->ids_mask) {
+        int32_t id = t->ids[i];
+        if (id < 0 || ((size_t)t->tok_len[id] == n && memcmp(t->blob + t->tok_off[id], s, n) == 0))
+            return i;
+    }
+}
+
+static const pair_slot *pair_find(const gpt2_tokenizer *t, int32_t left, int32_t right) {
+    uint64_t key = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+    for (uint32_t i = hash_pair(key) & t->pairs_mask;; i = (i + 1) & t->pairs_mask) {
+        const pair_slot *p = &t->pairs[i];
+        if (p->key == key) return p;
+        if (p->key == PAIR_EMPTY) return NULL;
+    }
+}
+
+/* ---- loading -------------------------------------------------------------------------- */
+
+/* Reads a whole file into a malloc'd buffer with a NUL after the last byte. */
+static gpt2_status read_file(const char *path, char **data, size_t *len, gpt2_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) { fclose(f); return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path); }
+        n += fread(buf + n, 1, cap - 1 - n, f);
+        if (n < cap - 1) break;
+        char *grown = realloc(buf, cap *= 2);
+        if (!grown) free(buf);
+        buf = grown;
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(buf);
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: read error", path);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return GPT2_OK;
+}
+
+static const char *json_type_name(const cJSON *v) {
+    if (cJSON_IsString(v)) return "string";
+    if (cJSON_IsNumber(v)) return "number";
+    if (cJSON_IsBool(v)) return "boolean";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsArray(v)) return "array";
+    if (cJSON_IsObject(v)) return "object";
+    return "value";
+}
+
+static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *data, size_t len,
+                              gpt2_error *err) {
+    char s1[48];
+    if (len == 0)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                         "%s: empty file, expected a JSON object mapping tokens to ids", path);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(data, len, &end, 0);
+    if (!root)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: not valid JSON (parse error at byte %ld)",
+                         path, end ? (long)(end - data) : -1L);
+    gpt2_status st = GPT2_OK;
+    if (!cJSON_IsObject(root)) {
+        st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                       "%s: expected a JSON object mapping tokens to ids, found a JSON %s", path,
+                       json_type_name(root));
+        goto done;
+    }
+
+    /* First pass: check ids, find n_vocab and the blob size. */
+    size_t n_tok = 0, blob_size = 0;
+    int max_id = -1;
+    for (const cJSON *it = root->child; it; it = it->next) {
+        double v = it->valuedouble;
+        if (!cJSON_IsNumber(it) || !(v >= 0 && v < MAX_VOCAB) || v != floor(v)) {
+            if (cJSON_IsNumber(it))
+                st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                               "%s: token \"%s\" has id %g, expected an integer in [0, %d)", path,
+                               show(it->string, s1), v, MAX_VOCAB);
+            else
+                st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                               "%s: token \"%s\" has a JSON %s as id, expected an integer", path,
+                               show(it->string, s1), json_type_name(it));
+            goto done;
+        }
+        if ((int)v > max_id) max_id = (int)v;
+        blob_size += strlen(it->string);
+        n_tok++;
+    }
+    if (n_tok == 0 || n_tok > MAX_VOCAB) {
+        st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %zu tokens, expected 256 to %d", path,
+                       n_tok, MAX_VOCAB);
+        goto done;
+    }
+
+    t->n_vocab = max_id + 1;
+    t->blob = malloc(blob_size + 1);
+    t->tok_off = calloc((size_t)t->n_vocab, sizeof *t->tok_off);
+    t->tok_len = malloc((size_t)t->n_vocab * sizeof *t->tok_len);
+    uint32_t size = table_size(n_tok);
+    t->ids = malloc(size * sizeof *t->ids);
+    t->ids_mask = size - 1;
+    if (!t->blob || !t->tok_off || !t->tok_len || !t->ids) {
+        st = gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for %zu tokens", path, n_tok);
+        goto done;
+    }
+    for (int i = 0; i < t->n_vocab; i++) t->tok_len[i] = -1;
+    memset(t->ids, 0xFF, size * sizeof *t->ids);
+
+    /* Second pass: each token's raw bytes into the blob and the bytes -> id table. */
+    size_t off = 0;
+    for (const cJSON *it = root->child; it; it = it->next) {
+        int32_t id = (int32_t)it->valuedouble;
+        uint32_t bad;
+        long n = alphabet_to_bytes(it->string, strlen(it->string), t->blob + off, &bad);
+        if (n <= 0) {
+            if (n == 0)
+                st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: id %d is the empty string", path, id);
+            else if (bad == UINT32_MAX)
+                st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token with id %d is not valid UTF-8",
+                               path, id);
+            else
+                st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                               "%s: token \"%s\" (id %d) has U+%04X, a character outside GPT-2's "
+                               "256-character byte alphabet",
+                               path, show(it->string, s1), id, (unsigned)bad);
+            goto done;
+        }
+        if (t->tok_len[id] >= 0) {
+            st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: id %d is given to two tokens (the second "
+                           "is \"%s\")", path, id, show(it->string, s1));
+            goto done;
+        }
+        t->tok_off[id] = (uint32_t)off;
+        t->tok_len[id] = (int32_t)n;
+        uint32_t slot = ids_slot(t, t->blob + off, (size_t)n);
+        if (t->ids[slot] >= 0) {
+            st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token \"%s\" appears twice (ids %d and %d)",
+                           path, show(it->string, s1), t->ids[slot], id);
+            goto done;
+        }
+        t->ids[slot] = id;
+        off += (size_t)n;
+    }
+
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        t->byte_id[b] = gpt2_tokenizer_token_id(t, &c, 1);
+        if (t->byte_id[b] < 0) {
+            uint32_t u = byte_to_char(b); /* < U+0144: one or two UTF-8 bytes */
+            char shown[3] = {(char)u, 0, 0};
+            if (u >= 0x80) {
+                shown[0] = (char)(0xC0 | (u >> 6));
+                shown[1] = (char)(0x80 | (u & 0x3F));
+            }
+            st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                           "%s: no token for byte 0x%02X (\"%s\"); a GPT-2 vocabulary has all 256 "
+                           "single-byte tokens", path, b, shown);
+            goto done;
+        }
+    }
+    t->eot = gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+/* Looks up one field of a merges line (in GPT-2's alphabet); -1 when not in the vocabulary. */
+static int32_t merge_part_id(const gpt2_tokenizer *t, const char *s, size_t n, char *scratch) {
+    uint32_t bad;
+    long k = alphabet_to_bytes(s, n, scratch, &bad);
+    return k > 0 ? gpt2_tokenizer_token_id(t, scratch, (size_t)k) : -1;
+}
+
+static gpt2_status load_merges(gpt2_tokenizer *t, const char *path, char *data, size_t len,
+                               gpt2_error *err) {
+    if (len == 0)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                         "%s: empty file, expected one merge (\"left right\") per line", path);
+    size_t n_lines = 1;
+    for (size_t i = 0; i < len; i++) n_lines += data[i] == '\n';
+    if (n_lines > MAX_VOCAB)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %zu lines, expected at most %d merges",
+                         path, n_lines, MAX_VOCAB);
+    uint32_t size = table_size(n_lines);
+    t->pairs = malloc(size * sizeof *t->pairs);
+    char *scratch = malloc(2 * len + 1); /* both parts' bytes, then their concatenation */
+    if (!t->pairs || !scratch) {
+        free(scratch);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    }
+    t->pairs_mask = size - 1;
+    for (uint32_t i = 0; i < size; i++) t->pairs[i].key = PAIR_EMPTY;
+
+    gpt2_status st = GPT2_OK;
+    int32_t rank = 0;
+    char *line = data, *end = data + len;
+    for (int line_no = 1; line < end; line_no++) {
+        char *nl = memchr(line, '\n', (size_t)(end - line));
+        char *eol = nl ? nl : end;
+        char *next = nl ? nl + 1 : end;
+        if (line_no == 1 && eol - line >= 8 && memcmp(line, "#version", 8) == 0) {
+            line = next;
+            continue;
+        }
+        /* Fields are separated by ASCII whitespace (encoder.py uses str.split(); no character
+         * of GPT-2's alphabet is whitespace), which also drops a '\r' of CRLF files. */
+        const char *f[3];
+        size_t flen[3];
+        int nf = 0;
+        for (char *p = line; p < eol;) {
+            while (p < eol && (*p == ' ' || *p == '\t' || *p == '\r')) p++;
+            if (p == eol) break;
+            char *q = p;
+            while (q < eol && *q != ' ' && *q != '\t' && *q != '\r') q++;
+            if (nf < 3) { f[nf] = p; flen[nf] = (size_t)(q - p); }
+            nf++;
+            p = q;
+        }
+        line = next;
+        if (nf == 0) continue; /* blank lines (e.g. trailing ones) carry no merge */
+        if (nf != 2) {
+            st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                           "%s line %d: expected two tokens separated by a space, found %d field%s",
+                           path, line_no, nf, nf == 1 ? "" : "s");
+            break;
+        }
+        int32_t a = merge_part_id(t, f[0], flen[0], scratch);
+        int32_t b = merge_part_id(t, f[1], flen[1], scratch);
+        int32_t m = -1;
+        if (a >= 0 && b >= 0) {
+            size_t la = (size_t)t->tok_len[a], lb = (size_t)t->tok_len[b];
+            memcpy(scratch, t->blob + t->tok_off[a], la);
+            memcpy(scratch + la, t->blob + t->tok_off[b], lb);
+            m = gpt2_tokenizer_token_id(t, scratch, la + lb);
+        }
+        if (m < 0) {
+            const char *what = a < 0 ? f[0] : b < 0 ? f[1] : NULL;
+            int wlen = (int)(a < 0 ? flen[0] : flen[1]);
+            if (what)
+                st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s line %d: \"%.*s\" is not in the "
+                               "vocabulary", path, line_no, wlen > 40 ? 40 : wlen, what);
+            else
+                st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s line %d: merged token \"%.*s%.*s\" is "
+                               "not in the vocabulary", path, line_no, (int)(flen[0] > 40 ? 40 : flen[0]),
+                               f[0], (int)(flen[1] > 40 ? 40 : flen[1]), f[1]);
+            break;
+        }
+        /* Insert or overwrite: a merge listed twice keeps its later rank, as in encoder.py's
+         * dict(zip(merges, range(len(merges)))). */
+        uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+        uint32_t i = hash_pair(key) & t->pairs_mask;
+        while (t->pairs[i].key != PAIR_EMPTY && t->pairs[i].key != key) i = (i + 1) & t->pairs_mask;
+        t->pairs[i] = (pair_slot){key, rank++, m};
+    }
+    free(scratch);
+    return st;
+}
+
+static gpt2_status compile_pattern(gpt2_tokenizer *t, gpt2_error *err) {
+    int code;
+    PCRE2_SIZE off;
+    t->re = pcre2_compile((PCRE2_SPTR)PATTERN, PCRE2_ZERO_TERMINATED,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &off, NULL);
+    if (!t->re) {
+        PCRE2_UCHAR msg[120];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                         "pre-tokenizer pattern does not compile at offset %zu: %s", (size_t)off,
+                         (char *)msg);
+    }
+    pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* optional: the interpreter is the fallback */
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *merges_path,
+                                      gpt2_tokenizer **out, gpt2_error *err) {
+    if (!out || !vocab_json_path || !merges_path)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_load_files: NULL argument");
+    *out = NULL;
+    gpt2_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
+    char *data = NULL;
+    size_t len;
+    gpt2_status st = read_file(vocab_json_path, &data, &len, err);
+    if (st == GPT2_OK) st = load_vocab(t, vocab_json_path, data, len, err);
+    free(data);
+    data = NULL;
+    if (st == GPT2_OK) st = read_file(merges_path, &data, &len, err);
+    if (st == GPT2_OK) st = load_merges(t, merges_path, data, len, err);
+    free(data);
+    if (st == GPT2_OK) st = compile_pattern(t, err);
+    if (st != GPT2_OK) {
+        gpt2_tokenizer_free(t);
+        return st;
+    }
+    gpt2_error_clear(err);
+    *out = t;
+    return GPT2_OK;
+}
+
+static int file_exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+gpt2_status gpt2_tokenizer_load(const char *dir, gpt2_tokenizer **out, gpt2_error *err) {
+    if (!out || !dir) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_load: NULL argument");
+    *out = NULL;
+    size_t n = strlen(dir) + sizeof "/encoder.json";
+    char *vocab = malloc(n), *merges = malloc(n);
+    if (!vocab || !merges) {
+        free(vocab);
+        free(merges);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    }
+    gpt2_status st;
+    snprintf(vocab, n, "%s/vocab.json", dir);
+    snprintf(merges, n, "%s/merges.txt", dir);
+    if (!file_exists(vocab)) {
+        snprintf(vocab, n, "%s/encoder.json", dir);
+        snprintf(merges, n, "%s/vocab.bpe", dir);
+        if (!file_exists(vocab)) {
+            st = gpt2_fail(err, GPT2_ERR_IO, "%s: no tokenizer here, expected vocab.json + "
+                           "merges.txt (or encoder.json + vocab.bpe)", dir);
+            goto done;
+        }
+    }
+    st = gpt2_tokenizer_load_files(vocab, merges, out, err);
+done:
+    free(vocab);
+    free(merges);
+    return st;
+}
+
+void gpt2_tokenizer_free(gpt2_tokenizer *t) {
+    if (!t) return;
+    if (t->re) pcre2_code_free(t->re);
+    free(t->pairs);
+    free(t->ids);
+    free(t->tok_len);
+    free(t->tok_off);
+    free(t->blob);
+    free(t);
+}
+
+/* ---- lookups -------------------------------------------------------------------------- */
+
+int gpt2_tokenizer_n_vocab(const gpt2_tokenizer *t) { return t ? t->n_vocab : 0; }
+
+int32_t gpt2_tokenizer_eot(const gpt2_tokenizer *t) { return t ? t->eot : -1; }
+
+const char *gpt2_tokenizer_token_bytes(const gpt2_tokenizer *t, int32_t id, size_t *len) {
+    if (!t || id < 0 || id >= t->n_vocab || t->tok_len[id] < 0) {
+        if (len) *len = 0;
+        return NULL;
+    }
+    if (len) *len = (size_t)t->tok_len[id];
+    return t->blob + t->tok_off[id];
+}
+
+int32_t gpt2_tokenizer_token_id(const gpt2_tokenizer *t, const char *bytes, size_t len) {
+    if (!t || !bytes || len == 0) return -1;
+    return t->ids[ids_slot(t, bytes, len)];
+}
+
+/* ---- encoding ------------------------------------------------------------------------- */
+
+typedef struct { /* one adjacent pair that has a merge */
+    uint64_t key;                 /* (rank << 32) | position of the left symbol */
+    int32_t left, right, merged;  /* ids when pushed; stale once either side changes */
+} bpe_cand;
+
+typedef struct {     /* per-call scratch, grown to the longest piece */
+    size_t cap;      /* pieces up to cap bytes fit */
+    int32_t *id;     /* (cap) symbol ids, -1 once merged into the left neighbour */
+    int32_t *next;   /* (cap) next live symbol, -1 at the end */
+    int32_t *prev;   /* (cap) previous live symbol, -1 at the start */
+    bpe_cand *heap;  /* (3 * cap) min-heap on key: n - 1 initial pairs + 2 per merge */
+    bpe_cand *round; /* (cap) the pairs of the rank being merged */
+    int32_t *out;    /* (out_cap) ids produced so far */
+    size_t n_out, out_cap;
+} encoder;
+
+static int emit(encoder *e, int32_t id) {
+    if (e->n_out == e->out_cap) {
+        size_t cap = e->out_cap ? 2 * e->out_cap : 256;
+        int32_t *p = realloc(e->out, cap * sizeof *p);
+        if (!p) return -1;
+        e->out = p;
+        e->out_cap = cap;
+    }
+    e->out[e->n_out++] = id;
+    return 0;
+}
+
+static int reserve(encoder *e, size_t n) {
+    if (n <= e->cap) return 0;
+    size_t cap = e->cap ? e->cap : 64;
+    while (cap < n) cap *= 2;
+    free(e->id);
+    free(e->next);
+    free(e->prev);
+    free(e->heap);
+    free(e->round);
+    e->id = malloc(cap * sizeof *e->id);
+    e->next = malloc(cap * sizeof *e->next);
+    e->prev = malloc(cap * sizeof *e->prev);
+    e->heap = malloc(3 * cap * sizeof *e->heap);
+    e->round = malloc(cap * sizeof *e->round);
+    e->cap = (e->id && e->next && e->prev && e->heap && e->round) ? cap : 0;
+    return e->cap ? 0 : -1;
+}
+
+static void heap_push(bpe_cand *h, size_t *n, bpe_cand c) {
+    size_t i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2].key > c.key) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = c;
+}
+
+static bpe_cand heap_pop(bpe_cand *h, size_t *n) {
+    bpe_cand top = h[0], last = h[--*n];
+    size_t i = 0, m = *n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= m) break;
+        if (c + 1 < m && h[c + 1].key < h[c].key) c++;
+        if (h[c].key >= last.key) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (m > 0) h[i] = last;
+    return top;
+}
+
+/* Pushes the pair starting at symbol i, if it has a merge. */
+static void push_pair(const gpt2_tokenizer *t, encoder *e, size_t *n_heap, int32_t i) {
+    if (i < 0 || e->next[i] < 0) return;
+    int32_t l = e->id[i], r = e->id[e->next[i]];
+    const pair_slot *p = pair_find(t, l, r);
+    if (p) heap_push(e->heap, n_heap, (bpe_cand){((uint64_t)p->rank << 32) | (uint32_t)i, l, r, p->merged});
+}
+
+static int cand_live(const encoder *e, const bpe_cand *c) {
+    int32_t i = (int32_t)(uint32_t)c->key;
+    return e->id[i] == c->left && e->next[i] >= 0 && e->id[e->next[i]] == c->right;
+}
+
+/* BPE on one piece of n bytes, as encoder.py's bpe(): each round takes the lowest-ranked
+ * adjacent pair present and merges all its occurrences, left to right, before any pair the
+ * round creates is considered. A heap of candidate pairs makes that O(n log n) rather than
+ * Python's O(n^2); taking a whole rank at once keeps it exact even for merge tables where a
+ * merge creates a pair of lower rank than its own. */
+static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s, size_t n) {
+    if (n == 1) return emit(e, t->byte_id[s[0]]);
+    if (reserve(e, n)) return -1;
+    int32_t *id = e->id, *next = e->next, *prev = e->prev;
+    for (size_t i = 0; i < n; i++) {
+        id[i] = t->byte_id[s[i]];
+        next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+        prev[i] = (int32_t)i - 1;
+    }
+    size_t n_heap = 0;
+    for (size_t i = 0; i + 1 < n; i++) push_pair(t, e, &n_heap, (int32_t)i);
+    while (n_heap > 0) {
+        bpe_cand first = heap_pop(e->heap, &n_heap);
+        if (!cand_live(e, &first)) continue;
+        size_t n_round = 0;
+        e->round[n_round++] = first;
+        while (n_heap > 0 && e->heap[0].key >> 32 == first.key >> 32)
+            e->round[n_round++] = heap_pop(e->heap, &n_heap); /* in position order */
+        for (size_t k = 0; k < n_round; k++) {
+            const bpe_cand *c = &e->round[k];
+            if (!cand_live(e, c)) continue; /* overlapped by the previous merge, as in "a a a" */
+            int32_t i = (int32_t)(uint32_t)c->key, r = next[i];
+            id[i] = c->merged;
+            id[r] = -1;
+            next[i] = next[r];
+            if (next[r] >= 0) prev[next[r]] = i;
+            push_pair(t, e, &n_heap, prev[i]);
+            push_pair(t, e, &n_heap, i);
+        }
+    }
+    for (int32_t i = 0; i >= 0; i = next[i])
+        if (emit(e, id[i])) return -1;
+    return 0;
+}
+
+/* Splits text (no special tokens in it) into pieces and BPEs each. Bytes between two regex
+ * matches can only be invalid UTF-8: every valid character matches one of the last three
+ * alternatives, and PCRE2_MATCH_INVALID_UTF makes matches stop at invalid bytes. */
+static gpt2_status encode_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md,
+                               const char *text, size_t len, gpt2_error *err) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t pos = 0;
+    while (pos < len) {
+        int rc = pcre2_match(t->re, s, len, pos, 0, md, NULL);
+        size_t start = len, stop = len;
+        if (rc >= 0) {
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+            start = ov[0];
+            stop = ov[1];
+        } else if (rc != PCRE2_ERROR_NOMATCH) {
+            PCRE2_UCHAR msg[120];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "pre-tokenizer failed at byte %zu: %s", pos,
+                             (char *)msg);
+        }
+        if (start - pos > MAX_PIECE || stop - start > MAX_PIECE)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                             "text has a piece (word or run) longer than %d bytes", MAX_PIECE);
+        if (start > pos && bpe_piece(t, e, s + pos, start - pos)) goto nomem; /* invalid bytes */
+        if (stop > start && bpe_piece(t, e, s + start, stop - start)) goto nomem;
+        pos = stop;
+    }
+    return GPT2_OK;
+nomem:
+    return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding %zu bytes", len);
+}
+
+gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *t, const char *text, size_t len,
+                                  int flags, int32_t **ids, size_t *n_ids, gpt2_error *err) {
+    if (ids) *ids = NULL;
+    if (n_ids) *n_ids = 0;
+    if (!t || !ids || !n_ids || (!text && len > 0))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_encode: NULL argument");
+    if (len == 0) {
+        gpt2_error_clear(err);
+        return GPT2_OK;
+    }
+    encoder e = {0};
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(t->re, NULL);
+    if (!md) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for regex match data");
+    gpt2_status st = GPT2_OK;
+    size_t pos = 0;
+    if ((flags & GPT2_ENCODE_SPECIAL) && t->eot >= 0) {
+        const size_t m = sizeof EOT_TEXT - 1;
+        for (size_t i = 0; i + m <= len;) {
+            const char *lt = memchr(text + i, '<', len - m + 1 - i);
+            if (!lt) break;
+            i = (size_t)(lt - text);
+            if (memcmp(lt, EOT_TEXT, m) != 0) {
+                i++;
+                continue;
+            }
+            /* Text on either side is encoded on its own, as tiktoken and HF do. */
+            st = encode_text(t, &e, md, text + pos, i - pos, err);
+            if (st != GPT2_OK) break;
+            if (emit(&e, t->eot)) {
+                st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding");
+                break;
+            }
+            pos = i += m;
+        }
+    }
+    if (st == GPT2_OK) st = encode_text(t, &e, md, text + pos, len - pos, err);
+    pcre2_match_data_free(md);
+    free(e.id);
+    free(e.next);
+    free(e.prev);
+    free(e.heap);
+    free(e.round);
+    if (st != GPT2_OK) {
+        free(e.out);
+        return st;
+    }
+    gpt2_error_clear(err);
+    *ids = e.out;
+    *n_ids = e.n_out;
+    return GPT2_OK;
+}
