@@ -30,7 +30,8 @@
  *      GPT2_CANCELLED. The positions already evaluated stay in the cache, and
  *      gpt2_context_n_past tells how many; logits are those of the last one.
  * With no hooks set nothing is captured and nothing costs extra. The buffers
- * passed to hooks are valid only during the call.
+ * passed to hooks are valid only during the call. Hooks are always called on
+ * the thread that called gpt2_context_eval, never concurrently.
  */
 #ifndef GPT2_CONTEXT_H
 #define GPT2_CONTEXT_H
@@ -46,8 +47,12 @@ extern "C" {
 #endif
 
 typedef struct {
-    int n_ctx;   /* positions the KV cache holds; 0 = the model's n_positions */
-    int n_batch; /* positions per prefill batch (memory vs speed); default 128 */
+    int n_ctx;     /* positions the KV cache holds; 0 = the model's n_positions */
+    int n_batch;   /* positions per prefill batch (memory vs speed); default 128 */
+    int n_threads; /* worker threads, caller included; 0 = one per online CPU.
+                      Results do not depend on it. The context's own pool does
+                      all the work and sets OpenBLAS to one thread (process-wide)
+                      so that two thread pools never compete for the cores. */
 } gpt2_context_params;
 
 typedef struct {
@@ -83,6 +88,7 @@ const float *gpt2_context_logits(const gpt2_context *ctx);
 /* Positions in the cache. */
 int gpt2_context_n_past(const gpt2_context *ctx);
 int gpt2_context_n_ctx(const gpt2_context *ctx);
+int gpt2_context_n_threads(const gpt2_context *ctx);
 
 /* The tokens in the cache, oldest first (n_past of them). */
 const int32_t *gpt2_context_tokens(const gpt2_context *ctx);

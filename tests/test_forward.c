@@ -403,11 +403,36 @@ static void test_random_model(void **state) {
     assert_int_equal(gpt2_model_new_random(c, GPT2_DTYPE_F32, 1, &m, NULL), GPT2_ERR_INVALID_ARG);
 }
 
+/* The thread count changes who computes what, never the result: logits are
+ * bit-identical for 1, 2 and 3 threads, in prefill and in decode. */
+static void test_threads_identical(void **state) {
+    const fixture *f = *state;
+    float *first = malloc(2 * (size_t)f->V * sizeof(float));
+    for (int nt = 1; nt <= 3; nt++) {
+        gpt2_context_params p = gpt2_context_default_params();
+        p.n_threads = nt;
+        gpt2_context *ctx;
+        assert_int_equal(gpt2_context_new(f->m, p, &ctx, NULL), GPT2_OK);
+        assert_int_equal(gpt2_context_n_threads(ctx), nt);
+        eval_ok(ctx, f->tokens, f->T - 1);
+        const float *prefill = gpt2_context_logits(ctx);
+        if (nt == 1) memcpy(first, prefill, (size_t)f->V * sizeof(float));
+        else assert_memory_equal(first, prefill, (size_t)f->V * sizeof(float));
+        eval_ok(ctx, f->tokens + f->T - 1, 1);
+        const float *decode = gpt2_context_logits(ctx);
+        if (nt == 1) memcpy(first + f->V, decode, (size_t)f->V * sizeof(float));
+        else assert_memory_equal(first + f->V, decode, (size_t)f->V * sizeof(float));
+        gpt2_context_free(ctx);
+    }
+    free(first);
+}
+
 #define MODEL_TESTS(setup_fn)                                                       \
     cmocka_unit_test_setup_teardown(test_matches_reference, setup_fn, teardown),    \
     cmocka_unit_test_setup_teardown(test_incremental_and_chunked, setup_fn, teardown), \
     cmocka_unit_test_setup_teardown(test_rewind_and_reset, setup_fn, teardown),     \
-    cmocka_unit_test_setup_teardown(test_greedy_50, setup_fn, teardown)
+    cmocka_unit_test_setup_teardown(test_greedy_50, setup_fn, teardown),           \
+    cmocka_unit_test_setup_teardown(test_threads_identical, setup_fn, teardown)
 
 int main(void) {
     const struct CMUnitTest tests[] = {

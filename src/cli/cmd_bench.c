@@ -1,7 +1,6 @@
 /* cmd_bench.c — `gptscope bench`: prefill/decode speed, latency, memory, and the
  * machine's own read bandwidth measured in the same run, so that the ratio
  * decode bandwidth / machine bandwidth holds on a noisy machine. */
-#include <cblas.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -107,7 +106,7 @@ static double time_decode(gpt2_context *ctx, const int32_t *ids, int n_prompt, i
 }
 
 static int usage(void) {
-    fputs("usage: gptscope bench [-m DIR] [--dtype f32|f16|bf16] [--reps N] [--json]\n"
+    fputs("usage: gptscope bench [-m DIR] [--dtype f32|f16|bf16] [--reps N] [--threads N] [--json]\n"
           "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory.\n"
           "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
           "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
@@ -120,12 +119,13 @@ int cmd_bench(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"dtype", required_argument, 0, 'd'},
                                          {"reps", required_argument, 0, 'r'},
+                                         {"threads", required_argument, 0, 't'},
                                          {"json", no_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *mdir = NULL;
     gpt2_dtype dtype = GPT2_DTYPE_F32;
-    long reps = 3;
+    long reps = 3, n_threads = 0;
     int json = 0, c;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
         switch (c) {
@@ -140,6 +140,7 @@ int cmd_bench(int argc, char **argv) {
             }
             break;
         case 'r': if (!cli_parse_int("--reps", optarg, 1, 100, &reps)) return EXIT_USAGE; break;
+        case 't': if (!cli_parse_int("--threads", optarg, 1, 256, &n_threads)) return EXIT_USAGE; break;
         case 'j': json = 1; break;
         default: return usage();
         }
@@ -163,7 +164,9 @@ int cmd_bench(int argc, char **argv) {
     }
     const gpt2_config *cfg = gpt2_model_config(m);
     gpt2_context *ctx = NULL;
-    if (cfg->n_ctx < 512 + 1 || gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err) != GPT2_OK) {
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_threads = (int)n_threads;
+    if (cfg->n_ctx < 512 + 1 || gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
         cli_error("%s", cfg->n_ctx < 513 ? "bench needs a model with at least 513 positions" : err.msg);
         gpt2_model_free(m);
         return EXIT_ERR;
@@ -199,7 +202,7 @@ int cmd_bench(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double rss_mb = (double)ru.ru_maxrss / 1024.0;
-    const int threads = openblas_get_num_threads();
+    const int threads = gpt2_context_n_threads(ctx);
     const double machine_gbs = measure_read_bandwidth((size_t)1 << 30, threads, 5);
     if (json) {
         printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"threads\": %d, \"reps\": %d, \"load_s\": %.4f, "

@@ -8,6 +8,7 @@
 #include "gpt2_context.h"
 #include "kernels.h"
 #include "model_internal.h"
+#include "pool.h"
 
 struct gpt2_context {
     const gpt2_model *m;
@@ -21,16 +22,17 @@ struct gpt2_context {
     float *qkv;               /* (B, 3C) */
     float *atty;              /* (B, C) attention output, heads concatenated */
     float *hid;               /* (B, F) MLP hidden */
-    float *att;               /* (B, n_ctx) one head's scores / probabilities */
+    float *att;               /* (H, B, n_ctx) scores / probabilities, per head */
     float *logits;            /* (V) of the last position */
     float *logits_all;        /* (B, V), only while an on_logits hook is set */
-    float *scratch;           /* KERNEL_SCRATCH_FLOATS, only for 16-bit weights */
+    float **scratch;          /* (n_threads) x KERNEL_SCRATCH_FLOATS, only for 16-bit weights */
     unsigned char *want_att;  /* (n_head) heads the observer asked for, this layer */
+    gpt2_pool *pool;
     gpt2_hooks hooks;
 };
 
 gpt2_context_params gpt2_context_default_params(void) {
-    return (gpt2_context_params){.n_ctx = 0, .n_batch = 128};
+    return (gpt2_context_params){.n_ctx = 0, .n_batch = 128, .n_threads = 0};
 }
 
 static int any_16bit(const gpt2_model *m) {
@@ -51,6 +53,10 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
                          c->n_ctx);
     if (p.n_batch < 1 || p.n_batch > 4096)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "batch size %d is outside [1, 4096]", p.n_batch);
+    if (p.n_threads < 0 || p.n_threads > 256)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "thread count %d is outside [0, 256]", p.n_threads);
+    /* Our pool does all the work; OpenBLAS runs inside its jobs, single-threaded. */
+    openblas_set_num_threads(1);
     gpt2_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
     ctx->m = m;
@@ -66,12 +72,20 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
     ctx->qkv = malloc(B * 3 * C * sizeof(float));
     ctx->atty = malloc(B * C * sizeof(float));
     ctx->hid = malloc(B * F * sizeof(float));
-    ctx->att = malloc(B * T * sizeof(float));
+    ctx->att = malloc((size_t)c->n_head * B * T * sizeof(float));
     ctx->logits = malloc(V * sizeof(float));
     ctx->want_att = malloc((size_t)c->n_head);
-    if (any_16bit(m)) ctx->scratch = malloc(KERNEL_SCRATCH_FLOATS * sizeof(float));
+    ctx->pool = pool_new(p.n_threads ? p.n_threads : pool_default_threads());
+    int scratch_ok = 1;
+    if (ctx->pool && any_16bit(m)) {
+        const int nt = pool_n_threads(ctx->pool);
+        ctx->scratch = calloc((size_t)nt, sizeof *ctx->scratch);
+        scratch_ok = ctx->scratch != NULL;
+        for (int i = 0; scratch_ok && i < nt; i++)
+            scratch_ok = (ctx->scratch[i] = malloc(KERNEL_SCRATCH_FLOATS * sizeof(float))) != NULL;
+    }
     if (!ctx->k_cache || !ctx->v_cache || !ctx->tokens || !ctx->x || !ctx->xn || !ctx->qkv || !ctx->atty ||
-        !ctx->hid || !ctx->att || !ctx->logits || !ctx->want_att || (any_16bit(m) && !ctx->scratch)) {
+        !ctx->hid || !ctx->att || !ctx->logits || !ctx->want_att || !ctx->pool || !scratch_ok) {
         gpt2_context_free(ctx);
         return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a context of %zu positions (KV cache %zu MB)",
                          T, 2 * L * T * C * sizeof(float) >> 20);
@@ -93,8 +107,11 @@ void gpt2_context_free(gpt2_context *ctx) {
     free(ctx->att);
     free(ctx->logits);
     free(ctx->logits_all);
+    if (ctx->scratch)
+        for (int i = 0; i < pool_n_threads(ctx->pool); i++) free(ctx->scratch[i]);
     free(ctx->scratch);
     free(ctx->want_att);
+    pool_free(ctx->pool);
     free(ctx);
 }
 
@@ -105,40 +122,41 @@ void gpt2_context_set_hooks(gpt2_context *ctx, const gpt2_hooks *hooks) {
         memset(&ctx->hooks, 0, sizeof ctx->hooks);
 }
 
-/* Causal self-attention of layer l for T positions starting at p0. Reads q, k, v
- * from ctx->qkv (T, 3C), appends k and v to the cache, writes ctx->atty (T, C). */
-static void attention(gpt2_context *ctx, int l, int p0, int T) {
+typedef struct {
+    gpt2_context *ctx;
+    int l, p0, T;
+} attention_job;
+
+/* Heads [h0, h1) of causal self-attention: q from qkv (T, 3C), k and v from the
+ * cache (keys 0 .. p0+T-1), probabilities into att[h] (T, P), output into atty. */
+static void attention_heads(void *arg, int ith, int nth) {
+    const attention_job *j = arg;
+    gpt2_context *ctx = j->ctx;
     const gpt2_config *c = &ctx->m->cfg;
-    const int C = c->n_embd, H = c->n_head, hs = C / H, P = p0 + T;
-    float *kc = ctx->k_cache + (size_t)l * ctx->n_ctx * C; /* (n_ctx, C) */
-    float *vc = ctx->v_cache + (size_t)l * ctx->n_ctx * C;
-    for (int t = 0; t < T; t++) {
-        memcpy(kc + (size_t)(p0 + t) * C, ctx->qkv + (size_t)t * 3 * C + C, (size_t)C * sizeof(float));
-        memcpy(vc + (size_t)(p0 + t) * C, ctx->qkv + (size_t)t * 3 * C + 2 * C, (size_t)C * sizeof(float));
-    }
-    const gpt2_hooks *hk = &ctx->hooks;
-    const int observe = hk->on_attention != NULL;
-    for (int h = 0; h < H; h++)
-        ctx->want_att[h] = observe && (!hk->want_attention || hk->want_attention(hk->user_data, l, h));
+    const int C = c->n_embd, H = c->n_head, hs = C / H, p0 = j->p0, T = j->T, P = p0 + T;
+    const float *kc = ctx->k_cache + (size_t)j->l * ctx->n_ctx * C; /* (n_ctx, C) */
+    const float *vc = ctx->v_cache + (size_t)j->l * ctx->n_ctx * C;
     const float scale = 1.0f / sqrtf((float)hs);
-    for (int h = 0; h < H; h++) {
+    int h0, h1;
+    pool_share(H, 1, ith, nth, &h0, &h1);
+    for (int h = h0; h < h1; h++) {
         const float *q = ctx->qkv + h * hs;  /* row stride 3C */
         const float *k = kc + h * hs;        /* row stride C */
         const float *v = vc + h * hs;
         float *y = ctx->atty + h * hs;       /* row stride C */
-        float *att = ctx->att;               /* (T, P) */
+        float *att = ctx->att + (size_t)h * ctx->n_batch * ctx->n_ctx; /* (T, P) */
         if (T == 1) {
-            for (int j = 0; j < P; j++) {
-                const float *kj = k + (size_t)j * C;
+            for (int t = 0; t < P; t++) {
+                const float *kt = k + (size_t)t * C;
                 float s = 0.0f;
-                for (int i = 0; i < hs; i++) s += q[i] * kj[i];
-                att[j] = s * scale;
+                for (int i = 0; i < hs; i++) s += q[i] * kt[i];
+                att[t] = s * scale;
             }
             kernel_softmax(att, P);
             for (int i = 0; i < hs; i++) y[i] = 0.0f;
-            for (int j = 0; j < P; j++) {
-                const float *vj = v + (size_t)j * C, a = att[j];
-                for (int i = 0; i < hs; i++) y[i] += a * vj[i];
+            for (int t = 0; t < P; t++) {
+                const float *vt = v + (size_t)t * C, a = att[t];
+                for (int i = 0; i < hs; i++) y[i] += a * vt[i];
             }
         } else {
             /* att (T, P) = q (T, hs) k^T (hs, P) * scale, then causal softmax per row */
@@ -152,16 +170,77 @@ static void attention(gpt2_context *ctx, int l, int p0, int T) {
             /* y (T, hs) = att (T, P) v (P, hs) */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, P, 1.0f, att, P, v, C, 0.0f, y, C);
         }
-        if (ctx->want_att[h])
-            for (int t = 0; t < T; t++) hk->on_attention(hk->user_data, l, h, p0 + t, att + (size_t)t * P, p0 + t + 1);
     }
+}
+
+/* Appends layer l's keys and values for T positions at p0 to the cache, runs
+ * attention over the pool, then reports the heads the observer wants. */
+static void attention(gpt2_context *ctx, int l, int p0, int T) {
+    const gpt2_config *c = &ctx->m->cfg;
+    const int C = c->n_embd, H = c->n_head, P = p0 + T;
+    float *kc = ctx->k_cache + (size_t)l * ctx->n_ctx * C;
+    float *vc = ctx->v_cache + (size_t)l * ctx->n_ctx * C;
+    for (int t = 0; t < T; t++) {
+        memcpy(kc + (size_t)(p0 + t) * C, ctx->qkv + (size_t)t * 3 * C + C, (size_t)C * sizeof(float));
+        memcpy(vc + (size_t)(p0 + t) * C, ctx->qkv + (size_t)t * 3 * C + 2 * C, (size_t)C * sizeof(float));
+    }
+    attention_job job = {ctx, l, p0, T};
+    pool_run(ctx->pool, attention_heads, &job);
+    const gpt2_hooks *hk = &ctx->hooks;
+    if (!hk->on_attention) return;
+    for (int h = 0; h < H; h++) {
+        if (hk->want_attention && !hk->want_attention(hk->user_data, l, h)) continue;
+        const float *att = ctx->att + (size_t)h * ctx->n_batch * ctx->n_ctx;
+        for (int t = 0; t < T; t++) hk->on_attention(hk->user_data, l, h, p0 + t, att + (size_t)t * P, p0 + t + 1);
+    }
+}
+
+/* Row-parallel layer norm and element-parallel GELU for a batch; one position
+ * runs inline, where a pool round trip would cost more than the work. */
+typedef struct {
+    float *out;
+    const float *in, *g, *b;
+    int T, C;
+    float eps;
+    int gelu_erf;
+} rows_job;
+
+static void layernorm_rows(void *arg, int ith, int nth) {
+    const rows_job *j = arg;
+    int t0, t1;
+    pool_share(j->T, 1, ith, nth, &t0, &t1);
+    if (t0 < t1)
+        kernel_layernorm(j->out + (size_t)t0 * j->C, j->in + (size_t)t0 * j->C, j->g, j->b, t1 - t0, j->C, j->eps);
+}
+
+static void layernorm(gpt2_context *ctx, float *out, const float *in, const float *g, const float *b, int T) {
+    const gpt2_config *c = &ctx->m->cfg;
+    rows_job j = {out, in, g, b, T, c->n_embd, c->ln_eps, 0};
+    if (T == 1) layernorm_rows(&j, 0, 1);
+    else pool_run(ctx->pool, layernorm_rows, &j);
+}
+
+static void gelu_rows(void *arg, int ith, int nth) {
+    const rows_job *j = arg;
+    int t0, t1;
+    pool_share(j->T, 1, ith, nth, &t0, &t1);
+    const size_t n = (size_t)(t1 - t0) * j->C;
+    float *x = j->out + (size_t)t0 * j->C;
+    if (j->gelu_erf) kernel_gelu_erf(x, n);
+    else kernel_gelu_tanh(x, n);
+}
+
+static void gelu(gpt2_context *ctx, float *x, int T) {
+    rows_job j = {.out = x, .T = T, .C = ctx->m->n_inner, .gelu_erf = ctx->m->gelu_erf};
+    if (T == 1) gelu_rows(&j, 0, 1);
+    else pool_run(ctx->pool, gelu_rows, &j);
 }
 
 /* Runs one batch of T <= n_batch tokens at positions n_past ... */
 static void forward_batch(gpt2_context *ctx, const int32_t *tokens, int T) {
     const gpt2_model *m = ctx->m;
     const gpt2_config *c = &m->cfg;
-    const int C = c->n_embd, F = m->n_inner, V = c->n_vocab, p0 = ctx->n_past;
+    const int C = c->n_embd, V = c->n_vocab, p0 = ctx->n_past;
     const gpt2_hooks *hk = &ctx->hooks;
     for (int t = 0; t < T; t++) {
         float *x = ctx->x + (size_t)t * C;
@@ -171,29 +250,26 @@ static void forward_batch(gpt2_context *ctx, const int32_t *tokens, int T) {
     }
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
-        kernel_layernorm(ctx->xn, ctx->x, L->ln1_g, L->ln1_b, T, C, c->ln_eps);
-        kernel_matmul(ctx->qkv, ctx->xn, T, &L->attn_w, L->attn_b, 0, ctx->scratch);
+        layernorm(ctx, ctx->xn, ctx->x, L->ln1_g, L->ln1_b, T);
+        kernel_matmul(ctx->pool, ctx->qkv, ctx->xn, T, &L->attn_w, L->attn_b, 0, ctx->scratch);
         attention(ctx, l, p0, T);
-        kernel_matmul(ctx->x, ctx->atty, T, &L->proj_w, L->proj_b, 1, ctx->scratch);
-        kernel_layernorm(ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T, C, c->ln_eps);
-        kernel_matmul(ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, 0, ctx->scratch);
-        if (m->gelu_erf)
-            kernel_gelu_erf(ctx->hid, (size_t)T * F);
-        else
-            kernel_gelu_tanh(ctx->hid, (size_t)T * F);
-        kernel_matmul(ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch);
+        kernel_matmul(ctx->pool, ctx->x, ctx->atty, T, &L->proj_w, L->proj_b, 1, ctx->scratch);
+        layernorm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
+        kernel_matmul(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, 0, ctx->scratch);
+        gelu(ctx, ctx->hid, T);
+        kernel_matmul(ctx->pool, ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch);
         if (hk->on_residual && (!hk->want_residual || hk->want_residual(hk->user_data, l)))
             for (int t = 0; t < T; t++) hk->on_residual(hk->user_data, l, p0 + t, ctx->x + (size_t)t * C, C);
     }
     if (hk->on_logits && ctx->logits_all) {
-        kernel_layernorm(ctx->xn, ctx->x, m->lnf_g, m->lnf_b, T, C, c->ln_eps);
-        kernel_matmul_t(ctx->logits_all, V, ctx->xn, T, &m->lm_head, ctx->scratch);
+        layernorm(ctx, ctx->xn, ctx->x, m->lnf_g, m->lnf_b, T);
+        kernel_matmul_t(ctx->pool, ctx->logits_all, V, ctx->xn, T, &m->lm_head, ctx->scratch);
         for (int t = 0; t < T; t++) hk->on_logits(hk->user_data, p0 + t, ctx->logits_all + (size_t)t * V, V);
         memcpy(ctx->logits, ctx->logits_all + (size_t)(T - 1) * V, (size_t)V * sizeof(float));
     } else {
         const float *last = ctx->x + (size_t)(T - 1) * C;
-        kernel_layernorm(ctx->xn, last, m->lnf_g, m->lnf_b, 1, C, c->ln_eps);
-        kernel_matmul_t(ctx->logits, V, ctx->xn, 1, &m->lm_head, ctx->scratch);
+        layernorm(ctx, ctx->xn, last, m->lnf_g, m->lnf_b, 1);
+        kernel_matmul_t(ctx->pool, ctx->logits, V, ctx->xn, 1, &m->lm_head, ctx->scratch);
     }
     memcpy(ctx->tokens + p0, tokens, (size_t)T * sizeof(int32_t));
     ctx->n_past += T;
@@ -229,6 +305,7 @@ gpt2_status gpt2_context_eval(gpt2_context *ctx, const int32_t *tokens, int n, g
 const float *gpt2_context_logits(const gpt2_context *ctx) { return ctx->logits_valid ? ctx->logits : NULL; }
 int gpt2_context_n_past(const gpt2_context *ctx) { return ctx->n_past; }
 int gpt2_context_n_ctx(const gpt2_context *ctx) { return ctx->n_ctx; }
+int gpt2_context_n_threads(const gpt2_context *ctx) { return pool_n_threads(ctx->pool); }
 const int32_t *gpt2_context_tokens(const gpt2_context *ctx) { return ctx->tokens; }
 const gpt2_model *gpt2_context_model(const gpt2_context *ctx) { return ctx->m; }
 

@@ -1,6 +1,8 @@
 /* kernels.c — matmuls over mapped weights of any supported dtype, layernorm, GELU, softmax. */
 #include "kernels.h"
 
+#include "fastmath.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -94,130 +96,178 @@ void kernel_row(float *dst, const gpt2_matrix *m, int r) {
           (size_t)m->cols);
 }
 
-/* --- 16-bit matrix-vector kernels --------------------------------------- */
+/* --- matrix-vector kernels (one position: decode) --------------------------
+ *
+ * y[n0:n1] += sum_k x[k] W[k, n0:n1] for W (K, N): four rows of W stream at
+ * once and y's slice stays in L1. Threads split the columns, so every output's
+ * summation order is the same whatever the thread count. */
 
-/* y (N) += sum_k x[k] * W[k, :] for W (K, N) 16-bit: streams W row by row. */
-static void gemv_kn_16(float *y, const float *x, const gpt2_matrix *W) {
-    const int K = W->rows, N = W->cols;
-    const uint16_t *w = W->data;
-    for (int k = 0; k < K; k++) {
-        const uint16_t *row = w + (size_t)k * N;
-        const float xk = x[k];
-        int n = 0;
 #if defined(__AVX512F__)
-        const __m512 vx = _mm512_set1_ps(xk);
-        if (W->dtype == GPT2_DTYPE_F16) {
-            for (; n + 16 <= N; n += 16) {
-                __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + n)));
-                _mm512_storeu_ps(y + n, _mm512_fmadd_ps(vx, wv, _mm512_loadu_ps(y + n)));
-            }
-        } else {
-            for (; n + 16 <= N; n += 16) {
-                __m512i wi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + n)));
-                __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(wi, 16));
-                _mm512_storeu_ps(y + n, _mm512_fmadd_ps(vx, wv, _mm512_loadu_ps(y + n)));
-            }
+static inline __m512 load16(const void *w, gpt2_dtype dt, size_t i) {
+    if (dt == GPT2_DTYPE_F32) return _mm512_loadu_ps((const float *)w + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
+    if (dt == GPT2_DTYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+#endif
+
+static inline float load1(const void *w, gpt2_dtype dt, size_t i) {
+    if (dt == GPT2_DTYPE_F32) return ((const float *)w)[i];
+    uint16_t h = ((const uint16_t *)w)[i];
+    return dt == GPT2_DTYPE_F16 ? gpt2_f16_to_f32(h) : gpt2_bf16_to_f32(h);
+}
+
+static void gemv_kn(float *y, const float *x, const gpt2_matrix *W, int n0, int n1) {
+    const int K = W->rows;
+    const size_t N = (size_t)W->cols;
+    const gpt2_dtype dt = W->dtype;
+    int k = 0;
+    for (; k + 4 <= K; k += 4) {
+        const size_t r0 = (size_t)k * N, r1 = r0 + N, r2 = r1 + N, r3 = r2 + N;
+        const float x0 = x[k], x1 = x[k + 1], x2 = x[k + 2], x3 = x[k + 3];
+        int n = n0;
+#if defined(__AVX512F__)
+        const __m512 v0 = _mm512_set1_ps(x0), v1 = _mm512_set1_ps(x1), v2 = _mm512_set1_ps(x2),
+                     v3 = _mm512_set1_ps(x3);
+        for (; n + 16 <= n1; n += 16) {
+            __m512 acc = _mm512_loadu_ps(y + n);
+            acc = _mm512_fmadd_ps(v0, load16(W->data, dt, r0 + n), acc);
+            acc = _mm512_fmadd_ps(v1, load16(W->data, dt, r1 + n), acc);
+            acc = _mm512_fmadd_ps(v2, load16(W->data, dt, r2 + n), acc);
+            acc = _mm512_fmadd_ps(v3, load16(W->data, dt, r3 + n), acc);
+            _mm512_storeu_ps(y + n, acc);
         }
 #endif
-        if (W->dtype == GPT2_DTYPE_F16)
-            for (; n < N; n++) y[n] += xk * gpt2_f16_to_f32(row[n]);
-        else
-            for (; n < N; n++) y[n] += xk * gpt2_bf16_to_f32(row[n]);
+        for (; n < n1; n++)
+            y[n] += x0 * load1(W->data, dt, r0 + n) + x1 * load1(W->data, dt, r1 + n) +
+                    x2 * load1(W->data, dt, r2 + n) + x3 * load1(W->data, dt, r3 + n);
     }
+    for (; k < K; k++)
+        for (int n = n0; n < n1; n++) y[n] += x[k] * load1(W->data, dt, (size_t)k * N + n);
 }
 
-/* y[n] = dot(W[n, :], x) for W (N, K) 16-bit. */
-static void gemv_nk_16(float *y, const float *x, const gpt2_matrix *W) {
-    const int N = W->rows, K = W->cols;
-    const uint16_t *w = W->data;
-    for (int n = 0; n < N; n++) {
-        const uint16_t *row = w + (size_t)n * K;
-        float acc = 0.0f;
-        int k = 0;
+/* y[n] = dot(W[n, :], x) for n in [n0, n1), W (N, K): four rows at a time. */
+static void gemv_nk(float *y, const float *x, const gpt2_matrix *W, int n0, int n1) {
+    const size_t K = (size_t)W->cols;
+    const gpt2_dtype dt = W->dtype;
+    int n = n0;
+    for (; n + 4 <= n1; n += 4) {
+        const size_t r0 = (size_t)n * K, r1 = r0 + K, r2 = r1 + K, r3 = r2 + K;
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        size_t k = 0;
 #if defined(__AVX512F__)
-        __m512 va = _mm512_setzero_ps();
-        if (W->dtype == GPT2_DTYPE_F16) {
-            for (; k + 16 <= K; k += 16)
-                va = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + k))),
-                                     _mm512_loadu_ps(x + k), va);
-        } else {
-            for (; k + 16 <= K; k += 16) {
-                __m512i wi = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + k)));
-                va = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(wi, 16)),
-                                     _mm512_loadu_ps(x + k), va);
-            }
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (; k + 16 <= K; k += 16) {
+            const __m512 xv = _mm512_loadu_ps(x + k);
+            a0 = _mm512_fmadd_ps(load16(W->data, dt, r0 + k), xv, a0);
+            a1 = _mm512_fmadd_ps(load16(W->data, dt, r1 + k), xv, a1);
+            a2 = _mm512_fmadd_ps(load16(W->data, dt, r2 + k), xv, a2);
+            a3 = _mm512_fmadd_ps(load16(W->data, dt, r3 + k), xv, a3);
         }
-        acc = _mm512_reduce_add_ps(va);
+        s0 = _mm512_reduce_add_ps(a0), s1 = _mm512_reduce_add_ps(a1);
+        s2 = _mm512_reduce_add_ps(a2), s3 = _mm512_reduce_add_ps(a3);
 #endif
-        if (W->dtype == GPT2_DTYPE_F16)
-            for (; k < K; k++) acc += gpt2_f16_to_f32(row[k]) * x[k];
-        else
-            for (; k < K; k++) acc += gpt2_bf16_to_f32(row[k]) * x[k];
-        y[n] = acc;
-    }
-}
-
-/* --- matmuls -------------------------------------------------------------- */
-
-void kernel_matmul(float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
-                   int accumulate, float *scratch) {
-    const int K = W->rows, N = W->cols;
-    if (!accumulate) {
-        for (int t = 0; t < T; t++) {
-            if (bias)
-                memcpy(out + (size_t)t * N, bias, (size_t)N * sizeof(float));
-            else
-                memset(out + (size_t)t * N, 0, (size_t)N * sizeof(float));
+        for (; k < K; k++) {
+            s0 += load1(W->data, dt, r0 + k) * x[k];
+            s1 += load1(W->data, dt, r1 + k) * x[k];
+            s2 += load1(W->data, dt, r2 + k) * x[k];
+            s3 += load1(W->data, dt, r3 + k) * x[k];
         }
-    } else if (bias) {
-        for (int t = 0; t < T; t++)
-            for (int n = 0; n < N; n++) out[(size_t)t * N + n] += bias[n];
+        y[n] = s0, y[n + 1] = s1, y[n + 2] = s2, y[n + 3] = s3;
     }
-    if (W->dtype == GPT2_DTYPE_F32) {
-        if (T == 1) /* sgemm with M=1 is much slower than sgemv in OpenBLAS 0.3.21 */
-            cblas_sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, W->data, N, in, 1, 1.0f, out, 1);
-        else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, N, K, 1.0f, in, K, W->data, N,
-                        1.0f, out, N);
-        return;
-    }
-    if (T == 1) {
-        gemv_kn_16(out, in, W);
-        return;
-    }
-    /* Widen a block of rows of W, then out += in[:, k0:k0+kb] @ block. */
-    int kb = KERNEL_SCRATCH_FLOATS / N;
-    if (kb < 1) kb = 1;
-    for (int k0 = 0; k0 < K; k0 += kb) {
-        int nk = K - k0 < kb ? K - k0 : kb;
-        widen(scratch, (const uint16_t *)W->data + (size_t)k0 * N, W->dtype, (size_t)nk * N);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, N, nk, 1.0f, in + k0, K, scratch, N,
-                    1.0f, out, N);
+    for (; n < n1; n++) {
+        float s = 0;
+        for (size_t k = 0; k < K; k++) s += load1(W->data, dt, (size_t)n * K + k) * x[k];
+        y[n] = s;
     }
 }
 
-void kernel_matmul_t(float *out, int ldo, const float *in, int T, const gpt2_matrix *W, float *scratch) {
-    const int N = W->rows, K = W->cols;
-    if (W->dtype == GPT2_DTYPE_F32) {
-        if (T == 1)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, W->data, K, in, 1, 0.0f, out, 1);
-        else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, in, K, W->data, K, 0.0f,
-                        out, ldo);
-        return;
+/* --- matmuls, split over the pool by output column ---------------------- */
+
+typedef struct {
+    float *out;
+    int ldo;
+    const float *in;
+    int T;
+    const gpt2_matrix *W;
+    const float *bias;
+    int accumulate;
+    float **scratch; /* one KERNEL_SCRATCH_FLOATS buffer per thread (16-bit weights) */
+} matmul_job;
+
+/* out[:, n0:n1] (+)= in @ W[:, n0:n1] + bias[n0:n1] */
+static void matmul_part(void *arg, int ith, int nth) {
+    const matmul_job *j = arg;
+    const gpt2_matrix *W = j->W;
+    const int K = W->rows, N = W->cols, T = j->T;
+    int n0, n1;
+    pool_share(N, 64, ith, nth, &n0, &n1);
+    if (n0 >= n1) return;
+    const int nn = n1 - n0;
+    for (int t = 0; t < T; t++) {
+        float *o = j->out + (size_t)t * N;
+        if (!j->accumulate)
+            for (int n = n0; n < n1; n++) o[n] = j->bias ? j->bias[n] : 0.0f;
+        else if (j->bias)
+            for (int n = n0; n < n1; n++) o[n] += j->bias[n];
     }
     if (T == 1) {
-        gemv_nk_16(out, in, W);
-        return;
+        gemv_kn(j->out, j->in, W, n0, n1);
+    } else if (W->dtype == GPT2_DTYPE_F32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, nn, K, 1.0f, j->in, K,
+                    (const float *)W->data + n0, N, 1.0f, j->out + n0, N);
+    } else { /* widen blocks of rows of our columns, then sgemm on them */
+        /* The K block depends on the shape only, so that the summation order
+         * (and so the result, bit for bit) is the same for any thread count. */
+        float *buf = j->scratch[ith];
+        int kb = KERNEL_SCRATCH_FLOATS / N < 128 ? KERNEL_SCRATCH_FLOATS / N : 128;
+        if (kb < 1) kb = 1;
+        for (int k0 = 0; k0 < K; k0 += kb) {
+            int nk = K - k0 < kb ? K - k0 : kb;
+            for (int k = 0; k < nk; k++)
+                widen(buf + (size_t)k * nn, (const uint16_t *)W->data + (size_t)(k0 + k) * N + n0, W->dtype,
+                      (size_t)nn);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, nn, nk, 1.0f, j->in + k0, K, buf, nn, 1.0f,
+                        j->out + n0, N);
+        }
     }
-    int nb = KERNEL_SCRATCH_FLOATS / K;
-    if (nb < 1) nb = 1;
-    for (int n0 = 0; n0 < N; n0 += nb) {
-        int nn = N - n0 < nb ? N - n0 : nb;
-        widen(scratch, (const uint16_t *)W->data + (size_t)n0 * K, W->dtype, (size_t)nn * K);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, in, K, scratch, K, 0.0f,
-                    out + n0, ldo);
+}
+
+void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
+                   int accumulate, float **scratch) {
+    matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch};
+    pool_run(pool, matmul_part, &j);
+}
+
+/* out[:, n0:n1] = in @ W[n0:n1, :]^T */
+static void matmul_t_part(void *arg, int ith, int nth) {
+    const matmul_job *j = arg;
+    const gpt2_matrix *W = j->W;
+    const int N = W->rows, K = W->cols, T = j->T;
+    int n0, n1;
+    pool_share(N, 64, ith, nth, &n0, &n1);
+    if (n0 >= n1) return;
+    if (T == 1) {
+        gemv_nk(j->out, j->in, W, n0, n1);
+    } else if (W->dtype == GPT2_DTYPE_F32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n1 - n0, K, 1.0f, j->in, K,
+                    (const float *)W->data + (size_t)n0 * K, K, 0.0f, j->out + n0, j->ldo);
+    } else {
+        float *buf = j->scratch[ith];
+        int nb = KERNEL_SCRATCH_FLOATS / K;
+        for (int r0 = n0; r0 < n1; r0 += nb) {
+            int nr = n1 - r0 < nb ? n1 - r0 : nb;
+            widen(buf, (const uint16_t *)W->data + (size_t)r0 * K, W->dtype, (size_t)nr * K);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nr, K, 1.0f, j->in, K, buf, K, 0.0f,
+                        j->out + r0, j->ldo);
+        }
     }
+}
+
+void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W,
+                     float **scratch) {
+    matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch};
+    pool_run(pool, matmul_t_part, &j);
 }
 
 /* --- elementwise ---------------------------------------------------------- */
@@ -243,7 +293,7 @@ void kernel_gelu_tanh(float *x, size_t n) {
     const float s = 0.7978845608028654f; /* sqrt(2/pi) */
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(s * (v + 0.044715f * v * v * v)));
+        x[i] = 0.5f * v * (1.0f + fast_tanh(s * (v + 0.044715f * v * v * v)));
     }
 }
 
@@ -257,7 +307,7 @@ void kernel_softmax(float *x, int n) {
         if (x[i] > max) max = x[i];
     float sum = 0.0f;
     for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
+        x[i] = fast_exp_nonpos(x[i] - max);
         sum += x[i];
     }
     const float inv = 1.0f / sum;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "gpt2_model.h"
+#include "pool.h"
 
 typedef struct {
     const void *data; /* row-major, rows x cols elements of dtype */
@@ -32,13 +33,17 @@ uint16_t gpt2_f32_to_bf16(float f); /* round to nearest even */
 void kernel_row(float *dst, const gpt2_matrix *m, int r);
 
 /* out (T, N) (+)= in (T, K) @ W (K, N) [+ bias (N)]: Conv1D weights, HF layout.
- * accumulate: add to out instead of overwriting. scratch: KERNEL_SCRATCH_FLOATS. */
-void kernel_matmul(float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
-                   int accumulate, float *scratch);
+ * accumulate: add to out instead of overwriting. The pool's threads split the
+ * N columns; scratch[ith] (KERNEL_SCRATCH_FLOATS each) is used for 16-bit W
+ * when T > 1. T == 1 uses matrix-vector kernels, T > 1 single-threaded sgemm
+ * per column block. */
+void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
+                   int accumulate, float **scratch);
 
 /* out (T, N) = in (T, K) @ W^T for W (N, K): the LM head over wte. ldo is
- * out's row stride. */
-void kernel_matmul_t(float *out, int ldo, const float *in, int T, const gpt2_matrix *W, float *scratch);
+ * out's row stride. Threads split the N rows of W. */
+void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W,
+                     float **scratch);
 
 /* out (T, C) = layernorm(in (T, C)) * g + b */
 void kernel_layernorm(float *out, const float *in, const float *g, const float *b, int T, int C, float eps);

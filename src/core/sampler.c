@@ -27,6 +27,8 @@
  */
 #include "gpt2_sampler.h"
 
+#include "fastmath.h"
+
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -178,48 +180,14 @@ int32_t gpt2_sampler_last(const gpt2_sampler *s) { return s ? s->last : -1; }
 
 /* ---- weights ---- */
 
-/* e^x for x <= 0, -inf included, within 2 ulp (relative error < 1.1e-7);
- * exactly 1 at 0, and 0 below about -87.7, where e^x leaves the normal floats.
- * Written without branches or calls so that weights() vectorises under the
- * project's default flags: libm's expf is the cost of the whole sampler
- * otherwise (about 3.5 ns a token, 50257 tokens).
- *   x = n ln2 + r, |r| <= ln2/2: e^x = 2^n e^r, e^r by its Taylor series to r^7
- *   (truncation error 5e-9). ln2 is split (Cody-Waite) so n*ln2_hi is exact. */
-static inline float exp_nonpos(float x) {
-    /* Clamp to [-104, 0] on the bit pattern: for x <= 0 the unsigned pattern
-     * grows with |x|, and an integer min vectorises where a float compare
-     * (which may trap on NaN) does not. Also turns -inf into -104. */
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    u = u < 0xC2D00000u ? u : 0xC2D00000u; /* 0xC2D00000 = -104.0f */
-    memcpy(&x, &u, sizeof x);
-    float t = x * 1.44269504f + 12582912.0f; /* 1.5 * 2^23: rounds x/ln2 to an integer */
-    float n = t - 12582912.0f;
-    float r = x - n * 0.693359375f - n * -2.12194440e-4f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t b = (int32_t)n + 127; /* biased exponent of 2^n; <= 0 means underflow */
-    b = b > 0 ? b : 0;
-    uint32_t bits = (uint32_t)b << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
 static inline float weight(float z, float max, float temperature) {
-    return exp_nonpos((z - max) / temperature);
+    return fast_exp_nonpos((z - max) / temperature);
 }
 
 /* w[i] = weight(z[i]); the same arithmetic as weight(), so that a weight
  * recomputed later for one token is bit-identical. */
 static void weights(float *restrict w, const float *restrict z, int n, float max, float temp) {
-    for (int i = 0; i < n; i++) w[i] = exp_nonpos((z[i] - max) / temp);
+    for (int i = 0; i < n; i++) w[i] = fast_exp_nonpos((z[i] - max) / temp);
 }
 
 /* Sum in double with eight independent accumulators: exact enough for 50257
