@@ -6,6 +6,7 @@
 #   make PORTABLE=1 no -march=native (for binaries that must run on other CPUs)
 #   make test       build and run the test suite once (honours SAN=1)
 #   make check      make test, then make test SAN=1
+#   make bench      gptscope bench on a random GPT-2-124M-shaped model
 
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
@@ -54,7 +55,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(B)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 LIB      := $(B)/libgpt2.a
 
-.PHONY: all test check clean help fixtures tokenizer-data
+.PHONY: all test check clean help fixtures tokenizer-data bench
 
 all: $(APP)
 
@@ -100,6 +101,11 @@ test: $(APP) $(TEST_BIN) fixtures
 check:
 	$(MAKE) test
 	$(MAKE) test SAN=1
+
+# Speed on a random GPT-2-124M-shaped model, F32 then 16-bit weights (see README, Performance).
+bench: $(APP)
+	./$(APP) bench --dtype f32
+	./$(APP) bench --dtype bf16
 
 clean:
 	rm -rf build build-san gptscope

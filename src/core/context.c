@@ -8,13 +8,15 @@
 #include "gpt2_context.h"
 #include "kernels.h"
 #include "model_internal.h"
+#include "hugemem.h"
 #include "pool.h"
 
 struct gpt2_context {
     const gpt2_model *m;
     int n_ctx, n_batch, n_past;
     int logits_valid;
-    float *k_cache, *v_cache; /* (L, n_ctx, C) */
+    float *k_cache, *v_cache; /* (L, n_ctx, C), huge pages */
+    size_t cache_bytes;       /* of each */
     int32_t *tokens;          /* (n_ctx) */
     /* activations for one batch of up to B = n_batch positions */
     float *x;                 /* (B, C) residual stream */
@@ -64,8 +66,9 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
     ctx->n_batch = p.n_batch < ctx->n_ctx ? p.n_batch : ctx->n_ctx;
     const size_t L = (size_t)c->n_layer, C = (size_t)c->n_embd, B = (size_t)ctx->n_batch,
                  T = (size_t)ctx->n_ctx, F = (size_t)m->n_inner, V = (size_t)c->n_vocab;
-    ctx->k_cache = malloc(L * T * C * sizeof(float));
-    ctx->v_cache = malloc(L * T * C * sizeof(float));
+    ctx->cache_bytes = L * T * C * sizeof(float);
+    ctx->k_cache = huge_alloc(ctx->cache_bytes);
+    ctx->v_cache = huge_alloc(ctx->cache_bytes);
     ctx->tokens = malloc(T * sizeof(int32_t));
     ctx->x = malloc(B * C * sizeof(float));
     ctx->xn = malloc(B * C * sizeof(float));
@@ -96,8 +99,8 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
 
 void gpt2_context_free(gpt2_context *ctx) {
     if (!ctx) return;
-    free(ctx->k_cache);
-    free(ctx->v_cache);
+    huge_free(ctx->k_cache, ctx->cache_bytes);
+    huge_free(ctx->v_cache, ctx->cache_bytes);
     free(ctx->tokens);
     free(ctx->x);
     free(ctx->xn);
@@ -129,7 +132,7 @@ typedef struct {
 
 /* Heads [h0, h1) of causal self-attention: q from qkv (T, 3C), k and v from the
  * cache (keys 0 .. p0+T-1), probabilities into att[h] (T, P), output into atty. */
-static void attention_heads(void *arg, int ith, int nth) {
+static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
     const attention_job *j = arg;
     gpt2_context *ctx = j->ctx;
     const gpt2_config *c = &ctx->m->cfg;
@@ -138,7 +141,8 @@ static void attention_heads(void *arg, int ith, int nth) {
     const float *vc = ctx->v_cache + (size_t)j->l * ctx->n_ctx * C;
     const float scale = 1.0f / sqrtf((float)hs);
     int h0, h1;
-    pool_share(H, 1, ith, nth, &h0, &h1);
+    (void)ith;
+    pool_share(H, 1, chunk, n_chunks, &h0, &h1);
     for (int h = h0; h < h1; h++) {
         const float *q = ctx->qkv + h * hs;  /* row stride 3C */
         const float *k = kc + h * hs;        /* row stride C */
@@ -185,7 +189,7 @@ static void attention(gpt2_context *ctx, int l, int p0, int T) {
         memcpy(vc + (size_t)(p0 + t) * C, ctx->qkv + (size_t)t * 3 * C + 2 * C, (size_t)C * sizeof(float));
     }
     attention_job job = {ctx, l, p0, T};
-    pool_run(ctx->pool, attention_heads, &job);
+    pool_run(ctx->pool, attention_heads, &job, H);
     const gpt2_hooks *hk = &ctx->hooks;
     if (!hk->on_attention) return;
     for (int h = 0; h < H; h++) {
@@ -205,10 +209,14 @@ typedef struct {
     int gelu_erf;
 } rows_job;
 
-static void layernorm_rows(void *arg, int ith, int nth) {
+/* Row blocks: enough chunks to balance two threads, few enough to be cheap. */
+static int row_chunks(int T) { return T < 16 ? T : 16; }
+
+static void layernorm_rows(void *arg, int chunk, int n_chunks, int ith) {
     const rows_job *j = arg;
     int t0, t1;
-    pool_share(j->T, 1, ith, nth, &t0, &t1);
+    (void)ith;
+    pool_share(j->T, 1, chunk, n_chunks, &t0, &t1);
     if (t0 < t1)
         kernel_layernorm(j->out + (size_t)t0 * j->C, j->in + (size_t)t0 * j->C, j->g, j->b, t1 - t0, j->C, j->eps);
 }
@@ -216,14 +224,15 @@ static void layernorm_rows(void *arg, int ith, int nth) {
 static void layernorm(gpt2_context *ctx, float *out, const float *in, const float *g, const float *b, int T) {
     const gpt2_config *c = &ctx->m->cfg;
     rows_job j = {out, in, g, b, T, c->n_embd, c->ln_eps, 0};
-    if (T == 1) layernorm_rows(&j, 0, 1);
-    else pool_run(ctx->pool, layernorm_rows, &j);
+    if (T == 1) layernorm_rows(&j, 0, 1, 0);
+    else pool_run(ctx->pool, layernorm_rows, &j, row_chunks(T));
 }
 
-static void gelu_rows(void *arg, int ith, int nth) {
+static void gelu_rows(void *arg, int chunk, int n_chunks, int ith) {
     const rows_job *j = arg;
     int t0, t1;
-    pool_share(j->T, 1, ith, nth, &t0, &t1);
+    (void)ith;
+    pool_share(j->T, 1, chunk, n_chunks, &t0, &t1);
     const size_t n = (size_t)(t1 - t0) * j->C;
     float *x = j->out + (size_t)t0 * j->C;
     if (j->gelu_erf) kernel_gelu_erf(x, n);
@@ -232,8 +241,8 @@ static void gelu_rows(void *arg, int ith, int nth) {
 
 static void gelu(gpt2_context *ctx, float *x, int T) {
     rows_job j = {.out = x, .T = T, .C = ctx->m->n_inner, .gelu_erf = ctx->m->gelu_erf};
-    if (T == 1) gelu_rows(&j, 0, 1);
-    else pool_run(ctx->pool, gelu_rows, &j);
+    if (T == 1) gelu_rows(&j, 0, 1, 0);
+    else pool_run(ctx->pool, gelu_rows, &j, row_chunks(T));
 }
 
 /* Runs one batch of T <= n_batch tokens at positions n_past ... */

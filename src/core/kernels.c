@@ -118,29 +118,28 @@ static inline float load1(const void *w, gpt2_dtype dt, size_t i) {
 }
 
 static void gemv_kn(float *y, const float *x, const gpt2_matrix *W, int n0, int n1) {
+    enum { R = 8 }; /* rows per pass: y's slice goes through L1 once per R rows */
     const int K = W->rows;
     const size_t N = (size_t)W->cols;
     const gpt2_dtype dt = W->dtype;
     int k = 0;
-    for (; k + 4 <= K; k += 4) {
-        const size_t r0 = (size_t)k * N, r1 = r0 + N, r2 = r1 + N, r3 = r2 + N;
-        const float x0 = x[k], x1 = x[k + 1], x2 = x[k + 2], x3 = x[k + 3];
+    for (; k + R <= K; k += R) {
+        const size_t base = (size_t)k * N;
         int n = n0;
 #if defined(__AVX512F__)
-        const __m512 v0 = _mm512_set1_ps(x0), v1 = _mm512_set1_ps(x1), v2 = _mm512_set1_ps(x2),
-                     v3 = _mm512_set1_ps(x3);
+        __m512 xv[R];
+        for (int r = 0; r < R; r++) xv[r] = _mm512_set1_ps(x[k + r]);
         for (; n + 16 <= n1; n += 16) {
             __m512 acc = _mm512_loadu_ps(y + n);
-            acc = _mm512_fmadd_ps(v0, load16(W->data, dt, r0 + n), acc);
-            acc = _mm512_fmadd_ps(v1, load16(W->data, dt, r1 + n), acc);
-            acc = _mm512_fmadd_ps(v2, load16(W->data, dt, r2 + n), acc);
-            acc = _mm512_fmadd_ps(v3, load16(W->data, dt, r3 + n), acc);
+            for (int r = 0; r < R; r++) acc = _mm512_fmadd_ps(xv[r], load16(W->data, dt, base + r * N + n), acc);
             _mm512_storeu_ps(y + n, acc);
         }
 #endif
-        for (; n < n1; n++)
-            y[n] += x0 * load1(W->data, dt, r0 + n) + x1 * load1(W->data, dt, r1 + n) +
-                    x2 * load1(W->data, dt, r2 + n) + x3 * load1(W->data, dt, r3 + n);
+        for (; n < n1; n++) {
+            float acc = y[n];
+            for (int r = 0; r < R; r++) acc += x[k + r] * load1(W->data, dt, base + r * N + n);
+            y[n] = acc;
+        }
     }
     for (; k < K; k++)
         for (int n = n0; n < n1; n++) y[n] += x[k] * load1(W->data, dt, (size_t)k * N + n);
@@ -195,13 +194,21 @@ typedef struct {
     float **scratch; /* one KERNEL_SCRATCH_FLOATS buffer per thread (16-bit weights) */
 } matmul_job;
 
+/* Chunks: decode splits columns finely (cheap to claim, balances a preempted
+ * thread); prefill uses few wide blocks since each sgemm call repacks `in`. */
+static int n_chunks_for(const gpt2_pool *pool, int T, int n_items, int fine) {
+    int nt = pool_n_threads(pool), n = T == 1 ? (n_items + fine - 1) / fine : 2 * nt;
+    int most = (n_items + 63) / 64;
+    return n < 1 ? 1 : n > most ? most : n;
+}
+
 /* out[:, n0:n1] (+)= in @ W[:, n0:n1] + bias[n0:n1] */
-static void matmul_part(void *arg, int ith, int nth) {
+static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
     const matmul_job *j = arg;
     const gpt2_matrix *W = j->W;
     const int K = W->rows, N = W->cols, T = j->T;
     int n0, n1;
-    pool_share(N, 64, ith, nth, &n0, &n1);
+    pool_share(N, 64, chunk, n_chunks, &n0, &n1);
     if (n0 >= n1) return;
     const int nn = n1 - n0;
     for (int t = 0; t < T; t++) {
@@ -236,16 +243,16 @@ static void matmul_part(void *arg, int ith, int nth) {
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                    int accumulate, float **scratch) {
     matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch};
-    pool_run(pool, matmul_part, &j);
+    pool_run(pool, matmul_part, &j, n_chunks_for(pool, T, W->cols, 128));
 }
 
 /* out[:, n0:n1] = in @ W[n0:n1, :]^T */
-static void matmul_t_part(void *arg, int ith, int nth) {
+static void matmul_t_part(void *arg, int chunk, int n_chunks, int ith) {
     const matmul_job *j = arg;
     const gpt2_matrix *W = j->W;
     const int N = W->rows, K = W->cols, T = j->T;
     int n0, n1;
-    pool_share(N, 64, ith, nth, &n0, &n1);
+    pool_share(N, 64, chunk, n_chunks, &n0, &n1);
     if (n0 >= n1) return;
     if (T == 1) {
         gemv_nk(j->out, j->in, W, n0, n1);
@@ -267,7 +274,7 @@ static void matmul_t_part(void *arg, int ith, int nth) {
 void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W,
                      float **scratch) {
     matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch};
-    pool_run(pool, matmul_t_part, &j);
+    pool_run(pool, matmul_t_part, &j, n_chunks_for(pool, T, W->rows, 1024));
 }
 
 /* --- elementwise ---------------------------------------------------------- */

@@ -1,8 +1,10 @@
-/* pool.c — fixed thread pool with spin-then-sleep workers. */
+/* pool.c — fixed thread pool: chunks claimed from an atomic counter, workers spin then sleep. */
 #include "pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -25,40 +27,57 @@ typedef struct {
 
 struct gpt2_pool {
     int n_threads;
-    worker *workers;          /* (n_threads - 1) */
+    worker *workers;           /* (n_threads - 1) */
+    /* The current job; written by the caller only while no chunk is claimable. */
     pool_fn fn;
     void *arg;
-    atomic_uint generation;   /* bumped once per job */
-    atomic_int pending;       /* workers still running the current job */
+    int n_chunks;
+    atomic_uint_fast64_t next; /* job id << 32 | next unclaimed chunk */
+    atomic_int chunks_done;
+    atomic_uint job;           /* id of the newest job; workers wait for it to change */
     atomic_int sleepers;
     int stop;
     pthread_mutex_t mu;
     pthread_cond_t wake;
 };
 
-static void *worker_main(void *p) {
-    worker *w = p;
-    gpt2_pool *pool = w->pool;
+/* Claims and runs chunks of job `id` until none are left. A worker that wakes
+ * late, after the job is over (or a newer one has begun), claims nothing. */
+static void run_chunks(gpt2_pool *p, unsigned id, int ith) {
+    uint_fast64_t v = atomic_load_explicit(&p->next, memory_order_acquire);
+    for (;;) {
+        if ((unsigned)(v >> 32) != id || (int)(v & 0xffffffffu) >= p->n_chunks) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->next, &v, v + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        p->fn(p->arg, (int)(v & 0xffffffffu), p->n_chunks, ith);
+        atomic_fetch_add_explicit(&p->chunks_done, 1, memory_order_release);
+        v = atomic_load_explicit(&p->next, memory_order_acquire);
+    }
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    gpt2_pool *p = w->pool;
     unsigned seen = 0;
     for (;;) {
-        unsigned gen;
+        unsigned id;
         int spins = 0;
-        while ((gen = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen) {
+        while ((id = atomic_load_explicit(&p->job, memory_order_acquire)) == seen) {
             if (++spins < SPIN_ROUNDS) {
                 cpu_relax();
                 continue;
             }
-            pthread_mutex_lock(&pool->mu);
-            atomic_fetch_add(&pool->sleepers, 1);
-            while (atomic_load(&pool->generation) == seen && !pool->stop) pthread_cond_wait(&pool->wake, &pool->mu);
-            atomic_fetch_sub(&pool->sleepers, 1);
-            pthread_mutex_unlock(&pool->mu);
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while (atomic_load(&p->job) == seen && !p->stop) pthread_cond_wait(&p->wake, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
             spins = 0;
         }
-        seen = gen;
-        if (pool->stop) return NULL;
-        pool->fn(pool->arg, w->ith, pool->n_threads);
-        atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_release);
+        seen = id;
+        if (p->stop) return NULL;
+        run_chunks(p, id, w->ith);
     }
 }
 
@@ -67,6 +86,7 @@ gpt2_pool *pool_new(int n_threads) {
     gpt2_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n_threads = n_threads;
+    atomic_init(&p->next, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     if (n_threads > 1) {
@@ -91,7 +111,7 @@ void pool_free(gpt2_pool *p) {
     if (p->workers) {
         pthread_mutex_lock(&p->mu);
         p->stop = 1;
-        atomic_fetch_add(&p->generation, 1);
+        atomic_fetch_add(&p->job, 1);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
         for (int i = 0; i < p->n_threads - 1; i++) pthread_join(p->workers[i].thread, NULL);
@@ -104,27 +124,37 @@ void pool_free(gpt2_pool *p) {
 
 int pool_n_threads(const gpt2_pool *p) { return p->n_threads; }
 
-void pool_run(gpt2_pool *p, pool_fn fn, void *arg) {
-    if (p->n_threads == 1) {
-        fn(arg, 0, 1);
+void pool_run(gpt2_pool *p, pool_fn fn, void *arg, int n_chunks) {
+    if (n_chunks <= 0) return;
+    if (p->n_threads == 1 || n_chunks == 1) {
+        for (int c = 0; c < n_chunks; c++) fn(arg, c, n_chunks, 0);
         return;
     }
+    /* Every chunk of the previous job is done, so nobody reads these now. */
+    const unsigned id = atomic_load_explicit(&p->job, memory_order_relaxed) + 1;
     p->fn = fn;
     p->arg = arg;
-    atomic_store(&p->pending, p->n_threads - 1);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    p->n_chunks = n_chunks;
+    atomic_store_explicit(&p->chunks_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->next, (uint_fast64_t)id << 32, memory_order_release);
+    atomic_store_explicit(&p->job, id, memory_order_seq_cst);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    fn(arg, 0, p->n_threads);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) cpu_relax();
+    run_chunks(p, id, 0);
+    /* Chunks claimed by others may still run; yield the core now and then in
+     * case their thread was preempted on this one. */
+    for (int spins = 0; atomic_load_explicit(&p->chunks_done, memory_order_acquire) < n_chunks; spins++) {
+        if (spins % 1024 == 1023) sched_yield();
+        else cpu_relax();
+    }
 }
 
-void pool_share(int n, int align, int ith, int nth, int *begin, int *end) {
+void pool_share(int n, int align, int chunk, int n_chunks, int *begin, int *end) {
     int blocks = (n + align - 1) / align;
-    int b0 = (int)((long)blocks * ith / nth), b1 = (int)((long)blocks * (ith + 1) / nth);
+    int b0 = (int)((long)blocks * chunk / n_chunks), b1 = (int)((long)blocks * (chunk + 1) / n_chunks);
     *begin = b0 * align < n ? b0 * align : n;
     *end = b1 * align < n ? b1 * align : n;
 }
