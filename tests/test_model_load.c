@@ -1,6 +1,8 @@
 /* test_model_load.c — the loader accepts good model directories and rejects every
  * malformed one (tests/ref/make_model_fixtures.py writes them under bad/) with
  * the right status and a message naming the file and the defect. */
+#include <sys/stat.h>
+
 #include "gpt2.h"
 #include "test_util.h"
 
@@ -29,7 +31,47 @@ static void test_bad_case(void **state) {
     assert_int_equal(err.status, st);
     if (!strstr(err.msg, c->file)) fail_msg("%s: message does not name %s: %s", c->name, c->file, err.msg);
     if (!strstr(err.msg, c->keyword)) fail_msg("%s: message lacks '%s': %s", c->name, c->keyword, err.msg);
-    assert_null(strchr(err.msg, '\n'));
+    for (const char *ch = err.msg; *ch; ch++) /* one clean line: no raw control bytes */
+        if ((unsigned char)*ch < 0x20 || *ch == 0x7f) fail_msg("%s: control byte 0x%02x in message", c->name, *ch);
+}
+
+/* A FIFO or a device in place of any file is refused at once (it used to
+ * block forever, or read /dev/zero until memory ran out). */
+static void test_special_files(void **state) {
+    (void)state;
+    static const char *files[] = {"config.json", "model.safetensors", "vocab.json", "merges.txt"};
+    for (int i = 0; i < 4; i++) {
+        for (int dev = 0; dev < 2; dev++) {
+            char dir[] = "/tmp/gptscope-special-XXXXXX", path[4200];
+            assert_non_null(mkdtemp(dir));
+            for (int k = 0; k < 4; k++) {
+                snprintf(path, sizeof path, "%s/%s", dir, files[k]);
+                if (k == i && dev) {
+                    assert_int_equal(symlink("/dev/zero", path), 0);
+                } else if (k == i) {
+                    assert_int_equal(mkfifo(path, 0600), 0);
+                } else {
+                    const char *src = fixture_path("models/tiny-f32/%s", files[k]);
+                    char *abs = realpath(src, NULL);
+                    assert_non_null(abs);
+                    assert_int_equal(symlink(abs, path), 0);
+                    free(abs);
+                }
+            }
+            gpt2_model *m;
+            gpt2_error err;
+            gpt2_status st = gpt2_model_load(dir, &m, &err);
+            print_message("%-18s as %-9s -> %s\n", files[i], dev ? "/dev/zero" : "a FIFO", err.msg);
+            assert_int_equal(st, GPT2_ERR_IO);
+            assert_non_null(strstr(err.msg, files[i]));
+            assert_non_null(strstr(err.msg, "regular file"));
+            for (int k = 0; k < 4; k++) {
+                snprintf(path, sizeof path, "%s/%s", dir, files[k]);
+                unlink(path);
+            }
+            rmdir(dir);
+        }
+    }
 }
 
 static void test_good_models(void **state) {
@@ -64,7 +106,7 @@ static void test_good_models(void **state) {
 int main(void) {
     char *tsv = read_file(fixture_path("bad/cases.tsv"), NULL);
     bad_case cases[128];
-    struct CMUnitTest tests[129];
+    struct CMUnitTest tests[130];
     int n = 0;
     for (char *line = strtok(tsv, "\n"); line && n < 128; line = strtok(NULL, "\n")) {
         bad_case *c = &cases[n];
@@ -80,5 +122,6 @@ int main(void) {
         return 1;
     }
     tests[n++] = (struct CMUnitTest){.name = "good_models", .test_func = test_good_models};
+    tests[n++] = (struct CMUnitTest){.name = "special_files", .test_func = test_special_files};
     return _cmocka_run_group_tests("model_load", tests, (size_t)n, NULL, NULL);
 }

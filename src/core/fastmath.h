@@ -35,7 +35,11 @@ static inline float fast_exp_nonpos(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t b = (int32_t)n + 127; /* biased exponent of 2^n; <= 0 means underflow */
+    /* n as an integer from t's mantissa: a float-to-int cast would be
+     * undefined for NaN input (NaN weights must not be UB, only NaN out). */
+    uint32_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    int32_t b = (int32_t)(tb - 0x4B400000u) + 127; /* biased exponent of 2^n; <= 0 means underflow */
     b = b > 0 ? b : 0;
     uint32_t bits = (uint32_t)b << 23;
     float scale;

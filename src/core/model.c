@@ -1,13 +1,16 @@
 /* model.c — loads config.json + model.safetensors (+ tokenizer) into an immutable model. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "error.h"
+#include "hugemem.h"
 #include "model_internal.h"
 
 #define PATH_MAX_LEN 4096
@@ -25,12 +28,23 @@ static size_t dtype_bytes(gpt2_dtype dt) { return dt == GPT2_DTYPE_F32 ? 4 : 2; 
 
 /* Reads a whole small file into a NUL-terminated buffer. */
 static gpt2_status read_small_file(const char *path, char **out, size_t *len, gpt2_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* O_NONBLOCK: a FIFO in its place must not hang the open; it is refused below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > (64 << 20)) {
-        fclose(f);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a regular file of at most 64 MiB", path);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a regular file", path);
+    }
+    if (sb.st_size > (64 << 20)) {
+        close(fd);
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: %lld bytes, expected a config file of at most 64 MiB", path,
+                         (long long)sb.st_size);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     }
     char *buf = malloc((size_t)sb.st_size + 1);
     if (!buf) {
@@ -51,6 +65,17 @@ static gpt2_status read_small_file(const char *path, char **out, size_t *len, gp
 
 /* --- config.json ---------------------------------------------------------- */
 
+/* A config string fit for a one-line message: at most 40 bytes (not cutting a UTF-8
+ * character), control bytes as '?'. */
+static const char *show(const char *s, char buf[48]) {
+    size_t i = 0, n = strlen(s), lim = n > 40 ? 40 : n;
+    while (lim < n && lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80) lim--;
+    for (; i < lim; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7F) ? '?' : s[i];
+    if (lim < n) { memcpy(buf + i, "...", 3); i += 3; }
+    buf[i] = '\0';
+    return buf;
+}
+
 static gpt2_status cfg_int(const char *path, const cJSON *root, const char *key, const char *alt,
                            int min, int max, int *out, gpt2_error *err) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
@@ -70,17 +95,29 @@ static gpt2_status parse_config(const char *path, gpt2_model *m, gpt2_error *err
     size_t len = 0;
     gpt2_status st = read_small_file(path, &text, &len, err);
     if (st != GPT2_OK) return st;
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    long at = end && end >= text && end <= text + len ? (long)(end - text) : -1;
+    if (root) /* only whitespace may follow the object */
+        while (at >= 0 && (size_t)at < len && strchr(" \t\r\n", text[at]) && text[at]) at++;
     free(text);
-    if (!root || !cJSON_IsObject(root)) {
+    if (!root || !cJSON_IsObject(root) || (size_t)at != len) {
         cJSON_Delete(root);
-        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: not a valid JSON object", path);
+        if (root && (size_t)at != len)
+            return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: not a valid JSON object (text after it at byte %ld)",
+                             path, at);
+        if (root)
+            return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: not a valid JSON object (found another JSON value)",
+                             path);
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: not a valid JSON object (parse error at byte %ld)",
+                         path, at);
     }
     gpt2_config *c = &m->cfg;
+    char shown[48];
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "gpt2") != 0)) {
         st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: model_type is \"%s\", expected \"gpt2\"", path,
-                       cJSON_IsString(mt) ? mt->valuestring : "(not a string)");
+                       cJSON_IsString(mt) ? show(mt->valuestring, shown) : "(not a string)");
         goto done;
     }
     if ((st = cfg_int(path, root, "n_layer", NULL, 1, 1000, &c->n_layer, err)) ||
@@ -101,8 +138,12 @@ static gpt2_status parse_config(const char *path, gpt2_model *m, gpt2_error *err
     c->ln_eps = 1e-5f;
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
     if (eps) {
-        if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1) {
-            st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: layer_norm_epsilon must be a number in (0, 1]", path);
+        /* checked as the float it becomes: 1e-300 is > 0 but rounds to 0 */
+        if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1 ||
+            !((float)eps->valuedouble > 0)) {
+            st = gpt2_fail(err, GPT2_ERR_CONFIG,
+                           "%s: layer_norm_epsilon must be a number in (0, 1] that a float can hold, found %s",
+                           path, cJSON_IsNumber(eps) ? "an out-of-range number" : "a non-number");
             goto done;
         }
         c->ln_eps = (float)eps->valuedouble;
@@ -114,7 +155,8 @@ static gpt2_status parse_config(const char *path, gpt2_model *m, gpt2_error *err
             m->gelu_erf = 1;
         else if (strcmp(a, "gelu_new") != 0 && strcmp(a, "gelu_pytorch_tanh") != 0) {
             st = gpt2_fail(err, GPT2_ERR_CONFIG,
-                           "%s: activation_function \"%s\" not supported (expected gelu_new or gelu)", path, a);
+                           "%s: activation_function \"%s\" not supported (expected gelu_new or gelu)", path,
+                           show(a, shown));
             goto done;
         }
     }
@@ -141,6 +183,7 @@ typedef struct {
     const char *path;
     const char *prefix; /* "" or "transformer." */
     float *arena_next;  /* next free float in m->vectors */
+    int dry;            /* 1: only check names, shapes and dtypes; bind nothing */
     gpt2_error *err;
 } binder;
 
@@ -187,6 +230,7 @@ static gpt2_status bind_vector(binder *b, const char *name, int n_dims, int64_t 
     gpt2_status st = check_shape(b, name, t, n_dims, n0, n1);
     gpt2_dtype dt = GPT2_DTYPE_F32;
     if (st || (st = dtype_of(b, name, t, &dt))) return st;
+    if (b->dry) return GPT2_OK;
     size_t n = (size_t)n0 * (size_t)(n_dims == 2 ? n1 : 1);
     float *dst = b->arena_next;
     b->arena_next += n;
@@ -210,6 +254,7 @@ static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, 
     if (!t && !(t = find_tensor(b, name))) return missing(b, name);
     gpt2_status st = check_shape(b, name, t, 2, rows, cols);
     if (st || (st = dtype_of(b, name, t, &out->dtype))) return st;
+    if (b->dry) return GPT2_OK;
     out->rows = (int)rows;
     out->cols = (int)cols;
     out->data = t->data;
@@ -236,51 +281,64 @@ static size_t vector_floats(const gpt2_model *m) {
     return (size_t)m->cfg.n_layer * (C * 9 + F) + (size_t)m->cfg.n_ctx * C + 2 * C;
 }
 
-static gpt2_status bind_all(gpt2_model *m, const char *path, gpt2_error *err) {
+/* Binds (or, with b->dry, only checks) every tensor the config calls for. */
+static gpt2_status bind_pass(gpt2_model *m, binder *b) {
     const gpt2_config *c = &m->cfg;
-    binder b = {.m = m, .path = path, .prefix = "", .err = err};
-    if (!st_find(&m->st, "wte.weight") && st_find(&m->st, "transformer.wte.weight")) b.prefix = "transformer.";
-    m->vectors = malloc(vector_floats(m) * sizeof(float));
-    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    if (!m->vectors || !m->layers) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
-    b.arena_next = m->vectors;
     const int64_t C = c->n_embd, F = m->n_inner, V = c->n_vocab;
     gpt2_status st;
-    if ((st = bind_matrix(&b, "wte.weight", NULL, V, C, &m->wte)) ||
-        (st = bind_vector(&b, "wpe.weight", 2, c->n_ctx, C, &m->wpe)) ||
-        (st = bind_vector(&b, "ln_f.weight", 1, C, 0, &m->lnf_g)) ||
-        (st = bind_vector(&b, "ln_f.bias", 1, C, 0, &m->lnf_b)))
+    if ((st = bind_matrix(b, "wte.weight", NULL, V, C, &m->wte)) ||
+        (st = bind_vector(b, "wpe.weight", 2, c->n_ctx, C, &m->wpe)) ||
+        (st = bind_vector(b, "ln_f.weight", 1, C, 0, &m->lnf_g)) ||
+        (st = bind_vector(b, "ln_f.bias", 1, C, 0, &m->lnf_b)))
         return st;
+    gpt2_layer unused; /* the dry pass binds nothing, and m->layers is not allocated yet */
     for (int l = 0; l < c->n_layer; l++) {
-        gpt2_layer *L = &m->layers[l];
+        gpt2_layer *L = b->dry ? &unused : &m->layers[l];
         char n[12][64];
         static const char *suffix[12] = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight",
                                          "attn.c_attn.bias",   "attn.c_proj.weight", "attn.c_proj.bias",
                                          "ln_2.weight",        "ln_2.bias",        "mlp.c_fc.weight",
                                          "mlp.c_fc.bias",      "mlp.c_proj.weight", "mlp.c_proj.bias"};
         for (int i = 0; i < 12; i++) snprintf(n[i], sizeof n[i], "h.%d.%s", l, suffix[i]);
-        if ((st = bind_vector(&b, n[0], 1, C, 0, &L->ln1_g)) || (st = bind_vector(&b, n[1], 1, C, 0, &L->ln1_b)) ||
-            (st = bind_matrix(&b, n[2], NULL, C, 3 * C, &L->attn_w)) ||
-            (st = bind_vector(&b, n[3], 1, 3 * C, 0, &L->attn_b)) ||
-            (st = bind_matrix(&b, n[4], NULL, C, C, &L->proj_w)) ||
-            (st = bind_vector(&b, n[5], 1, C, 0, &L->proj_b)) ||
-            (st = bind_vector(&b, n[6], 1, C, 0, &L->ln2_g)) || (st = bind_vector(&b, n[7], 1, C, 0, &L->ln2_b)) ||
-            (st = bind_matrix(&b, n[8], NULL, C, F, &L->fc_w)) || (st = bind_vector(&b, n[9], 1, F, 0, &L->fc_b)) ||
-            (st = bind_matrix(&b, n[10], NULL, F, C, &L->fcproj_w)) ||
-            (st = bind_vector(&b, n[11], 1, C, 0, &L->fcproj_b)))
+        if ((st = bind_vector(b, n[0], 1, C, 0, &L->ln1_g)) || (st = bind_vector(b, n[1], 1, C, 0, &L->ln1_b)) ||
+            (st = bind_matrix(b, n[2], NULL, C, 3 * C, &L->attn_w)) ||
+            (st = bind_vector(b, n[3], 1, 3 * C, 0, &L->attn_b)) ||
+            (st = bind_matrix(b, n[4], NULL, C, C, &L->proj_w)) ||
+            (st = bind_vector(b, n[5], 1, C, 0, &L->proj_b)) ||
+            (st = bind_vector(b, n[6], 1, C, 0, &L->ln2_g)) || (st = bind_vector(b, n[7], 1, C, 0, &L->ln2_b)) ||
+            (st = bind_matrix(b, n[8], NULL, C, F, &L->fc_w)) || (st = bind_vector(b, n[9], 1, F, 0, &L->fc_b)) ||
+            (st = bind_matrix(b, n[10], NULL, F, C, &L->fcproj_w)) ||
+            (st = bind_vector(b, n[11], 1, C, 0, &L->fcproj_b)))
             return st;
     }
     /* HF names the untied head "lm_head.weight" outside the "transformer." prefix. */
     const st_tensor *head = st_find(&m->st, "lm_head.weight");
     if (head) {
-        binder hb = b;
+        binder hb = *b;
         hb.prefix = "";
         if ((st = bind_matrix(&hb, "lm_head.weight", head, V, C, &m->lm_head))) return st;
-        m->weight_bytes = hb.m->weight_bytes;
-    } else {
+    } else if (!b->dry) {
         m->lm_head = m->wte;
     }
-    m->weight_bytes += vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * C * sizeof(float);
+    return GPT2_OK;
+}
+
+static gpt2_status bind_all(gpt2_model *m, const char *path, gpt2_error *err) {
+    const gpt2_config *c = &m->cfg;
+    binder b = {.m = m, .path = path, .prefix = "", .dry = 1, .err = err};
+    if (!st_find(&m->st, "wte.weight") && st_find(&m->st, "transformer.wte.weight")) b.prefix = "transformer.";
+    /* First check every tensor against config.json, then allocate: the sizes in a config are
+     * only trustworthy once the file is known to hold tensors that big. A config with huge
+     * sizes must be refused for disagreeing with the weights, not run out of memory. */
+    gpt2_status st = bind_pass(m, &b);
+    if (st) return st;
+    m->vectors = malloc(vector_floats(m) * sizeof(float));
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    if (!m->vectors || !m->layers) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    b.arena_next = m->vectors;
+    b.dry = 0;
+    if ((st = bind_pass(m, &b))) return st;
+    m->weight_bytes += vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * (size_t)c->n_embd * sizeof(float);
     return GPT2_OK;
 }
 
@@ -299,9 +357,10 @@ gpt2_status gpt2_model_load(const char *dir, gpt2_model **out, gpt2_error *err) 
     if (strlen(dir) > PATH_MAX_LEN - 32)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "model directory path is too long");
     struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a model directory: %s", dir,
-                         errno ? strerror(errno) : "not a directory");
+    if (stat(dir, &sb) != 0)
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a model directory: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a model directory: not a directory", dir);
     gpt2_model *m = calloc(1, sizeof *m);
     if (!m) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
     m->name = model_name(dir);
@@ -331,6 +390,7 @@ void gpt2_model_free(gpt2_model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    huge_free(m->arena, m->arena_bytes);
     free(m->vectors);
     free(m->layers);
     st_close(&m->st);
@@ -361,18 +421,11 @@ static float rand_normal(uint64_t *s, float std) {
     return (u - 2.0f) * 1.7320508f * std;
 }
 
-static gpt2_status random_matrix(gpt2_model *m, int rows, int cols, gpt2_dtype dt, uint64_t *seed,
-                                 gpt2_matrix *out, gpt2_error *err) {
-    size_t n = (size_t)rows * cols;
-    void *buf = malloc(n * dtype_bytes(dt));
-    void **grown = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *grown);
-    if (!buf || !grown) {
-        free(buf);
-        if (grown) m->owned = grown;
-        return gpt2_fail(err, GPT2_ERR_NOMEM, "random model: out of memory for a %dx%d matrix", rows, cols);
-    }
-    m->owned = grown;
-    m->owned[m->n_owned++] = buf;
+/* Fills the next rows x cols matrix of the model's huge-page arena. */
+static void random_matrix(gpt2_model *m, int rows, int cols, gpt2_dtype dt, uint64_t *seed, gpt2_matrix *out) {
+    size_t n = (size_t)rows * cols, bytes = (n * dtype_bytes(dt) + 63) & ~(size_t)63;
+    void *buf = m->arena + m->arena_used;
+    m->arena_used += bytes;
     for (size_t i = 0; i < n; i++) {
         float v = rand_normal(seed, 0.02f);
         if (dt == GPT2_DTYPE_F32) ((float *)buf)[i] = v;
@@ -380,7 +433,6 @@ static gpt2_status random_matrix(gpt2_model *m, int rows, int cols, gpt2_dtype d
     }
     *out = (gpt2_matrix){.data = buf, .dtype = dt, .rows = rows, .cols = cols};
     m->weight_bytes += n * dtype_bytes(dt);
-    return GPT2_OK;
 }
 
 gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, gpt2_model **out,
@@ -410,7 +462,14 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
         for (size_t i_ = 0; i_ < (size_t)(n); i_++) v[i_] = (val); \
         v += (n);                                          \
     } while (0)
-    if ((st = random_matrix(m, c.n_vocab, C, dt, &seed, &m->wte, err))) goto fail;
+    /* All matrices in one huge-page arena: decode streams them every token. */
+    const size_t per_layer = (size_t)C * 3 * C + (size_t)C * C + 2 * (size_t)C * F;
+    m->arena_bytes = ((size_t)c.n_vocab * C + (size_t)c.n_layer * per_layer) * dtype_bytes(dt) + 64 * (4 * (size_t)c.n_layer + 1);
+    if (!(m->arena = huge_alloc(m->arena_bytes))) {
+        st = gpt2_fail(err, GPT2_ERR_NOMEM, "random model: out of memory for %zu MB of weights", m->arena_bytes >> 20);
+        goto fail;
+    }
+    random_matrix(m, c.n_vocab, C, dt, &seed, &m->wte);
     m->lm_head = m->wte;
     TAKE(m->wpe, (size_t)c.n_ctx * C, rand_normal(&seed, 0.01f));
     TAKE(m->lnf_g, C, 1.0f);
@@ -425,11 +484,10 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
         TAKE(L->ln2_b, C, 0.0f);
         TAKE(L->fc_b, F, 0.0f);
         TAKE(L->fcproj_b, C, 0.0f);
-        if ((st = random_matrix(m, C, 3 * C, dt, &seed, &L->attn_w, err)) ||
-            (st = random_matrix(m, C, C, dt, &seed, &L->proj_w, err)) ||
-            (st = random_matrix(m, C, F, dt, &seed, &L->fc_w, err)) ||
-            (st = random_matrix(m, F, C, dt, &seed, &L->fcproj_w, err)))
-            goto fail;
+        random_matrix(m, C, 3 * C, dt, &seed, &L->attn_w);
+        random_matrix(m, C, C, dt, &seed, &L->proj_w);
+        random_matrix(m, C, F, dt, &seed, &L->fc_w);
+        random_matrix(m, F, C, dt, &seed, &L->fcproj_w);
     }
 #undef TAKE
     m->weight_bytes += nv * sizeof(float) - (size_t)c.n_ctx * C * sizeof(float);

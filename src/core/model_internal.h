@@ -30,8 +30,10 @@ struct gpt2_model {
     float *lnf_g, *lnf_b;       /* (C) */
     gpt2_layer *layers;         /* (n_layer) */
     float *vectors;             /* arena holding every float vector above */
-    void **owned;               /* matrices copied out of the map (misaligned, or random) */
+    void **owned;               /* matrices copied out of the map (misaligned) */
     int n_owned;
+    unsigned char *arena;       /* a random model's matrices, huge pages */
+    size_t arena_bytes, arena_used;
     st_file st;                 /* the mapping; empty for a random model */
     gpt2_tokenizer *tok;
     size_t weight_bytes;

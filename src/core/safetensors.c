@@ -36,6 +36,38 @@ static int json_u53(const cJSON *j, uint64_t *out) {
     return 1;
 }
 
+/* A header string fit for a one-line message: at most 60 bytes (not cutting a UTF-8
+ * character), control bytes as '?', "..." when cut. */
+static const char *show(const char *s, char buf[72]) {
+    size_t i = 0, n = strlen(s), lim = n > 60 ? 60 : n;
+    while (lim < n && lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80) lim--;
+    for (; i < lim; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7F) ? '?' : s[i];
+    if (lim < n) { memcpy(buf + i, "...", 3); i += 3; }
+    buf[i] = '\0';
+    return buf;
+}
+
+/* Offset of the first NUL inside a JSON string of text (raw, or the escape \u0000), or -1.
+ * cJSON keeps strings NUL-terminated, so such a name would silently lose its tail. Only
+ * called on text cJSON accepted, so string boundaries are where a plain scan sees them. */
+static long json_nul_in_string(const char *text, size_t len) {
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (!in_str) {
+            in_str = c == '"';
+        } else if (c == '\0') {
+            return (long)i;
+        } else if (c == '"') {
+            in_str = 0;
+        } else if (c == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 6 <= len && memcmp(text + i + 2, "0000", 4) == 0) return (long)i;
+            i++; /* the escaped character */
+        }
+    }
+    return -1;
+}
+
 static int cmp_name(const void *a, const void *b) {
     return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
 }
@@ -49,7 +81,8 @@ static int cmp_offset(const void *a, const void *b) {
 /* Checks one header entry and fills t. */
 static gpt2_status parse_entry(const char *path, const cJSON *e, const uint8_t *data,
                                uint64_t data_size, st_tensor *t, gpt2_error *err) {
-    const char *name = e->string;
+    char shown[72];
+    const char *name = show(e->string, shown); /* for messages; t->name gets the real one */
     if (!cJSON_IsObject(e))
         return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': expected a JSON object", path, name);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
@@ -58,9 +91,12 @@ static gpt2_status parse_entry(const char *path, const cJSON *e, const uint8_t *
     if (!cJSON_IsString(dt))
         return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': missing string \"dtype\"", path, name);
     int es = dtype_size(dt->valuestring);
-    if (es == 0 || strlen(dt->valuestring) >= sizeof t->dtype)
-        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': unknown dtype \"%.20s\"", path,
-                         name, dt->valuestring);
+    if (es == 0 || strlen(dt->valuestring) >= sizeof t->dtype) {
+        char dshown[72];
+        return gpt2_fail(err, GPT2_ERR_FORMAT,
+                         "%s: tensor '%s': unknown dtype \"%.20s\", expected F32, F16, BF16 or another "
+                         "safetensors dtype", path, name, show(dt->valuestring, dshown));
+    }
     if (!cJSON_IsArray(shape))
         return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': \"shape\" must be an array", path, name);
     int nd = cJSON_GetArraySize(shape);
@@ -76,7 +112,9 @@ static gpt2_status parse_entry(const char *path, const cJSON *e, const uint8_t *
                              "%s: tensor '%s': shape[%d] is not a non-negative integer", path, name, d);
         t->shape[d] = (int64_t)v;
         if (v != 0 && n_elem > UINT64_MAX / 16 / v)
-            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': shape is too large", path, name);
+            return gpt2_fail(err, GPT2_ERR_FORMAT,
+                             "%s: tensor '%s': shape is too large (its element count overflows 64 bits at "
+                             "shape[%d] = %llu)", path, name, d, (unsigned long long)v);
         n_elem *= v;
     }
     uint64_t begin, end;
@@ -96,7 +134,7 @@ static gpt2_status parse_entry(const char *path, const cJSON *e, const uint8_t *
                          "%s: tensor '%s': %s of shape with %llu elements needs %llu bytes, data_offsets span %llu",
                          path, name, dt->valuestring, (unsigned long long)n_elem,
                          (unsigned long long)(n_elem * (uint64_t)es), (unsigned long long)(end - begin));
-    t->name = strdup(name);
+    t->name = strdup(e->string);
     if (!t->name) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
     strcpy(t->dtype, dt->valuestring);
     t->elem_size = es;
@@ -109,15 +147,31 @@ static gpt2_status parse_entry(const char *path, const cJSON *e, const uint8_t *
 static gpt2_status parse_header(st_file *f, const char *json, size_t json_len, const uint8_t *data,
                                 uint64_t data_size, gpt2_error *err) {
     const char *path = f->path;
-    cJSON *root = cJSON_ParseWithLength(json, json_len);
+    const char *parse_end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, json_len, &parse_end, 0);
     if (!root) {
-        const char *where = cJSON_GetErrorPtr();
-        long at = where && where >= json && where <= json + json_len ? (long)(where - json) : -1;
+        long at = parse_end && parse_end >= json && parse_end <= json + json_len ? (long)(parse_end - json) : -1;
         return gpt2_fail(err, GPT2_ERR_FORMAT,
                          "%s: header is not valid JSON (parse error at header byte %ld of %zu)", path, at,
                          json_len);
     }
     gpt2_status st = GPT2_OK;
+    /* After the JSON only padding may follow (writers pad the header with spaces). */
+    for (const char *q = parse_end; q && q < json + json_len; q++)
+        if (*q != ' ' && *q != '\t' && *q != '\n' && *q != '\r') {
+            st = gpt2_fail(err, GPT2_ERR_FORMAT,
+                           "%s: header has data after its JSON object (byte 0x%02X at header byte %ld of %zu), "
+                           "expected only space padding",
+                           path, (unsigned char)*q, (long)(q - json), json_len);
+            goto done;
+        }
+    long nul = json_nul_in_string(json, json_len);
+    if (nul >= 0) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT,
+                       "%s: header has a NUL character inside a string (header byte %ld), expected none",
+                       path, nul);
+        goto done;
+    }
     if (!cJSON_IsObject(root)) {
         st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: header must be a JSON object of tensors", path);
         goto done;
@@ -139,10 +193,14 @@ static gpt2_status parse_header(st_file *f, const char *json, size_t json_len, c
     qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, cmp_name);
     for (int i = 1; i < f->n_tensors; i++)
         if (strcmp(f->tensors[i - 1].name, f->tensors[i].name) == 0) {
-            st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s' appears twice", path, f->tensors[i].name);
+            char shown[72];
+            st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s' appears twice", path,
+                           show(f->tensors[i].name, shown));
             goto done;
         }
-    /* Overlap: sort by start, each must begin at or after the previous end. */
+    /* Overlap: sort by start; each non-empty tensor must begin at or after the end of every
+     * non-empty one before it (tracked as the one reaching furthest: an empty tensor in
+     * between must not hide an overlap). */
     const st_tensor **by_off = malloc((size_t)(n ? n : 1) * sizeof *by_off);
     if (!by_off) {
         st = gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
@@ -150,15 +208,21 @@ static gpt2_status parse_header(st_file *f, const char *json, size_t json_len, c
     }
     for (int i = 0; i < f->n_tensors; i++) by_off[i] = &f->tensors[i];
     qsort(by_off, (size_t)f->n_tensors, sizeof *by_off, cmp_offset);
-    for (int i = 1; i < f->n_tensors; i++) {
-        const st_tensor *a = by_off[i - 1], *b = by_off[i];
-        if (b->n_bytes && a->n_bytes && (const uint8_t *)b->data < (const uint8_t *)a->data + a->n_bytes) {
+    const st_tensor *a = NULL; /* the non-empty tensor so far that ends last */
+    for (int i = 0; i < f->n_tensors; i++) {
+        const st_tensor *b = by_off[i];
+        if (!b->n_bytes) continue;
+        if (a && (const uint8_t *)b->data < (const uint8_t *)a->data + a->n_bytes) {
+            char sa[72], sb[72];
             st = gpt2_fail(err, GPT2_ERR_FORMAT,
-                           "%s: tensors '%s' and '%s' overlap in the data section (bytes %td and %td)",
-                           path, a->name, b->name, (const uint8_t *)a->data - data,
+                           "%s: tensors '%s' (bytes %td to %td) and '%s' (from byte %td) overlap in the data "
+                           "section, expected disjoint ranges",
+                           path, show(a->name, sa), (const uint8_t *)a->data - data,
+                           (const uint8_t *)a->data - data + (ptrdiff_t)a->n_bytes, show(b->name, sb),
                            (const uint8_t *)b->data - data);
             break;
         }
+        if (!a || (const uint8_t *)b->data + b->n_bytes > (const uint8_t *)a->data + a->n_bytes) a = b;
     }
     free(by_off);
 done:
@@ -171,7 +235,9 @@ gpt2_status st_open(const char *path, st_file *f, gpt2_error *err) {
     f->path = strdup(path);
     if (!f->path) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
     gpt2_status st = GPT2_OK;
-    int fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: opening a FIFO planted as model.safetensors must not hang (it is then
+     * refused as not a regular file); it changes nothing for a regular file. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         st = gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         goto fail;
@@ -205,7 +271,13 @@ gpt2_status st_open(const char *path, st_file *f, gpt2_error *err) {
     const uint8_t *p = map;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | p[i];
-    if (hlen > size - 8 || hlen > ST_MAX_HEADER || hlen < 2) {
+    if (hlen > ST_MAX_HEADER && hlen <= size - 8) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT,
+                       "%s: header length %llu is over the %u-byte limit (gpt2-xl's is about 60 KB)",
+                       path, (unsigned long long)hlen, (unsigned)ST_MAX_HEADER);
+        goto fail;
+    }
+    if (hlen > size - 8 || hlen < 2) {
         st = gpt2_fail(err, GPT2_ERR_FORMAT,
                        "%s: header length %llu does not fit: the file has %zu bytes after the 8-byte length",
                        path, (unsigned long long)hlen, size - 8);

@@ -14,11 +14,14 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -26,6 +29,9 @@ enum {
     MAX_VOCAB = 1 << 24,      /* ids beyond this are refused: n_vocab sizes arrays */
     MAX_PIECE = 1 << 28,      /* BPE positions are int32; heap holds up to 3n entries */
 };
+/* Tokenizer files beyond this are refused (GPT-2's encoder.json is 1 MB). It also keeps
+ * the token blob, no bigger than the file, within the uint32 offsets of tok_off. */
+#define MAX_FILE_BYTES (1u << 30)
 
 static const char EOT_TEXT[] = "<|endoftext|>";
 
@@ -126,13 +132,38 @@ static long alphabet_to_bytes(const char *s, size_t n, char *out, uint32_t *bad)
     return k;
 }
 
-/* A token string fit for a one-line message: at most 40 bytes, control bytes as '?'. */
-static const char *show(const char *s, char buf[48]) {
-    size_t i = 0;
-    for (; s[i] && i < 40; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7F) ? '?' : s[i];
-    if (s[i]) { memcpy(buf + i, "...", 3); i += 3; }
+/* n bytes of a token string fit for a one-line message: at most 40 bytes (not cutting a
+ * UTF-8 character), control bytes as '?', "..." when cut. */
+static const char *show_n(const char *s, size_t n, char buf[48]) {
+    size_t i = 0, lim = n > 40 ? 40 : n;
+    while (lim < n && lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80) lim--;
+    for (; i < lim; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7F) ? '?' : s[i];
+    if (lim < n) { memcpy(buf + i, "...", 3); i += 3; }
     buf[i] = '\0';
     return buf;
+}
+
+static const char *show(const char *s, char buf[48]) { return show_n(s, strlen(s), buf); }
+
+/* Offset of the first NUL inside a JSON string of text (raw, or the escape \u0000), or -1.
+ * cJSON keeps strings NUL-terminated, so such a token would silently lose its tail. Only
+ * called on text cJSON accepted, so string boundaries are where a plain scan sees them. */
+static long json_nul_in_string(const char *text, size_t len) {
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (!in_str) {
+            in_str = c == '"';
+        } else if (c == '\0') {
+            return (long)i;
+        } else if (c == '"') {
+            in_str = 0;
+        } else if (c == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 6 <= len && memcmp(text + i + 2, "0000", 4) == 0) return (long)i;
+            i++; /* the escaped character */
+        }
+    }
+    return -1;
 }
 
 /* ---- hash tables ---------------------------------------------------------------------- */
@@ -174,16 +205,39 @@ static const pair_slot *pair_find(const gpt2_tokenizer *t, int32_t left, int32_t
 
 /* ---- loading -------------------------------------------------------------------------- */
 
-/* Reads a whole file into a malloc'd buffer with a NUL after the last byte. */
+/* Reads a whole regular file into a malloc'd buffer with a NUL after the last byte. */
 static gpt2_status read_file(const char *path, char **data, size_t *len, gpt2_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* O_NONBLOCK: a FIFO in its place must not hang the open; it is refused below, as is
+     * a device such as /dev/zero that would never end */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a regular file", path);
+    }
+    if ((unsigned long long)sb.st_size >= MAX_FILE_BYTES) {
+        close(fd);
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %lld bytes, more than the %u MiB a tokenizer file may have",
+                         path, (long long)sb.st_size, MAX_FILE_BYTES >> 20);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     for (;;) {
         if (!buf) { fclose(f); return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path); }
         n += fread(buf + n, 1, cap - 1 - n, f);
         if (n < cap - 1) break;
+        if (n >= MAX_FILE_BYTES) {
+            free(buf);
+            fclose(f);
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: more than the %u MiB a tokenizer file may have",
+                             path, MAX_FILE_BYTES >> 20);
+        }
         char *grown = realloc(buf, cap *= 2);
         if (!grown) free(buf);
         buf = grown;
@@ -222,6 +276,19 @@ static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *d
         return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: not valid JSON (parse error at byte %ld)",
                          path, end ? (long)(end - data) : -1L);
     gpt2_status st = GPT2_OK;
+    for (const char *q = end; q && q < data + len; q++) /* only whitespace may follow */
+        if (*q != ' ' && *q != '\t' && *q != '\n' && *q != '\r') {
+            st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                           "%s: not valid JSON (text after the object at byte %ld)", path, (long)(q - data));
+            goto done;
+        }
+    long nul = json_nul_in_string(data, len);
+    if (nul >= 0) {
+        st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                       "%s: a string has a NUL character (byte %ld); U+0000 is not in GPT-2's byte "
+                       "alphabet", path, nul);
+        goto done;
+    }
     if (!cJSON_IsObject(root)) {
         st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
                        "%s: expected a JSON object mapping tokens to ids, found a JSON %s", path,
@@ -237,7 +304,7 @@ static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *d
         if (!cJSON_IsNumber(it) || !(v >= 0 && v < MAX_VOCAB) || v != floor(v)) {
             if (cJSON_IsNumber(it))
                 st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                               "%s: token \"%s\" has id %g, expected an integer in [0, %d)", path,
+                               "%s: token \"%s\" has id %.15g, expected an integer in [0, %d)", path,
                                show(it->string, s1), v, MAX_VOCAB);
             else
                 st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
@@ -397,15 +464,14 @@ static gpt2_status load_merges(gpt2_tokenizer *t, const char *path, char *data, 
             m = gpt2_tokenizer_token_id(t, scratch, la + lb);
         }
         if (m < 0) {
-            const char *what = a < 0 ? f[0] : b < 0 ? f[1] : NULL;
-            int wlen = (int)(a < 0 ? flen[0] : flen[1]);
-            if (what)
-                st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s line %d: \"%.*s\" is not in the "
-                               "vocabulary", path, line_no, wlen > 40 ? 40 : wlen, what);
+            char s0[48], s1[48];
+            if (a < 0 || b < 0)
+                st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s line %d: \"%s\" is not in the vocabulary",
+                               path, line_no, a < 0 ? show_n(f[0], flen[0], s0) : show_n(f[1], flen[1], s0));
             else
-                st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s line %d: merged token \"%.*s%.*s\" is "
-                               "not in the vocabulary", path, line_no, (int)(flen[0] > 40 ? 40 : flen[0]),
-                               f[0], (int)(flen[1] > 40 ? 40 : flen[1]), f[1]);
+                st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s line %d: merged token \"%s%s\" is not in the "
+                               "vocabulary", path, line_no, show_n(f[0], flen[0], s0),
+                               show_n(f[1], flen[1], s1));
             break;
         }
         /* Insert or overwrite: a merge listed twice keeps its later rank, as in encoder.py's
@@ -462,9 +528,8 @@ gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *m
 }
 
 static int file_exists(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f) fclose(f);
-    return f != NULL;
+    struct stat sb; /* not fopen: that would block on a FIFO */
+    return stat(path, &sb) == 0;
 }
 
 gpt2_status gpt2_tokenizer_load(const char *dir, gpt2_tokenizer **out, gpt2_error *err) {

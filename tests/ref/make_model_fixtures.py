@@ -461,6 +461,17 @@ BAD_CASES = [
     ("tok_merge_bad_line", "tokenizer", "merges.txt", "line"),
     ("tok_vocab_missing_byte", "tokenizer", "vocab.json", "byte"),
     ("tok_vocab_too_big", "config", "vocab.json", "vocab"),
+    # found by fuzzing (tests/fuzz): each was accepted, hung or crashed before
+    ("st_overlap_behind_empty", "format", "model.safetensors", "overlap"),
+    ("st_nul_in_name", "format", "model.safetensors", "NUL"),
+    ("st_header_trailing", "format", "model.safetensors", "after its JSON"),
+    ("cfg_huge_sizes", "config", "model.safetensors", "shape"),
+    ("cfg_eps_underflow", "config", "config.json", "layer_norm_epsilon"),
+    ("cfg_trailing", "config", "config.json", "JSON"),
+    ("cfg_model_type_ctrl", "config", "config.json", "model_type"),
+    ("tok_vocab_nul", "tokenizer", "vocab.json", "NUL"),
+    ("tok_vocab_trailing", "tokenizer", "vocab.json", "JSON"),
+    ("tok_merge_ctrl", "tokenizer", "merges.txt", "not in the vocabulary"),
 ]
 
 
@@ -603,6 +614,27 @@ def make_bad_cases(bad_dir, hp, weights, vocab, merges):
     files["tok_vocab_missing_byte"] = {"vocab.json": vocab_with(lambda v: v.pop("A"))}
     assert "zqzqzq" not in vocab
     files["tok_vocab_too_big"] = {"vocab.json": vocab_with(lambda v: v.__setitem__("zqzqzq", V + 10))}
+
+    # An empty tensor between two overlapping ones once hid the overlap.
+    h = hcopy()
+    b, e = h["ln_f.bias"]["data_offsets"]
+    h["extra.empty"] = {"dtype": "F32", "shape": [0], "data_offsets": [b + 4, b + 4]}
+    h["extra.scalar"] = {"dtype": "F32", "shape": [1], "data_offsets": [b + 8, b + 12]}
+    files["st_overlap_behind_empty"] = {"model.safetensors": st_with(h)}
+    h = hcopy()
+    h["wte.weight\u0000x"] = h.pop("wte.weight")
+    files["st_nul_in_name"] = {"model.safetensors": st_with(h)}
+    files["st_header_trailing"] = {"model.safetensors": st_with(
+        None, header_bytes=json.dumps(header, separators=(",", ":")).encode() + b" x")}
+    files["cfg_huge_sizes"] = {"config.json": json.dumps({
+        "model_type": "gpt2", "n_layer": 1000, "n_head": 4096, "n_embd": 65536,
+        "n_positions": 1048576, "vocab_size": V, "n_inner": 1048576})}
+    files["cfg_eps_underflow"] = {"config.json": cfg_with(layer_norm_epsilon=1e-300)}
+    files["cfg_trailing"] = {"config.json": cfg_with() + " x"}
+    files["cfg_model_type_ctrl"] = {"config.json": cfg_with(model_type="gpt2\n\u001b[2J")}
+    files["tok_vocab_nul"] = {"vocab.json": vocab_with(lambda v: v.__setitem__("zq\u0000zq", V))}
+    files["tok_vocab_trailing"] = {"vocab.json": vocab_with(lambda v: None) + "x"}
+    files["tok_merge_ctrl"] = {"merges.txt": good["merges.txt"] + "\x1b[31mred x\n"}
 
     assert [c[0] for c in BAD_CASES] == list(files), "case list and builders disagree"
     for case, changes in files.items():

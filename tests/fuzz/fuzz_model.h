@@ -1,0 +1,132 @@
+/* fuzz_model.h — checks a model the loader accepted, then runs it (fuzz harnesses only).
+ *
+ * Uses the library-private struct (src/core/model_internal.h) to check what the
+ * loader promises: every weight matrix has the config's shape and lies wholly inside
+ * the data section of the mapping (or in a buffer the model owns). Then it runs a
+ * context over a few tokens, prefill and decode, with every hook on, reading every
+ * buffer the hooks are handed, so that an out-of-bounds read shows up under ASan.
+ */
+#ifndef GPTSCOPE_FUZZ_MODEL_H
+#define GPTSCOPE_FUZZ_MODEL_H
+
+#include "fuzz_common.h"
+#include "core/model_internal.h"
+
+static volatile float fuzz_sink;
+
+static inline void fuzz_check_matrix(const gpt2_model *m, const char *what, const gpt2_matrix *w,
+                                     int rows, int cols) {
+    FUZZ_CHECK(w->rows == rows && w->cols == cols, "%s is %dx%d, config says %dx%d", what, w->rows,
+               w->cols, rows, cols);
+    FUZZ_CHECK(w->dtype == GPT2_DTYPE_F32 || w->dtype == GPT2_DTYPE_F16 || w->dtype == GPT2_DTYPE_BF16,
+               "%s has dtype %d", what, (int)w->dtype);
+    const size_t bytes = (size_t)rows * (size_t)cols * (w->dtype == GPT2_DTYPE_F32 ? 4 : 2);
+    const uint8_t *p = w->data;
+    for (int i = 0; i < m->n_owned; i++)
+        if (p == m->owned[i]) return; /* a copy the model made; ASan bounds-checks it */
+    const uint8_t *map = m->st.map;
+    FUZZ_CHECK(map != NULL && m->st.map_size >= 8, "%s: no mapping", what);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | map[i];
+    const uint8_t *lo = map + 8 + hlen, *hi = map + m->st.map_size;
+    FUZZ_CHECK(p >= lo && p <= hi && bytes <= (size_t)(hi - p),
+               "%s: [%td, +%zu) is not inside the data section [%td, %td)", what, p - map, bytes,
+               lo - map, hi - map);
+    if (w->dtype != GPT2_DTYPE_F32) return;
+    FUZZ_CHECK((uintptr_t)p % 4 == 0, "%s: misaligned F32 data used in place", what);
+}
+
+static inline void fuzz_check_model(const gpt2_model *m) {
+    const gpt2_config *c = gpt2_model_config(m);
+    FUZZ_CHECK(c->n_layer >= 1 && c->n_head >= 1 && c->n_embd >= 1 && c->n_ctx >= 1 && c->n_vocab >= 1 &&
+                   c->n_embd % c->n_head == 0 && m->n_inner >= 1,
+               "accepted config: L=%d H=%d C=%d T=%d V=%d F=%d", c->n_layer, c->n_head, c->n_embd,
+               c->n_ctx, c->n_vocab, m->n_inner);
+    const int C = c->n_embd, F = m->n_inner, V = c->n_vocab;
+    fuzz_check_matrix(m, "wte", &m->wte, V, C);
+    fuzz_check_matrix(m, "lm_head", &m->lm_head, V, C);
+    for (int l = 0; l < c->n_layer; l++) {
+        const gpt2_layer *L = &m->layers[l];
+        fuzz_check_matrix(m, "attn_w", &L->attn_w, C, 3 * C);
+        fuzz_check_matrix(m, "proj_w", &L->proj_w, C, C);
+        fuzz_check_matrix(m, "fc_w", &L->fc_w, C, F);
+        fuzz_check_matrix(m, "fcproj_w", &L->fcproj_w, F, C);
+    }
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
+    FUZZ_CHECK(tok && gpt2_tokenizer_n_vocab(tok) <= V, "tokenizer has %d ids, model %d rows",
+               gpt2_tokenizer_n_vocab(tok), V);
+}
+
+/* Hooks that touch every element they are given. */
+static int fz_want_att(void *u, int l, int h) { (void)u; return (l + h) % 2 == 0; }
+static void fz_on_att(void *u, int l, int h, int pos, const float *p, int n) {
+    (void)u; (void)l; (void)h;
+    FUZZ_CHECK(n == pos + 1, "attention row of %d keys at position %d", n, pos);
+    float s = 0;
+    for (int i = 0; i < n; i++) s += p[i];
+    fuzz_sink = s;
+}
+static int fz_want_res(void *u, int l) { (void)u; return l == 0; }
+static void fz_on_res(void *u, int l, int pos, const float *x, int n) {
+    (void)u; (void)l; (void)pos;
+    float s = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    fuzz_sink = s;
+}
+static void fz_on_logits(void *u, int pos, const float *x, int n) {
+    (void)u; (void)pos;
+    float s = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    fuzz_sink = s;
+}
+
+/* Prefill a few tokens, decode one, with and without hooks. Logits may be NaN/Inf
+ * (the weights are arbitrary); they just must be readable. */
+static inline void fuzz_run_model(const gpt2_model *m) {
+    fuzz_check_model(m);
+    const gpt2_config *c = gpt2_model_config(m);
+    int32_t toks[4] = {0, c->n_vocab - 1, c->n_vocab / 2, 1 % c->n_vocab};
+    for (int pass = 0; pass < 2; pass++) {
+        gpt2_context_params p = gpt2_context_default_params();
+        p.n_batch = pass ? 2 : 128;
+        p.n_threads = pass ? 2 : 1;
+        gpt2_context *ctx = NULL;
+        gpt2_error err;
+        gpt2_status st = gpt2_context_new(m, p, &ctx, &err);
+        if (st != GPT2_OK) { /* a huge n_positions may not fit: that must be a clean NOMEM */
+            fuzz_check_error(st, &err);
+            FUZZ_CHECK(st == GPT2_ERR_NOMEM, "context_new failed with %d: %s", st, err.msg);
+            return;
+        }
+        if (pass) {
+            gpt2_hooks hk = {.want_attention = fz_want_att, .on_attention = fz_on_att,
+                             .want_residual = fz_want_res, .on_residual = fz_on_res,
+                             .on_logits = fz_on_logits};
+            gpt2_context_set_hooks(ctx, &hk);
+        }
+        const int n_ctx = gpt2_context_n_ctx(ctx);
+        const int n_pre = n_ctx < 3 ? n_ctx : 3;
+        st = gpt2_context_eval(ctx, toks, n_pre, &err);
+        FUZZ_CHECK(st == GPT2_OK, "prefill failed: %s", err.msg);
+        if (n_ctx > n_pre) {
+            st = gpt2_context_eval(ctx, toks + 3, 1, &err);
+            FUZZ_CHECK(st == GPT2_OK, "decode failed: %s", err.msg);
+        }
+        const float *lg = gpt2_context_logits(ctx);
+        FUZZ_CHECK(lg != NULL, "no logits after eval");
+        float s = 0;
+        for (int i = 0; i < c->n_vocab; i++) s += lg[i];
+        fuzz_sink = s;
+        /* one more token than fits must be refused cleanly */
+        int32_t *many = calloc((size_t)n_ctx + 1, sizeof *many);
+        if (many) {
+            gpt2_context_reset(ctx);
+            st = gpt2_context_eval(ctx, many, n_ctx + 1, &err);
+            FUZZ_CHECK(st == GPT2_ERR_CONTEXT_FULL, "overfull eval gave %d", st);
+            free(many);
+        }
+        gpt2_context_free(ctx);
+    }
+}
+
+#endif

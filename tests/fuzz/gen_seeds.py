@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""gen_seeds.py — the mini model and seed corpora for the fuzz harnesses.
+
+    python3 tests/fuzz/gen_seeds.py --fixtures build/fixtures --tokenizer .cache/gpt2-tokenizer --out build/fuzz
+
+Writes OUT/mini/ (a one-layer, C=4, 8-position GPT-2 with the tiny-f32 fixture's
+tokenizer: small enough to fuzz fast) and OUT/seeds/<harness>/ for each harness.
+Standard library only.
+"""
+import argparse, json, os, random, shutil, struct
+
+ORDER = ["wte.weight", "wpe.weight"]
+
+
+def tensors(L=1, C=4, T=8, V=507, F=None, rng=None):
+    F = F or 4 * C
+    rng = rng or random.Random(1)
+    shapes = {"wte.weight": (V, C), "wpe.weight": (T, C), "ln_f.weight": (C,), "ln_f.bias": (C,)}
+    for l in range(L):
+        p = "h.%d." % l
+        shapes.update({p + "ln_1.weight": (C,), p + "ln_1.bias": (C,),
+                       p + "attn.c_attn.weight": (C, 3 * C), p + "attn.c_attn.bias": (3 * C,),
+                       p + "attn.c_proj.weight": (C, C), p + "attn.c_proj.bias": (C,),
+                       p + "ln_2.weight": (C,), p + "ln_2.bias": (C,),
+                       p + "mlp.c_fc.weight": (C, F), p + "mlp.c_fc.bias": (F,),
+                       p + "mlp.c_proj.weight": (F, C), p + "mlp.c_proj.bias": (C,)})
+    out = {}
+    for name, shape in shapes.items():
+        n = 1
+        for d in shape:
+            n *= d
+        if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name == "ln_f.weight":
+            vals = [1.0] * n
+        else:
+            vals = [rng.gauss(0, 0.1) for _ in range(n)]
+        out[name] = (shape, vals)
+    return out
+
+
+def encode(vals, dtype):
+    if dtype == "F32":
+        return struct.pack("<%df" % len(vals), *vals)
+    if dtype == "F16":
+        return struct.pack("<%de" % len(vals), *vals)
+    if dtype == "BF16":
+        return b"".join(struct.pack("<I", struct.unpack("<I", struct.pack("<f", v))[0])[2:] for v in vals)
+    raise ValueError(dtype)
+
+
+def safetensors(ts, dtype="F32", prefix="", extra=None, pad=0, metadata=True):
+    header, blobs, off = {}, [], 0
+    if metadata:
+        header["__metadata__"] = {"format": "pt"}
+    for name, (shape, vals) in ts.items():
+        b = encode(vals, dtype)
+        header[prefix + name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    for name, (dt, shape, b) in (extra or {}).items():
+        header[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode() + b" " * pad
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+MINI_CONFIG = {"model_type": "gpt2", "n_layer": 1, "n_head": 2, "n_embd": 4, "n_positions": 8,
+               "vocab_size": 507, "layer_norm_epsilon": 1e-5}
+
+
+def same(a, b):
+    with open(a, "rb") as f, open(b, "rb") as g:
+        return f.read() == g.read()
+
+
+def copy_bad(bad, tiny, fname, dst):
+    """Each bad case's copy of fname that differs from the good fixture's."""
+    for d in sorted(os.listdir(bad)):
+        p = os.path.join(bad, d, fname)
+        if os.path.isfile(p) and not (os.path.isfile(os.path.join(tiny, fname)) and same(p, os.path.join(tiny, fname))):
+            shutil.copy(p, os.path.join(dst, "bad-" + d))
+
+
+def write(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fixtures", default="build/fixtures")
+    ap.add_argument("--tokenizer", default=".cache/gpt2-tokenizer")
+    ap.add_argument("--out", default="build/fuzz")
+    a = ap.parse_args()
+    tiny = os.path.join(a.fixtures, "models", "tiny-f32")
+    mini = os.path.join(a.out, "mini")
+    seeds = os.path.join(a.out, "seeds")
+    shutil.rmtree(seeds, ignore_errors=True)
+    os.makedirs(mini, exist_ok=True)
+    ts = tensors()
+    write(os.path.join(mini, "config.json"), json.dumps(MINI_CONFIG))
+    write(os.path.join(mini, "model.safetensors"), safetensors(ts))
+    for f in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(tiny, f), os.path.join(mini, f))
+
+    # --- safetensors ---
+    st = os.path.join(seeds, "safetensors")
+    buf = struct.pack("<f", 0.0) * 64
+    wte_nan = dict(ts)
+    shape, vals = ts["wte.weight"]
+    wte_nan["wte.weight"] = (shape, [float("nan") if i % 7 == 0 else float("inf") if i % 7 == 1 else v
+                                     for i, v in enumerate(vals)])
+    variants = {
+        "mini-f32": safetensors(ts),
+        "mini-f16": safetensors(ts, "F16"),
+        "mini-bf16": safetensors(ts, "BF16"),
+        "mini-prefix-lmhead": safetensors(ts, prefix="transformer.",
+                                          extra={"lm_head.weight": ("F32", (507, 4), encode(ts["wte.weight"][1], "F32"))}),
+        "mini-misaligned": safetensors(ts, pad=1),
+        "mini-misaligned-f16": safetensors(ts, "F16", pad=1),
+        "mini-buffer": safetensors(ts, extra={"h.0.attn.bias": ("F32", (1, 1, 8, 8), struct.pack("<64f", *[1.0] * 64)),
+                                              "h.0.attn.masked_bias": ("F32", (), struct.pack("<f", -1e4))}),
+        "mini-nometa": safetensors(ts, metadata=False),
+        "mini-naninf": safetensors(wte_nan),
+        "mini-zero": safetensors(ts, extra={"empty": ("F32", (0, 4), b"")}),
+        "header-only": struct.pack("<Q", 2) + b"{}",
+    }
+    for k, v in variants.items():
+        write(os.path.join(st, k), v)
+    for d in sorted(os.listdir(os.path.join(a.fixtures, "models"))):
+        shutil.copy(os.path.join(a.fixtures, "models", d, "model.safetensors"), os.path.join(st, "fixture-" + d))
+    bad = os.path.join(a.fixtures, "bad")
+    copy_bad(bad, tiny, "model.safetensors", st)
+
+    # --- config.json ---
+    cf = os.path.join(seeds, "config")
+    with open(os.path.join(tiny, "config.json")) as f:
+        tcfg = json.load(f)
+    write(os.path.join(cf, "tiny"), json.dumps(tcfg, indent=2))
+    write(os.path.join(cf, "mini"), json.dumps(MINI_CONFIG))
+    write(os.path.join(cf, "mini-nctx"),
+          json.dumps({k: v for k, v in dict(MINI_CONFIG, n_ctx=8).items() if k != "n_positions"}))
+    write(os.path.join(cf, "mini-gelu"), json.dumps(dict(MINI_CONFIG, activation_function="gelu", n_inner=16)))
+    write(os.path.join(cf, "mini-flags"), json.dumps(dict(MINI_CONFIG, scale_attn_weights=True, add_cross_attention=False,
+                                                         scale_attn_by_inverse_layer_idx=False, n_inner=None)))
+    copy_bad(bad, tiny, "config.json", cf)
+
+    # --- vocab.json / merges.txt ---
+    for kind, fname in (("vocab", "vocab.json"), ("merges", "merges.txt")):
+        dst = os.path.join(seeds, kind)
+        os.makedirs(dst, exist_ok=True)
+        shutil.copy(os.path.join(tiny, fname), os.path.join(dst, "tiny"))
+        copy_bad(bad, tiny, fname, dst)
+    with open(os.path.join(tiny, "merges.txt")) as f:
+        m = f.read()
+    write(os.path.join(seeds, "merges", "crlf"), m.replace("\n", "\r\n"))
+    write(os.path.join(seeds, "merges", "dup"), m + "\n".join(m.splitlines()[1:4]) + "\n")
+
+    # --- encode ---
+    enc = os.path.join(seeds, "encode")
+    samples = [b"Hello world", b"The meaning of life is 42.\n\nYes!", b"<|endoftext|>Hi<|endoftext|>",
+               "caf\u00e9 \u20ac \U0001F600 \u4e2d\u6587 \u0928\u092e\u0938\u094d\u0924\u0947".encode(),
+               b"\xff\xfe\x80abc\xc3\x28\xe2\x82\xf0\x9f\x98", b"   \t\t\n\n  x  ", b"it's they're we've I'm you'll he'd",
+               "\u00a0\u2028\u3000 \u180e \u200b \ufeff".encode(), b"\xed\xa0\x80\xf4\x90\x80\x80\xc0\xaf",
+               bytes(range(256))]
+    for i, s in enumerate(samples):
+        write(os.path.join(enc, "s%02d" % i), s)
+    tokdir = a.tokenizer
+    if os.path.isfile(os.path.join(tokdir, "Encoder.js")):
+        with open(os.path.join(tokdir, "Encoder.js"), "rb") as f:
+            write(os.path.join(enc, "encoder-js"), f.read()[:4096])
+
+
+if __name__ == "__main__":
+    main()
