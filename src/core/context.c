@@ -28,6 +28,7 @@ struct gpt2_context {
     float *logits;            /* (V) of the last position */
     float *logits_all;        /* (B, V), only while an on_logits hook is set */
     float **scratch;          /* (n_threads) x KERNEL_SCRATCH_FLOATS, only for 16-bit weights */
+    float *partials;          /* (KERNEL_DECODE_CHUNKS, max(3C, F)) decode partial sums */
     unsigned char *want_att;  /* (n_head) heads the observer asked for, this layer */
     gpt2_pool *pool;
     gpt2_hooks hooks;
@@ -77,6 +78,7 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
     ctx->hid = malloc(B * F * sizeof(float));
     ctx->att = malloc((size_t)c->n_head * B * T * sizeof(float));
     ctx->logits = malloc(V * sizeof(float));
+    ctx->partials = malloc((size_t)KERNEL_DECODE_CHUNKS * (3 * C > F ? 3 * C : F) * sizeof(float));
     ctx->want_att = malloc((size_t)c->n_head);
     ctx->pool = pool_new(p.n_threads ? p.n_threads : pool_default_threads());
     int scratch_ok = 1;
@@ -88,7 +90,7 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
             scratch_ok = (ctx->scratch[i] = malloc(KERNEL_SCRATCH_FLOATS * sizeof(float))) != NULL;
     }
     if (!ctx->k_cache || !ctx->v_cache || !ctx->tokens || !ctx->x || !ctx->xn || !ctx->qkv || !ctx->atty ||
-        !ctx->hid || !ctx->att || !ctx->logits || !ctx->want_att || !ctx->pool || !scratch_ok) {
+        !ctx->hid || !ctx->att || !ctx->logits || !ctx->partials || !ctx->want_att || !ctx->pool || !scratch_ok) {
         gpt2_context_free(ctx);
         return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a context of %zu positions (KV cache %zu MB)",
                          T, 2 * L * T * C * sizeof(float) >> 20);
@@ -110,6 +112,7 @@ void gpt2_context_free(gpt2_context *ctx) {
     free(ctx->att);
     free(ctx->logits);
     free(ctx->logits_all);
+    free(ctx->partials);
     if (ctx->scratch)
         for (int i = 0; i < pool_n_threads(ctx->pool); i++) free(ctx->scratch[i]);
     free(ctx->scratch);
@@ -260,13 +263,13 @@ static void forward_batch(gpt2_context *ctx, const int32_t *tokens, int T) {
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
         layernorm(ctx, ctx->xn, ctx->x, L->ln1_g, L->ln1_b, T);
-        kernel_matmul(ctx->pool, ctx->qkv, ctx->xn, T, &L->attn_w, L->attn_b, 0, ctx->scratch);
+        kernel_matmul(ctx->pool, ctx->qkv, ctx->xn, T, &L->attn_w, L->attn_b, 0, ctx->scratch, ctx->partials);
         attention(ctx, l, p0, T);
-        kernel_matmul(ctx->pool, ctx->x, ctx->atty, T, &L->proj_w, L->proj_b, 1, ctx->scratch);
+        kernel_matmul(ctx->pool, ctx->x, ctx->atty, T, &L->proj_w, L->proj_b, 1, ctx->scratch, ctx->partials);
         layernorm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
-        kernel_matmul(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, 0, ctx->scratch);
+        kernel_matmul(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, 0, ctx->scratch, ctx->partials);
         gelu(ctx, ctx->hid, T);
-        kernel_matmul(ctx->pool, ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch);
+        kernel_matmul(ctx->pool, ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch, ctx->partials);
         if (hk->on_residual && (!hk->want_residual || hk->want_residual(hk->user_data, l)))
             for (int t = 0; t < T; t++) hk->on_residual(hk->user_data, l, p0 + t, ctx->x + (size_t)t * C, C);
     }

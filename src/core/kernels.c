@@ -117,66 +117,57 @@ static inline float load1(const void *w, gpt2_dtype dt, size_t i) {
     return dt == GPT2_DTYPE_F16 ? gpt2_f16_to_f32(h) : gpt2_bf16_to_f32(h);
 }
 
-static void gemv_kn(float *y, const float *x, const gpt2_matrix *W, int n0, int n1) {
-    enum { R = 8 }; /* rows per pass: y's slice goes through L1 once per R rows */
-    const int K = W->rows;
-    const size_t N = (size_t)W->cols;
+/* y (N) += sum over k in [k0, k1) of x[k] W[k, :]: a contiguous block of W,
+ * read in memory order, eight rows per pass. */
+static void gemv_kn(float *y, const float *x, const gpt2_matrix *W, int k0, int k1) {
+    enum { R = 8 };
+    const int N = W->cols;
+    const size_t ld = (size_t)N;
     const gpt2_dtype dt = W->dtype;
-    int k = 0;
-    for (; k + R <= K; k += R) {
-        const size_t base = (size_t)k * N;
-        int n = n0;
+    int k = k0;
+    for (; k + R <= k1; k += R) {
+        const size_t base = (size_t)k * ld;
+        int n = 0;
 #if defined(__AVX512F__)
         __m512 xv[R];
         for (int r = 0; r < R; r++) xv[r] = _mm512_set1_ps(x[k + r]);
-        for (; n + 16 <= n1; n += 16) {
+        for (; n + 16 <= N; n += 16) {
             __m512 acc = _mm512_loadu_ps(y + n);
-            for (int r = 0; r < R; r++) acc = _mm512_fmadd_ps(xv[r], load16(W->data, dt, base + r * N + n), acc);
+            for (int r = 0; r < R; r++) acc = _mm512_fmadd_ps(xv[r], load16(W->data, dt, base + r * ld + n), acc);
             _mm512_storeu_ps(y + n, acc);
         }
 #endif
-        for (; n < n1; n++) {
+        for (; n < N; n++) {
             float acc = y[n];
-            for (int r = 0; r < R; r++) acc += x[k + r] * load1(W->data, dt, base + r * N + n);
+            for (int r = 0; r < R; r++) acc += x[k + r] * load1(W->data, dt, base + r * ld + n);
             y[n] = acc;
         }
     }
-    for (; k < K; k++)
-        for (int n = n0; n < n1; n++) y[n] += x[k] * load1(W->data, dt, (size_t)k * N + n);
+    for (; k < k1; k++)
+        for (int n = 0; n < N; n++) y[n] += x[k] * load1(W->data, dt, (size_t)k * ld + n);
 }
 
-/* y[n] = dot(W[n, :], x) for n in [n0, n1), W (N, K): four rows at a time. */
+/* y[n] = dot(W[n, :], x) for n in [n0, n1), W (N, K): one row at a time, so
+ * that W is read strictly in memory order; four accumulators per row. */
 static void gemv_nk(float *y, const float *x, const gpt2_matrix *W, int n0, int n1) {
     const size_t K = (size_t)W->cols;
     const gpt2_dtype dt = W->dtype;
-    int n = n0;
-    for (; n + 4 <= n1; n += 4) {
-        const size_t r0 = (size_t)n * K, r1 = r0 + K, r2 = r1 + K, r3 = r2 + K;
-        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int n = n0; n < n1; n++) {
+        const size_t r = (size_t)n * K;
         size_t k = 0;
+        float s = 0.0f;
 #if defined(__AVX512F__)
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (; k + 16 <= K; k += 16) {
-            const __m512 xv = _mm512_loadu_ps(x + k);
-            a0 = _mm512_fmadd_ps(load16(W->data, dt, r0 + k), xv, a0);
-            a1 = _mm512_fmadd_ps(load16(W->data, dt, r1 + k), xv, a1);
-            a2 = _mm512_fmadd_ps(load16(W->data, dt, r2 + k), xv, a2);
-            a3 = _mm512_fmadd_ps(load16(W->data, dt, r3 + k), xv, a3);
+        for (; k + 64 <= K; k += 64) {
+            a0 = _mm512_fmadd_ps(load16(W->data, dt, r + k), _mm512_loadu_ps(x + k), a0);
+            a1 = _mm512_fmadd_ps(load16(W->data, dt, r + k + 16), _mm512_loadu_ps(x + k + 16), a1);
+            a2 = _mm512_fmadd_ps(load16(W->data, dt, r + k + 32), _mm512_loadu_ps(x + k + 32), a2);
+            a3 = _mm512_fmadd_ps(load16(W->data, dt, r + k + 48), _mm512_loadu_ps(x + k + 48), a3);
         }
-        s0 = _mm512_reduce_add_ps(a0), s1 = _mm512_reduce_add_ps(a1);
-        s2 = _mm512_reduce_add_ps(a2), s3 = _mm512_reduce_add_ps(a3);
+        for (; k + 16 <= K; k += 16) a0 = _mm512_fmadd_ps(load16(W->data, dt, r + k), _mm512_loadu_ps(x + k), a0);
+        s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 #endif
-        for (; k < K; k++) {
-            s0 += load1(W->data, dt, r0 + k) * x[k];
-            s1 += load1(W->data, dt, r1 + k) * x[k];
-            s2 += load1(W->data, dt, r2 + k) * x[k];
-            s3 += load1(W->data, dt, r3 + k) * x[k];
-        }
-        y[n] = s0, y[n + 1] = s1, y[n + 2] = s2, y[n + 3] = s3;
-    }
-    for (; n < n1; n++) {
-        float s = 0;
-        for (size_t k = 0; k < K; k++) s += load1(W->data, dt, (size_t)n * K + k) * x[k];
+        for (; k < K; k++) s += load1(W->data, dt, r + k) * x[k];
         y[n] = s;
     }
 }
@@ -192,7 +183,19 @@ typedef struct {
     const float *bias;
     int accumulate;
     float **scratch; /* one KERNEL_SCRATCH_FLOATS buffer per thread (16-bit weights) */
+    float *partials; /* (KERNEL_DECODE_CHUNKS, N) for one-position matmuls */
 } matmul_job;
+
+/* One position: chunk c sums its block of rows of W into partials[c]. */
+static void matvec_part(void *arg, int chunk, int n_chunks, int ith) {
+    const matmul_job *j = arg;
+    int k0, k1;
+    (void)ith;
+    pool_share(j->W->rows, 8, chunk, n_chunks, &k0, &k1);
+    float *part = j->partials + (size_t)chunk * j->W->cols;
+    memset(part, 0, (size_t)j->W->cols * sizeof(float));
+    gemv_kn(part, j->in, j->W, k0, k1);
+}
 
 /* Chunks: decode splits columns finely (cheap to claim, balances a preempted
  * thread); prefill uses few wide blocks since each sgemm call repacks `in`. */
@@ -218,9 +221,7 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
         else if (j->bias)
             for (int n = n0; n < n1; n++) o[n] += j->bias[n];
     }
-    if (T == 1) {
-        gemv_kn(j->out, j->in, W, n0, n1);
-    } else if (W->dtype == GPT2_DTYPE_F32) {
+    if (W->dtype == GPT2_DTYPE_F32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, nn, K, 1.0f, j->in, K,
                     (const float *)W->data + n0, N, 1.0f, j->out + n0, N);
     } else { /* widen blocks of rows of our columns, then sgemm on them */
@@ -241,9 +242,22 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
 }
 
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
-                   int accumulate, float **scratch) {
-    matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch};
-    pool_run(pool, matmul_part, &j, n_chunks_for(pool, T, W->cols, 128));
+                   int accumulate, float **scratch, float *partials) {
+    matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch, partials};
+    if (T > 1) {
+        pool_run(pool, matmul_part, &j, n_chunks_for(pool, T, W->cols, 128));
+        return;
+    }
+    /* A fixed number of row blocks, summed in a fixed order: the same result
+     * for any thread count. */
+    const int n_chunks = W->rows >= 8 * KERNEL_DECODE_CHUNKS ? KERNEL_DECODE_CHUNKS : 1, N = W->cols;
+    pool_run(pool, matvec_part, &j, n_chunks);
+    for (int n = 0; n < N; n++) {
+        float acc = accumulate ? out[n] : 0.0f;
+        if (bias) acc += bias[n];
+        for (int c = 0; c < n_chunks; c++) acc += partials[(size_t)c * N + n];
+        out[n] = acc;
+    }
 }
 
 /* out[:, n0:n1] = in @ W[n0:n1, :]^T */
@@ -273,7 +287,7 @@ static void matmul_t_part(void *arg, int chunk, int n_chunks, int ith) {
 
 void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W,
                      float **scratch) {
-    matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch};
+    matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch, NULL};
     pool_run(pool, matmul_t_part, &j, n_chunks_for(pool, T, W->rows, 1024));
 }
 

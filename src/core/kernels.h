@@ -21,8 +21,10 @@ typedef struct {
     int rows, cols;
 } gpt2_matrix;
 
-/* Scratch the 16-bit prefill path needs, in floats: KERNEL_SCRATCH_FLOATS. */
-enum { KERNEL_SCRATCH_FLOATS = 1 << 20 };
+/* Scratch the 16-bit prefill path needs, in floats: KERNEL_SCRATCH_FLOATS.
+ * One-position matmuls split W into KERNEL_DECODE_CHUNKS row blocks and need
+ * KERNEL_DECODE_CHUNKS x N floats of partial sums. */
+enum { KERNEL_SCRATCH_FLOATS = 1 << 20, KERNEL_DECODE_CHUNKS = 8 };
 
 float gpt2_f16_to_f32(uint16_t h);
 float gpt2_bf16_to_f32(uint16_t h);
@@ -34,11 +36,11 @@ void kernel_row(float *dst, const gpt2_matrix *m, int r);
 
 /* out (T, N) (+)= in (T, K) @ W (K, N) [+ bias (N)]: Conv1D weights, HF layout.
  * accumulate: add to out instead of overwriting. The pool's threads split the
- * N columns; scratch[ith] (KERNEL_SCRATCH_FLOATS each) is used for 16-bit W
- * when T > 1. T == 1 uses matrix-vector kernels, T > 1 single-threaded sgemm
- * per column block. */
+ * N columns (T > 1: single-threaded sgemm per column block; scratch[ith],
+ * KERNEL_SCRATCH_FLOATS each, widens 16-bit W) or, for T == 1, blocks of rows
+ * of W read in memory order into `partials`, then summed in a fixed order. */
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
-                   int accumulate, float **scratch);
+                   int accumulate, float **scratch, float *partials);
 
 /* out (T, N) = in (T, K) @ W^T for W (N, K): the LM head over wte. ldo is
  * out's row stride. Threads split the N rows of W. */
