@@ -48,7 +48,7 @@ extern "C" {
 
 typedef struct {
     int n_ctx;     /* positions the KV cache holds; 0 = the model's n_positions */
-    int n_batch;   /* positions per prefill batch (memory vs speed); default 128 */
+    int n_batch;   /* positions per prefill batch (memory vs speed); default 256 */
     int n_threads; /* worker threads, caller included; 0 = one per online CPU.
                       Results do not depend on it. The context's own pool does
                       all the work and sets OpenBLAS to one thread (process-wide)

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "cli/cli.h"
@@ -35,12 +37,14 @@ typedef struct {
     float sum;
 } read_job;
 
+/* Sums its slice with 64 independent lanes (four vector registers' worth),
+ * so the loop is bound by memory, not by the latency of one add chain. */
 static void *read_worker(void *arg) {
     read_job *j = arg;
-    float acc[16] = {0};
-    for (size_t i = 0; i + 16 <= j->n; i += 16)
-        for (int k = 0; k < 16; k++) acc[k] += j->p[i + k];
-    for (int k = 0; k < 16; k++) j->sum += acc[k];
+    float acc[64] = {0};
+    for (size_t i = 0; i + 64 <= j->n; i += 64)
+        for (int k = 0; k < 64; k++) acc[k] += j->p[i + k];
+    for (int k = 0; k < 64; k++) j->sum += acc[k];
     return NULL;
 }
 
@@ -70,6 +74,26 @@ static double measure_read_bandwidth(size_t bytes, int n_threads, int reps, int 
     }
     free(buf);
     return best;
+}
+
+/* The probe in a child process, so its 1 GiB buffer never counts toward this
+ * process's peak RSS. Returns 0 if the child could not report. */
+static double measure_in_child(size_t bytes, int n_threads, int reps, int huge) {
+    int fd[2];
+    if (pipe(fd) != 0) return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        double gbs = measure_read_bandwidth(bytes, n_threads, reps, huge);
+        ssize_t w = write(fd[1], &gbs, sizeof gbs);
+        _exit(w == (ssize_t)sizeof gbs ? 0 : 1);
+    }
+    close(fd[1]);
+    double gbs = 0;
+    if (pid < 0 || read(fd[0], &gbs, sizeof gbs) != (ssize_t)sizeof gbs) gbs = 0;
+    close(fd[0]);
+    if (pid > 0) waitpid(pid, NULL, 0);
+    return gbs;
 }
 
 /* --- model timings ----------------------------------------------------------- */
@@ -182,7 +206,12 @@ int cmd_bench(int argc, char **argv) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int32_t)((s >> 33) % (uint64_t)cfg->n_vocab);
     }
-    const int R = (int)reps, V = cfg->n_vocab;
+    const int R = (int)reps, V = cfg->n_vocab, threads = gpt2_context_n_threads(ctx);
+    /* The machine's bandwidth, before and after the model runs (best of both),
+     * so a noisy neighbour during one of them does not skew the ratio. */
+    double machine_gbs = measure_in_child((size_t)1 << 30, threads, 5, 1);
+    double machine_4k_gbs = measure_in_child((size_t)1 << 30, threads, 5, 0);
+
     double p128[100], p512[100], dec[100], ttft[100], hooked[100];
     time_prefill(ctx, ids, 32); /* warm-up: page in weights, spin up threads */
     for (int r = 0; r < R; r++) {
@@ -207,9 +236,10 @@ int cmd_bench(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double rss_mb = (double)ru.ru_maxrss / 1024.0;
-    const int threads = gpt2_context_n_threads(ctx);
-    const double machine_gbs = measure_read_bandwidth((size_t)1 << 30, threads, 5, 1);
-    const double machine_4k_gbs = measure_read_bandwidth((size_t)1 << 30, threads, 5, 0);
+    double again = measure_in_child((size_t)1 << 30, threads, 5, 1);
+    if (again > machine_gbs) machine_gbs = again;
+    again = measure_in_child((size_t)1 << 30, threads, 5, 0);
+    if (again > machine_4k_gbs) machine_4k_gbs = again;
     if (json) {
         printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"threads\": %d, \"reps\": %d, \"load_s\": %.4f, "
                "\"prefill_128_tok_s\": %.1f, \"prefill_512_tok_s\": %.1f, \"decode_tok_s\": %.2f, "

@@ -35,7 +35,7 @@ struct gpt2_context {
 };
 
 gpt2_context_params gpt2_context_default_params(void) {
-    return (gpt2_context_params){.n_ctx = 0, .n_batch = 128, .n_threads = 0};
+    return (gpt2_context_params){.n_ctx = 0, .n_batch = 256, .n_threads = 0};
 }
 
 static int any_16bit(const gpt2_model *m) {

@@ -200,7 +200,7 @@ static void matvec_part(void *arg, int chunk, int n_chunks, int ith) {
 /* Chunks: decode splits columns finely (cheap to claim, balances a preempted
  * thread); prefill uses few wide blocks since each sgemm call repacks `in`. */
 static int n_chunks_for(const gpt2_pool *pool, int T, int n_items, int fine) {
-    int nt = pool_n_threads(pool), n = T == 1 ? (n_items + fine - 1) / fine : 2 * nt;
+    int nt = pool_n_threads(pool), n = T == 1 ? (n_items + fine - 1) / fine : nt;
     int most = (n_items + 63) / 64;
     return n < 1 ? 1 : n > most ? most : n;
 }
