@@ -131,10 +131,18 @@ static void gemv_kn(float *y, const float *x, const gpt2_matrix *W, int k0, int 
 #if defined(__AVX512F__)
         __m512 xv[R];
         for (int r = 0; r < R; r++) xv[r] = _mm512_set1_ps(x[k + r]);
+        /* Prefetch the next block of rows while this one streams: eight
+         * strided streams are more than the hardware prefetcher runs ahead on
+         * (measured: +25% decode for 16-bit weights, +10% for F32). */
+        const size_t es = dt == GPT2_DTYPE_F32 ? 4 : 2, row_bytes = ld * es;
+        const char *next = (const char *)W->data + (base + R * ld) * es;
+        const int prefetch = k + 2 * R <= k1;
         for (; n + 16 <= N; n += 16) {
             __m512 acc = _mm512_loadu_ps(y + n);
             for (int r = 0; r < R; r++) acc = _mm512_fmadd_ps(xv[r], load16(W->data, dt, base + r * ld + n), acc);
             _mm512_storeu_ps(y + n, acc);
+            if (prefetch && ((n * es) & 63) == 0) /* once per cache line */
+                for (int r = 0; r < R; r++) _mm_prefetch(next + r * row_bytes + n * es, _MM_HINT_T1);
         }
 #endif
         for (; n < N; n++) {
