@@ -12,6 +12,7 @@
 #include "error.h"
 #include "hugemem.h"
 #include "model_internal.h"
+#include "textio.h"
 
 #define PATH_MAX_LEN 4096
 
@@ -26,55 +27,7 @@ const char *gpt2_dtype_name(gpt2_dtype dtype) {
 
 static size_t dtype_bytes(gpt2_dtype dt) { return dt == GPT2_DTYPE_F32 ? 4 : 2; }
 
-/* Reads a whole small file into a NUL-terminated buffer. */
-static gpt2_status read_small_file(const char *path, char **out, size_t *len, gpt2_error *err) {
-    /* O_NONBLOCK: a FIFO in its place must not hang the open; it is refused below */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a regular file", path);
-    }
-    if (sb.st_size > (64 << 20)) {
-        close(fd);
-        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: %lld bytes, expected a config file of at most 64 MiB", path,
-                         (long long)sb.st_size);
-    }
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    char *buf = malloc((size_t)sb.st_size + 1);
-    if (!buf) {
-        fclose(f);
-        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, (size_t)sb.st_size, f);
-    fclose(f);
-    if (n != (size_t)sb.st_size) {
-        free(buf);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: short read (%zu of %lld bytes)", path, n, (long long)sb.st_size);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return GPT2_OK;
-}
-
 /* --- config.json ---------------------------------------------------------- */
-
-/* A config string fit for a one-line message: at most 40 bytes (not cutting a UTF-8
- * character), control bytes as '?'. */
-static const char *show(const char *s, char buf[48]) {
-    size_t i = 0, n = strlen(s), lim = n > 40 ? 40 : n;
-    while (lim < n && lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80) lim--;
-    for (; i < lim; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7F) ? '?' : s[i];
-    if (lim < n) { memcpy(buf + i, "...", 3); i += 3; }
-    buf[i] = '\0';
-    return buf;
-}
 
 static gpt2_status cfg_int(const char *path, const cJSON *root, const char *key, const char *alt,
                            int min, int max, int *out, gpt2_error *err) {
@@ -93,7 +46,7 @@ static gpt2_status cfg_int(const char *path, const cJSON *root, const char *key,
 static gpt2_status parse_config(const char *path, gpt2_model *m, gpt2_error *err) {
     char *text = NULL;
     size_t len = 0;
-    gpt2_status st = read_small_file(path, &text, &len, err);
+    gpt2_status st = text_read_file(path, (size_t)64 << 20, GPT2_ERR_CONFIG, "config file", &text, &len, err);
     if (st != GPT2_OK) return st;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
@@ -113,11 +66,11 @@ static gpt2_status parse_config(const char *path, gpt2_model *m, gpt2_error *err
                          path, at);
     }
     gpt2_config *c = &m->cfg;
-    char shown[48];
+    char shown[TEXT_SHOW_BUF];
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "gpt2") != 0)) {
         st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: model_type is \"%s\", expected \"gpt2\"", path,
-                       cJSON_IsString(mt) ? show(mt->valuestring, shown) : "(not a string)");
+                       cJSON_IsString(mt) ? text_show(mt->valuestring, strlen(mt->valuestring), shown) : "(not a string)");
         goto done;
     }
     if ((st = cfg_int(path, root, "n_layer", NULL, 1, 1000, &c->n_layer, err)) ||
@@ -156,7 +109,7 @@ static gpt2_status parse_config(const char *path, gpt2_model *m, gpt2_error *err
         else if (strcmp(a, "gelu_new") != 0 && strcmp(a, "gelu_pytorch_tanh") != 0) {
             st = gpt2_fail(err, GPT2_ERR_CONFIG,
                            "%s: activation_function \"%s\" not supported (expected gelu_new or gelu)", path,
-                           show(a, shown));
+                           text_show(a, strlen(a), shown));
             goto done;
         }
     }

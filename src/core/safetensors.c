@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "textio.h"
 
 /* Header sizes beyond this are not GPT-2 files (gpt2-xl's header is ~60 KB). */
 #define ST_MAX_HEADER (100u << 20)
@@ -36,37 +37,6 @@ static int json_u53(const cJSON *j, uint64_t *out) {
     return 1;
 }
 
-/* A header string fit for a one-line message: at most 60 bytes (not cutting a UTF-8
- * character), control bytes as '?', "..." when cut. */
-static const char *show(const char *s, char buf[72]) {
-    size_t i = 0, n = strlen(s), lim = n > 60 ? 60 : n;
-    while (lim < n && lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80) lim--;
-    for (; i < lim; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7F) ? '?' : s[i];
-    if (lim < n) { memcpy(buf + i, "...", 3); i += 3; }
-    buf[i] = '\0';
-    return buf;
-}
-
-/* Offset of the first NUL inside a JSON string of text (raw, or the escape \u0000), or -1.
- * cJSON keeps strings NUL-terminated, so such a name would silently lose its tail. Only
- * called on text cJSON accepted, so string boundaries are where a plain scan sees them. */
-static long json_nul_in_string(const char *text, size_t len) {
-    int in_str = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = text[i];
-        if (!in_str) {
-            in_str = c == '"';
-        } else if (c == '\0') {
-            return (long)i;
-        } else if (c == '"') {
-            in_str = 0;
-        } else if (c == '\\' && i + 1 < len) {
-            if (text[i + 1] == 'u' && i + 6 <= len && memcmp(text + i + 2, "0000", 4) == 0) return (long)i;
-            i++; /* the escaped character */
-        }
-    }
-    return -1;
-}
 
 static int cmp_name(const void *a, const void *b) {
     return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
@@ -81,8 +51,8 @@ static int cmp_offset(const void *a, const void *b) {
 /* Checks one header entry and fills t. */
 static gpt2_status parse_entry(const char *path, const cJSON *e, const uint8_t *data,
                                uint64_t data_size, st_tensor *t, gpt2_error *err) {
-    char shown[72];
-    const char *name = show(e->string, shown); /* for messages; t->name gets the real one */
+    char shown[TEXT_SHOW_BUF];
+    const char *name = text_show(e->string, strlen(e->string), shown); /* for messages; t->name gets the real one */
     if (!cJSON_IsObject(e))
         return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': expected a JSON object", path, name);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
@@ -92,10 +62,10 @@ static gpt2_status parse_entry(const char *path, const cJSON *e, const uint8_t *
         return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': missing string \"dtype\"", path, name);
     int es = dtype_size(dt->valuestring);
     if (es == 0 || strlen(dt->valuestring) >= sizeof t->dtype) {
-        char dshown[72];
+        char dshown[TEXT_SHOW_BUF];
         return gpt2_fail(err, GPT2_ERR_FORMAT,
                          "%s: tensor '%s': unknown dtype \"%.20s\", expected F32, F16, BF16 or another "
-                         "safetensors dtype", path, name, show(dt->valuestring, dshown));
+                         "safetensors dtype", path, name, text_show(dt->valuestring, strlen(dt->valuestring), dshown));
     }
     if (!cJSON_IsArray(shape))
         return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': \"shape\" must be an array", path, name);
@@ -165,7 +135,7 @@ static gpt2_status parse_header(st_file *f, const char *json, size_t json_len, c
                            path, (unsigned char)*q, (long)(q - json), json_len);
             goto done;
         }
-    long nul = json_nul_in_string(json, json_len);
+    long nul = text_json_nul(json, json_len);
     if (nul >= 0) {
         st = gpt2_fail(err, GPT2_ERR_FORMAT,
                        "%s: header has a NUL character inside a string (header byte %ld), expected none",
@@ -193,9 +163,9 @@ static gpt2_status parse_header(st_file *f, const char *json, size_t json_len, c
     qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, cmp_name);
     for (int i = 1; i < f->n_tensors; i++)
         if (strcmp(f->tensors[i - 1].name, f->tensors[i].name) == 0) {
-            char shown[72];
+            char shown[TEXT_SHOW_BUF];
             st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s' appears twice", path,
-                           show(f->tensors[i].name, shown));
+                           text_show(f->tensors[i].name, strlen(f->tensors[i].name), shown));
             goto done;
         }
     /* Overlap: sort by start; each non-empty tensor must begin at or after the end of every
@@ -213,12 +183,12 @@ static gpt2_status parse_header(st_file *f, const char *json, size_t json_len, c
         const st_tensor *b = by_off[i];
         if (!b->n_bytes) continue;
         if (a && (const uint8_t *)b->data < (const uint8_t *)a->data + a->n_bytes) {
-            char sa[72], sb[72];
+            char sa[TEXT_SHOW_BUF], sb[TEXT_SHOW_BUF];
             st = gpt2_fail(err, GPT2_ERR_FORMAT,
                            "%s: tensors '%s' (bytes %td to %td) and '%s' (from byte %td) overlap in the data "
                            "section, expected disjoint ranges",
-                           path, show(a->name, sa), (const uint8_t *)a->data - data,
-                           (const uint8_t *)a->data - data + (ptrdiff_t)a->n_bytes, show(b->name, sb),
+                           path, text_show(a->name, strlen(a->name), sa), (const uint8_t *)a->data - data,
+                           (const uint8_t *)a->data - data + (ptrdiff_t)a->n_bytes, text_show(b->name, strlen(b->name), sb),
                            (const uint8_t *)b->data - data);
             break;
         }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/textio.h"
 
 enum {
     MAX_VOCAB = 1 << 24,      /* ids beyond this are refused: n_vocab sizes arrays */
@@ -132,39 +133,6 @@ static long alphabet_to_bytes(const char *s, size_t n, char *out, uint32_t *bad)
     return k;
 }
 
-/* n bytes of a token string fit for a one-line message: at most 40 bytes (not cutting a
- * UTF-8 character), control bytes as '?', "..." when cut. */
-static const char *show_n(const char *s, size_t n, char buf[48]) {
-    size_t i = 0, lim = n > 40 ? 40 : n;
-    while (lim < n && lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80) lim--;
-    for (; i < lim; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7F) ? '?' : s[i];
-    if (lim < n) { memcpy(buf + i, "...", 3); i += 3; }
-    buf[i] = '\0';
-    return buf;
-}
-
-static const char *show(const char *s, char buf[48]) { return show_n(s, strlen(s), buf); }
-
-/* Offset of the first NUL inside a JSON string of text (raw, or the escape \u0000), or -1.
- * cJSON keeps strings NUL-terminated, so such a token would silently lose its tail. Only
- * called on text cJSON accepted, so string boundaries are where a plain scan sees them. */
-static long json_nul_in_string(const char *text, size_t len) {
-    int in_str = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = text[i];
-        if (!in_str) {
-            in_str = c == '"';
-        } else if (c == '\0') {
-            return (long)i;
-        } else if (c == '"') {
-            in_str = 0;
-        } else if (c == '\\' && i + 1 < len) {
-            if (text[i + 1] == 'u' && i + 6 <= len && memcmp(text + i + 2, "0000", 4) == 0) return (long)i;
-            i++; /* the escaped character */
-        }
-    }
-    return -1;
-}
 
 /* ---- hash tables ---------------------------------------------------------------------- */
 
@@ -205,55 +173,6 @@ static const pair_slot *pair_find(const gpt2_tokenizer *t, int32_t left, int32_t
 
 /* ---- loading -------------------------------------------------------------------------- */
 
-/* Reads a whole regular file into a malloc'd buffer with a NUL after the last byte. */
-static gpt2_status read_file(const char *path, char **data, size_t *len, gpt2_error *err) {
-    /* O_NONBLOCK: a FIFO in its place must not hang the open; it is refused below, as is
-     * a device such as /dev/zero that would never end */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a regular file", path);
-    }
-    if ((unsigned long long)sb.st_size >= MAX_FILE_BYTES) {
-        close(fd);
-        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %lld bytes, more than the %u MiB a tokenizer file may have",
-                         path, (long long)sb.st_size, MAX_FILE_BYTES >> 20);
-    }
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) { fclose(f); return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path); }
-        n += fread(buf + n, 1, cap - 1 - n, f);
-        if (n < cap - 1) break;
-        if (n >= MAX_FILE_BYTES) {
-            free(buf);
-            fclose(f);
-            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: more than the %u MiB a tokenizer file may have",
-                             path, MAX_FILE_BYTES >> 20);
-        }
-        char *grown = realloc(buf, cap *= 2);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    int failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: read error", path);
-    }
-    buf[n] = '\0';
-    *data = buf;
-    *len = n;
-    return GPT2_OK;
-}
-
 static const char *json_type_name(const cJSON *v) {
     if (cJSON_IsString(v)) return "string";
     if (cJSON_IsNumber(v)) return "number";
@@ -266,7 +185,7 @@ static const char *json_type_name(const cJSON *v) {
 
 static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *data, size_t len,
                               gpt2_error *err) {
-    char s1[48];
+    char s1[TEXT_SHOW_BUF];
     if (len == 0)
         return gpt2_fail(err, GPT2_ERR_TOKENIZER,
                          "%s: empty file, expected a JSON object mapping tokens to ids", path);
@@ -282,7 +201,7 @@ static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *d
                            "%s: not valid JSON (text after the object at byte %ld)", path, (long)(q - data));
             goto done;
         }
-    long nul = json_nul_in_string(data, len);
+    long nul = text_json_nul(data, len);
     if (nul >= 0) {
         st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
                        "%s: a string has a NUL character (byte %ld); U+0000 is not in GPT-2's byte "
@@ -305,11 +224,11 @@ static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *d
             if (cJSON_IsNumber(it))
                 st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
                                "%s: token \"%s\" has id %.15g, expected an integer in [0, %d)", path,
-                               show(it->string, s1), v, MAX_VOCAB);
+                               text_show(it->string, strlen(it->string), s1), v, MAX_VOCAB);
             else
                 st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
                                "%s: token \"%s\" has a JSON %s as id, expected an integer", path,
-                               show(it->string, s1), json_type_name(it));
+                               text_show(it->string, strlen(it->string), s1), json_type_name(it));
             goto done;
         }
         if ((int)v > max_id) max_id = (int)v;
@@ -352,12 +271,12 @@ static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *d
                 st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
                                "%s: token \"%s\" (id %d) has U+%04X, a character outside GPT-2's "
                                "256-character byte alphabet",
-                               path, show(it->string, s1), id, (unsigned)bad);
+                               path, text_show(it->string, strlen(it->string), s1), id, (unsigned)bad);
             goto done;
         }
         if (t->tok_len[id] >= 0) {
             st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: id %d is given to two tokens (the second "
-                           "is \"%s\")", path, id, show(it->string, s1));
+                           "is \"%s\")", path, id, text_show(it->string, strlen(it->string), s1));
             goto done;
         }
         t->tok_off[id] = (uint32_t)off;
@@ -365,7 +284,7 @@ static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *d
         uint32_t slot = ids_slot(t, t->blob + off, (size_t)n);
         if (t->ids[slot] >= 0) {
             st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token \"%s\" appears twice (ids %d and %d)",
-                           path, show(it->string, s1), t->ids[slot], id);
+                           path, text_show(it->string, strlen(it->string), s1), t->ids[slot], id);
             goto done;
         }
         t->ids[slot] = id;
@@ -464,14 +383,14 @@ static gpt2_status load_merges(gpt2_tokenizer *t, const char *path, char *data, 
             m = gpt2_tokenizer_token_id(t, scratch, la + lb);
         }
         if (m < 0) {
-            char s0[48], s1[48];
+            char s0[TEXT_SHOW_BUF], s1[TEXT_SHOW_BUF];
             if (a < 0 || b < 0)
                 st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s line %d: \"%s\" is not in the vocabulary",
-                               path, line_no, a < 0 ? show_n(f[0], flen[0], s0) : show_n(f[1], flen[1], s0));
+                               path, line_no, a < 0 ? text_show(f[0], flen[0], s0) : text_show(f[1], flen[1], s0));
             else
                 st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s line %d: merged token \"%s%s\" is not in the "
-                               "vocabulary", path, line_no, show_n(f[0], flen[0], s0),
-                               show_n(f[1], flen[1], s1));
+                               "vocabulary", path, line_no, text_show(f[0], flen[0], s0),
+                               text_show(f[1], flen[1], s1));
             break;
         }
         /* Insert or overwrite: a merge listed twice keeps its later rank, as in encoder.py's
@@ -510,11 +429,11 @@ gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *m
     if (!t) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
     char *data = NULL;
     size_t len;
-    gpt2_status st = read_file(vocab_json_path, &data, &len, err);
+    gpt2_status st = text_read_file(vocab_json_path, MAX_FILE_BYTES - 1, GPT2_ERR_TOKENIZER, "tokenizer file", &data, &len, err);
     if (st == GPT2_OK) st = load_vocab(t, vocab_json_path, data, len, err);
     free(data);
     data = NULL;
-    if (st == GPT2_OK) st = read_file(merges_path, &data, &len, err);
+    if (st == GPT2_OK) st = text_read_file(merges_path, MAX_FILE_BYTES - 1, GPT2_ERR_TOKENIZER, "tokenizer file", &data, &len, err);
     if (st == GPT2_OK) st = load_merges(t, merges_path, data, len, err);
     free(data);
     if (st == GPT2_OK) st = compile_pattern(t, err);
