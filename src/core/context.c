@@ -29,7 +29,6 @@ struct gpt2_context {
     float *logits_all;        /* (B, V), only while an on_logits hook is set */
     float **scratch;          /* (n_threads) x KERNEL_SCRATCH_FLOATS, only for 16-bit weights */
     float *partials;          /* (KERNEL_DECODE_CHUNKS, max(3C, F)) decode partial sums */
-    unsigned char *want_att;  /* (n_head) heads the observer asked for, this layer */
     gpt2_pool *pool;
     gpt2_hooks hooks;
 };
@@ -79,7 +78,6 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
     ctx->att = malloc((size_t)c->n_head * B * T * sizeof(float));
     ctx->logits = malloc(V * sizeof(float));
     ctx->partials = malloc((size_t)KERNEL_DECODE_CHUNKS * (3 * C > F ? 3 * C : F) * sizeof(float));
-    ctx->want_att = malloc((size_t)c->n_head);
     ctx->pool = pool_new(p.n_threads ? p.n_threads : pool_default_threads());
     int scratch_ok = 1;
     if (ctx->pool && any_16bit(m)) {
@@ -90,7 +88,7 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
             scratch_ok = (ctx->scratch[i] = malloc(KERNEL_SCRATCH_FLOATS * sizeof(float))) != NULL;
     }
     if (!ctx->k_cache || !ctx->v_cache || !ctx->tokens || !ctx->x || !ctx->xn || !ctx->qkv || !ctx->atty ||
-        !ctx->hid || !ctx->att || !ctx->logits || !ctx->partials || !ctx->want_att || !ctx->pool || !scratch_ok) {
+        !ctx->hid || !ctx->att || !ctx->logits || !ctx->partials || !ctx->pool || !scratch_ok) {
         gpt2_context_free(ctx);
         return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a context of %zu positions (KV cache %zu MB)",
                          T, 2 * L * T * C * sizeof(float) >> 20);
@@ -116,7 +114,6 @@ void gpt2_context_free(gpt2_context *ctx) {
     if (ctx->scratch)
         for (int i = 0; i < pool_n_threads(ctx->pool); i++) free(ctx->scratch[i]);
     free(ctx->scratch);
-    free(ctx->want_att);
     pool_free(ctx->pool);
     free(ctx);
 }

@@ -26,6 +26,9 @@ typedef struct {
  * KERNEL_DECODE_CHUNKS x N floats of partial sums. */
 enum { KERNEL_SCRATCH_FLOATS = 1 << 20, KERNEL_DECODE_CHUNKS = 8 };
 
+/* Bytes per element of a weight dtype. */
+static inline size_t gpt2_dtype_size(gpt2_dtype dt) { return dt == GPT2_DTYPE_F32 ? 4 : 2; }
+
 float gpt2_f16_to_f32(uint16_t h);
 float gpt2_bf16_to_f32(uint16_t h);
 uint16_t gpt2_f32_to_f16(float f);  /* round to nearest even */

@@ -25,8 +25,6 @@ const char *gpt2_dtype_name(gpt2_dtype dtype) {
     return "?";
 }
 
-static size_t dtype_bytes(gpt2_dtype dt) { return dt == GPT2_DTYPE_F32 ? 4 : 2; }
-
 /* --- config.json ---------------------------------------------------------- */
 
 static gpt2_status cfg_int(const char *path, const cJSON *root, const char *key, const char *alt,
@@ -211,7 +209,7 @@ static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, 
     out->rows = (int)rows;
     out->cols = (int)cols;
     out->data = t->data;
-    if ((uintptr_t)t->data % dtype_bytes(out->dtype) != 0) {
+    if ((uintptr_t)t->data % gpt2_dtype_size(out->dtype) != 0) {
         void *copy = malloc(t->n_bytes);
         void **grown = realloc(b->m->owned, (size_t)(b->m->n_owned + 1) * sizeof *grown);
         if (!copy || !grown) {
@@ -376,7 +374,7 @@ static float rand_normal(uint64_t *s, float std) {
 
 /* Fills the next rows x cols matrix of the model's huge-page arena. */
 static void random_matrix(gpt2_model *m, int rows, int cols, gpt2_dtype dt, uint64_t *seed, gpt2_matrix *out) {
-    size_t n = (size_t)rows * cols, bytes = (n * dtype_bytes(dt) + 63) & ~(size_t)63;
+    size_t n = (size_t)rows * cols, bytes = (n * gpt2_dtype_size(dt) + 63) & ~(size_t)63;
     void *buf = m->arena + m->arena_used;
     m->arena_used += bytes;
     for (size_t i = 0; i < n; i++) {
@@ -385,7 +383,7 @@ static void random_matrix(gpt2_model *m, int rows, int cols, gpt2_dtype dt, uint
         else ((uint16_t *)buf)[i] = dt == GPT2_DTYPE_F16 ? gpt2_f32_to_f16(v) : gpt2_f32_to_bf16(v);
     }
     *out = (gpt2_matrix){.data = buf, .dtype = dt, .rows = rows, .cols = cols};
-    m->weight_bytes += n * dtype_bytes(dt);
+    m->weight_bytes += n * gpt2_dtype_size(dt);
 }
 
 gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, gpt2_model **out,
@@ -417,7 +415,7 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
     } while (0)
     /* All matrices in one huge-page arena: decode streams them every token. */
     const size_t per_layer = (size_t)C * 3 * C + (size_t)C * C + 2 * (size_t)C * F;
-    m->arena_bytes = ((size_t)c.n_vocab * C + (size_t)c.n_layer * per_layer) * dtype_bytes(dt) + 64 * (4 * (size_t)c.n_layer + 1);
+    m->arena_bytes = ((size_t)c.n_vocab * C + (size_t)c.n_layer * per_layer) * gpt2_dtype_size(dt) + 64 * (4 * (size_t)c.n_layer + 1);
     if (!(m->arena = huge_alloc(m->arena_bytes))) {
         st = gpt2_fail(err, GPT2_ERR_NOMEM, "random model: out of memory for %zu MB of weights", m->arena_bytes >> 20);
         goto fail;
