@@ -46,7 +46,7 @@ CFLAGS  ?=
 CFLAGS  += -std=c11 -D_DEFAULT_SOURCE -g $(OPT) $(MARCH) $(WARN) -Iinclude -Isrc $(CFLAGS_PKG)
 LDLIBS  := $(LIBS_PKG) -lm -lpthread
 
-CORE_SRC := $(wildcard src/core/*.c)
+CORE_SRC := $(wildcard src/core/*.c src/train/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c) src/main.c
 TEST_SRC := $(wildcard tests/test_*.c)
 

@@ -12,6 +12,7 @@
 #include "error.h"
 #include "hugemem.h"
 #include "model_internal.h"
+#include "rng.h"
 #include "textio.h"
 
 #define PATH_MAX_LEN 4096
@@ -358,17 +359,10 @@ const char *gpt2_model_name(const gpt2_model *m) { return m->name; }
 
 /* --- random model --------------------------------------------------------- */
 
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Approximately normal: sum of 4 uniforms, rescaled (cheap, good enough for a benchmark). */
 static float rand_normal(uint64_t *s, float std) {
     float u = 0;
-    for (int i = 0; i < 4; i++) u += (float)(splitmix(s) >> 40) / 16777216.0f;
+    for (int i = 0; i < 4; i++) u += (float)(rng_next(s) >> 40) / 16777216.0f;
     return (u - 2.0f) * 1.7320508f * std;
 }
 

@@ -28,6 +28,7 @@
 #include "gpt2_sampler.h"
 
 #include "fastmath.h"
+#include "rng.h"
 
 #include <float.h>
 #include <limits.h>
@@ -74,22 +75,6 @@ struct gpt2_sampler {
     double mass_kept;           /* sum of w over the kept ranks */
     double mass_all;            /* sum of w over all n, or -1 if this call did not need it */
 };
-
-/* ---- RNG: splitmix64 (Steele, Lea, Flood 2014). Its state is one uint64_t,
- * so rng_state/set_rng_state save and restore it exactly; it passes BigCrush
- * and any seed, 0 included, is fine. */
-
-static uint64_t rng_next(uint64_t *state) {
-    uint64_t x = (*state += 0x9E3779B97F4A7C15u);
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9u;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBu;
-    return x ^ (x >> 31);
-}
-
-/* Uniform in [0, 1) from the top 53 bits: every value is a multiple of 2^-53. */
-static double rng_uniform(uint64_t *state) {
-    return (double)(rng_next(state) >> 11) * 0x1.0p-53;
-}
 
 /* ---- parameters ---- */
 

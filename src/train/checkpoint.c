@@ -1,0 +1,161 @@
+/* checkpoint.c — save and resume a training run exactly.
+ *
+ * File layout (little-endian, as the x86-64 and arm64 machines that run this):
+ *   "GPT2CKPT"  8 bytes magic
+ *   u32 version (1), u32 n_fields
+ *   n_fields x u64: the params, step, RNG, data hash, n_params (see FIELDS)
+ *   f32 params[n_params], f32 adam_m[n_params], f32 adam_v[n_params]
+ *   u64 FNV-1a of every byte before it
+ * The file size must match the header exactly and the hash must agree, so a
+ * truncated or damaged checkpoint is refused with the reason.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/textio.h"
+#include "train/train_internal.h"
+
+enum { CKPT_VERSION = 1, CKPT_FIELDS = 23 };
+static const char CKPT_MAGIC[8] = {'G', 'P', 'T', '2', 'C', 'K', 'P', 'T'};
+
+typedef struct {
+    uint64_t h;
+} fnv;
+static void fnv_add(fnv *f, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) f->h = (f->h ^ p[i]) * 0x100000001b3ull;
+}
+
+static uint64_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float u2f(uint64_t u) {
+    uint32_t v = (uint32_t)u;
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
+}
+
+/* The header fields, in file order. */
+static void pack(const gpt2_trainer *tr, uint64_t data_hash, uint64_t *f) {
+    const gpt2_train_params *p = &tr->p;
+    uint64_t v[CKPT_FIELDS] = {(uint64_t)p->n_layer, (uint64_t)p->n_head, (uint64_t)p->n_embd,
+                               (uint64_t)p->block_size, (uint64_t)p->n_vocab, (uint64_t)p->batch_size,
+                               (uint64_t)p->steps, (uint64_t)p->warmup_steps, f2u(p->lr), f2u(p->min_lr),
+                               f2u(p->weight_decay), f2u(p->beta1), f2u(p->beta2), f2u(p->adam_eps),
+                               f2u(p->grad_clip), f2u(p->dropout), p->seed, (uint64_t)p->n_threads,
+                               (uint64_t)tr->step, tr->rng, data_hash, tr->n_params, 0};
+    memcpy(f, v, sizeof v);
+}
+
+static void unpack(const uint64_t *f, gpt2_train_params *p, int *step, uint64_t *rng, uint64_t *data_hash,
+                   uint64_t *n_params) {
+    *p = (gpt2_train_params){.n_layer = (int)f[0], .n_head = (int)f[1], .n_embd = (int)f[2],
+                             .block_size = (int)f[3], .n_vocab = (int)f[4], .batch_size = (int)f[5],
+                             .steps = (int)f[6], .warmup_steps = (int)f[7], .lr = u2f(f[8]), .min_lr = u2f(f[9]),
+                             .weight_decay = u2f(f[10]), .beta1 = u2f(f[11]), .beta2 = u2f(f[12]),
+                             .adam_eps = u2f(f[13]), .grad_clip = u2f(f[14]), .dropout = u2f(f[15]),
+                             .seed = f[16], .n_threads = (int)f[17]};
+    *step = (int)f[18], *rng = f[19], *data_hash = f[20], *n_params = f[21];
+}
+
+gpt2_status gpt2_trainer_save(const gpt2_trainer *tr, const char *path, uint64_t data_hash, gpt2_error *err) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "checkpoint path is too long");
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    fnv h = {0xcbf29ce484222325ull};
+    uint32_t head[2] = {CKPT_VERSION, CKPT_FIELDS};
+    uint64_t fields[CKPT_FIELDS];
+    pack(tr, data_hash, fields);
+    int ok = fwrite(CKPT_MAGIC, 8, 1, f) == 1 && fwrite(head, sizeof head, 1, f) == 1 &&
+             fwrite(fields, sizeof fields, 1, f) == 1;
+    fnv_add(&h, CKPT_MAGIC, 8), fnv_add(&h, head, sizeof head), fnv_add(&h, fields, sizeof fields);
+    const float *arrays[3] = {tr->params, tr->m, tr->v};
+    for (int a = 0; a < 3 && ok; a++) {
+        ok = fwrite(arrays[a], sizeof(float), tr->n_params, f) == tr->n_params;
+        fnv_add(&h, arrays[a], tr->n_params * sizeof(float));
+    }
+    ok = ok && fwrite(&h.h, 8, 1, f) == 1;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int close_failed = fclose(f) != 0;
+    if (!ok || close_failed) {
+        int e = errno;
+        unlink(tmp);
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(e));
+    }
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **out, uint64_t *data_hash,
+                                gpt2_error *err) {
+    *out = NULL;
+    size_t len;
+    char *data = NULL;
+    gpt2_status st = text_read_file(path, (size_t)1 << 40, GPT2_ERR_FORMAT, "checkpoint", &data, &len, err);
+    if (st != GPT2_OK) return st;
+    const size_t head_bytes = 8 + 8 + CKPT_FIELDS * 8;
+    uint32_t head[2];
+    uint64_t fields[CKPT_FIELDS];
+    if (len < head_bytes + 8 || memcmp(data, CKPT_MAGIC, 8) != 0) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: not a gptscope checkpoint (no GPT2CKPT header)", path);
+        goto out;
+    }
+    memcpy(head, data + 8, sizeof head);
+    if (head[0] != CKPT_VERSION || head[1] != CKPT_FIELDS) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: checkpoint version %u with %u fields; this build reads version %d",
+                       path, head[0], head[1], CKPT_VERSION);
+        goto out;
+    }
+    memcpy(fields, data + 16, sizeof fields);
+    gpt2_train_params p;
+    int step;
+    uint64_t rng, n_params;
+    unpack(fields, &p, &step, &rng, data_hash, &n_params);
+    if (n_threads >= 0) p.n_threads = n_threads;
+    gpt2_trainer *tr;
+    if ((st = gpt2_trainer_new(&p, &tr, err)) != GPT2_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", err->msg);
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: invalid settings in checkpoint: %s", path, why);
+        goto out;
+    }
+    const size_t want = head_bytes + 3 * tr->n_params * sizeof(float) + 8;
+    if (n_params != tr->n_params || len != want) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %zu bytes, expected %zu for %zu parameters (truncated?)", path, len,
+                       want, tr->n_params);
+        gpt2_trainer_free(tr);
+        goto out;
+    }
+    fnv h = {0xcbf29ce484222325ull};
+    fnv_add(&h, data, len - 8);
+    uint64_t stored;
+    memcpy(&stored, data + len - 8, 8);
+    if (stored != h.h) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: checksum mismatch (file damaged)", path);
+        gpt2_trainer_free(tr);
+        goto out;
+    }
+    const char *src = data + head_bytes;
+    float *arrays[3] = {tr->params, tr->m, tr->v};
+    for (int a = 0; a < 3; a++, src += tr->n_params * sizeof(float))
+        memcpy(arrays[a], src, tr->n_params * sizeof(float));
+    tr->step = step;
+    tr->rng = rng;
+    *out = tr;
+out:
+    free(data);
+    return st;
+}

@@ -1,0 +1,131 @@
+/* export.c — write a trained model as a Hugging Face GPT-2 directory:
+ * config.json and model.safetensors (tensor names without the "transformer."
+ * prefix, Conv1D weights stored (in, out), the head tied to wte). Each file is
+ * written to a temporary name and renamed, so a reader never sees half a file.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/kernels.h"
+#include "train/train_internal.h"
+
+static gpt2_status write_atomic(const char *dir, const char *name, const void *a, size_t na, const void *b, size_t nb,
+                                gpt2_error *err) {
+    char path[4096], tmp[4200];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "export: path too long");
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    int ok = fwrite(a, 1, na, f) == na && (!nb || fwrite(b, 1, nb, f) == nb) && fflush(f) == 0 &&
+             fsync(fileno(f)) == 0;
+    int e = errno;
+    if (fclose(f) != 0 && ok) ok = 0, e = errno;
+    if (!ok || rename(tmp, path) != 0) {
+        if (ok) e = errno;
+        unlink(tmp);
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: write failed: %s", path, strerror(e));
+    }
+    return GPT2_OK;
+}
+
+/* Whether tensor k of a layer is a Conv1D weight (stored transposed). */
+static int is_conv1d(const gpt2_trainer *tr, int i) {
+    if (i < 2 || i >= 2 + N_LAYER_TENSORS * tr->p.n_layer) return 0;
+    int k = (i - 2) % N_LAYER_TENSORS;
+    return k == QKV_W || k == PROJ_W || k == FC_W || k == FCPROJ_W;
+}
+
+static gpt2_status write_safetensors(const gpt2_trainer *tr, const char *dir, gpt2_dtype dt, gpt2_error *err) {
+    const size_t es = gpt2_dtype_size(dt);
+    const char *dname = dt == GPT2_DTYPE_F32 ? "F32" : dt == GPT2_DTYPE_F16 ? "F16" : "BF16";
+    size_t hcap = 256 + (size_t)tr->n_tensors * 160, hlen = 0;
+    char *header = malloc(hcap + 8);
+    unsigned char *data = malloc(tr->n_params * es);
+    if (!header || !data) {
+        free(header), free(data);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "export: out of memory");
+    }
+    hlen = (size_t)snprintf(header + 8, hcap, "{\"__metadata__\":{\"format\":\"pt\"}");
+    size_t off = 0;
+    for (int i = 0; i < tr->n_tensors; i++) {
+        gpt2_train_tensor t = gpt2_trainer_tensor(tr, i);
+        const int conv = is_conv1d(tr, i);
+        /* stored shape: Conv1D (in, out) = our (cols, rows) */
+        if (t.cols)
+            hlen += (size_t)snprintf(header + 8 + hlen, hcap - hlen,
+                                     ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]}", t.name,
+                                     dname, conv ? t.cols : t.rows, conv ? t.rows : t.cols, off, off + t.n * es);
+        else
+            hlen += (size_t)snprintf(header + 8 + hlen, hcap - hlen,
+                                     ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}", t.name,
+                                     dname, t.rows, off, off + t.n * es);
+        for (size_t j = 0; j < t.n; j++) {
+            /* element j of the stored tensor */
+            size_t src = conv ? (j % (size_t)t.rows) * (size_t)t.cols + j / (size_t)t.rows : j;
+            float v = t.param[src];
+            unsigned char *d = data + off + j * es;
+            if (dt == GPT2_DTYPE_F32) memcpy(d, &v, 4);
+            else {
+                uint16_t h = dt == GPT2_DTYPE_F16 ? gpt2_f32_to_f16(v) : gpt2_f32_to_bf16(v);
+                memcpy(d, &h, 2);
+            }
+        }
+        off += t.n * es;
+    }
+    hlen += (size_t)snprintf(header + 8 + hlen, hcap - hlen, "}");
+    while (hlen % 8) header[8 + hlen++] = ' '; /* data starts 8-byte aligned */
+    uint64_t n = hlen;
+    memcpy(header, &n, 8);
+    gpt2_status st = write_atomic(dir, "model.safetensors", header, 8 + hlen, data, off, err);
+    free(header);
+    free(data);
+    return st;
+}
+
+static gpt2_status write_config(const gpt2_trainer *tr, const char *dir, gpt2_dtype dt, int eot, gpt2_error *err) {
+    const gpt2_train_params *p = &tr->p;
+    cJSON *c = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+    cJSON_AddStringToObject(c, "model_type", "gpt2");
+    cJSON_AddNumberToObject(c, "vocab_size", p->n_vocab);
+    cJSON_AddNumberToObject(c, "n_positions", p->block_size);
+    cJSON_AddNumberToObject(c, "n_ctx", p->block_size);
+    cJSON_AddNumberToObject(c, "n_embd", p->n_embd);
+    cJSON_AddNumberToObject(c, "n_layer", p->n_layer);
+    cJSON_AddNumberToObject(c, "n_head", p->n_head);
+    cJSON_AddNullToObject(c, "n_inner");
+    cJSON_AddStringToObject(c, "activation_function", "gelu_new");
+    cJSON_AddNumberToObject(c, "layer_norm_epsilon", LN_EPS);
+    cJSON_AddNumberToObject(c, "initializer_range", 0.02);
+    cJSON_AddNumberToObject(c, "resid_pdrop", p->dropout);
+    cJSON_AddNumberToObject(c, "embd_pdrop", p->dropout);
+    cJSON_AddNumberToObject(c, "attn_pdrop", 0);
+    cJSON_AddTrueToObject(c, "tie_word_embeddings");
+    if (eot >= 0) {
+        cJSON_AddNumberToObject(c, "bos_token_id", eot);
+        cJSON_AddNumberToObject(c, "eos_token_id", eot);
+    }
+    cJSON_AddStringToObject(c, "torch_dtype",
+                            dt == GPT2_DTYPE_F32 ? "float32" : dt == GPT2_DTYPE_F16 ? "float16" : "bfloat16");
+    char *text = cJSON_Print(c);
+    cJSON_Delete(c);
+    if (!text) return gpt2_fail(err, GPT2_ERR_NOMEM, "export: out of memory");
+    gpt2_status st = write_atomic(dir, "config.json", text, strlen(text), "\n", 1, err);
+    free(text);
+    return st;
+}
+
+gpt2_status gpt2_trainer_export(const gpt2_trainer *tr, const char *dir, gpt2_dtype dtype, int eot,
+                                gpt2_error *err) {
+    if (dtype != GPT2_DTYPE_F32 && dtype != GPT2_DTYPE_F16 && dtype != GPT2_DTYPE_BF16)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "export: unknown dtype %d", (int)dtype);
+    gpt2_status st = write_safetensors(tr, dir, dtype, err);
+    return st == GPT2_OK ? write_config(tr, dir, dtype, eot, err) : st;
+}

@@ -1,0 +1,785 @@
+/* train.c — GPT-2 training: forward pass with saved activations, backward
+ * pass, AdamW. Float32 throughout; OpenBLAS (single-threaded) inside the
+ * chunks of the library's own thread pool, so one pool does the work.
+ *
+ * Notation in shape comments: B batch, T positions, C n_embd, H heads,
+ * D = C / H head size, F = 4C MLP width, V vocabulary, L layers.
+ * Weight matrices are kept (out, in) row-major, as y = x W^T + b; export
+ * transposes them to Hugging Face's Conv1D (in, out).
+ *
+ * Reductions whose order would depend on the thread count (loss, layer-norm
+ * parameter gradients, the gradient norm) are summed over a fixed number of
+ * chunks in chunk order, so a run is reproducible for a given thread count.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/pool.h"
+#include "core/rng.h"
+#include "gpt2_train.h"
+#include "train/train_internal.h"
+
+enum { RED_CHUNKS = 16 }; /* fixed chunk count for deterministic reductions */
+
+/* per-layer tensors, in the order of the tensor table */
+static const char *const layer_tensor_names[N_LAYER_TENSORS] = {
+    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+    "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+
+gpt2_train_params gpt2_train_default_params(void) {
+    gpt2_train_params p;
+    memset(&p, 0, sizeof p);
+    p.n_layer = 4;
+    p.n_head = 4;
+    p.n_embd = 128;
+    p.block_size = 128;
+    p.batch_size = 16;
+    p.steps = 1000;
+    p.warmup_steps = 100;
+    p.lr = 1e-3f;
+    p.min_lr = 1e-4f;
+    p.weight_decay = 0.1f;
+    p.beta1 = 0.9f;
+    p.beta2 = 0.99f;
+    p.adam_eps = 1e-8f;
+    p.grad_clip = 1.0f;
+    p.dropout = 0.1f;
+    p.seed = 1337;
+    return p;
+}
+
+static gpt2_status check_params(const gpt2_train_params *p, gpt2_error *err) {
+#define NEED(cond, ...) \
+    if (!(cond)) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, __VA_ARGS__)
+    NEED(p->n_layer >= 1 && p->n_layer <= 256, "train: n_layer %d is out of range 1..256", p->n_layer);
+    NEED(p->n_head >= 1 && p->n_embd >= 1 && p->n_embd <= 16384, "train: n_embd %d / n_head %d out of range",
+         p->n_embd, p->n_head);
+    NEED(p->n_embd % p->n_head == 0, "train: n_embd %d is not a multiple of n_head %d", p->n_embd, p->n_head);
+    NEED(p->block_size >= 1 && p->block_size <= 65536, "train: block_size %d is out of range 1..65536",
+         p->block_size);
+    NEED(p->n_vocab >= 2 && p->n_vocab <= (1 << 24), "train: n_vocab %d is out of range 2..16777216", p->n_vocab);
+    NEED(p->batch_size >= 1 && p->batch_size <= 65536, "train: batch_size %d is out of range", p->batch_size);
+    NEED(p->steps >= 0 && p->warmup_steps >= 0, "train: steps %d / warmup %d must be >= 0", p->steps,
+         p->warmup_steps);
+    NEED(p->lr >= 0 && p->min_lr >= 0 && isfinite(p->lr) && isfinite(p->min_lr), "train: bad learning rate");
+    NEED(p->beta1 >= 0 && p->beta1 < 1 && p->beta2 >= 0 && p->beta2 < 1 && p->adam_eps > 0,
+         "train: Adam betas must be in [0, 1) and eps > 0");
+    NEED(p->weight_decay >= 0 && p->grad_clip >= 0, "train: weight decay and clip must be >= 0");
+    NEED(p->dropout >= 0 && p->dropout < 1, "train: dropout %g must be in [0, 1)", p->dropout);
+    NEED(p->n_threads >= 0 && p->n_threads <= 1024, "train: n_threads %d out of range", p->n_threads);
+    size_t per_seq = (size_t)p->block_size * p->n_embd * (16 + (size_t)p->n_layer * 17) +
+                     (size_t)p->n_layer * p->n_head * p->block_size * p->block_size +
+                     (size_t)p->block_size * p->n_vocab;
+    NEED(per_seq * p->batch_size < ((size_t)1 << 36), "train: activations for batch %d x block %d need over 256 GB",
+         p->batch_size, p->block_size);
+#undef NEED
+    return GPT2_OK;
+}
+
+/* --- tensor table ----------------------------------------------------------- */
+
+static void tensor_shape(const gpt2_train_params *p, int i, int *rows, int *cols) {
+    const int C = p->n_embd, F = 4 * C, nl = N_LAYER_TENSORS * p->n_layer;
+    if (i == 0) *rows = p->n_vocab, *cols = C;
+    else if (i == 1) *rows = p->block_size, *cols = C;
+    else if (i >= 2 + nl) *rows = C, *cols = 0;
+    else {
+        static const int mult_rows[N_LAYER_TENSORS] = {1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1};
+        static const int mult_cols[N_LAYER_TENSORS] = {0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 0};
+        int k = (i - 2) % N_LAYER_TENSORS;
+        *rows = mult_rows[k] * C, *cols = mult_cols[k] * C;
+        (void)F;
+    }
+}
+
+static void tensor_name(const gpt2_train_params *p, int i, char *out, size_t cap) {
+    const int nl = N_LAYER_TENSORS * p->n_layer;
+    if (i == 0) snprintf(out, cap, "wte.weight");
+    else if (i == 1) snprintf(out, cap, "wpe.weight");
+    else if (i == 2 + nl) snprintf(out, cap, "ln_f.weight");
+    else if (i == 3 + nl) snprintf(out, cap, "ln_f.bias");
+    else snprintf(out, cap, "h.%d.%s", (i - 2) / N_LAYER_TENSORS, layer_tensor_names[(i - 2) % N_LAYER_TENSORS]);
+}
+
+int gpt2_trainer_n_tensors(const gpt2_trainer *tr) { return tr->n_tensors; }
+
+gpt2_train_tensor gpt2_trainer_tensor(const gpt2_trainer *tr, int i) {
+    int rows, cols;
+    tensor_shape(&tr->p, i, &rows, &cols);
+    size_t off = tr->offset[i];
+    return (gpt2_train_tensor){.name = tr->names[i],
+                               .param = tr->params + off,
+                               .grad = tr->grads + off,
+                               .n = tr->offset[i + 1] - off,
+                               .rows = rows,
+                               .cols = cols};
+}
+
+/* pointer to tensor k of layer l inside a params-shaped buffer */
+static inline float *LT(const gpt2_trainer *tr, float *base, int l, int k) {
+    return base + tr->offset[2 + l * N_LAYER_TENSORS + k];
+}
+
+/* --- lifecycle ---------------------------------------------------------------- */
+
+static void *xcalloc(size_t n, size_t size, int *ok) {
+    void *p = n ? calloc(n, size) : NULL;
+    if (n && !p) *ok = 0;
+    return p;
+}
+
+static gpt2_status trainer_alloc(const gpt2_train_params *p, gpt2_trainer **out, gpt2_error *err) {
+    *out = NULL;
+    gpt2_status st = check_params(p, err);
+    if (st != GPT2_OK) return st;
+    gpt2_trainer *tr = calloc(1, sizeof *tr);
+    if (!tr) return gpt2_fail(err, GPT2_ERR_NOMEM, "train: out of memory");
+    tr->p = *p;
+    int nt = p->n_threads > 0 ? p->n_threads : pool_default_threads();
+    tr->p.n_threads = p->n_threads; /* 0 stays 0: "all CPUs" wherever resumed */
+    tr->pool = pool_new(nt);
+    tr->n_threads = nt;
+    openblas_set_num_threads(1);
+    const int L = p->n_layer;
+    tr->n_tensors = 2 + N_LAYER_TENSORS * L + 2;
+    int ok = tr->pool != NULL;
+    tr->offset = xcalloc((size_t)tr->n_tensors + 1, sizeof *tr->offset, &ok);
+    tr->names = xcalloc((size_t)tr->n_tensors, sizeof *tr->names, &ok);
+    if (!ok) goto nomem;
+    for (int i = 0; i < tr->n_tensors; i++) {
+        int rows, cols;
+        tensor_shape(p, i, &rows, &cols);
+        tr->offset[i + 1] = tr->offset[i] + (size_t)rows * (cols ? cols : 1);
+        char name[64];
+        tensor_name(p, i, name, sizeof name);
+        if (!(tr->names[i] = strdup(name))) goto nomem;
+    }
+    tr->n_params = tr->offset[tr->n_tensors];
+    tr->params = xcalloc(tr->n_params, sizeof(float), &ok);
+    tr->grads = xcalloc(tr->n_params, sizeof(float), &ok);
+    tr->m = xcalloc(tr->n_params, sizeof(float), &ok);
+    tr->v = xcalloc(tr->n_params, sizeof(float), &ok);
+
+    const size_t B = (size_t)p->batch_size, T = (size_t)p->block_size, C = (size_t)p->n_embd, F = 4 * C;
+    const size_t H = (size_t)p->n_head, V = (size_t)p->n_vocab, BT = B * T, BTC = BT * C;
+    tr->inputs = xcalloc(BT, sizeof(int32_t), &ok);
+    tr->targets = xcalloc(BT, sizeof(int32_t), &ok);
+    tr->x0 = xcalloc(BTC, sizeof(float), &ok);
+    tr->ln1 = xcalloc(L * BTC, sizeof(float), &ok);
+    tr->ln1_stats = xcalloc(L * BT * 2, sizeof(float), &ok);
+    tr->qkv = xcalloc(L * BTC * 3, sizeof(float), &ok);
+    tr->att = xcalloc(L * B * H * T * T, sizeof(float), &ok);
+    tr->atty = xcalloc(L * BTC, sizeof(float), &ok);
+    tr->res2 = xcalloc(L * BTC, sizeof(float), &ok);
+    tr->ln2 = xcalloc(L * BTC, sizeof(float), &ok);
+    tr->ln2_stats = xcalloc(L * BT * 2, sizeof(float), &ok);
+    tr->fch = xcalloc(L * BT * F, sizeof(float), &ok);
+    tr->fchg = xcalloc(L * BT * F, sizeof(float), &ok);
+    tr->res3 = xcalloc(L * BTC, sizeof(float), &ok);
+    tr->lnf = xcalloc(BTC, sizeof(float), &ok);
+    tr->lnf_stats = xcalloc(BT * 2, sizeof(float), &ok);
+    tr->logits = xcalloc(BT * V, sizeof(float), &ok);
+    tr->dres = xcalloc(BTC, sizeof(float), &ok);
+    tr->dbuf = xcalloc(BTC, sizeof(float), &ok);
+    tr->dbig = xcalloc(BT * F, sizeof(float), &ok);
+    tr->dqkv = xcalloc(BTC * 3, sizeof(float), &ok);
+    tr->dscores = xcalloc((size_t)nt * T * T, sizeof(float), &ok);
+    tr->partials = xcalloc(RED_CHUNKS * 2 * (C + 16), sizeof(double), &ok);
+    if (!ok) goto nomem;
+    *out = tr;
+    return GPT2_OK;
+nomem:
+    gpt2_trainer_free(tr);
+    return gpt2_fail(err, GPT2_ERR_NOMEM, "train: out of memory for a %d-layer, %d-wide model at batch %d x %d",
+                     p->n_layer, p->n_embd, p->batch_size, p->block_size);
+}
+
+gpt2_status gpt2_trainer_new(const gpt2_train_params *p, gpt2_trainer **out, gpt2_error *err) {
+    gpt2_status st = trainer_alloc(p, out, err);
+    if (st != GPT2_OK) return st;
+    gpt2_trainer *tr = *out;
+    uint64_t seed = p->seed;
+    const float resid_std = 0.02f / sqrtf(2.0f * (float)p->n_layer);
+    for (int i = 0; i < tr->n_tensors; i++) {
+        gpt2_train_tensor t = gpt2_trainer_tensor(tr, i);
+        int k = (i >= 2 && i < 2 + N_LAYER_TENSORS * p->n_layer) ? (i - 2) % N_LAYER_TENSORS : -1;
+        int is_ln_weight = (k == LN1_W || k == LN2_W || i == tr->n_tensors - 2);
+        if (t.cols) {
+            float std = (k == PROJ_W || k == FCPROJ_W) ? resid_std : 0.02f;
+            for (size_t j = 0; j < t.n; j++) t.param[j] = (float)rng_normal(&seed) * std;
+        } else {
+            for (size_t j = 0; j < t.n; j++) t.param[j] = is_ln_weight ? 1.0f : 0.0f;
+        }
+    }
+    tr->rng = rng_mix(p->seed ^ 0x5EED0F0BA7C4E5ull);
+    return GPT2_OK;
+}
+
+void gpt2_trainer_free(gpt2_trainer *tr) {
+    if (!tr) return;
+    pool_free(tr->pool);
+    if (tr->names)
+        for (int i = 0; i < tr->n_tensors; i++) free(tr->names[i]);
+    free(tr->names);
+    free(tr->offset);
+    float *bufs[] = {tr->params, tr->grads, tr->m,    tr->v,    tr->x0,        tr->ln1,  tr->ln1_stats,
+                     tr->qkv,    tr->att,   tr->atty, tr->res2, tr->ln2,       tr->ln2_stats, tr->fch,
+                     tr->fchg,   tr->res3,  tr->lnf,  tr->lnf_stats, tr->logits, tr->dres, tr->dbuf,
+                     tr->dbig,   tr->dqkv,  tr->dscores};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+    free(tr->partials);
+    free(tr->inputs);
+    free(tr->targets);
+    free(tr);
+}
+
+const gpt2_train_params *gpt2_trainer_params(const gpt2_trainer *tr) { return &tr->p; }
+int gpt2_trainer_step_count(const gpt2_trainer *tr) { return tr->step; }
+
+gpt2_status gpt2_trainer_set_steps(gpt2_trainer *tr, int steps, gpt2_error *err) {
+    if (steps < tr->step)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: --steps %d is below the %d steps already taken", steps,
+                         tr->step);
+    tr->p.steps = steps;
+    return GPT2_OK;
+}
+
+float gpt2_trainer_lr(const gpt2_trainer *tr, int step) {
+    const gpt2_train_params *p = &tr->p;
+    if (step < p->warmup_steps) return p->lr * (float)(step + 1) / (float)p->warmup_steps;
+    int span = p->steps - p->warmup_steps;
+    double progress = span > 0 ? (double)(step - p->warmup_steps) / span : 1.0;
+    if (progress > 1) progress = 1;
+    return (float)(p->min_lr + 0.5 * (1.0 + cos(M_PI * progress)) * (p->lr - p->min_lr));
+}
+
+/* --- parallel building blocks ---------------------------------------------- */
+
+/* y (M, N) = x (M, K) @ W (N, K)^T + b (N): threads split the M rows. */
+typedef struct {
+    float *y;
+    const float *x, *w, *b;
+    int M, N, K;
+} mm_fwd_job;
+
+static void mm_fwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const mm_fwd_job *j = arg;
+    int r0, r1;
+    pool_share(j->M, 1, chunk, n_chunks, &r0, &r1);
+    if (r1 <= r0) return;
+    float *y = j->y + (size_t)r0 * j->N;
+    float beta = 0;
+    if (j->b) {
+        for (int r = r0; r < r1; r++) memcpy(j->y + (size_t)r * j->N, j->b, (size_t)j->N * sizeof(float));
+        beta = 1;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, j->N, j->K, 1.0f, j->x + (size_t)r0 * j->K, j->K,
+                j->w, j->K, beta, y, j->N);
+}
+
+static void matmul_forward(gpt2_trainer *tr, float *y, const float *x, const float *w, const float *b, int M, int N,
+                           int K) {
+    mm_fwd_job j = {y, x, w, b, M, N, K};
+    pool_run(tr->pool, mm_fwd_chunk, &j, tr->n_threads);
+}
+
+/* Given dy (M, N): dx (M, K) = dy @ W (rows split), dW (N, K) += dy^T @ x and
+ * db (N) += column sums of dy (W's rows split). dx may be NULL. */
+typedef struct {
+    float *dx, *dw, *db;
+    const float *dy, *x, *w;
+    int M, N, K;
+} mm_bwd_job;
+
+static void mm_bwd_dx_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const mm_bwd_job *j = arg;
+    int r0, r1;
+    pool_share(j->M, 1, chunk, n_chunks, &r0, &r1);
+    if (r1 <= r0) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, j->K, j->N, 1.0f, j->dy + (size_t)r0 * j->N, j->N,
+                j->w, j->K, 0.0f, j->dx + (size_t)r0 * j->K, j->K);
+}
+
+static void mm_bwd_dw_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const mm_bwd_job *j = arg;
+    int n0, n1;
+    pool_share(j->N, 16, chunk, n_chunks, &n0, &n1);
+    if (n1 <= n0) return;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n1 - n0, j->K, j->M, 1.0f, j->dy + n0, j->N, j->x, j->K,
+                1.0f, j->dw + (size_t)n0 * j->K, j->K);
+    if (!j->db) return;
+    for (int m = 0; m < j->M; m++) {
+        const float *row = j->dy + (size_t)m * j->N;
+        for (int n = n0; n < n1; n++) j->db[n] += row[n];
+    }
+}
+
+static void matmul_backward(gpt2_trainer *tr, float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, int M, int N, int K) {
+    mm_bwd_job j = {dx, dw, db, dy, x, w, M, N, K};
+    if (dx) pool_run(tr->pool, mm_bwd_dx_chunk, &j, tr->n_threads);
+    pool_run(tr->pool, mm_bwd_dw_chunk, &j, tr->n_threads);
+}
+
+/* out (R, C) = layernorm(x (R, C)) * g + b; stats (R, 2) = mean, 1/std */
+typedef struct {
+    float *out, *stats, *dx;
+    const float *x, *g, *b, *dout;
+    double *partials; /* (RED_CHUNKS, 2, C): dg, db per chunk */
+    int R, C;
+} ln_job;
+
+static void ln_fwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const ln_job *j = arg;
+    int r0, r1;
+    pool_share(j->R, 1, chunk, n_chunks, &r0, &r1);
+    const int C = j->C;
+    for (int r = r0; r < r1; r++) {
+        const float *x = j->x + (size_t)r * C;
+        float *o = j->out + (size_t)r * C;
+        double sum = 0, sq = 0;
+        for (int i = 0; i < C; i++) sum += x[i];
+        const float mean = (float)(sum / C);
+        for (int i = 0; i < C; i++) sq += (double)(x[i] - mean) * (x[i] - mean);
+        const float rstd = (float)(1.0 / sqrt(sq / C + LN_EPS));
+        for (int i = 0; i < C; i++) o[i] = (x[i] - mean) * rstd * j->g[i] + j->b[i];
+        j->stats[2 * r] = mean, j->stats[2 * r + 1] = rstd;
+    }
+}
+
+/* dx (R, C) += d layernorm; partials[chunk] = this chunk's dg, db */
+static void ln_bwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const ln_job *j = arg;
+    int r0, r1;
+    pool_share(j->R, 1, chunk, n_chunks, &r0, &r1);
+    const int C = j->C;
+    double *dg = j->partials + (size_t)chunk * 2 * C, *db = dg + C;
+    memset(dg, 0, 2 * (size_t)C * sizeof(double));
+    for (int r = r0; r < r1; r++) {
+        const float *x = j->x + (size_t)r * C, *dy = j->dout + (size_t)r * C;
+        float *dx = j->dx + (size_t)r * C;
+        const float mean = j->stats[2 * r], rstd = j->stats[2 * r + 1];
+        double mean_dn = 0, mean_dnx = 0;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x[i] - mean) * rstd, dn = dy[i] * j->g[i];
+            mean_dn += dn;
+            mean_dnx += (double)dn * xhat;
+            dg[i] += (double)dy[i] * xhat;
+            db[i] += dy[i];
+        }
+        const float a = (float)(mean_dn / C), bx = (float)(mean_dnx / C);
+        for (int i = 0; i < C; i++) {
+            float xhat = (x[i] - mean) * rstd;
+            dx[i] += rstd * (dy[i] * j->g[i] - a - xhat * bx);
+        }
+    }
+}
+
+static void layernorm_forward(gpt2_trainer *tr, float *out, float *stats, const float *x, const float *g,
+                              const float *b, int R) {
+    ln_job j = {.out = out, .stats = stats, .x = x, .g = g, .b = b, .R = R, .C = tr->p.n_embd};
+    pool_run(tr->pool, ln_fwd_chunk, &j, RED_CHUNKS);
+}
+
+static void layernorm_backward(gpt2_trainer *tr, float *dx, float *dg, float *db, const float *dout, const float *x,
+                               const float *stats, const float *g, int R) {
+    const int C = tr->p.n_embd;
+    ln_job j = {.dx = dx, .x = x, .g = g, .dout = dout, .stats = (float *)stats, .partials = tr->partials, .R = R,
+                .C = C};
+    pool_run(tr->pool, ln_bwd_chunk, &j, RED_CHUNKS);
+    for (int c = 0; c < RED_CHUNKS; c++) {
+        const double *pg = tr->partials + (size_t)c * 2 * C, *pb = pg + C;
+        for (int i = 0; i < C; i++) dg[i] += (float)pg[i], db[i] += (float)pb[i];
+    }
+}
+
+/* Causal attention over qkv (B, T, 3C) -> y (B, T, C), probabilities in
+ * att (B, H, T, T) (upper triangle zero). Backward: dy -> dqkv. One chunk per
+ * (b, h). */
+typedef struct {
+    gpt2_trainer *tr;
+    const float *qkv, *att_in, *dy;
+    float *att, *y, *dqkv;
+    int B, T;
+} attn_job;
+
+static void attn_fwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const attn_job *j = arg;
+    const int T = j->T, C = j->tr->p.n_embd, H = j->tr->p.n_head, D = C / H, b = chunk / H, h = chunk % H;
+    const float *q = j->qkv + (size_t)b * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
+    float *P = j->att + ((size_t)b * H + h) * T * T, *y = j->y + (size_t)b * T * C + h * D;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f / sqrtf((float)D), q, 3 * C, k, 3 * C, 0.0f,
+                P, T);
+    for (int i = 0; i < T; i++) {
+        float *row = P + (size_t)i * T, max = row[0], sum = 0;
+        for (int t = 1; t <= i; t++) max = row[t] > max ? row[t] : max;
+        for (int t = 0; t <= i; t++) sum += (row[t] = expf(row[t] - max));
+        const float inv = 1.0f / sum;
+        for (int t = 0; t <= i; t++) row[t] *= inv;
+        for (int t = i + 1; t < T; t++) row[t] = 0;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, P, T, v, 3 * C, 0.0f, y, C);
+}
+
+static void attn_bwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const attn_job *j = arg;
+    const int T = j->T, C = j->tr->p.n_embd, H = j->tr->p.n_head, D = C / H, b = chunk / H, h = chunk % H;
+    const float *q = j->qkv + (size_t)b * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
+    const float *P = j->att_in + ((size_t)b * H + h) * T * T, *dy = j->dy + (size_t)b * T * C + h * D;
+    float *dq = j->dqkv + (size_t)b * T * 3 * C + h * D, *dk = dq + C, *dv = dq + 2 * C;
+    float *dS = j->tr->dscores + (size_t)ith * j->tr->p.block_size * j->tr->p.block_size;
+    const float scale = 1.0f / sqrtf((float)D);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, dy, C, v, 3 * C, 0.0f, dS, T); /* dP */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, P, T, dy, C, 0.0f, dv, 3 * C);
+    for (int i = 0; i < T; i++) { /* softmax backward, with the score scale folded in */
+        const float *p = P + (size_t)i * T;
+        float *d = dS + (size_t)i * T, dot = 0;
+        for (int t = 0; t <= i; t++) dot += p[t] * d[t];
+        for (int t = 0; t <= i; t++) d[t] = p[t] * (d[t] - dot) * scale;
+        for (int t = i + 1; t < T; t++) d[t] = 0;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, dS, T, k, 3 * C, 0.0f, dq, 3 * C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, dS, T, q, 3 * C, 0.0f, dk, 3 * C);
+}
+
+/* Element-wise jobs over n floats. */
+typedef enum { EW_GELU_FWD, EW_GELU_BWD, EW_DROPOUT, EW_ADD } ew_kind;
+typedef struct {
+    ew_kind kind;
+    float *out;
+    const float *a, *b;
+    size_t n;
+    uint64_t key;     /* dropout: the mask's hash key */
+    uint32_t thresh;  /* dropout: drop when the 16-bit lane < thresh */
+    float scale;      /* dropout: 1 / (1 - p) */
+} ew_job;
+
+static const float GELU_S = 0.7978845608028654f; /* sqrt(2 / pi) */
+
+static void ew_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const ew_job *j = arg;
+    size_t i0 = j->n * (size_t)chunk / n_chunks, i1 = j->n * (size_t)(chunk + 1) / n_chunks;
+    switch (j->kind) {
+    case EW_GELU_FWD: /* out = gelu(a) */
+        for (size_t i = i0; i < i1; i++) {
+            float x = j->a[i];
+            j->out[i] = 0.5f * x * (1.0f + tanhf(GELU_S * (x + 0.044715f * x * x * x)));
+        }
+        break;
+    case EW_GELU_BWD: /* out (= dy) *= gelu'(a) */
+        for (size_t i = i0; i < i1; i++) {
+            float x = j->a[i], th = tanhf(GELU_S * (x + 0.044715f * x * x * x));
+            float d = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
+            j->out[i] *= d;
+        }
+        break;
+    case EW_DROPOUT: /* out = out * mask / (1 - p): 4 16-bit lanes per hash */
+        for (size_t i = i0 & ~(size_t)3; i < i1; i += 4) {
+            uint64_t h = rng_mix(j->key + (i >> 2) * 0x9E3779B97F4A7C15u);
+            for (size_t k = 0; k < 4; k++)
+                if (i + k >= i0 && i + k < i1)
+                    j->out[i + k] = ((h >> (16 * k)) & 0xFFFF) < j->thresh ? 0.0f : j->out[i + k] * j->scale;
+        }
+        break;
+    case EW_ADD: /* out = a + b */
+        for (size_t i = i0; i < i1; i++) j->out[i] = j->a[i] + j->b[i];
+        break;
+    }
+}
+
+static void elementwise(gpt2_trainer *tr, ew_job j) { pool_run(tr->pool, ew_chunk, &j, 4 * tr->n_threads); }
+
+/* Dropout site s (0 embeddings, 1 + 2l attention output, 2 + 2l MLP output) of
+ * the current step; the same mask drops the same gradients in backward. */
+static void dropout(gpt2_trainer *tr, float *x, size_t n, int site) {
+    if (!tr->dropout_on) return;
+    ew_job j = {.kind = EW_DROPOUT, .out = x, .n = n, .scale = 1.0f / (1.0f - tr->p.dropout),
+                .thresh = (uint32_t)lrintf(tr->p.dropout * 65536.0f),
+                .key = rng_mix(tr->dropout_key ^ ((uint64_t)site << 40))};
+    elementwise(tr, j);
+}
+
+/* Cross-entropy per row of logits (R, V) against targets; with backward,
+ * logits become dlogits = (softmax - onehot) * dscale. */
+typedef struct {
+    float *logits;
+    const int32_t *targets;
+    double *partials; /* (RED_CHUNKS) loss sums */
+    int R, V, backward;
+    float dscale;
+} ce_job;
+
+static void ce_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const ce_job *j = arg;
+    int r0, r1;
+    pool_share(j->R, 1, chunk, n_chunks, &r0, &r1);
+    double loss = 0;
+    for (int r = r0; r < r1; r++) {
+        float *row = j->logits + (size_t)r * j->V, max = row[0];
+        for (int i = 1; i < j->V; i++) max = row[i] > max ? row[i] : max;
+        double sum = 0;
+        for (int i = 0; i < j->V; i++) sum += exp((double)(row[i] - max));
+        const int32_t y = j->targets[r];
+        loss += log(sum) - (double)(row[y] - max);
+        if (j->backward) {
+            const float inv = (float)(1.0 / sum);
+            for (int i = 0; i < j->V; i++) row[i] = expf(row[i] - max) * inv * j->dscale;
+            row[y] -= j->dscale;
+        }
+    }
+    j->partials[chunk] = loss;
+}
+
+/* --- forward and backward ------------------------------------------------------ */
+
+gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int32_t *targets, int B, int T,
+                              int backward, float *loss_out, gpt2_error *err) {
+    const gpt2_train_params *p = &tr->p;
+    if (B < 1 || B > p->batch_size || T < 1 || T > p->block_size)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: batch %d x %d exceeds the trainer's %d x %d", B, T,
+                         p->batch_size, p->block_size);
+    for (size_t i = 0; i < (size_t)B * T; i++)
+        if (inputs[i] < 0 || inputs[i] >= p->n_vocab || targets[i] < 0 || targets[i] >= p->n_vocab)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: token id %d at position %zu is outside 0..%d",
+                             inputs[i] < 0 || inputs[i] >= p->n_vocab ? inputs[i] : targets[i], i, p->n_vocab - 1);
+    const int C = p->n_embd, F = 4 * C, V = p->n_vocab, L = p->n_layer, H = p->n_head, BT = B * T;
+    const size_t BTC = (size_t)BT * C, lBTC = (size_t)p->batch_size * p->block_size * C;
+    const size_t lBT = (size_t)p->batch_size * p->block_size, lATT = lBT * H * p->block_size;
+    float *P = tr->params;
+    tr->dropout_on = backward && p->dropout > 0;
+
+    /* x0 (B, T, C) = wte[inputs] + wpe[t] */
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *x = tr->x0 + ((size_t)b * T + t) * C;
+            const float *te = P + (size_t)inputs[b * T + t] * C, *pe = P + tr->offset[1] + (size_t)t * C;
+            for (int i = 0; i < C; i++) x[i] = te[i] + pe[i];
+        }
+    dropout(tr, tr->x0, BTC, 0);
+
+    for (int l = 0; l < L; l++) {
+        const float *in = l == 0 ? tr->x0 : tr->res3 + (l - 1) * lBTC;
+        float *ln1 = tr->ln1 + l * lBTC, *qkv = tr->qkv + 3 * l * lBTC, *att = tr->att + l * lATT;
+        float *atty = tr->atty + l * lBTC, *res2 = tr->res2 + l * lBTC, *ln2 = tr->ln2 + l * lBTC;
+        float *fch = tr->fch + 4 * l * lBTC, *fchg = tr->fchg + 4 * l * lBTC, *res3 = tr->res3 + l * lBTC;
+        layernorm_forward(tr, ln1, tr->ln1_stats + 2 * l * lBT, in, LT(tr, P, l, LN1_W), LT(tr, P, l, LN1_B), BT);
+        matmul_forward(tr, qkv, ln1, LT(tr, P, l, QKV_W), LT(tr, P, l, QKV_B), BT, 3 * C, C);
+        attn_job aj = {.tr = tr, .qkv = qkv, .att = att, .y = atty, .B = B, .T = T};
+        pool_run(tr->pool, attn_fwd_chunk, &aj, B * H);
+        matmul_forward(tr, tr->dbuf, atty, LT(tr, P, l, PROJ_W), LT(tr, P, l, PROJ_B), BT, C, C);
+        dropout(tr, tr->dbuf, BTC, 1 + 2 * l);
+        elementwise(tr, (ew_job){.kind = EW_ADD, .out = res2, .a = in, .b = tr->dbuf, .n = BTC});
+        layernorm_forward(tr, ln2, tr->ln2_stats + 2 * l * lBT, res2, LT(tr, P, l, LN2_W), LT(tr, P, l, LN2_B), BT);
+        matmul_forward(tr, fch, ln2, LT(tr, P, l, FC_W), LT(tr, P, l, FC_B), BT, F, C);
+        elementwise(tr, (ew_job){.kind = EW_GELU_FWD, .out = fchg, .a = fch, .n = (size_t)BT * F});
+        matmul_forward(tr, tr->dbuf, fchg, LT(tr, P, l, FCPROJ_W), LT(tr, P, l, FCPROJ_B), BT, C, F);
+        dropout(tr, tr->dbuf, BTC, 2 + 2 * l);
+        elementwise(tr, (ew_job){.kind = EW_ADD, .out = res3, .a = res2, .b = tr->dbuf, .n = BTC});
+    }
+    const float *last = tr->res3 + (L - 1) * lBTC;
+    float *lnf_w = P + tr->offset[tr->n_tensors - 2], *lnf_b = P + tr->offset[tr->n_tensors - 1];
+    layernorm_forward(tr, tr->lnf, tr->lnf_stats, last, lnf_w, lnf_b, BT);
+    matmul_forward(tr, tr->logits, tr->lnf, P, NULL, BT, V, C); /* tied head: wte (V, C) */
+    ce_job cj = {.logits = tr->logits, .targets = targets, .partials = tr->partials, .R = BT, .V = V,
+                 .backward = backward, .dscale = 1.0f / (float)BT};
+    pool_run(tr->pool, ce_chunk, &cj, RED_CHUNKS);
+    double loss = 0;
+    for (int c = 0; c < RED_CHUNKS; c++) loss += tr->partials[c];
+    *loss_out = (float)(loss / BT);
+    if (!backward) return GPT2_OK;
+
+    /* --- backward: dres holds d(loss)/d(residual stream) going down --- */
+    float *G = tr->grads;
+    memset(G, 0, tr->n_params * sizeof(float));
+    matmul_backward(tr, tr->dbuf, G, NULL, tr->logits, tr->lnf, P, BT, V, C);
+    memset(tr->dres, 0, BTC * sizeof(float));
+    layernorm_backward(tr, tr->dres, G + tr->offset[tr->n_tensors - 2], G + tr->offset[tr->n_tensors - 1], tr->dbuf,
+                       last, tr->lnf_stats, lnf_w, BT);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *in = l == 0 ? tr->x0 : tr->res3 + (l - 1) * lBTC;
+        float *ln1 = tr->ln1 + l * lBTC, *qkv = tr->qkv + 3 * l * lBTC, *att = tr->att + l * lATT;
+        float *atty = tr->atty + l * lBTC, *res2 = tr->res2 + l * lBTC, *ln2 = tr->ln2 + l * lBTC;
+        float *fch = tr->fch + 4 * l * lBTC, *fchg = tr->fchg + 4 * l * lBTC;
+        /* MLP branch: res3 = res2 + drop(gelu(ln2 Wfc^T + bfc) Wproj^T + bproj) */
+        memcpy(tr->dbuf, tr->dres, BTC * sizeof(float));
+        dropout(tr, tr->dbuf, BTC, 2 + 2 * l);
+        matmul_backward(tr, tr->dbig, LT(tr, G, l, FCPROJ_W), LT(tr, G, l, FCPROJ_B), tr->dbuf, fchg,
+                        LT(tr, P, l, FCPROJ_W), BT, C, F);
+        elementwise(tr, (ew_job){.kind = EW_GELU_BWD, .out = tr->dbig, .a = fch, .n = (size_t)BT * F});
+        matmul_backward(tr, tr->dbuf, LT(tr, G, l, FC_W), LT(tr, G, l, FC_B), tr->dbig, ln2, LT(tr, P, l, FC_W), BT,
+                        F, C);
+        layernorm_backward(tr, tr->dres, LT(tr, G, l, LN2_W), LT(tr, G, l, LN2_B), tr->dbuf, res2,
+                           tr->ln2_stats + 2 * l * lBT, LT(tr, P, l, LN2_W), BT);
+        /* attention branch: res2 = in + drop(attn(ln1 Wqkv^T + bqkv) Wproj^T + bproj) */
+        memcpy(tr->dbuf, tr->dres, BTC * sizeof(float));
+        dropout(tr, tr->dbuf, BTC, 1 + 2 * l);
+        matmul_backward(tr, tr->dbig, LT(tr, G, l, PROJ_W), LT(tr, G, l, PROJ_B), tr->dbuf, atty,
+                        LT(tr, P, l, PROJ_W), BT, C, C);
+        attn_job aj = {.tr = tr, .qkv = qkv, .att_in = att, .dy = tr->dbig, .dqkv = tr->dqkv, .B = B, .T = T};
+        pool_run(tr->pool, attn_bwd_chunk, &aj, B * H);
+        matmul_backward(tr, tr->dbuf, LT(tr, G, l, QKV_W), LT(tr, G, l, QKV_B), tr->dqkv, ln1, LT(tr, P, l, QKV_W),
+                        BT, 3 * C, C);
+        layernorm_backward(tr, tr->dres, LT(tr, G, l, LN1_W), LT(tr, G, l, LN1_B), tr->dbuf, in,
+                           tr->ln1_stats + 2 * l * lBT, LT(tr, P, l, LN1_W), BT);
+    }
+    dropout(tr, tr->dres, BTC, 0);
+    float *dwte = G, *dwpe = G + tr->offset[1];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = tr->dres + ((size_t)b * T + t) * C;
+            float *te = dwte + (size_t)inputs[b * T + t] * C, *pe = dwpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) te[i] += d[i], pe[i] += d[i];
+        }
+    return GPT2_OK;
+}
+
+/* --- optimizer ---------------------------------------------------------------- */
+
+typedef struct {
+    gpt2_trainer *tr;
+    size_t begin, n;
+    float lr, wd, gscale, bc1, bc2;
+} adam_job;
+
+static void adam_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const adam_job *j = arg;
+    const gpt2_train_params *p = &j->tr->p;
+    size_t i0 = j->begin + j->n * (size_t)chunk / n_chunks, i1 = j->begin + j->n * (size_t)(chunk + 1) / n_chunks;
+    float *w = j->tr->params, *g = j->tr->grads, *m = j->tr->m, *v = j->tr->v;
+    for (size_t i = i0; i < i1; i++) {
+        float gi = g[i] * j->gscale;
+        m[i] = p->beta1 * m[i] + (1.0f - p->beta1) * gi;
+        v[i] = p->beta2 * v[i] + (1.0f - p->beta2) * gi * gi;
+        float mhat = m[i] / j->bc1, vhat = v[i] / j->bc2;
+        w[i] -= j->lr * (mhat / (sqrtf(vhat) + p->adam_eps) + j->wd * w[i]);
+    }
+}
+
+typedef struct {
+    const float *g;
+    size_t n;
+    double *partials;
+} norm_job;
+
+static void norm_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const norm_job *j = arg;
+    size_t i0 = j->n * (size_t)chunk / n_chunks, i1 = j->n * (size_t)(chunk + 1) / n_chunks;
+    double s = 0;
+    for (size_t i = i0; i < i1; i++) s += (double)j->g[i] * j->g[i];
+    j->partials[chunk] = s;
+}
+
+static void adamw_update(gpt2_trainer *tr) {
+    const gpt2_train_params *p = &tr->p;
+    norm_job nj = {tr->grads, tr->n_params, tr->partials};
+    pool_run(tr->pool, norm_chunk, &nj, RED_CHUNKS);
+    double sq = 0;
+    for (int c = 0; c < RED_CHUNKS; c++) sq += tr->partials[c];
+    const float norm = (float)sqrt(sq);
+    tr->last_grad_norm = norm;
+    const float gscale = (p->grad_clip > 0 && norm > p->grad_clip) ? p->grad_clip / norm : 1.0f;
+    const int t = tr->step + 1;
+    const float lr = gpt2_trainer_lr(tr, tr->step);
+    const float bc1 = 1.0f - powf(p->beta1, (float)t), bc2 = 1.0f - powf(p->beta2, (float)t);
+    for (int i = 0; i < tr->n_tensors; i++) {
+        gpt2_train_tensor ten = gpt2_trainer_tensor(tr, i);
+        adam_job j = {.tr = tr, .begin = tr->offset[i], .n = ten.n, .lr = lr, .gscale = gscale, .bc1 = bc1,
+                      .bc2 = bc2, .wd = ten.cols ? p->weight_decay : 0.0f};
+        pool_run(tr->pool, adam_chunk, &j, ten.n >= 65536 ? 4 * tr->n_threads : 1);
+    }
+}
+
+/* --- batches -------------------------------------------------------------------- */
+
+/* The sequence length a data set gives (T = positions predicted per sequence),
+ * or 0 when it holds no whole sequence. */
+static int data_seq_len(const gpt2_trainer *tr, const gpt2_train_data *d, size_t *n_seq) {
+    if (d->example_len > 0) {
+        *n_seq = d->n_tokens / (size_t)d->example_len;
+        return *n_seq ? d->example_len - 1 : 0;
+    }
+    const size_t T = (size_t)tr->p.block_size;
+    *n_seq = d->n_tokens > T ? d->n_tokens - T : 0; /* window starts */
+    return *n_seq ? (int)T : 0;
+}
+
+static void fill_seq(gpt2_trainer *tr, const gpt2_train_data *d, int b, int T, size_t start) {
+    memcpy(tr->inputs + (size_t)b * T, d->tokens + start, (size_t)T * sizeof(int32_t));
+    memcpy(tr->targets + (size_t)b * T, d->tokens + start + 1, (size_t)T * sizeof(int32_t));
+}
+
+static gpt2_status check_data(const gpt2_trainer *tr, const gpt2_train_data *d, int *T, size_t *n_seq,
+                              gpt2_error *err) {
+    if (d->example_len < 0 || d->example_len == 1 || d->example_len > tr->p.block_size + 1)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: examples of %d tokens do not fit block_size %d + 1",
+                         d->example_len, tr->p.block_size);
+    *T = data_seq_len(tr, d, n_seq);
+    if (!*T)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: %zu tokens hold no whole sequence of %d tokens",
+                         d->n_tokens, d->example_len ? d->example_len : tr->p.block_size + 1);
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float *loss, gpt2_error *err) {
+    int T;
+    size_t n_seq;
+    gpt2_status st = check_data(tr, d, &T, &n_seq, err);
+    if (st != GPT2_OK) return st;
+    const int B = tr->p.batch_size;
+    for (int b = 0; b < B; b++) {
+        size_t k = rng_next(&tr->rng) % n_seq;
+        fill_seq(tr, d, b, T, d->example_len ? k * (size_t)d->example_len : k);
+    }
+    tr->dropout_key = rng_next(&tr->rng);
+    st = gpt2_trainer_loss(tr, tr->inputs, tr->targets, B, T, 1, loss, err);
+    if (st != GPT2_OK) return st;
+    if (!isfinite(*loss))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: loss became %f at step %d (learning rate too high?)",
+                         *loss, tr->step);
+    adamw_update(tr);
+    tr->step++;
+    return GPT2_OK;
+}
+
+float gpt2_trainer_eval(gpt2_trainer *tr, const gpt2_train_data *d, int max_batches) {
+    int T;
+    size_t n_seq;
+    gpt2_error err;
+    if (check_data(tr, d, &T, &n_seq, &err) != GPT2_OK) return NAN;
+    const size_t stride = d->example_len ? (size_t)d->example_len : (size_t)T;
+    const size_t n_win = d->example_len ? n_seq : (d->n_tokens - 1) / stride;
+    const int B = tr->p.batch_size;
+    double total = 0;
+    size_t counted = 0;
+    for (size_t w = 0; w < n_win && (max_batches <= 0 || w < (size_t)max_batches * B);) {
+        int nb = 0;
+        for (; nb < B && w < n_win && (max_batches <= 0 || w < (size_t)max_batches * B); nb++, w++)
+            fill_seq(tr, d, nb, T, w * stride);
+        float loss = 0;
+        if (gpt2_trainer_loss(tr, tr->inputs, tr->targets, nb, T, 0, &loss, &err) != GPT2_OK) return NAN;
+        total += (double)loss * nb;
+        counted += (size_t)nb;
+    }
+    return counted ? (float)(total / counted) : NAN;
+}
+
+/* --- small utilities ------------------------------------------------------------ */
+
+size_t gpt2_text_split(const char *text, size_t len, double fraction) {
+    if (!(fraction > 0)) return 0;
+    if (fraction >= 1) return len;
+    size_t at = (size_t)floor((double)len * fraction);
+    while (at > 0 && at < len && ((unsigned char)text[at] & 0xC0) == 0x80) at--;
+    return at;
+}
+
+uint64_t gpt2_tokens_hash(const int32_t *tokens, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    const unsigned char *p = (const unsigned char *)tokens;
+    for (size_t i = 0; i < n * sizeof *tokens; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}

@@ -1,0 +1,57 @@
+/* train_internal.h — the trainer's state, shared by train.c (math),
+ * checkpoint.c (save/resume) and export.c (Hugging Face layout). Library-private.
+ */
+#ifndef GPT2_TRAIN_INTERNAL_H
+#define GPT2_TRAIN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/pool.h"
+#include "gpt2_train.h"
+
+#define LN_EPS 1e-5 /* layer_norm_epsilon, as GPT-2 */
+
+/* the tensors of one block, in table order */
+enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B, N_LAYER_TENSORS };
+
+/* Tensor table: wte (V, C), wpe (block, C), then per layer the 12 above
+ * (matrices (out, in)), then ln_f weight and bias. */
+struct gpt2_trainer {
+    gpt2_train_params p;
+    gpt2_pool *pool;
+    int n_threads;
+    int step;
+    uint64_t rng;          /* batch sampling; advances every step */
+    uint64_t dropout_key;  /* this step's dropout masks */
+    int dropout_on;
+    float last_grad_norm;
+
+    int n_tensors;
+    size_t *offset;        /* (n_tensors + 1) into params */
+    char **names;
+    size_t n_params;
+    float *params, *grads, *m, *v; /* (n_params) each */
+
+    /* activations, sized for (batch_size, block_size); per-layer ones are L slices */
+    int32_t *inputs, *targets; /* (B, T) */
+    float *x0;                 /* (B, T, C) embeddings after dropout */
+    float *ln1, *ln1_stats;    /* (L, B, T, C), (L, B, T, 2) mean, 1/std */
+    float *qkv;                /* (L, B, T, 3C) */
+    float *att;                /* (L, B, H, T, T) attention probabilities */
+    float *atty;               /* (L, B, T, C) heads' outputs, concatenated */
+    float *res2;               /* (L, B, T, C) residual after attention */
+    float *ln2, *ln2_stats;    /* (L, B, T, C), (L, B, T, 2) */
+    float *fch, *fchg;         /* (L, B, T, F) MLP pre- and post-GELU */
+    float *res3;               /* (L, B, T, C) residual after the MLP */
+    float *lnf, *lnf_stats;    /* (B, T, C), (B, T, 2) */
+    float *logits;             /* (B, T, V); dlogits after backward */
+    /* backward scratch */
+    float *dres, *dbuf;        /* (B, T, C) */
+    float *dbig;               /* (B, T, F) */
+    float *dqkv;               /* (B, T, 3C) */
+    float *dscores;            /* (n_threads, T, T) */
+    double *partials;          /* fixed-order reduction partials */
+};
+
+#endif

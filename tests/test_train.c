@@ -1,0 +1,297 @@
+/* test_train.c — the trainer: analytic gradients vs finite differences for
+ * every tensor, loss falling to its analytic floor, exact resume from a
+ * checkpoint, and exported models scored by the (separately tested)
+ * inference engine to the same loss as the trainer's own forward pass.
+ */
+#include <math.h>
+#include <sys/stat.h>
+
+#include "gpt2.h"
+#include "gpt2_train.h"
+#include "test_util.h"
+
+static gpt2_train_params tiny_params(void) {
+    gpt2_train_params p = gpt2_train_default_params();
+    p.n_layer = 2, p.n_head = 2, p.n_embd = 8, p.block_size = 6, p.n_vocab = 13;
+    p.batch_size = 3, p.dropout = 0, p.n_threads = 2, p.seed = 7;
+    return p;
+}
+
+static uint64_t lcg(uint64_t *s) { return (*s = *s * 6364136223846793005ull + 1442695040888963407ull) >> 33; }
+
+/* Spreads the weights out (GPT-2's init makes most gradients tiny) so that
+ * every tensor's gradient is well above finite-difference noise. */
+static void randomize(gpt2_trainer *tr, uint64_t seed) {
+    for (int i = 0; i < gpt2_trainer_n_tensors(tr); i++) {
+        gpt2_train_tensor t = gpt2_trainer_tensor(tr, i);
+        for (size_t j = 0; j < t.n; j++) {
+            double u = (double)lcg(&seed) / 2147483648.0 - 1.0; /* [-1, 1) */
+            t.param[j] = (float)(t.cols ? 0.4 * u : (strstr(t.name, "weight") ? 1.0 + 0.5 * u : 0.3 * u));
+        }
+    }
+}
+
+static double loss_at(gpt2_trainer *tr, const int32_t *x, const int32_t *y, int B, int T) {
+    float loss;
+    gpt2_error err;
+    assert_int_equal(gpt2_trainer_loss(tr, x, y, B, T, 0, &loss, &err), GPT2_OK);
+    return loss;
+}
+
+static void test_gradient_check(void **state) {
+    (void)state;
+    gpt2_train_params p = tiny_params();
+    gpt2_trainer *tr;
+    gpt2_error err;
+    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    randomize(tr, 99);
+    enum { B = 3, T = 6 };
+    int32_t x[B * T], y[B * T];
+    uint64_t s = 5;
+    for (int i = 0; i < B * T; i++) x[i] = (int32_t)(lcg(&s) % 13), y[i] = (int32_t)(lcg(&s) % 13);
+    float loss;
+    assert_int_equal(gpt2_trainer_loss(tr, x, y, B, T, 1, &loss, &err), GPT2_OK);
+    const int nt = gpt2_trainer_n_tensors(tr);
+    assert_int_equal(nt, 2 + 12 * 2 + 2);
+    /* float32 forward passes make each finite difference noisy (~1e-7 of the
+     * loss / h), so a tensor is judged by the relative error of its whole
+     * sampled gradient vector, ||analytic - numeric|| / ||numeric||; a wrong
+     * gradient (a missing term, a transposed matrix) gives O(1). */
+    double worst = 0, worst_elem = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < nt; i++) {
+        gpt2_train_tensor t = gpt2_trainer_tensor(tr, i);
+        double diff2 = 0, num2 = 0, elem = 0;
+        size_t step = t.n > 40 ? t.n / 40 : 1; /* about 40 coordinates per tensor */
+        for (size_t j = 0; j < t.n; j += step) {
+            const float h = 1e-2f, w0 = t.param[j], analytic = t.grad[j];
+            t.param[j] = w0 + h;
+            double up = loss_at(tr, x, y, B, T);
+            t.param[j] = w0 - h;
+            double down = loss_at(tr, x, y, B, T);
+            t.param[j] = w0;
+            double numeric = (up - down) / (2.0 * h);
+            diff2 += (analytic - numeric) * (analytic - numeric);
+            num2 += numeric * numeric;
+            elem = fmax(elem, fabs(analytic - numeric) / fmax(fabs(analytic) + fabs(numeric), 1e-3));
+        }
+        double rel = sqrt(diff2 / num2);
+        assert_true(num2 > 1e-6); /* the check exercised real gradients */
+        if (getenv("GRADCHECK_VERBOSE"))
+            print_message("  %-28s %.2e (worst element %.2e)\n", t.name, rel, elem);
+        if (rel > worst) worst = rel, worst_name = t.name;
+        worst_elem = fmax(worst_elem, elem);
+    }
+    print_message("gradient check: max relative error %.2e (%s), worst single element %.2e\n", worst, worst_name,
+                  worst_elem);
+    assert_true(worst < 1e-2);
+    gpt2_trainer_free(tr);
+}
+
+/* A stream with period 7 over 7 distinct tokens is fully predictable after one
+ * token of context: the loss must fall from about ln(13) towards 0. */
+static void test_loss_falls(void **state) {
+    (void)state;
+    gpt2_train_params p = tiny_params();
+    p.n_embd = 16, p.block_size = 8, p.batch_size = 8, p.steps = 300, p.warmup_steps = 20, p.lr = 1e-2f,
+    p.min_lr = 1e-3f, p.dropout = 0.0f;
+    gpt2_trainer *tr;
+    gpt2_error err;
+    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    int32_t ids[500];
+    for (int i = 0; i < 500; i++) ids[i] = (int32_t)(3 + (i * 5) % 7);
+    gpt2_train_data d = {ids, 500, 0};
+    float first = 0, loss = 0;
+    for (int s = 0; s < p.steps; s++) {
+        assert_int_equal(gpt2_trainer_step(tr, &d, &loss, &err), GPT2_OK);
+        if (s == 0) first = loss;
+    }
+    float val = gpt2_trainer_eval(tr, &d, 4);
+    print_message("loss %.3f -> %.4f (eval %.4f)\n", first, loss, val);
+    assert_true(fabsf(first - logf(13.0f)) < 0.3f);
+    assert_true(val < 0.05f);
+    gpt2_trainer_free(tr);
+}
+
+static void assert_same_params(gpt2_trainer *a, gpt2_trainer *b) {
+    assert_int_equal(gpt2_trainer_n_tensors(a), gpt2_trainer_n_tensors(b));
+    for (int i = 0; i < gpt2_trainer_n_tensors(a); i++) {
+        gpt2_train_tensor ta = gpt2_trainer_tensor(a, i), tb = gpt2_trainer_tensor(b, i);
+        assert_int_equal(ta.n, tb.n);
+        assert_memory_equal(ta.param, tb.param, ta.n * sizeof(float));
+    }
+}
+
+/* 6 steps straight == 3 steps, checkpoint, resume, 3 steps: bit for bit, with dropout. */
+static void test_resume_exact(void **state) {
+    (void)state;
+    gpt2_train_params p = tiny_params();
+    p.dropout = 0.2f, p.steps = 6, p.warmup_steps = 2;
+    int32_t ids[200];
+    uint64_t s = 11;
+    for (int i = 0; i < 200; i++) ids[i] = (int32_t)(lcg(&s) % 13);
+    gpt2_train_data d = {ids, 200, 0};
+    gpt2_trainer *a, *b, *c;
+    gpt2_error err;
+    float loss;
+    assert_int_equal(gpt2_trainer_new(&p, &a, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(&p, &b, &err), GPT2_OK);
+    for (int i = 0; i < 6; i++) assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
+    for (int i = 0; i < 3; i++) assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
+    char path[] = "/tmp/gptscope-ckpt-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(gpt2_trainer_save(b, path, 1234, &err), GPT2_OK);
+    gpt2_trainer_free(b);
+    uint64_t hash = 0;
+    assert_int_equal(gpt2_trainer_resume(path, -1, &c, &hash, &err), GPT2_OK);
+    assert_int_equal(hash, 1234);
+    assert_int_equal(gpt2_trainer_step_count(c), 3);
+    for (int i = 0; i < 3; i++) assert_int_equal(gpt2_trainer_step(c, &d, &loss, &err), GPT2_OK);
+    assert_same_params(a, c);
+    gpt2_trainer_free(c);
+
+    /* a damaged checkpoint is refused with the reason */
+    size_t len;
+    char *bytes = read_file(path, &len);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(bytes, 1, len - 100, f);
+    fclose(f);
+    assert_int_not_equal(gpt2_trainer_resume(path, -1, &c, &hash, &err), GPT2_OK);
+    assert_non_null(strstr(err.msg, "truncated"));
+    bytes[len / 2] ^= 1;
+    f = fopen(path, "wb");
+    fwrite(bytes, 1, len, f);
+    fclose(f);
+    assert_int_not_equal(gpt2_trainer_resume(path, -1, &c, &hash, &err), GPT2_OK);
+    assert_non_null(strstr(err.msg, "checksum"));
+    free(bytes);
+    unlink(path);
+    gpt2_trainer_free(a);
+}
+
+typedef struct {
+    const int32_t *ids;
+    double nats;
+    int n;
+} score_state;
+
+static void on_logits(void *ud, int pos, const float *logits, int n_vocab) {
+    score_state *s = ud;
+    double max = logits[0], sum = 0;
+    for (int i = 1; i < n_vocab; i++) max = logits[i] > max ? logits[i] : max;
+    for (int i = 0; i < n_vocab; i++) sum += exp(logits[i] - max);
+    s->nats += log(sum) + max - logits[s->ids[pos + 1]];
+    s->n++;
+}
+
+static void copy_file(const char *from, const char *to) {
+    size_t len;
+    char *data = read_file(from, &len);
+    FILE *f = fopen(to, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+    free(data);
+}
+
+/* The exported directory loads in the inference engine, which scores a
+ * sequence to the trainer's own loss (F32 export: to float rounding). */
+static void test_export_matches_engine(void **state) {
+    (void)state;
+    gpt2_train_params p = gpt2_train_default_params();
+    p.n_layer = 2, p.n_head = 4, p.n_embd = 32, p.block_size = 24, p.n_vocab = 507, p.batch_size = 2;
+    p.n_threads = 2, p.steps = 5;
+    gpt2_trainer *tr;
+    gpt2_error err;
+    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    int32_t ids[400];
+    uint64_t s = 3;
+    for (int i = 0; i < 400; i++) ids[i] = (int32_t)(lcg(&s) % 507);
+    gpt2_train_data d = {ids, 400, 0};
+    float loss;
+    for (int i = 0; i < 5; i++) assert_int_equal(gpt2_trainer_step(tr, &d, &loss, &err), GPT2_OK);
+    char dir[] = "/tmp/gptscope-export-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(gpt2_trainer_export(tr, dir, GPT2_DTYPE_F32, 506, &err), GPT2_OK);
+    char a[512], b[512];
+    snprintf(b, sizeof b, "%s/vocab.json", dir);
+    copy_file(fixture_path("models/tiny-f32/vocab.json"), b);
+    snprintf(b, sizeof b, "%s/merges.txt", dir);
+    copy_file(fixture_path("models/tiny-f32/merges.txt"), b);
+    float train_loss;
+    assert_int_equal(gpt2_trainer_loss(tr, ids, ids + 1, 1, 24, 0, &train_loss, &err), GPT2_OK);
+
+    gpt2_model *m;
+    assert_int_equal(gpt2_model_load(dir, &m, &err), GPT2_OK);
+    assert_int_equal(gpt2_model_config(m)->n_ctx, 24);
+    gpt2_context *ctx;
+    assert_int_equal(gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err), GPT2_OK);
+    score_state ss = {.ids = ids};
+    gpt2_hooks hooks = {.user_data = &ss, .on_logits = on_logits};
+    gpt2_context_set_hooks(ctx, &hooks);
+    assert_int_equal(gpt2_context_eval(ctx, ids, 24, &err), GPT2_OK);
+    assert_int_equal(ss.n, 24);
+    double engine_loss = ss.nats / ss.n;
+    print_message("trainer %.6f engine %.6f\n", train_loss, engine_loss);
+    assert_true(fabs(engine_loss - train_loss) < 1e-4);
+    gpt2_context_free(ctx);
+    gpt2_model_free(m);
+
+    /* F16 export: same loss to half precision */
+    assert_int_equal(gpt2_trainer_export(tr, dir, GPT2_DTYPE_F16, 506, &err), GPT2_OK);
+    assert_int_equal(gpt2_model_load(dir, &m, &err), GPT2_OK);
+    assert_int_equal(gpt2_model_dtype(m), GPT2_DTYPE_F16);
+    assert_int_equal(gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err), GPT2_OK);
+    ss = (score_state){.ids = ids};
+    gpt2_context_set_hooks(ctx, &hooks);
+    assert_int_equal(gpt2_context_eval(ctx, ids, 24, &err), GPT2_OK);
+    assert_true(fabs(ss.nats / ss.n - train_loss) < 1e-2);
+    gpt2_context_free(ctx);
+    gpt2_model_free(m);
+    const char *files[] = {"config.json", "model.safetensors", "vocab.json", "merges.txt"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(a, sizeof a, "%s/%s", dir, files[i]);
+        unlink(a);
+    }
+    rmdir(dir);
+    gpt2_trainer_free(tr);
+}
+
+static void test_bad_params(void **state) {
+    (void)state;
+    gpt2_train_params p = tiny_params();
+    gpt2_trainer *tr;
+    gpt2_error err;
+    p.n_embd = 10, p.n_head = 4;
+    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "multiple of n_head"));
+    p = tiny_params();
+    p.dropout = 1.0f;
+    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_ERR_INVALID_ARG);
+    p = tiny_params();
+    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    int32_t ids[5] = {1, 2, 3, 4, 5};
+    gpt2_train_data d = {ids, 5, 0}; /* block 6 needs 7 tokens */
+    float loss;
+    assert_int_equal(gpt2_trainer_step(tr, &d, &loss, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "no whole sequence"));
+    int32_t bad[7] = {1, 2, 3, 40, 5, 6, 7};
+    d = (gpt2_train_data){bad, 7, 0};
+    assert_int_equal(gpt2_trainer_step(tr, &d, &loss, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "token id 40"));
+    gpt2_trainer_free(tr);
+    assert_int_equal(gpt2_text_split("abc\xc3\xa9xyz", 8, 0.5), 3); /* not inside é */
+    assert_int_equal(gpt2_text_split("abcdefghij", 10, 0.9), 9);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gradient_check), cmocka_unit_test(test_loss_falls),
+        cmocka_unit_test(test_resume_exact),   cmocka_unit_test(test_export_matches_engine),
+        cmocka_unit_test(test_bad_params),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
