@@ -3,7 +3,9 @@
 #define GPT2_H
 #include "gpt2_status.h"
 #include "gpt2_tokenizer.h"
+#include "gpt2_train.h"
 #include "gpt2_model.h"
 #include "gpt2_context.h"
 #include "gpt2_sampler.h"
+#include "gpt2_bpe_train.h"
 #endif

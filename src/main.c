@@ -18,6 +18,8 @@ static const struct {
     {"attention", cmd_attention, "one head's attention matrix over a prompt"},
     {"eval", cmd_eval, "loss of a model on a text file (nats/token, bits/byte)"},
     {"bench", cmd_bench, "speed, latency and memory, against this machine's bandwidth"},
+    {"train", cmd_train, "train a GPT-2-architecture model on a text file"},
+    {"train-tokenizer", cmd_train_tokenizer, "learn a byte-level BPE vocabulary from a text file"},
 };
 
 static void usage(FILE *out) {
@@ -25,7 +27,7 @@ static void usage(FILE *out) {
                  "usage: gptscope COMMAND [options]   (gptscope COMMAND --help for its options)\n\n",
             GPTSCOPE_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
     fputs("\nEvery command takes -m DIR, a model directory in the Hugging Face GPT-2 layout;\n"
           "without it, $GPTSCOPE_MODEL or the bundled models/shakespeare is used.\n",
           out);

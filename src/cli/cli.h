@@ -22,6 +22,21 @@ int cmd_topk(int argc, char **argv);
 int cmd_attention(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_train_tokenizer(int argc, char **argv);
+
+/* The mean loss of a model on a text, as `gptscope eval` defines it: every
+ * token but the first predicted once, from windows of n_ctx tokens advancing
+ * by n_ctx / 2; bits per byte over the bytes of the predicted tokens. With
+ * CLI_SCORE_LINES each line is its own text (its first token unscored). */
+enum { CLI_SCORE_QUIET = 1, CLI_SCORE_LINES = 2 };
+typedef struct {
+    size_t tokens;
+    long scored;
+    double bytes, nats_per_token, bits_per_byte;
+    int n_ctx, stride;
+} cli_score;
+int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, cli_score *out);
 
 /* Prints "gptscope: " + message to stderr. */
 void cli_error(const char *fmt, ...)

@@ -20,6 +20,7 @@ typedef struct {
     int end;            /* window end (exclusive) */
     double nats;
     long n_scored;
+    unsigned windows;   /* evaluated so far, to pace the progress line */
 } eval_state;
 
 static volatile sig_atomic_t *g_stop;
@@ -42,24 +43,105 @@ static int stop_requested(void *ud, int done, int total) {
     return *g_stop;
 }
 
+/* Scores one stream of tokens: windows of n_ctx advancing by n_ctx / 2. Adds
+ * to s->nats and s->n_scored. */
+static int score_stream(gpt2_context *ctx, eval_state *s, const int32_t *ids, size_t n, int quiet) {
+    gpt2_error err;
+    const int n_ctx = gpt2_context_n_ctx(ctx), stride = n_ctx > 1 ? n_ctx / 2 : 1;
+    s->ids = ids;
+    s->score_from = 1;
+    for (s->begin = 0;; s->begin += stride) {
+        s->end = s->begin + n_ctx < (int)n ? s->begin + n_ctx : (int)n;
+        gpt2_context_reset(ctx);
+        gpt2_status st = gpt2_context_eval(ctx, ids + s->begin, s->end - s->begin, &err);
+        if (st != GPT2_OK) {
+            if (st != GPT2_CANCELLED) cli_error("%s", err.msg);
+            return st == GPT2_CANCELLED ? 130 : EXIT_ERR;
+        }
+        s->score_from = s->end;
+        if (!quiet && (++s->windows & 63) == 0) fprintf(stderr, "\reval: %ld tokens scored", s->n_scored);
+        if (s->end == (int)n) return EXIT_OK;
+    }
+}
+
+int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, cli_score *out) {
+    const int quiet = flags & CLI_SCORE_QUIET;
+    int rc = EXIT_ERR;
+    gpt2_context *ctx = NULL;
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
+    gpt2_error err;
+    if (gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return EXIT_ERR;
+    }
+    eval_state s = {0};
+    g_stop = cli_interrupt_flag();
+    gpt2_hooks hooks = {.user_data = &s, .on_logits = score, .cancel = stop_requested};
+    gpt2_context_set_hooks(ctx, &hooks);
+    *out = (cli_score){.n_ctx = gpt2_context_n_ctx(ctx), .stride = out->n_ctx > 1 ? out->n_ctx / 2 : 1};
+    out->stride = out->n_ctx > 1 ? out->n_ctx / 2 : 1;
+    /* a stream is one "line" spanning the whole text */
+    for (size_t at = 0; at < len;) {
+        const char *nl = (flags & CLI_SCORE_LINES) ? memchr(text + at, '\n', len - at) : NULL;
+        size_t end = nl ? (size_t)(nl - text) : len, n = 0;
+        int32_t *ids = NULL;
+        if (end > at) {
+            if (!cli_encode(tok, text + at, end - at, 0, &ids, &n)) goto out;
+            if (n >= 2) {
+                size_t first_bytes;
+                gpt2_tokenizer_token_bytes(tok, ids[0], &first_bytes);
+                out->bytes += (double)(end - at - first_bytes);
+                out->tokens += n;
+                rc = score_stream(ctx, &s, ids, n, quiet);
+                free(ids);
+                if (rc != EXIT_OK) goto out;
+                rc = EXIT_ERR;
+            } else
+                free(ids);
+        }
+        at = end + 1;
+    }
+    if (!quiet) fprintf(stderr, "\reval: %ld tokens scored\n", s.n_scored);
+    if (s.n_scored == 0) {
+        cli_error("%s: no line has the 2 tokens needed to score a prediction", path);
+        goto out;
+    }
+    out->scored = s.n_scored;
+    out->nats_per_token = s.nats / (double)s.n_scored;
+    out->bits_per_byte = s.nats / log(2.0) / out->bytes;
+    rc = EXIT_OK;
+out:
+    gpt2_context_free(ctx);
+    return rc;
+}
+
 static int usage(void) {
-    fputs("usage: gptscope eval [-m DIR] [--json] [-q] FILE\n"
-          "  Mean loss of the model on FILE: nats per token and bits per byte.\n",
+    fputs("usage: gptscope eval [-m DIR] [--heldout F] [--examples] [--json] [-q] FILE\n"
+          "  Mean loss of the model on FILE: nats per token and bits per byte.\n"
+          "  --heldout F   score only the last fraction F of FILE, cut where `gptscope train\n"
+          "                --val-fraction F` cuts its validation split\n",
           stderr);
     return EXIT_USAGE;
 }
 
 int cmd_eval(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"heldout", required_argument, 0, 'H'},
+                                         {"examples", no_argument, 0, 'E'},
                                          {"json", no_argument, 0, 'j'},
                                          {"quiet", no_argument, 0, 'q'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *mdir = NULL;
-    int json = 0, quiet = 0, c;
+    int json = 0, quiet = 0, lines = 0, c;
+    double heldout = 1.0;
     while ((c = getopt_long(argc, argv, "m:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'm': mdir = optarg; break;
+        case 'H':
+            if (!cli_parse_float("--heldout", optarg, 1e-9, 1.0, &heldout)) return EXIT_USAGE;
+            break;
+        case 'E': lines = 1; break;
         case 'j': json = 1; break;
         case 'q': quiet = 1; break;
         default: return usage();
@@ -68,58 +150,27 @@ int cmd_eval(int argc, char **argv) {
     if (optind + 1 != argc) return usage();
     const char *path = argv[optind];
     int rc = EXIT_ERR;
-    size_t len = 0, n = 0;
-    int32_t *ids = NULL;
-    gpt2_context *ctx = NULL;
+    size_t len = 0;
     char *text = cli_read_all(NULL, path, &len);
     gpt2_model *m = text ? cli_load_model(cli_model_dir(mdir)) : NULL;
     if (!m) goto out;
-    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
-    if (!cli_encode(tok, text, len, 0, &ids, &n)) goto out;
-    if (n < 2) {
-        cli_error("%s: %zu token(s); at least 2 are needed to score a prediction", path, n);
+    size_t from = heldout < 1.0 ? gpt2_text_split(text, len, 1.0 - heldout) : 0;
+    if (lines) /* as train --examples: the split moves back to a line start */
+        while (from > 0 && from < len && text[from - 1] != '\n') from--;
+    cli_score r;
+    if ((rc = cli_score_text(m, path, text + from, len - from,
+                             (quiet ? CLI_SCORE_QUIET : 0) | (lines ? CLI_SCORE_LINES : 0), &r)) != EXIT_OK)
         goto out;
-    }
-    size_t first_bytes;
-    gpt2_tokenizer_token_bytes(tok, ids[0], &first_bytes);
-    gpt2_error err;
-    if (gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err) != GPT2_OK) {
-        cli_error("%s", err.msg);
-        goto out;
-    }
-    const int n_ctx = gpt2_context_n_ctx(ctx), stride = n_ctx > 1 ? n_ctx / 2 : 1;
-    eval_state s = {.ids = ids, .score_from = 1};
-    g_stop = cli_interrupt_flag();
-    gpt2_hooks hooks = {.user_data = &s, .on_logits = score, .cancel = stop_requested};
-    gpt2_context_set_hooks(ctx, &hooks);
-    for (s.begin = 0;; s.begin += stride) {
-        s.end = s.begin + n_ctx < (int)n ? s.begin + n_ctx : (int)n;
-        gpt2_context_reset(ctx);
-        gpt2_status st = gpt2_context_eval(ctx, ids + s.begin, s.end - s.begin, &err);
-        if (st != GPT2_OK) {
-            if (st != GPT2_CANCELLED) cli_error("%s", err.msg);
-            rc = st == GPT2_CANCELLED ? 130 : EXIT_ERR;
-            goto out;
-        }
-        s.score_from = s.end;
-        if (!quiet) fprintf(stderr, "\reval: %ld / %zu tokens", s.n_scored, n - 1);
-        if (s.end == (int)n) break;
-    }
-    if (!quiet) fputc('\n', stderr);
-    const double bytes = (double)(len - first_bytes);
-    const double nats = s.nats / (double)s.n_scored, bpb = s.nats / log(2.0) / bytes;
     if (json)
-        printf("{\"file\": \"%s\", \"tokens\": %zu, \"scored\": %ld, \"bytes\": %.0f, \"nats_per_token\": %.6f, "
-               "\"bits_per_byte\": %.6f}\n",
-               path, n, s.n_scored, bytes, nats, bpb);
+        printf("{\"file\": \"%s\", \"from_byte\": %zu, \"tokens\": %zu, \"scored\": %ld, \"bytes\": %.0f, "
+               "\"nats_per_token\": %.6f, \"bits_per_byte\": %.6f}\n",
+               path, from, r.tokens, r.scored, r.bytes, r.nats_per_token, r.bits_per_byte);
     else
-        printf("%s: %.4f nats/token, %.4f bits/byte (%ld tokens scored, %.0f bytes, context %d, stride %d)\n",
-               path, nats, bpb, s.n_scored, bytes, n_ctx, stride);
-    rc = EXIT_OK;
+        printf("%s: %.4f nats/token, %.4f bits/byte (%ld tokens scored, %.0f bytes from byte %zu, context %d, "
+               "stride %d)\n",
+               path, r.nats_per_token, r.bits_per_byte, r.scored, r.bytes, from, r.n_ctx, r.stride);
 out:
-    free(ids);
     free(text);
-    gpt2_context_free(ctx);
     gpt2_model_free(m);
     return rc;
 }

@@ -1,8 +1,9 @@
 /* tokenizer.c — GPT-2's byte-level BPE: loading vocab.json + merges.txt, encoding, lookups.
  *
  * Encoding is OpenAI's encoder.py, exactly: a regex splits the text into pieces, and each
- * piece's bytes are merged by BPE rank. Token strings in the files use GPT-2's
- * bytes_to_unicode alphabet (each byte shown as one printable character); we invert that map
+ * piece's bytes are merged by BPE rank (the regex lives in core/pretokenize.c, shared with the
+ * BPE trainer). Token strings in the files use GPT-2's bytes_to_unicode alphabet
+ * (core/byte_alphabet.h: each byte shown as one printable character); we invert that map
  * at load time, so everything after loading works on raw bytes and integer ids:
  *   - a bytes -> id hash table (loading merges, gpt2_tokenizer_token_id),
  *   - a (left id, right id) -> (rank, merged id) hash table, the only one the BPE loop uses.
@@ -11,19 +12,19 @@
  */
 #include "gpt2_tokenizer.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/byte_alphabet.h"
 #include "core/error.h"
+#include "core/pretokenize.h"
 #include "core/textio.h"
 
 enum {
@@ -35,18 +36,6 @@ enum {
 #define MAX_FILE_BYTES (1u << 30)
 
 static const char EOT_TEXT[] = "<|endoftext|>";
-
-/* The pre-tokenization pattern of encoder.py, with \s spelled out. Python's `regex` module
- * (which GPT-2 used) takes \s to be Unicode's White_Space property: TAB..CR, space, U+0085,
- * U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000. PCRE2 10.42 with
- * PCRE2_UCP also matches U+180E (MONGOLIAN VOWEL SEPARATOR, a format char since Unicode 6.3),
- * and other PCRE2 versions have their own lists, so we write the class out in full.
- * U+001C..U+001F, U+200B and U+FEFF are not whitespace for either (Python's str.isspace()
- * would say otherwise for U+001C..U+001F, but the regex module does not use it). */
-#define WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
-           "\\x{202F}\\x{205F}\\x{3000}"
-static const char PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+"
-                              "|[" WS "]+(?![^" WS "])|[" WS "]+";
 
 typedef struct {
     uint64_t key;   /* (left << 32) | right, or PAIR_EMPTY */
@@ -69,31 +58,6 @@ struct gpt2_tokenizer {
     uint32_t pairs_mask;
     pcre2_code *re;
 };
-
-/* ---- GPT-2's byte <-> character alphabet ------------------------------------------------
- * bytes_to_unicode(): the 188 printable bytes ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF)
- * stand for themselves; the other 68 map, in byte order, to U+0100..U+0143. */
-
-static int byte_is_printable(int b) {
-    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-}
-
-/* The byte a character of the alphabet stands for, or -1. */
-static int char_to_byte(uint32_t c) {
-    if (c < 0x100) return byte_is_printable((int)c) ? (int)c : -1;
-    if (c > 0x143) return -1;
-    int n = (int)(c - 0x100); /* the n-th non-printable byte */
-    for (int b = 0; b < 256; b++)
-        if (!byte_is_printable(b) && n-- == 0) return b;
-    return -1;
-}
-
-static uint32_t byte_to_char(int b) {
-    if (byte_is_printable(b)) return (uint32_t)b;
-    uint32_t c = 0x100;
-    for (int i = 0; i < b; i++) c += !byte_is_printable(i);
-    return c;
-}
 
 /* Decodes one strictly valid UTF-8 character (no overlongs, surrogates or > U+10FFFF).
  * Returns its length, or 0 if s does not start with one. */
@@ -405,19 +369,8 @@ static gpt2_status load_merges(gpt2_tokenizer *t, const char *path, char *data, 
 }
 
 static gpt2_status compile_pattern(gpt2_tokenizer *t, gpt2_error *err) {
-    int code;
-    PCRE2_SIZE off;
-    t->re = pcre2_compile((PCRE2_SPTR)PATTERN, PCRE2_ZERO_TERMINATED,
-                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &off, NULL);
-    if (!t->re) {
-        PCRE2_UCHAR msg[120];
-        pcre2_get_error_message(code, msg, sizeof msg);
-        return gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                         "pre-tokenizer pattern does not compile at offset %zu: %s", (size_t)off,
-                         (char *)msg);
-    }
-    pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* optional: the interpreter is the fallback */
-    return GPT2_OK;
+    t->re = pretok_compile(err);
+    return t->re ? GPT2_OK : GPT2_ERR_TOKENIZER;
 }
 
 gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *merges_path,
@@ -644,18 +597,9 @@ static gpt2_status encode_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_
     const unsigned char *s = (const unsigned char *)text;
     size_t pos = 0;
     while (pos < len) {
-        int rc = pcre2_match(t->re, s, len, pos, 0, md, NULL);
-        size_t start = len, stop = len;
-        if (rc >= 0) {
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-            start = ov[0];
-            stop = ov[1];
-        } else if (rc != PCRE2_ERROR_NOMATCH) {
-            PCRE2_UCHAR msg[120];
-            pcre2_get_error_message(rc, msg, sizeof msg);
-            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "pre-tokenizer failed at byte %zu: %s", pos,
-                             (char *)msg);
-        }
+        size_t start, stop;
+        gpt2_status st = pretok_next(t->re, md, s, len, pos, &start, &stop, err);
+        if (st != GPT2_OK) return st;
         if (start - pos > MAX_PIECE || stop - start > MAX_PIECE)
             return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
                              "text has a piece (word or run) longer than %d bytes", MAX_PIECE);

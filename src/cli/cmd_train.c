@@ -1,0 +1,370 @@
+/* cmd_train.c — `gptscope train`: train a GPT-2-architecture model on a text
+ * file and write it as a model directory everything in gptscope loads.
+ *
+ * The last --val-fraction of the file (cut by gpt2_text_split) is held out;
+ * the rest is the training split. Every --eval-every steps the validation loss
+ * is estimated, a checkpoint written and the model exported, so an interrupted
+ * run (Ctrl-C, or the machine going away) loses little and `--resume` goes on
+ * exactly. At the end the exported model is scored on the held-out text the
+ * way `gptscope eval --heldout F` scores it, and the figures go to
+ * DIR/training.json.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+static int usage(void) {
+    fputs("usage: gptscope train --tokenizer DIR -o OUT [options] FILE\n"
+          "  Trains a GPT-2-architecture model on FILE and writes OUT/{config.json,\n"
+          "  model.safetensors,vocab.json,merges.txt}. The last --val-fraction of FILE\n"
+          "  is held out for validation.\n"
+          "model:     --layers N (4) --heads N (4) --embd N (128) --block N (128)\n"
+          "training:  --batch N (16) --steps N (1000) --lr X (1e-3) --min-lr X (lr/10)\n"
+          "           --warmup N (steps/10) --weight-decay X (0.1) --beta2 X (0.99)\n"
+          "           --clip X (1.0) --dropout X (0.1) --seed N (1337) --threads N (all)\n"
+          "data:      --val-fraction F (0.1)\n"
+          "           --examples      each line of FILE is one example; all lines must be\n"
+          "                           the same number of tokens (at most block + 1)\n"
+          "progress:  --eval-every N (100) --eval-batches N (20) --log-every N (10)\n"
+          "output:    --dtype f16|bf16|f32 (f16) --checkpoint FILE (OUT/checkpoint.bin)\n"
+          "           --resume        continue from the checkpoint (model options ignored;\n"
+          "                           --steps may extend the run)\n",
+          stderr);
+    return EXIT_USAGE;
+}
+
+typedef struct {
+    int32_t *ids;
+    size_t n;
+    int example_len;
+} token_set;
+
+/* Encodes text as one stream, or (examples) line by line, each line one
+ * example of the same length. */
+static int encode_split(const gpt2_tokenizer *tok, const char *path, const char *text, size_t len, int examples,
+                        size_t line_base, token_set *out) {
+    if (!examples) return cli_encode(tok, text, len, 0, &out->ids, &out->n);
+    size_t cap = 0;
+    size_t line_no = line_base;
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - text) : len;
+        line_no++;
+        if (end > at) {
+            int32_t *ids = NULL;
+            size_t n = 0;
+            if (!cli_encode(tok, text + at, end - at, 0, &ids, &n)) return 0;
+            if (out->example_len == 0) out->example_len = (int)n;
+            if ((int)n != out->example_len) {
+                cli_error("%s:%zu: %zu tokens, but the examples before it have %d (--examples needs equal lengths)",
+                          path, line_no, n, out->example_len);
+                free(ids);
+                return 0;
+            }
+            if (out->n + n > cap) {
+                cap = (out->n + n) * 2;
+                int32_t *grown = realloc(out->ids, cap * sizeof *grown);
+                if (!grown) {
+                    free(ids);
+                    cli_error("out of memory");
+                    return 0;
+                }
+                out->ids = grown;
+            }
+            memcpy(out->ids + out->n, ids, n * sizeof *ids);
+            out->n += n;
+            free(ids);
+        }
+        at = end + 1;
+    }
+    return 1;
+}
+
+static int copy_file(const char *from, const char *to_dir, const char *name) {
+    char to[4096];
+    snprintf(to, sizeof to, "%s/%s", to_dir, name);
+    size_t len;
+    char *data = cli_read_all(NULL, from, &len);
+    if (!data) return 0;
+    FILE *f = fopen(to, "wb");
+    int ok = f && fwrite(data, 1, len, f) == len;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok) cli_error("%s: cannot write: %s", to, strerror(errno));
+    free(data);
+    return ok;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_dtype(const char *s, gpt2_dtype *dt) {
+    if (strcmp(s, "f16") == 0) *dt = GPT2_DTYPE_F16;
+    else if (strcmp(s, "bf16") == 0) *dt = GPT2_DTYPE_BF16;
+    else if (strcmp(s, "f32") == 0) *dt = GPT2_DTYPE_F32;
+    else {
+        cli_error("--dtype: '%s' is not one of f16, bf16, f32", s);
+        return 0;
+    }
+    return 1;
+}
+
+/* Writes the model directory: weights, config, tokenizer files. */
+static int export_model(gpt2_trainer *tr, const char *out_dir, const char *tok_dir, gpt2_dtype dt, int eot) {
+    gpt2_error err;
+    if (gpt2_trainer_export(tr, out_dir, dt, eot, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return 0;
+    }
+    if (strcmp(tok_dir, out_dir) == 0) return 1;
+    char from[4096];
+    snprintf(from, sizeof from, "%s/vocab.json", tok_dir);
+    if (!copy_file(from, out_dir, "vocab.json")) return 0;
+    snprintf(from, sizeof from, "%s/merges.txt", tok_dir);
+    return copy_file(from, out_dir, "merges.txt");
+}
+
+int cmd_train(int argc, char **argv) {
+    enum {
+        O_LAYERS = 256, O_HEADS, O_EMBD, O_BLOCK, O_BATCH, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_BETA2, O_CLIP,
+        O_DROPOUT, O_SEED, O_THREADS, O_VALF, O_EXAMPLES, O_EVAL_EVERY, O_EVAL_BATCHES, O_LOG_EVERY, O_DTYPE,
+        O_CKPT, O_RESUME, O_TOK
+    };
+    static const struct option opts[] = {
+        {"layers", required_argument, 0, O_LAYERS},   {"heads", required_argument, 0, O_HEADS},
+        {"embd", required_argument, 0, O_EMBD},       {"block", required_argument, 0, O_BLOCK},
+        {"batch", required_argument, 0, O_BATCH},     {"steps", required_argument, 0, O_STEPS},
+        {"lr", required_argument, 0, O_LR},           {"min-lr", required_argument, 0, O_MINLR},
+        {"warmup", required_argument, 0, O_WARMUP},   {"weight-decay", required_argument, 0, O_WD},
+        {"beta2", required_argument, 0, O_BETA2},     {"clip", required_argument, 0, O_CLIP},
+        {"dropout", required_argument, 0, O_DROPOUT}, {"seed", required_argument, 0, O_SEED},
+        {"threads", required_argument, 0, O_THREADS}, {"val-fraction", required_argument, 0, O_VALF},
+        {"examples", no_argument, 0, O_EXAMPLES},     {"eval-every", required_argument, 0, O_EVAL_EVERY},
+        {"eval-batches", required_argument, 0, O_EVAL_BATCHES},
+        {"log-every", required_argument, 0, O_LOG_EVERY},
+        {"dtype", required_argument, 0, O_DTYPE},     {"checkpoint", required_argument, 0, O_CKPT},
+        {"resume", no_argument, 0, O_RESUME},         {"tokenizer", required_argument, 0, O_TOK},
+        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
+    gpt2_train_params p = gpt2_train_default_params();
+    const char *out_dir = NULL, *tok_dir = NULL, *ckpt_opt = NULL;
+    int examples = 0, resume = 0, eval_every = 100, eval_batches = 20, log_every = 10, c;
+    int set_minlr = 0, set_warmup = 0, set_steps = 0;
+    double valf = 0.1;
+    gpt2_dtype dt = GPT2_DTYPE_F16;
+    long v;
+    double d;
+#define INT_OPT(name, lo, hi, field) \
+    if (!cli_parse_int(name, optarg, lo, hi, &v)) return EXIT_USAGE; \
+    field = (int)v;
+#define FLT_OPT(name, lo, hi, field) \
+    if (!cli_parse_float(name, optarg, lo, hi, &d)) return EXIT_USAGE; \
+    field = (float)d;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out_dir = optarg; break;
+        case O_TOK: tok_dir = optarg; break;
+        case O_LAYERS: INT_OPT("--layers", 1, 256, p.n_layer) break;
+        case O_HEADS: INT_OPT("--heads", 1, 1024, p.n_head) break;
+        case O_EMBD: INT_OPT("--embd", 1, 16384, p.n_embd) break;
+        case O_BLOCK: INT_OPT("--block", 1, 65536, p.block_size) break;
+        case O_BATCH: INT_OPT("--batch", 1, 65536, p.batch_size) break;
+        case O_STEPS: INT_OPT("--steps", 0, 100000000, p.steps) set_steps = 1; break;
+        case O_LR: FLT_OPT("--lr", 0, 10, p.lr) break;
+        case O_MINLR: FLT_OPT("--min-lr", 0, 10, p.min_lr) set_minlr = 1; break;
+        case O_WARMUP: INT_OPT("--warmup", 0, 100000000, p.warmup_steps) set_warmup = 1; break;
+        case O_WD: FLT_OPT("--weight-decay", 0, 10, p.weight_decay) break;
+        case O_BETA2: FLT_OPT("--beta2", 0, 0.999999, p.beta2) break;
+        case O_CLIP: FLT_OPT("--clip", 0, 1e6, p.grad_clip) break;
+        case O_DROPOUT: FLT_OPT("--dropout", 0, 0.95, p.dropout) break;
+        case O_SEED:
+            if (!cli_parse_int("--seed", optarg, 0, 9007199254740991L, &v)) return EXIT_USAGE;
+            p.seed = (uint64_t)v;
+            break;
+        case O_THREADS: INT_OPT("--threads", 1, 1024, p.n_threads) break;
+        case O_VALF:
+            if (!cli_parse_float("--val-fraction", optarg, 0.0, 0.9, &valf)) return EXIT_USAGE;
+            break;
+        case O_EXAMPLES: examples = 1; break;
+        case O_EVAL_EVERY: INT_OPT("--eval-every", 1, 100000000, eval_every) break;
+        case O_EVAL_BATCHES: INT_OPT("--eval-batches", 1, 1000000, eval_batches) break;
+        case O_LOG_EVERY: INT_OPT("--log-every", 1, 100000000, log_every) break;
+        case O_DTYPE:
+            if (!parse_dtype(optarg, &dt)) return EXIT_USAGE;
+            break;
+        case O_CKPT: ckpt_opt = optarg; break;
+        case O_RESUME: resume = 1; break;
+        default: return usage();
+        }
+    }
+#undef INT_OPT
+#undef FLT_OPT
+    if (optind + 1 != argc || !out_dir || !tok_dir) return usage();
+    if (!set_minlr) p.min_lr = p.lr / 10;
+    if (!set_warmup) p.warmup_steps = p.steps / 10;
+    const char *path = argv[optind];
+    char ckpt[4096];
+    snprintf(ckpt, sizeof ckpt, "%s", ckpt_opt ? ckpt_opt : "");
+    if (!ckpt_opt) snprintf(ckpt, sizeof ckpt, "%s/checkpoint.bin", out_dir);
+
+    int rc = EXIT_ERR;
+    size_t len = 0;
+    char *text = NULL;
+    gpt2_tokenizer *tok = NULL;
+    gpt2_trainer *tr = NULL;
+    token_set train = {0}, val = {0};
+    gpt2_error err;
+    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+        cli_error("%s: cannot create directory: %s", out_dir, strerror(errno));
+        goto out;
+    }
+    if (gpt2_tokenizer_load(tok_dir, &tok, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
+    if (!(text = cli_read_all(NULL, path, &len))) goto out;
+    /* the split: examples cut at a line start so no example straddles it */
+    size_t cut = gpt2_text_split(text, len, 1.0 - valf);
+    if (examples)
+        while (cut > 0 && cut < len && text[cut - 1] != '\n') cut--;
+    size_t lines_before = 0;
+    for (size_t i = 0; i < cut; i++) lines_before += text[i] == '\n';
+    if (!encode_split(tok, path, text, cut, examples, 0, &train) ||
+        !encode_split(tok, path, text + cut, len - cut, examples, lines_before, &val))
+        goto out;
+    if (examples && val.example_len && train.example_len != val.example_len) {
+        cli_error("%s: held-out lines have %d tokens, training lines %d", path, val.example_len, train.example_len);
+        goto out;
+    }
+    if (examples && train.example_len > p.block_size + 1) p.block_size = train.example_len - 1;
+    const uint64_t data_hash = gpt2_tokens_hash(train.ids, train.n) ^ (uint64_t)train.example_len;
+    p.n_vocab = gpt2_tokenizer_n_vocab(tok);
+    if (resume) {
+        uint64_t hash;
+        if (gpt2_trainer_resume(ckpt, p.n_threads, &tr, &hash, &err) != GPT2_OK) {
+            cli_error("%s", err.msg);
+            goto out;
+        }
+        if (hash != data_hash) {
+            cli_error("%s: the checkpoint was trained on other data (token hash differs): same FILE, tokenizer, "
+                      "--val-fraction and --examples are needed to resume",
+                      ckpt);
+            goto out;
+        }
+        if (set_steps && gpt2_trainer_set_steps(tr, p.steps, &err) != GPT2_OK) {
+            cli_error("%s", err.msg);
+            goto out;
+        }
+        p = *gpt2_trainer_params(tr);
+        fprintf(stderr, "resumed %s at step %d of %d\n", ckpt, gpt2_trainer_step_count(tr), p.steps);
+    } else if (gpt2_trainer_new(&p, &tr, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
+    gpt2_train_data td = {train.ids, train.n, train.example_len}, vd = {val.ids, val.n, val.example_len};
+    const int T = examples ? train.example_len - 1 : p.block_size;
+    size_t n_params = 0;
+    for (int i = 0; i < gpt2_trainer_n_tensors(tr); i++) n_params += gpt2_trainer_tensor(tr, i).n;
+    fprintf(stderr,
+            "model: %d layers, %d heads, %d wide, block %d, vocab %d: %.2fM parameters\n"
+            "data: %zu training tokens, %zu held-out tokens (%s, last %.0f%% = %zu bytes)%s\n"
+            "training: %d steps of %d x %d tokens, lr %g -> %g, warmup %d, dropout %g, seed %llu\n",
+            p.n_layer, p.n_head, p.n_embd, p.block_size, p.n_vocab, n_params / 1e6, train.n, val.n, path,
+            valf * 100, len - cut, examples ? ", one example per line" : "", p.steps, p.batch_size, T, p.lr,
+            p.min_lr, p.warmup_steps, p.dropout, (unsigned long long)p.seed);
+    volatile sig_atomic_t *stop = cli_interrupt_flag();
+    const int eot = gpt2_tokenizer_eot(tok);
+    double t0 = now_s(), t_log = t0, elapsed_train = 0;
+    int steps_since_log = 0;
+    float loss = NAN, val_loss = NAN;
+    while (gpt2_trainer_step_count(tr) < p.steps && !*stop) {
+        double ts = now_s();
+        if (gpt2_trainer_step(tr, &td, &loss, &err) != GPT2_OK) {
+            cli_error("%s", err.msg);
+            goto out;
+        }
+        elapsed_train += now_s() - ts;
+        steps_since_log++;
+        const int step = gpt2_trainer_step_count(tr);
+        const int at_eval = step % eval_every == 0 || step == p.steps;
+        if (at_eval && vd.n_tokens) val_loss = gpt2_trainer_eval(tr, &vd, eval_batches);
+        if (step % log_every == 0 || at_eval || step == 1) {
+            double now = now_s(), tok_s = steps_since_log * (double)p.batch_size * T / (now - t_log);
+            double eta = (p.steps - step) * (elapsed_train / (step - (int)0 > 0 ? step : 1));
+            fprintf(stderr, "step %6d/%d  loss %.4f  val %.4f  lr %.2e  %.0f tok/s  %.0f s  eta %.0f s\n", step,
+                    p.steps, loss, val_loss, gpt2_trainer_lr(tr, step - 1), tok_s, now - t0, eta);
+            t_log = now, steps_since_log = 0;
+        }
+        if (at_eval) {
+            if (gpt2_trainer_save(tr, ckpt, data_hash, &err) != GPT2_OK) {
+                cli_error("%s", err.msg);
+                goto out;
+            }
+            if (!export_model(tr, out_dir, tok_dir, dt, eot)) goto out;
+        }
+    }
+    if (gpt2_trainer_save(tr, ckpt, data_hash, &err) != GPT2_OK || !export_model(tr, out_dir, tok_dir, dt, eot)) {
+        if (err.msg[0]) cli_error("%s", err.msg);
+        goto out;
+    }
+    const double train_s = now_s() - t0;
+    if (*stop) {
+        fprintf(stderr, "interrupted at step %d: checkpoint %s and model %s saved; --resume goes on\n",
+                gpt2_trainer_step_count(tr), ckpt, out_dir);
+        rc = 130;
+        goto out;
+    }
+    /* the shipped (exported, possibly 16-bit) model on the held-out text, as `eval --heldout` scores it */
+    cli_score score = {0};
+    if (len > cut) {
+        gpt2_model *m = cli_load_model(out_dir);
+        if (!m) goto out;
+        int src = cli_score_text(m, path, text + cut, len - cut, CLI_SCORE_QUIET | (examples ? CLI_SCORE_LINES : 0),
+                                 &score);
+        gpt2_model_free(m);
+        if (src != EXIT_OK) {
+            rc = src;
+            goto out;
+        }
+        printf("held-out %.0f%% of %s: %.4f nats/token, %.4f bits/byte (%ld tokens scored%s)\n"
+               "  reproduce: gptscope eval -m %s --heldout %g%s %s\n",
+               valf * 100, path, score.nats_per_token, score.bits_per_byte, score.scored,
+               examples ? ", each line on its own" : "", out_dir, valf, examples ? " --examples" : "", path);
+    }
+    char jpath[4096];
+    snprintf(jpath, sizeof jpath, "%s/training.json", out_dir);
+    FILE *jf = fopen(jpath, "w");
+    if (!jf) {
+        cli_error("%s: cannot write: %s", jpath, strerror(errno));
+        goto out;
+    }
+    fprintf(jf,
+            "{\n  \"data\": \"%s\",\n  \"val_fraction\": %g,\n  \"train_tokens\": %zu,\n  \"val_tokens\": %zu,\n"
+            "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"block_size\": %d,\n  \"n_vocab\": %d,\n"
+            "  \"parameters\": %zu,\n  \"steps\": %d,\n  \"batch_size\": %d,\n  \"lr\": %g,\n  \"min_lr\": %g,\n"
+            "  \"warmup_steps\": %d,\n  \"weight_decay\": %g,\n  \"beta2\": %g,\n  \"dropout\": %g,\n"
+            "  \"seed\": %llu,\n  \"threads\": %d,\n  \"seconds_this_run\": %.1f,\n  \"final_train_loss\": %.4f,\n"
+            "  \"final_val_loss_estimate\": %.4f,\n  \"heldout_nats_per_token\": %.6f,\n"
+            "  \"heldout_bits_per_byte\": %.6f\n}\n",
+            path, valf, train.n, val.n, p.n_layer, p.n_head, p.n_embd, p.block_size, p.n_vocab, n_params, p.steps,
+            p.batch_size, p.lr, p.min_lr, p.warmup_steps, p.weight_decay, p.beta2, p.dropout,
+            (unsigned long long)p.seed, p.n_threads, train_s, loss, val_loss, score.nats_per_token,
+            score.bits_per_byte);
+    fclose(jf);
+    rc = EXIT_OK;
+out:
+    free(train.ids);
+    free(val.ids);
+    free(text);
+    gpt2_trainer_free(tr);
+    gpt2_tokenizer_free(tok);
+    return rc;
+}

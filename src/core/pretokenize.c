@@ -1,0 +1,49 @@
+/* pretokenize.c — GPT-2's pre-tokenization pattern through PCRE2 (see pretokenize.h). */
+#include "core/pretokenize.h"
+
+#include "core/error.h"
+
+/* The pre-tokenization pattern of encoder.py, with \s spelled out. Python's `regex` module
+ * (which GPT-2 used) takes \s to be Unicode's White_Space property: TAB..CR, space, U+0085,
+ * U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000. PCRE2 10.42 with
+ * PCRE2_UCP also matches U+180E (MONGOLIAN VOWEL SEPARATOR, a format char since Unicode 6.3),
+ * and other PCRE2 versions have their own lists, so we write the class out in full.
+ * U+001C..U+001F, U+200B and U+FEFF are not whitespace for either (Python's str.isspace()
+ * would say otherwise for U+001C..U+001F, but the regex module does not use it). */
+#define WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
+           "\\x{202F}\\x{205F}\\x{3000}"
+static const char PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+"
+                              "|[" WS "]+(?![^" WS "])|[" WS "]+";
+
+pcre2_code *pretok_compile(gpt2_error *err) {
+    int code;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)PATTERN, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &off, NULL);
+    if (!re) {
+        PCRE2_UCHAR msg[120];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        gpt2_fail(err, GPT2_ERR_TOKENIZER, "pre-tokenizer pattern does not compile at offset %zu: %s",
+                  (size_t)off, (char *)msg);
+        return NULL;
+    }
+    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* optional: the interpreter is the fallback */
+    return re;
+}
+
+gpt2_status pretok_next(const pcre2_code *re, pcre2_match_data *md, const unsigned char *s,
+                        size_t len, size_t pos, size_t *start, size_t *stop, gpt2_error *err) {
+    int rc = pcre2_match(re, s, len, pos, 0, md, NULL);
+    *start = *stop = len;
+    if (rc >= 0) {
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        *start = ov[0];
+        *stop = ov[1];
+    } else if (rc != PCRE2_ERROR_NOMATCH) {
+        PCRE2_UCHAR msg[120];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "pre-tokenizer failed at byte %zu: %s", pos,
+                         (char *)msg);
+    }
+    return GPT2_OK;
+}
