@@ -96,7 +96,7 @@ $(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
 	touch $@
 
 test: $(APP) $(TEST_BIN) fixtures
-	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) \
+	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) PYTHON=$(PYTHON) \
 	    sh tests/run_tests.sh $(TEST_BIN)
 
 check:

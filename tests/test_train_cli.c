@@ -1,0 +1,214 @@
+/* test_train_cli.c — `gptscope train` end to end: the reverse task trained
+ * from scratch reaches its analytic loss floor and reverses held-out
+ * sequences; bad data, resumes on other data and damaged checkpoints give
+ * clear errors. $GPTSCOPE_BIN names the binary under test. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#include "cli_run.h"
+#include "test_util.h"
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* n lines of 16 numbers 0..99, the second half mirroring the first (the
+ * format of scripts/make-reverse-data.py). */
+static void write_reverse_data(const char *path, int n, uint64_t seed) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < n; i++) {
+        int half[8];
+        for (int k = 0; k < 8; k++) half[k] = (int)(splitmix(&seed) % 100);
+        for (int k = 0; k < 16; k++) fprintf(f, k ? " %d" : "%d", k < 8 ? half[k] : half[15 - k]);
+        fputc('\n', f);
+    }
+    fclose(f);
+}
+
+static char *tmpdir_new(void) {
+    static char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/gptscope-train-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return dir;
+}
+
+static void rm_rf(const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", sq(dir));
+    assert_int_equal(system(cmd), 0);
+}
+
+static double json_number(const char *text, const char *key) {
+    cJSON *j = cJSON_Parse(text);
+    if (!j) fail_msg("not JSON: %s", text);
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    assert_true(cJSON_IsNumber(v));
+    double d = v->valuedouble;
+    cJSON_Delete(j);
+    return d;
+}
+
+/* The seed post's toy task: the first 8 numbers are random (7 predictions of
+ * ln 100 each), the last 8 are determined, so the mean loss over the 15
+ * predicted positions has the floor (7/15) ln 100 = 2.149. */
+static void test_reverse_end_to_end(void **state) {
+    (void)state;
+    const char *dir = tmpdir_new();
+    char data[256], model[256];
+    snprintf(data, sizeof data, "%s/reverse.txt", dir);
+    snprintf(model, sizeof model, "%s/model", dir);
+    write_reverse_data(data, 8000, 42);
+
+    run_result r = run(NULL, "train-tokenizer --vocab-size 512 -o %s %s", model, data);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    r = run(NULL,
+            "train --examples --tokenizer %s -o %s --layers 2 --heads 4 --embd 64 --block 16 --batch 64 "
+            "--steps 700 --lr 3e-3 --warmup 70 --dropout 0 --weight-decay 0.01 --threads 2 --eval-every 700 %s",
+            model, model, data);
+    if (r.status != 0) fail_msg("train failed: %s", r.err);
+    assert_non_null(strstr(r.err, "one example per line"));
+    assert_non_null(strstr(r.out, "held-out 10%"));
+    run_free(&r);
+
+    /* every number is one token, with or without its leading space */
+    r = run(NULL, "tokenize -m %s --pieces --text '7 12 99 0 45'", model);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(trim(r.out), "\"7\" \" 12\" \" 99\" \" 0\" \" 45\"");
+    run_free(&r);
+
+    const double floor_nats = 7.0 / 15.0 * log(100.0);
+    r = run(NULL, "eval -m %s --examples --heldout 0.1 --json -q %s", model, data);
+    assert_int_equal(r.status, 0);
+    double nats = json_number(r.out, "nats_per_token");
+    print_message("held-out loss %.4f nats/token (floor %.4f)\n", nats, floor_nats);
+    assert_true(fabs(nats - floor_nats) < 0.05);
+    /* the last 10% of the bytes, moved back to a line start: about 800 lines of 15 predictions */
+    int scored = (int)json_number(r.out, "scored");
+    assert_int_equal(scored % 15, 0);
+    assert_in_range(scored / 15, 780, 820);
+    run_free(&r);
+
+    /* greedy continuation of held-out prompts is the mirror image */
+    FILE *f = fopen(data, "r");
+    char line[256];
+    int n_line = 0, reversed = 0, tried = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (n_line++ < 8000 - 10) continue;
+        int v[16];
+        assert_int_equal(sscanf(line, "%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d", &v[0], &v[1], &v[2],
+                                &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13],
+                                &v[14], &v[15]),
+                         16);
+        char prompt[64], want[64];
+        snprintf(prompt, sizeof prompt, "%d %d %d %d %d %d %d %d", v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+        snprintf(want, sizeof want, " %d %d %d %d %d %d %d %d", v[8], v[9], v[10], v[11], v[12], v[13], v[14],
+                 v[15]);
+        r = run(NULL, "generate -m %s --temperature 0 -n 8 -p %s", model, sq(prompt));
+        assert_int_equal(r.status, 0);
+        tried++;
+        if (strcmp(r.out, want) == 0) reversed++;
+        else print_message("prompt '%s': got '%s', want '%s'\n", prompt, r.out, want);
+        run_free(&r);
+    }
+    fclose(f);
+    assert_int_equal(tried, 10);
+    assert_int_equal(reversed, 10);
+
+    /* Another GPT-2 implementation reads the exported directory: the numpy
+     * reference (own safetensors reader, Hugging Face Conv1D conventions)
+     * predicts the mirror: from position 7 on, its argmax is the next token. */
+    r = run(NULL, "tokenize -m %s --text '3 14 15 92 65 35 89 79 79 89 35 65 92 15 14 3'", model);
+    assert_int_equal(r.status, 0);
+    char cmd[1024], ref_out[512] = "";
+    snprintf(cmd, sizeof cmd, "%s tests/ref/gpt2_ref.py %s %s", getenv("PYTHON") ? getenv("PYTHON") : "/usr/bin/python3",
+             model, trim(r.out));
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    assert_non_null(fgets(ref_out, sizeof ref_out, p));
+    assert_int_equal(pclose(p), 0);
+    int ids[16], pred[16];
+    char *s = r.out, *e;
+    for (int i = 0; i < 16; i++, s = e) ids[i] = (int)strtol(s, &e, 10);
+    s = ref_out;
+    for (int i = 0; i < 16; i++, s = e) pred[i] = (int)strtol(s, &e, 10);
+    for (int pos = 7; pos < 15; pos++) assert_int_equal(pred[pos], ids[pos + 1]);
+    run_free(&r);
+    rm_rf(dir);
+}
+
+static void test_train_errors(void **state) {
+    (void)state;
+    const char *dir = tmpdir_new();
+    char data[256], model[256], bad[256];
+    snprintf(data, sizeof data, "%s/reverse.txt", dir);
+    snprintf(model, sizeof model, "%s/model", dir);
+    snprintf(bad, sizeof bad, "%s/uneven.txt", dir);
+    write_reverse_data(data, 2000, 1);
+
+    run_result r = run(NULL, "train -o %s %s", model, data); /* no --tokenizer */
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "usage"));
+    run_free(&r);
+    r = run(NULL, "train --tokenizer %s/missing -o %s %s", dir, model, data);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "missing"));
+    run_free(&r);
+
+    r = run(NULL, "train-tokenizer --vocab-size 512 -o %s %s", model, data);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    FILE *f = fopen(bad, "w");
+    fputs("1 2 3 4\n5 6 7 8\n9 10 11\n", f);
+    fclose(f);
+    r = run(NULL, "train --examples --tokenizer %s -o %s --val-fraction 0 %s", model, model, bad);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "uneven.txt:3: 3 tokens, but the examples before it have 4"));
+    run_free(&r);
+
+    /* a short run, then a resume on other data is refused */
+    r = run(NULL,
+            "train --examples --tokenizer %s -o %s --layers 1 --heads 2 --embd 16 --block 16 --batch 4 --steps 3 "
+            "--eval-every 2 --threads 1 %s",
+            model, model, data);
+    if (r.status != 0) fail_msg("train failed: %s", r.err);
+    run_free(&r);
+    write_reverse_data(data, 2000, 2);
+    r = run(NULL, "train --examples --resume --tokenizer %s -o %s --steps 5 %s", model, model, data);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "trained on other data"));
+    run_free(&r);
+    write_reverse_data(data, 2000, 1);
+    r = run(NULL, "train --examples --resume --tokenizer %s -o %s --steps 2 %s", model, model, data);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "below the 3 steps already taken"));
+    run_free(&r);
+    r = run(NULL, "train --examples --resume --tokenizer %s -o %s --steps 5 --eval-every 1000 %s", model, model, data);
+    if (r.status != 0) fail_msg("resume failed: %s", r.err);
+    assert_non_null(strstr(r.err, "resumed"));
+    assert_non_null(strstr(r.err, "step      5/5"));
+    run_free(&r);
+
+    /* a truncated checkpoint: the reason, not a crash */
+    char ckpt[300];
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint.bin", model);
+    assert_int_equal(truncate(ckpt, 1000), 0);
+    r = run(NULL, "train --examples --resume --tokenizer %s -o %s --steps 6 %s", model, model, data);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "truncated"));
+    run_free(&r);
+    rm_rf(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_train_errors),
+        cmocka_unit_test(test_reverse_end_to_end),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
