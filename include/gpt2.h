@@ -7,5 +7,6 @@
 #include "gpt2_model.h"
 #include "gpt2_context.h"
 #include "gpt2_sampler.h"
+#include "gpt2_session.h"
 #include "gpt2_bpe_train.h"
 #endif

@@ -1,0 +1,443 @@
+/* gpt2_session.h — a chat with a model: the conversation, its chat template,
+ * the KV cache that holds it, and generation one token per call.
+ *
+ * A session owns a context (gpt2_context: the KV cache) and a sampler
+ * (gpt2_sampler) for one model, a chat template that turns the conversation
+ * into text, and the conversation itself: a list of turns (user, assistant,
+ * user, assistant, ...) plus the exact token sequence that renders it. The
+ * cache keeps that sequence between calls, so a new message evaluates only its
+ * own tokens, never the history again. This is all of the chat app that is not
+ * terminal code; the UI reads keys between calls and draws what comes back.
+ *
+ *     gpt2_chat_template *tmpl;           // the model's chat_template.json, else "transcript"
+ *     gpt2_chat_template_for_model("models/shakespeare", &tmpl, &err);
+ *     gpt2_session_params sp = gpt2_session_default_params();
+ *     sp.chat_template = tmpl;            // copied
+ *     gpt2_session *s;
+ *     if (gpt2_session_new(model, sp, &s, &err) != GPT2_OK) ...
+ *     gpt2_chat_template_free(tmpl);
+ *
+ *     gpt2_session_send(s, "Good morrow.", 12, on_progress, ui, &err);  // prefill (cancellable)
+ *     gpt2_session_token t;
+ *     do {
+ *         if (gpt2_session_step(s, &t, &err) != GPT2_OK) break;  // one token
+ *         fwrite(t.text, 1, t.len, stdout);                       // valid UTF-8
+ *         // between calls: read keys; gpt2_session_set_sampler_params(s, p) takes
+ *         // effect at the next token; Esc -> gpt2_session_stop(s, &t, &err)
+ *     } while (!t.done);
+ *     gpt2_session_save(s, "chat.json", &err);
+ *     gpt2_session_free(s);
+ *
+ * Rendering. With template T the conversation is the token sequence
+ *     encode(T.preamble)
+ *     for each exchange k in the context (user turn u_k, assistant turn a_k):
+ *       encode([k > first ? T.assistant_suffix (+ EOT) : ""]
+ *              + T.user_prefix + u_k.text + T.user_suffix (+ EOT) + T.assistant_prefix)
+ *       ++ the token ids of a_k's reply
+ * where "(+ EOT)" is the <|endoftext|> id, present when T.eot_after_turn is
+ * set; each stretch of text between two EOTs is encoded on its own. The
+ * assistant suffix of a reply is thus evaluated when the next turn starts,
+ * together with that turn. The preamble is encoded on its own, so its cached
+ * tokens survive reset and turn dropping. Template strings and message text
+ * are plain text: a literal "<|endoftext|>" in them is ordinary text. A reply's
+ * ids are the tokens the model sampled (after a stop string, the tokens before
+ * it plus the re-encoded text that preceded the stop within its token); they
+ * decode to exactly the reply's text.
+ *
+ * The cache. Every operation computes the new token sequence, then brings the
+ * cache in line with it: it keeps the longest common prefix of what the cache
+ * holds and what is wanted, rewinds to it and evaluates only the rest. So send
+ * evaluates the new message, undo only rewinds, regen re-evaluates one token,
+ * and a template switch or a turn drop (positions shift) recomputes the lot.
+ * Counters (gpt2_session_stats) show how many tokens each evaluated.
+ *
+ * Failure is atomic. Every call that fails (a cancelled prefill included)
+ * leaves the conversation, the template, the parameters, the RNG and
+ * gpt2_session_tokens() exactly as they were. The cache is rewound to the
+ * longest prefix it shares with that sequence; after an ordinary cancelled send
+ * that is the whole previous sequence (same n_past as before the send). Only
+ * when the cancelled work had started a full recompute (a turn drop, a template
+ * switch, a load) does the cache fall short, and the next call that evaluates
+ * anything catches it up first (counted in that call's figures).
+ *
+ * Generation. gpt2_session_step samples one token from the logits of the last
+ * position (history for the repetition penalty: every token in the context),
+ * appends it to the reply and evaluates it, so the next call is ready. The text
+ * it returns is complete UTF-8 (gpt2_utf8_stream); text that might be the start
+ * of a stop string is held back until it is known not to be one. A reply ends
+ * at: a stop string (the stop text is removed from the reply and the cache, the
+ * text before it kept), <|endoftext|> (not kept), max_new_tokens sampled
+ * tokens, a full context, or gpt2_session_stop. Stop strings are searched in the
+ * reply only (not in the assistant prefix before it).
+ *
+ * Context full (policy in the params, changeable at any time):
+ *   GPT2_CONTEXT_DROP_OLDEST (default): when a message does not fit (it must
+ *     leave at least one position free for the reply), or a reply fills the
+ *     context, whole exchanges (user turn + its reply) are dropped from the
+ *     model's context, oldest first, never the preamble and never the last
+ *     exchange, until the text plus room for R reply tokens fits,
+ *     R = min(max_new_tokens (when set), n_ctx / 4), at least 1 — or until only
+ *     the last exchange is left. The cache is then recomputed from the kept
+ *     text and a notice is posted (gpt2_session_notice; stats.notices counts
+ *     them, stats.dropped_turns says how many turns went). Dropped turns stay
+ *     in the turn list (gpt2_turn.in_context = 0) for the UI's scrollback and
+ *     are saved, but are never evaluated again.
+ *   GPT2_CONTEXT_REFUSE: send fails with GPT2_ERR_CONTEXT_FULL (the session
+ *     untouched) and a reply that fills the context ends with
+ *     GPT2_REPLY_CONTEXT_FULL.
+ * A message too long to fit even with every earlier exchange dropped fails
+ * with GPT2_ERR_CONTEXT_FULL under either policy, the session untouched.
+ *
+ * Session file (gpt2_session_save / gpt2_session_load), JSON, version 1:
+ *     {
+ *       "format": "gptscope-session", "version": 1,
+ *       "model": "shakespeare",        gpt2_model_name of the model that wrote it
+ *       "n_vocab": 2048,
+ *       "template": { "name", "description", "preamble", "user_prefix",
+ *                     "user_suffix", "assistant_prefix", "assistant_suffix"
+ *                     (strings), "stop": [strings], "eot_after_turn": bool },
+ *       "sampler": { "temperature", "top_p", "min_p", "repeat_penalty" (numbers),
+ *                    "top_k", "repeat_last_n" (integers), "seed": "42" },
+ *       "rng_state": "1234567",        decimal uint64 as a string (JSON numbers
+ *                                      are doubles); likewise "seed"
+ *       "max_new_tokens": 256,
+ *       "context_policy": "drop-oldest" | "refuse",
+ *       "first_in_context": 0,         index of the first turn still in the context
+ *       "replying": false,             true: the last reply was still being written
+ *       "turns": [ { "role": "user", "text": "..." },
+ *                  { "role": "assistant", "text": "...", "ids": [12, 7] }, ... ]
+ *     }
+ * Every field is required except a turn's "ids" and "text_base64" (and,
+ * inside "template", what chat_template.json may leave out); unknown fields
+ * are an error. Turns alternate user, assistant, starting with a user
+ * turn and ending with an assistant turn. "text" is the turn's text when that
+ * is valid UTF-8 without NUL bytes; otherwise "text" shows it with each bad
+ * byte as U+FFFD and "text_base64" holds the exact bytes. An assistant turn's
+ * "ids" are its reply tokens; load uses them when the file's model and n_vocab
+ * match the session's (they must then decode to the text exactly) and
+ * otherwise encodes the text. The file is written to a temporary file in the
+ * same directory (mode 0600), fsynced, and renamed over the target, so a crash
+ * leaves either the old file or the new one. Load reads and checks everything
+ * before it changes anything; on success the session is in the saved state:
+ * same conversation, template, parameters, policy and RNG state, the cache
+ * recomputed, a reply in progress continuing where it was, so the same calls
+ * sample the same tokens.
+ *
+ * Hooks. Set the context's hooks through gpt2_session_set_hooks (not
+ * gpt2_context_set_hooks on gpt2_session_context(s)): the session wraps them to
+ * add the progress callback of a long call. They fire for every token the
+ * session evaluates (prefill, decode, recompute), with the positions of the
+ * cache.
+ *
+ * Progress callbacks (send, regen, set_template, load) have the shape of
+ * gpt2_hooks.cancel: progress(user_data, n_done, n_total) is called after each
+ * evaluated batch of the call's work but the last (so only when that work is
+ * more than n_batch tokens); non-zero cancels, and the call then returns
+ * GPT2_CANCELLED with the session as before. The hooks' own cancel, if any, is
+ * asked as well, after progress.
+ *
+ * A session is not thread-safe: one thread uses it at a time, and hooks and
+ * callbacks must not call back into it. Only send/regen/set_template/load and
+ * step evaluate tokens; no call allocates per generated token except the
+ * amortised growth of the reply's buffers.
+ */
+#ifndef GPT2_SESSION_H
+#define GPT2_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt2_context.h"
+#include "gpt2_model.h"
+#include "gpt2_sampler.h"
+#include "gpt2_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- chat templates ---------------------------------------------------- */
+
+enum {
+    GPT2_TEMPLATE_MAX_STOPS = 16,     /* stop strings per template */
+    GPT2_TEMPLATE_MAX_STOP_LEN = 256, /* bytes per stop string */
+    GPT2_TEMPLATE_MAX_NAME = 64       /* bytes of a template name */
+};
+
+/* How a conversation becomes text (see "Rendering" above). NULL strings count
+ * as "". Built-ins, by name:
+ *   "transcript" (base GPT-2): preamble "A conversation between a user and an
+ *       assistant.\n\n", user_prefix "User: ", user_suffix "\n",
+ *       assistant_prefix "Assistant:", assistant_suffix "\n", stop "\nUser:".
+ *       The reply begins with the space the model writes after the colon.
+ *   "dialogpt": no preamble or prefixes; every turn ends with <|endoftext|>
+ *       (eot_after_turn), so a reply ends when the model emits it.
+ *   "raw": nothing added; the model continues the text, stopping only at
+ *       <|endoftext|> or a limit.
+ * A model directory may hold its own in chat_template.json (see
+ * gpt2_chat_template_load). */
+typedef struct {
+    const char *name;             /* non-empty, no spaces or control bytes, < GPT2_TEMPLATE_MAX_NAME bytes */
+    const char *description;      /* one line for the UI; may be "" */
+    const char *preamble;         /* text before the first turn */
+    const char *user_prefix;      /* before each user message */
+    const char *user_suffix;      /* after each user message */
+    const char *assistant_prefix; /* before each reply; evaluated with the message */
+    const char *assistant_suffix; /* after each reply, evaluated when the next turn starts */
+    const char *const *stop;      /* n_stop non-empty strings; a reply ends before the first */
+    int n_stop;                   /* 0 .. GPT2_TEMPLATE_MAX_STOPS */
+    int eot_after_turn;           /* non-zero: <|endoftext|> ends every turn (needs a
+                                     vocabulary that has it) */
+} gpt2_chat_template;
+
+/* A built-in template by name ("transcript", "dialogpt", "raw"), or NULL.
+ * Static: never free it. */
+const gpt2_chat_template *gpt2_chat_template_builtin(const char *name);
+
+/* The i-th built-in's name (i from 0), NULL past the last: for completion. */
+const char *gpt2_chat_template_builtin_name(int i);
+
+/* Checks the rules in the struct's comments. GPT2_ERR_INVALID_ARG with a
+ * message naming the field otherwise. (Whether the model has <|endoftext|>
+ * is checked when a session takes the template.) */
+gpt2_status gpt2_chat_template_check(const gpt2_chat_template *t, gpt2_error *err);
+
+/* A deep copy in one allocation (free it with gpt2_chat_template_free); NULL
+ * strings become "". Fails on a template that gpt2_chat_template_check rejects. */
+gpt2_status gpt2_chat_template_copy(const gpt2_chat_template *t, gpt2_chat_template **out, gpt2_error *err);
+
+/* Loads a JSON template file:
+ *     { "name": "play", "description": "...", "preamble": "",
+ *       "user_prefix": "ROMEO:\n", "user_suffix": "\n\n",
+ *       "assistant_prefix": "JULIET:\n", "assistant_suffix": "\n\n",
+ *       "stop": ["\n\n"], "eot_after_turn": false }
+ * "name" is required; the strings default to "", "stop" to [] and
+ * "eot_after_turn" to false. Any other field, a wrong type, a NUL inside a
+ * string or a value breaking the rules above fails with GPT2_ERR_FORMAT and a
+ * message naming the file, the field, what was expected and what was found
+ * (a missing file: GPT2_ERR_IO). Hugging Face's Jinja chat templates (a
+ * "chat_template" field) are recognised and refused by name. */
+gpt2_status gpt2_chat_template_load(const char *path, gpt2_chat_template **out, gpt2_error *err);
+
+/* The template a model directory asks for: dir/chat_template.json when that
+ * file exists (its errors are returned, not skipped), else a copy of
+ * "transcript". Free with gpt2_chat_template_free. */
+gpt2_status gpt2_chat_template_for_model(const char *model_dir, gpt2_chat_template **out, gpt2_error *err);
+
+/* Frees a template from copy, load or for_model; NULL is allowed. */
+void gpt2_chat_template_free(gpt2_chat_template *t);
+
+/* ---- session ----------------------------------------------------------- */
+
+typedef enum { GPT2_ROLE_USER = 0, GPT2_ROLE_ASSISTANT } gpt2_role;
+
+typedef enum {
+    GPT2_CONTEXT_DROP_OLDEST = 0, /* drop whole exchanges, oldest first, and post a notice */
+    GPT2_CONTEXT_REFUSE           /* fail with GPT2_ERR_CONTEXT_FULL */
+} gpt2_context_policy;
+
+typedef struct {
+    gpt2_context_params context;        /* n_ctx, n_batch, n_threads of the session's context */
+    gpt2_sampler_params sampler;        /* initial sampling parameters */
+    int max_new_tokens;                 /* sampled tokens per reply, >= 0; 0 = no limit but
+                                           the context. Default 256 */
+    gpt2_context_policy context_policy; /* default GPT2_CONTEXT_DROP_OLDEST */
+    const gpt2_chat_template *chat_template; /* copied by new; NULL = "transcript" */
+} gpt2_session_params;
+
+/* Why a reply ended. */
+typedef enum {
+    GPT2_REPLY_NOT_DONE = 0,
+    GPT2_REPLY_STOP_STRING,  /* the template's stop string (not kept) */
+    GPT2_REPLY_EOT,          /* the model emitted <|endoftext|> (not kept) */
+    GPT2_REPLY_MAX_TOKENS,   /* max_new_tokens tokens were sampled */
+    GPT2_REPLY_CONTEXT_FULL, /* no room for another token (and nothing to drop, or REFUSE) */
+    GPT2_REPLY_STOPPED       /* gpt2_session_stop */
+} gpt2_reply_end;
+
+/* A short name for the UI: "stop string", "end of text", "token limit",
+ * "context full", "stopped", "" for NOT_DONE. */
+const char *gpt2_reply_end_name(gpt2_reply_end end);
+
+/* What one gpt2_session_step (or gpt2_session_stop) returns. */
+typedef struct {
+    int32_t id;         /* the token sampled by this call, -1 if none was (the reply
+                           ended before sampling: limit, full context, stop) */
+    float prob;         /* the probability the model gave id: softmax of the raw
+                           logits at temperature 1, before penalty and filters; 0
+                           when id is -1 */
+    int kept;           /* 1: id was appended to the reply and the cache; 0: it ended
+                           the reply (<|endoftext|>, or it completed a stop string) or
+                           none was sampled */
+    const char *text;   /* what to show now: complete UTF-8 (bad bytes as U+FFFD),
+                           len bytes, NUL-terminated (it may hold NUL itself). Owned
+                           by the session, valid until its next call */
+    size_t len;
+    int done;           /* 1: the reply has ended; do not step again before the next
+                           send or regen */
+    gpt2_reply_end end; /* why, when done */
+} gpt2_session_token;
+
+/* One turn of the conversation, as gpt2_session_turn returns it. */
+typedef struct {
+    gpt2_role role;
+    const char *text;   /* raw bytes (the reply as the model wrote it, not
+                           UTF-8-repaired), len of them, NUL-terminated. Valid until
+                           the next call that changes the conversation */
+    size_t len;
+    size_t shown;       /* bytes of text given to the UI so far: len, except for a
+                           reply in progress, whose last len - shown bytes are held
+                           back as a possible stop string. Redraw text[0, shown) */
+    int in_context;     /* 0 once dropped from the model's context (context full) */
+    int replying;       /* 1 for the reply still being written */
+    const int32_t *ids; /* an assistant turn's reply tokens (n_ids); NULL for a user turn */
+    int n_ids;
+} gpt2_turn;
+
+/* Work counters: tokens the session evaluated (run through the model). */
+typedef struct {
+    int last_prefill;    /* by the last successful send: its new tokens, plus any
+                            recompute it needed (a turn drop, a cache catching up) */
+    int last_reply;      /* by the current or last reply: one per kept token, the
+                            re-encoded text before a stop string, regen's re-evaluation,
+                            any recompute during it */
+    int last_call;       /* by the most recent call that could evaluate (send, step,
+                            stop, regen, undo, reset, set_template, load), failed or not */
+    long long total;     /* since gpt2_session_new, cancelled work included */
+    unsigned notices;    /* notices posted so far */
+    int dropped_turns;   /* turns dropped by the last context-full drop */
+} gpt2_session_stats;
+
+typedef struct gpt2_session gpt2_session;
+
+/* Progress/cancel callback of long calls; see "Progress callbacks" above. */
+typedef int (*gpt2_progress_fn)(void *user_data, int n_done, int n_total);
+
+/* Defaults: the context's and sampler's defaults, max_new_tokens 256,
+ * GPT2_CONTEXT_DROP_OLDEST, chat_template NULL ("transcript"). */
+gpt2_session_params gpt2_session_default_params(void);
+
+/* Creates a session on model (which must have a tokenizer and outlive the
+ * session). Nothing is evaluated yet: the first send evaluates the preamble
+ * with its message. Fails with GPT2_ERR_INVALID_ARG for bad parameters or a
+ * template that fails gpt2_chat_template_check or needs an <|endoftext|> the
+ * vocabulary lacks, or with the context's own errors. */
+gpt2_status gpt2_session_new(const gpt2_model *model, gpt2_session_params params, gpt2_session **out,
+                             gpt2_error *err);
+void gpt2_session_free(gpt2_session *s);
+
+/* Appends a user turn with len bytes of text (any bytes; text may be NULL when
+ * len is 0) and an empty assistant turn, and prefills the cache up to the
+ * assistant prefix; the reply is then in progress (gpt2_session_step). Fails,
+ * the session untouched, when a reply is still in progress (stop it first:
+ * GPT2_ERR_INVALID_ARG), when the message does not fit (see "Context full"),
+ * when the template and message render to no tokens at all (nothing to
+ * condition on), or when progress cancels (GPT2_CANCELLED). progress may be NULL. */
+gpt2_status gpt2_session_send(gpt2_session *s, const char *text, size_t len, gpt2_progress_fn progress,
+                              void *user_data, gpt2_error *err);
+
+/* Generates one token of the reply in progress; see "Generation" above and
+ * gpt2_session_token. Without a reply in progress: GPT2_ERR_INVALID_ARG. A
+ * failure (an evaluation error, or the hooks' cancel during a recompute) leaves
+ * the reply in progress as it was. */
+gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_error *err);
+
+/* Ends the reply in progress now (Esc), keeping all of it, held-back text
+ * included: out (may be NULL) gets that text, done = 1, end =
+ * GPT2_REPLY_STOPPED, id = -1. Without a reply in progress it does nothing
+ * (out gets done = 1, len 0). */
+gpt2_status gpt2_session_stop(gpt2_session *s, gpt2_session_token *out, gpt2_error *err);
+
+/* 1 while a reply is in progress (after send or regen, until step or stop
+ * ends it). */
+int gpt2_session_replying(const gpt2_session *s);
+
+/* Removes the last reply (finished or in progress), rewinds the cache to just
+ * before it and starts it again (re-evaluating the last prompt token for its
+ * logits). The sampler's RNG goes on where it was, so the new reply differs;
+ * gpt2_sampler_set_rng_state(gpt2_session_sampler(s), state) with the state
+ * read before the original reply's first step gives the same reply again.
+ * Fails (GPT2_ERR_INVALID_ARG) when the context holds no exchange. */
+gpt2_status gpt2_session_regen(gpt2_session *s, gpt2_progress_fn progress, void *user_data, gpt2_error *err);
+
+/* Removes the last exchange (user turn and reply, a reply in progress
+ * included) and rewinds the cache to the tokens before it; evaluates nothing.
+ * Fails (GPT2_ERR_INVALID_ARG) when the context holds no exchange (dropped
+ * turns cannot be undone). */
+gpt2_status gpt2_session_undo(gpt2_session *s, gpt2_error *err);
+
+/* Empties the conversation (dropped turns too), keeping the template, the
+ * parameters, the RNG and the cached preamble. */
+gpt2_status gpt2_session_reset(gpt2_session *s, gpt2_error *err);
+
+/* Switches to template t (copied), re-renders the conversation with it and
+ * recomputes the cache (the context policy applies if it no longer fits). Not
+ * while a reply is in progress (GPT2_ERR_INVALID_ARG). */
+gpt2_status gpt2_session_set_template(gpt2_session *s, const gpt2_chat_template *t, gpt2_progress_fn progress,
+                                      void *user_data, gpt2_error *err);
+
+/* The session's own copy of its template; valid until the next set_template
+ * or load. */
+const gpt2_chat_template *gpt2_session_template(const gpt2_session *s);
+
+/* Sampling parameters: replaced at any time, mid-reply included; they apply
+ * from the next token (gpt2_sampler_set_params: a new seed reseeds). */
+void gpt2_session_set_sampler_params(gpt2_session *s, gpt2_sampler_params p);
+gpt2_sampler_params gpt2_session_sampler_params(const gpt2_session *s);
+
+/* max_new_tokens (>= 0, 0 = no limit; negative counts as 0), at any time: a
+ * reply in progress that already has that many ends at the next step. */
+void gpt2_session_set_max_new_tokens(gpt2_session *s, int n);
+int gpt2_session_max_new_tokens(const gpt2_session *s);
+
+void gpt2_session_set_context_policy(gpt2_session *s, gpt2_context_policy policy);
+gpt2_context_policy gpt2_session_context_policy(const gpt2_session *s);
+
+/* The session's sampler: for gpt2_sampler_report after each step (the
+ * inspector's candidate list), gpt2_sampler_last, and the RNG state. Owned by
+ * the session. */
+gpt2_sampler *gpt2_session_sampler(gpt2_session *s);
+
+/* Sets the context hooks (copied; NULL removes them); see "Hooks" above. */
+void gpt2_session_set_hooks(gpt2_session *s, const gpt2_hooks *hooks);
+
+/* The conversation: turns 0 .. n_turns - 1, oldest first; dropped turns
+ * (in_context 0) come first. gpt2_session_turn returns 0 for i out of range. */
+int gpt2_session_n_turns(const gpt2_session *s);
+int gpt2_session_turn(const gpt2_session *s, int i, gpt2_turn *out);
+
+/* The token sequence of the conversation as rendered (see "Rendering"), which
+ * the cache holds: *n tokens, oldest first, at most gpt2_session_n_ctx. Valid
+ * until the next call that changes the conversation. */
+const int32_t *gpt2_session_tokens(const gpt2_session *s, int *n);
+int gpt2_session_n_ctx(const gpt2_session *s);
+
+/* The session's context (for its logits, n_past and the inspector's reads)
+ * and model. Do not evaluate, rewind or set hooks on the context directly. */
+gpt2_context *gpt2_session_context(gpt2_session *s);
+const gpt2_model *gpt2_session_model(const gpt2_session *s);
+
+gpt2_session_stats gpt2_session_get_stats(const gpt2_session *s);
+
+/* The latest notice for the UI (one line, e.g. "context full: dropped the 2
+ * oldest turns (1 exchange) from the model's context; re-evaluated 40
+ * tokens"), or "" if none yet. stats.notices tells when a new one arrives. */
+const char *gpt2_session_notice(const gpt2_session *s);
+
+/* Writes the session to path atomically (see "Session file"). GPT2_ERR_IO
+ * naming the path on failure; an existing file at path is then untouched. */
+gpt2_status gpt2_session_save(const gpt2_session *s, const char *path, gpt2_error *err);
+
+/* Replaces the session's state with the file's (see "Session file"). A
+ * missing file (GPT2_ERR_IO), malformed JSON, a missing or extra field, a
+ * wrong type or an out-of-range value (GPT2_ERR_FORMAT, naming the file and
+ * the field, what was expected and what was found), a conversation that does
+ * not fit under the policy (GPT2_ERR_CONTEXT_FULL) or a cancel leave the
+ * session untouched. The file's context policy applies to the loaded state. */
+gpt2_status gpt2_session_load(gpt2_session *s, const char *path, gpt2_progress_fn progress, void *user_data,
+                              gpt2_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

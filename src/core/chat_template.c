@@ -1,0 +1,304 @@
+/* chat_template.c — chat templates: the built-ins, checks, copies, and the
+ * chat_template.json loader. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "session_internal.h"
+#include "textio.h"
+
+static const char *const transcript_stop[] = {"\nUser:"};
+
+static const gpt2_chat_template builtins[] = {
+    {.name = "transcript",
+     .description = "base GPT-2: a short preamble, then User:/Assistant: lines; the reply ends where the model "
+                    "starts the user's next line",
+     .preamble = "A conversation between a user and an assistant.\n\n",
+     .user_prefix = "User: ",
+     .user_suffix = "\n",
+     .assistant_prefix = "Assistant:",
+     .assistant_suffix = "\n",
+     .stop = transcript_stop,
+     .n_stop = 1,
+     .eot_after_turn = 0},
+    {.name = "dialogpt",
+     .description = "DialoGPT: turns separated by <|endoftext|>, no prefixes; a reply ends at <|endoftext|>",
+     .preamble = "",
+     .user_prefix = "",
+     .user_suffix = "",
+     .assistant_prefix = "",
+     .assistant_suffix = "",
+     .stop = NULL,
+     .n_stop = 0,
+     .eot_after_turn = 1},
+    {.name = "raw",
+     .description = "no formatting: the model continues the text, stopping at <|endoftext|> or a limit",
+     .preamble = "",
+     .user_prefix = "",
+     .user_suffix = "",
+     .assistant_prefix = "",
+     .assistant_suffix = "",
+     .stop = NULL,
+     .n_stop = 0,
+     .eot_after_turn = 0},
+};
+enum { N_BUILTINS = sizeof builtins / sizeof builtins[0] };
+
+const gpt2_chat_template *gpt2_chat_template_builtin(const char *name) {
+    if (!name) return NULL;
+    for (int i = 0; i < N_BUILTINS; i++)
+        if (strcmp(builtins[i].name, name) == 0) return &builtins[i];
+    return NULL;
+}
+
+const char *gpt2_chat_template_builtin_name(int i) { return i >= 0 && i < N_BUILTINS ? builtins[i].name : NULL; }
+
+static const char *nz(const char *s) { return s ? s : ""; }
+
+/* The rules, with messages that start with where and name the field. */
+static gpt2_status check(const gpt2_chat_template *t, const char *where, gpt2_status bad, gpt2_error *err) {
+    char shown[TEXT_SHOW_BUF];
+    if (!t) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "chat template: NULL");
+    const char *name = nz(t->name);
+    size_t nl = strlen(name);
+    if (nl == 0) return gpt2_fail(err, bad, "%sname: expected a non-empty string, found \"\"", where);
+    if (nl >= GPT2_TEMPLATE_MAX_NAME)
+        return gpt2_fail(err, bad, "%sname: expected at most %d bytes, found %zu", where, GPT2_TEMPLATE_MAX_NAME - 1,
+                         nl);
+    for (size_t i = 0; i < nl; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c <= 0x20 || c == 0x7F)
+            return gpt2_fail(err, bad, "%sname: expected no spaces or control characters, found \"%s\"", where,
+                             text_show(name, nl, shown));
+    }
+    if (t->n_stop < 0 || t->n_stop > GPT2_TEMPLATE_MAX_STOPS)
+        return gpt2_fail(err, bad, "%sstop: expected 0 to %d stop strings, found %d", where, GPT2_TEMPLATE_MAX_STOPS,
+                         t->n_stop);
+    if (t->n_stop > 0 && !t->stop) return gpt2_fail(err, bad, "%sstop: %d stop strings but no array", where, t->n_stop);
+    for (int i = 0; i < t->n_stop; i++) {
+        size_t l = t->stop[i] ? strlen(t->stop[i]) : 0;
+        if (l == 0) return gpt2_fail(err, bad, "%sstop[%d]: expected a non-empty string, found \"\"", where, i);
+        if (l > GPT2_TEMPLATE_MAX_STOP_LEN)
+            return gpt2_fail(err, bad, "%sstop[%d]: expected at most %d bytes, found %zu", where, i,
+                             GPT2_TEMPLATE_MAX_STOP_LEN, l);
+    }
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_chat_template_check(const gpt2_chat_template *t, gpt2_error *err) {
+    return check(t, "chat template: ", GPT2_ERR_INVALID_ARG, err);
+}
+
+/* Layout of a copy: the struct, the stop pointer array, then every string. */
+static gpt2_chat_template *copy_unchecked(const gpt2_chat_template *t) {
+    const char *f[7] = {t->name, t->description, t->preamble, t->user_prefix, t->user_suffix, t->assistant_prefix,
+                        t->assistant_suffix};
+    size_t bytes = sizeof(gpt2_chat_template) + (size_t)t->n_stop * sizeof(char *);
+    for (int i = 0; i < 7; i++) bytes += strlen(nz(f[i])) + 1;
+    for (int i = 0; i < t->n_stop; i++) bytes += strlen(t->stop[i]) + 1;
+    gpt2_chat_template *c = malloc(bytes);
+    if (!c) return NULL;
+    const char **stops = (const char **)(c + 1);
+    char *p = (char *)(stops + t->n_stop);
+    const char *g[7];
+    for (int i = 0; i < 7; i++) {
+        size_t l = strlen(nz(f[i])) + 1;
+        memcpy(p, nz(f[i]), l);
+        g[i] = p;
+        p += l;
+    }
+    for (int i = 0; i < t->n_stop; i++) {
+        size_t l = strlen(t->stop[i]) + 1;
+        memcpy(p, t->stop[i], l);
+        stops[i] = p;
+        p += l;
+    }
+    *c = (gpt2_chat_template){.name = g[0],
+                              .description = g[1],
+                              .preamble = g[2],
+                              .user_prefix = g[3],
+                              .user_suffix = g[4],
+                              .assistant_prefix = g[5],
+                              .assistant_suffix = g[6],
+                              .stop = t->n_stop ? stops : NULL,
+                              .n_stop = t->n_stop,
+                              .eot_after_turn = t->eot_after_turn ? 1 : 0};
+    return c;
+}
+
+gpt2_status gpt2_chat_template_copy(const gpt2_chat_template *t, gpt2_chat_template **out, gpt2_error *err) {
+    *out = NULL;
+    gpt2_status st = gpt2_chat_template_check(t, err);
+    if (st != GPT2_OK) return st;
+    if (!(*out = copy_unchecked(t))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a chat template");
+    return GPT2_OK;
+}
+
+void gpt2_chat_template_free(gpt2_chat_template *t) { free(t); }
+
+const char *json_type_name(const cJSON *j) {
+    if (!j) return "nothing";
+    if (cJSON_IsString(j)) return "a string";
+    if (cJSON_IsNumber(j)) return "a number";
+    if (cJSON_IsBool(j)) return "a boolean";
+    if (cJSON_IsNull(j)) return "null";
+    if (cJSON_IsArray(j)) return "an array";
+    if (cJSON_IsObject(j)) return "an object";
+    return "an invalid value";
+}
+
+static const char *const string_fields[] = {"name", "description", "preamble", "user_prefix", "user_suffix",
+                                            "assistant_prefix", "assistant_suffix"};
+
+gpt2_status chat_template_from_json(const cJSON *obj, const char *where, gpt2_chat_template **out,
+                                    gpt2_error *err) {
+    *out = NULL;
+    char shown[TEXT_SHOW_BUF];
+    if (!cJSON_IsObject(obj))
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s(template): expected a JSON object, found %s", where,
+                         json_type_name(obj));
+    const cJSON *item;
+    cJSON_ArrayForEach(item, obj) {
+        const char *k = item->string ? item->string : "";
+        int known = strcmp(k, "stop") == 0 || strcmp(k, "eot_after_turn") == 0;
+        for (int i = 0; i < 7 && !known; i++) known = strcmp(k, string_fields[i]) == 0;
+        if (strcmp(k, "chat_template") == 0)
+            return gpt2_fail(err, GPT2_ERR_FORMAT,
+                             "%schat_template: a Hugging Face Jinja template, which gptscope does not run; expected "
+                             "gptscope's fields (name, preamble, user_prefix, user_suffix, assistant_prefix, "
+                             "assistant_suffix, stop)",
+                             where);
+        if (!known)
+            return gpt2_fail(err, GPT2_ERR_FORMAT,
+                             "%s%s: unknown field (expected name, description, preamble, user_prefix, user_suffix, "
+                             "assistant_prefix, assistant_suffix, stop, eot_after_turn)",
+                             where, text_show(k, strlen(k), shown));
+    }
+    const char *str[7];
+    for (int i = 0; i < 7; i++) {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, string_fields[i]);
+        if (!j && i == 0) return gpt2_fail(err, GPT2_ERR_FORMAT, "%sname: missing (expected a string)", where);
+        if (j && !cJSON_IsString(j))
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s%s: expected a string, found %s", where, string_fields[i],
+                             json_type_name(j));
+        str[i] = j ? j->valuestring : "";
+    }
+    const char *stops[GPT2_TEMPLATE_MAX_STOPS];
+    int n_stop = 0;
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(obj, "stop");
+    if (js) {
+        if (!cJSON_IsArray(js))
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%sstop: expected an array of strings, found %s", where,
+                             json_type_name(js));
+        int n = cJSON_GetArraySize(js);
+        if (n > GPT2_TEMPLATE_MAX_STOPS)
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%sstop: expected at most %d strings, found %d", where,
+                             GPT2_TEMPLATE_MAX_STOPS, n);
+        cJSON_ArrayForEach(item, js) {
+            if (!cJSON_IsString(item))
+                return gpt2_fail(err, GPT2_ERR_FORMAT, "%sstop[%d]: expected a string, found %s", where, n_stop,
+                                 json_type_name(item));
+            stops[n_stop++] = item->valuestring;
+        }
+    }
+    int eot = 0;
+    const cJSON *je = cJSON_GetObjectItemCaseSensitive(obj, "eot_after_turn");
+    if (je) {
+        if (!cJSON_IsBool(je))
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%seot_after_turn: expected true or false, found %s", where,
+                             json_type_name(je));
+        eot = cJSON_IsTrue(je);
+    }
+    gpt2_chat_template t = {.name = str[0],
+                            .description = str[1],
+                            .preamble = str[2],
+                            .user_prefix = str[3],
+                            .user_suffix = str[4],
+                            .assistant_prefix = str[5],
+                            .assistant_suffix = str[6],
+                            .stop = stops,
+                            .n_stop = n_stop,
+                            .eot_after_turn = eot};
+    gpt2_status st = check(&t, where, GPT2_ERR_FORMAT, err);
+    if (st != GPT2_OK) return st;
+    if (!(*out = copy_unchecked(&t))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a chat template");
+    return GPT2_OK;
+}
+
+int chat_template_to_json(const gpt2_chat_template *t, cJSON *obj) {
+    const char *f[7] = {t->name, t->description, t->preamble, t->user_prefix, t->user_suffix, t->assistant_prefix,
+                        t->assistant_suffix};
+    for (int i = 0; i < 7; i++)
+        if (!cJSON_AddStringToObject(obj, string_fields[i], nz(f[i]))) return 0;
+    cJSON *stop = cJSON_AddArrayToObject(obj, "stop");
+    if (!stop) return 0;
+    for (int i = 0; i < t->n_stop; i++) {
+        cJSON *s = cJSON_CreateString(t->stop[i]);
+        if (!s) return 0;
+        cJSON_AddItemToArray(stop, s);
+    }
+    return cJSON_AddBoolToObject(obj, "eot_after_turn", t->eot_after_turn != 0) != NULL;
+}
+
+/* Parses text as one JSON value with nothing but whitespace after it; a
+ * message names path and the byte where parsing stopped. */
+static gpt2_status parse_json_file(const char *path, const char *text, size_t len, cJSON **out, gpt2_error *err) {
+    *out = NULL;
+    long nul = text_json_nul(text, len);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    long at = end && end >= text && end <= text + len ? (long)(end - text) : -1;
+    if (root)
+        while (at >= 0 && (size_t)at < len && text[at] && strchr(" \t\r\n", text[at])) at++;
+    if (!root) return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: not valid JSON (parse error at byte %ld)", path, at);
+    if ((size_t)at != len) {
+        cJSON_Delete(root);
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: not valid JSON (text after the value at byte %ld)", path, at);
+    }
+    if (nul >= 0) {
+        cJSON_Delete(root);
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: a string holds a NUL character (at byte %ld)", path, nul);
+    }
+    *out = root;
+    return GPT2_OK;
+}
+
+gpt2_status chat_json_read(const char *path, size_t max_bytes, const char *what, cJSON **out, gpt2_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    gpt2_status st = text_read_file(path, max_bytes, GPT2_ERR_FORMAT, what, &text, &len, err);
+    if (st != GPT2_OK) return st;
+    st = parse_json_file(path, text, len, out, err);
+    free(text);
+    return st;
+}
+
+gpt2_status gpt2_chat_template_load(const char *path, gpt2_chat_template **out, gpt2_error *err) {
+    *out = NULL;
+    cJSON *root;
+    gpt2_status st = chat_json_read(path, (size_t)1 << 20, "chat template", &root, err);
+    if (st != GPT2_OK) return st;
+    char where[600];
+    snprintf(where, sizeof where, "%s: ", path);
+    if (!cJSON_IsObject(root)) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: expected a JSON object, found %s", path, json_type_name(root));
+    } else {
+        st = chat_template_from_json(root, where, out, err);
+    }
+    cJSON_Delete(root);
+    return st;
+}
+
+gpt2_status gpt2_chat_template_for_model(const char *model_dir, gpt2_chat_template **out, gpt2_error *err) {
+    *out = NULL;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/chat_template.json", model_dir) >= (int)sizeof path)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "model directory path too long");
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT)
+        return gpt2_chat_template_copy(gpt2_chat_template_builtin("transcript"), out, err);
+    return gpt2_chat_template_load(path, out, err);
+}

@@ -1,0 +1,1480 @@
+/* session.c — a chat session: the conversation and its rendering into tokens,
+ * the KV cache kept in line with it, one-token generation with stop strings,
+ * the context-full policy, regen/undo/reset, template switching, save/load. */
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "session_internal.h"
+#include "textio.h"
+
+/* One turn. text always points at a NUL-terminated buffer. */
+typedef struct {
+    gpt2_role role;
+    char *text;    /* (cap) bytes, text[len] = 0 */
+    size_t len, cap;
+    int32_t *ids;  /* (cap_ids) an assistant turn's reply tokens, n_ids of them */
+    int n_ids, cap_ids;
+} turn;
+
+typedef struct {
+    turn *t;   /* (cap) turns, n in use: user, assistant, user, ... */
+    int n, cap;
+    int first; /* the first turn in the context (even: a user turn) */
+} convo;
+
+typedef struct {
+    int32_t *v; /* (cap) */
+    int n, cap;
+} tokvec;
+
+struct gpt2_session {
+    const gpt2_model *model;
+    const gpt2_tokenizer *tok;
+    gpt2_context *ctx;
+    gpt2_sampler *smp;
+    gpt2_chat_template *tmpl; /* own copy */
+    int n_ctx, n_vocab;
+    int32_t eot;              /* -1 if the vocabulary has none */
+    int max_new;
+    gpt2_context_policy policy;
+
+    convo cv;
+    tokvec toks; /* the rendered conversation: what the cache should hold */
+    tokvec next; /* a new rendering being built; the old one after a swap */
+    char *sb;    /* text builder for rendering, (sb_cap) bytes */
+    size_t sb_len, sb_cap;
+
+    /* The reply in progress: the last turn. */
+    int replying;
+    size_t held;   /* bytes of its text given out; text[held, len) is held back */
+    int n_sampled; /* tokens sampled into it, for max_new_tokens */
+    gpt2_utf8_stream utf8;
+
+    char *out; /* step's text, (out_cap) bytes */
+    size_t out_cap;
+
+    gpt2_hooks user_hooks;
+    gpt2_progress_fn progress; /* set during a long call's evaluation */
+    void *progress_ud;
+
+    gpt2_session_stats stats;
+    char notice[GPT2_ERROR_MSG_MAX];
+};
+
+/* ---- small containers ---- */
+
+static int tv_reserve(tokvec *t, int need) {
+    if (need <= t->cap) return 1;
+    if (need > INT_MAX / 2) return 0;
+    int cap = t->cap ? t->cap : 64;
+    while (cap < need) cap *= 2;
+    int32_t *v = realloc(t->v, (size_t)cap * sizeof *v);
+    if (!v) return 0;
+    t->v = v;
+    t->cap = cap;
+    return 1;
+}
+
+static void tv_swap(tokvec *a, tokvec *b) {
+    tokvec t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static int text_reserve(char **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return 1;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) {
+        if (c > SIZE_MAX / 2) return 0;
+        c *= 2;
+    }
+    char *p = realloc(*buf, c);
+    if (!p) return 0;
+    *buf = p;
+    *cap = c;
+    return 1;
+}
+
+static int ids_reserve(turn *u, int need) {
+    if (need <= u->cap_ids) return 1;
+    if (need > INT_MAX / 2) return 0;
+    int c = u->cap_ids ? u->cap_ids : 16;
+    while (c < need) c *= 2;
+    int32_t *p = realloc(u->ids, (size_t)c * sizeof *p);
+    if (!p) return 0;
+    u->ids = p;
+    u->cap_ids = c;
+    return 1;
+}
+
+static void turn_free(turn *u) {
+    free(u->text);
+    free(u->ids);
+    memset(u, 0, sizeof *u);
+}
+
+static void cv_clear(convo *c) {
+    for (int i = 0; i < c->n; i++) turn_free(&c->t[i]);
+    free(c->t);
+    memset(c, 0, sizeof *c);
+}
+
+/* Appends a turn holding a copy of text; 0 on allocation failure. */
+static int cv_push(convo *c, gpt2_role role, const char *text, size_t len) {
+    if (c->n == c->cap) {
+        if (c->cap > INT_MAX / 4) return 0;
+        int cap = c->cap ? c->cap * 2 : 16;
+        turn *t = realloc(c->t, (size_t)cap * sizeof *t);
+        if (!t) return 0;
+        c->t = t;
+        c->cap = cap;
+    }
+    turn u = {.role = role};
+    if (len == SIZE_MAX || !text_reserve(&u.text, &u.cap, len + 1)) return 0;
+    if (len) memcpy(u.text, text, len);
+    u.text[len] = '\0';
+    u.len = len;
+    c->t[c->n++] = u;
+    return 1;
+}
+
+/* ---- hooks: the user's, plus the progress callback of a long call ---- */
+
+static int tr_want_attention(void *ud, int l, int h) {
+    gpt2_session *s = ud;
+    return s->user_hooks.want_attention(s->user_hooks.user_data, l, h);
+}
+static void tr_on_attention(void *ud, int l, int h, int p, const float *probs, int n) {
+    gpt2_session *s = ud;
+    s->user_hooks.on_attention(s->user_hooks.user_data, l, h, p, probs, n);
+}
+static int tr_want_residual(void *ud, int l) {
+    gpt2_session *s = ud;
+    return s->user_hooks.want_residual(s->user_hooks.user_data, l);
+}
+static void tr_on_residual(void *ud, int l, int p, const float *x, int n) {
+    gpt2_session *s = ud;
+    s->user_hooks.on_residual(s->user_hooks.user_data, l, p, x, n);
+}
+static void tr_on_logits(void *ud, int p, const float *z, int n) {
+    gpt2_session *s = ud;
+    s->user_hooks.on_logits(s->user_hooks.user_data, p, z, n);
+}
+static int tr_cancel(void *ud, int done, int total) {
+    gpt2_session *s = ud;
+    if (s->progress && s->progress(s->progress_ud, done, total)) return 1;
+    return s->user_hooks.cancel ? s->user_hooks.cancel(s->user_hooks.user_data, done, total) : 0;
+}
+
+/* Installs trampolines exactly where the user has hooks (an unset hook costs
+ * nothing in the context), and the cancel one during a long call. */
+static void apply_hooks(gpt2_session *s) {
+    const gpt2_hooks *u = &s->user_hooks;
+    gpt2_hooks h = {.user_data = s,
+                    .want_attention = u->want_attention ? tr_want_attention : NULL,
+                    .on_attention = u->on_attention ? tr_on_attention : NULL,
+                    .want_residual = u->want_residual ? tr_want_residual : NULL,
+                    .on_residual = u->on_residual ? tr_on_residual : NULL,
+                    .on_logits = u->on_logits ? tr_on_logits : NULL,
+                    .cancel = u->cancel || s->progress ? tr_cancel : NULL};
+    gpt2_context_set_hooks(s->ctx, &h);
+}
+
+void gpt2_session_set_hooks(gpt2_session *s, const gpt2_hooks *hooks) {
+    if (!s) return;
+    if (hooks) s->user_hooks = *hooks;
+    else memset(&s->user_hooks, 0, sizeof s->user_hooks);
+    apply_hooks(s);
+}
+
+/* ---- rendering ---- */
+
+static int sb_add(gpt2_session *s, const char *p, size_t n) {
+    if (n > SIZE_MAX - s->sb_len - 1 || !text_reserve(&s->sb, &s->sb_cap, s->sb_len + n + 1)) return 0;
+    if (n) memcpy(s->sb + s->sb_len, p, n);
+    s->sb_len += n;
+    return 1;
+}
+
+/* Appends the encoding of len bytes of text to out. */
+static gpt2_status tv_encode(gpt2_session *s, tokvec *out, const char *text, size_t len, gpt2_error *err) {
+    if (len == 0) return GPT2_OK;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    gpt2_status st = gpt2_tokenizer_encode(s->tok, text, len, 0, &ids, &n, err);
+    if (st != GPT2_OK) return st;
+    if (n > (size_t)(INT_MAX / 4) - (size_t)out->n) {
+        free(ids);
+        return gpt2_fail(err, GPT2_ERR_CONTEXT_FULL, "text of %zu tokens is far too long for any context", n);
+    }
+    if (!tv_reserve(out, out->n + (int)n)) {
+        free(ids);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for %zu tokens", n);
+    }
+    if (n) memcpy(out->v + out->n, ids, n * sizeof *ids);
+    out->n += (int)n;
+    free(ids);
+    return GPT2_OK;
+}
+
+static gpt2_status push_id(tokvec *out, int32_t id, gpt2_error *err) {
+    if (!tv_reserve(out, out->n + 1)) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for tokens");
+    out->v[out->n++] = id;
+    return GPT2_OK;
+}
+
+static gpt2_status sb_flush(gpt2_session *s, tokvec *out, gpt2_error *err) {
+    gpt2_status st = tv_encode(s, out, s->sb, s->sb_len, err);
+    s->sb_len = 0;
+    return st;
+}
+
+#define TRY(expr)                                                                                                  \
+    do {                                                                                                           \
+        gpt2_status st_ = (expr);                                                                                  \
+        if (st_ != GPT2_OK) return st_;                                                                            \
+    } while (0)
+
+static gpt2_status sb_text(gpt2_session *s, const char *p, size_t n, gpt2_error *err) {
+    if (!sb_add(s, p, n)) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory rendering the conversation");
+    return GPT2_OK;
+}
+
+/* A user turn's block: [assistant_suffix (+EOT)] user_prefix text user_suffix
+ * (+EOT) assistant_prefix; the previous reply's close only after_reply. */
+static gpt2_status render_user(gpt2_session *s, const gpt2_chat_template *t, const turn *u, int after_reply,
+                               tokvec *out, gpt2_error *err) {
+    s->sb_len = 0;
+    if (after_reply) {
+        TRY(sb_text(s, t->assistant_suffix, strlen(t->assistant_suffix), err));
+        if (t->eot_after_turn) {
+            TRY(sb_flush(s, out, err));
+            TRY(push_id(out, s->eot, err));
+        }
+    }
+    TRY(sb_text(s, t->user_prefix, strlen(t->user_prefix), err));
+    TRY(sb_text(s, u->text, u->len, err));
+    TRY(sb_text(s, t->user_suffix, strlen(t->user_suffix), err));
+    if (t->eot_after_turn) {
+        TRY(sb_flush(s, out, err));
+        TRY(push_id(out, s->eot, err));
+    }
+    TRY(sb_text(s, t->assistant_prefix, strlen(t->assistant_prefix), err));
+    return sb_flush(s, out, err);
+}
+
+/* out = the preamble, then turns [first, n_turns) of c, rendered with t. */
+static gpt2_status render(gpt2_session *s, const gpt2_chat_template *t, const convo *c, int first, int n_turns,
+                          tokvec *out, gpt2_error *err) {
+    out->n = 0;
+    TRY(tv_encode(s, out, t->preamble, strlen(t->preamble), err));
+    for (int i = first; i < n_turns; i++) {
+        const turn *u = &c->t[i];
+        if (u->role == GPT2_ROLE_USER) {
+            TRY(render_user(s, t, u, i > first, out, err));
+        } else {
+            if (!tv_reserve(out, out->n + u->n_ids)) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for tokens");
+            if (u->n_ids) memcpy(out->v + out->n, u->ids, (size_t)u->n_ids * sizeof *u->ids);
+            out->n += u->n_ids;
+        }
+    }
+    return GPT2_OK;
+}
+
+/* ---- the cache ---- */
+
+static void note_eval(gpt2_session *s, int k, int *counter) {
+    s->stats.total += k;
+    s->stats.last_call += k;
+    if (counter) *counter += k;
+}
+
+/* Length of the common prefix of the cache and s->toks. */
+static int cache_lcp(const gpt2_session *s) {
+    const int32_t *ct = gpt2_context_tokens(s->ctx);
+    int n = gpt2_context_n_past(s->ctx);
+    if (n > s->toks.n) n = s->toks.n;
+    int i = 0;
+    while (i < n && ct[i] == s->toks.v[i]) i++;
+    return i;
+}
+
+/* Brings the cache in line with s->toks: keeps the common prefix, evaluates
+ * the rest (with progress), and with need_logits makes sure the logits are
+ * those after the last token. Counts evaluated tokens into *counter. */
+static gpt2_status sync_cache(gpt2_session *s, int need_logits, gpt2_progress_fn progress, void *ud, int *counter,
+                              gpt2_error *err) {
+    int n = s->toks.n, np = gpt2_context_n_past(s->ctx), common = cache_lcp(s);
+    if (common == n && np == n && (!need_logits || gpt2_context_logits(s->ctx))) return GPT2_OK;
+    if (common == n && need_logits) {
+        if (n == 0)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                             "nothing to condition on: the template '%s' and the conversation render to no tokens",
+                             s->tmpl->name);
+        common = n - 1; /* evaluate the last token again for its logits */
+    }
+    gpt2_context_rewind(s->ctx, common, NULL);
+    if (common == n) return GPT2_OK;
+    if (progress) {
+        s->progress = progress;
+        s->progress_ud = ud;
+        apply_hooks(s);
+    }
+    gpt2_status st = gpt2_context_eval(s->ctx, s->toks.v + common, n - common, err);
+    if (progress) {
+        s->progress = NULL;
+        s->progress_ud = NULL;
+        apply_hooks(s);
+    }
+    note_eval(s, gpt2_context_n_past(s->ctx) - common, counter);
+    return st;
+}
+
+/* After a failure has restored s->toks: keep only what the cache shares with it. */
+static void settle(gpt2_session *s) { gpt2_context_rewind(s->ctx, cache_lcp(s), NULL); }
+
+/* ---- fitting the context ---- */
+
+/* Room to leave for a reply once turns have to be dropped. */
+static int reserve_for(const gpt2_session *s, int max_new, int need) {
+    int r = s->n_ctx / 4;
+    if (max_new > 0 && max_new < r) r = max_new;
+    if (r < need) r = need;
+    return r < 1 ? 1 : r;
+}
+
+/* Renders c with t into s->next, leaving need positions free. If it does not
+ * fit and allow_drop, drops whole exchanges from the front (never the last
+ * one) until the reserve is free, or only the last exchange is left.
+ * *first_out = the first turn kept. GPT2_ERR_CONTEXT_FULL when it cannot fit;
+ * `what` names the text that must fit on its own (the last exchange). */
+static gpt2_status fit(gpt2_session *s, const gpt2_chat_template *t, const convo *c, int need, int allow_drop,
+                       int max_new, const char *what, int *first_out, gpt2_error *err) {
+    int first = c->first, max_first = c->n - 2 > first ? c->n - 2 : first;
+    TRY(render(s, t, c, first, c->n, &s->next, err));
+    if (s->next.n + need <= s->n_ctx) {
+        *first_out = first;
+        return GPT2_OK;
+    }
+    int whole = s->next.n;
+    if (max_first != first) TRY(render(s, t, c, max_first, c->n, &s->next, err));
+    if (s->next.n + need > s->n_ctx)
+        return gpt2_fail(err, GPT2_ERR_CONTEXT_FULL,
+                         "%s does not fit the context even on its own: %d tokens with template '%s' (preamble "
+                         "included)%s, and the context window holds %d",
+                         what, s->next.n, t->name, need ? " plus one position for the reply" : "", s->n_ctx);
+    if (!allow_drop)
+        return gpt2_fail(err, GPT2_ERR_CONTEXT_FULL,
+                         "context full: the conversation would take %d tokens%s, and the context window holds %d "
+                         "(policy refuse: undo or reset to make room, or drop the oldest turns)",
+                         whole, need ? " plus one position for the reply" : "", s->n_ctx);
+    int reserve = reserve_for(s, max_new, need);
+    for (int f = first + 2; f <= max_first; f += 2) {
+        TRY(render(s, t, c, f, c->n, &s->next, err));
+        if (s->next.n + reserve <= s->n_ctx || f == max_first) {
+            *first_out = f;
+            return GPT2_OK;
+        }
+    }
+    return gpt2_fail(err, GPT2_ERR_CONTEXT_FULL, "%s does not fit the context", what); /* not reached */
+}
+
+static void post_drop_notice(gpt2_session *s, int dropped, int evaluated) {
+    s->stats.dropped_turns = dropped;
+    s->stats.notices++;
+    snprintf(s->notice, sizeof s->notice,
+             "context full: dropped the %d oldest turn%s (%d exchange%s) from the model's context; re-evaluated %d "
+             "token%s",
+             dropped, dropped == 1 ? "" : "s", dropped / 2, dropped / 2 == 1 ? "" : "s", evaluated,
+             evaluated == 1 ? "" : "s");
+}
+
+static gpt2_status check_for_model(const gpt2_session *s, const gpt2_chat_template *t, gpt2_error *err) {
+    TRY(gpt2_chat_template_check(t, err));
+    if (t->eot_after_turn && s->eot < 0)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                         "chat template '%s' ends every turn with <|endoftext|>, but model '%s' has no such token",
+                         t->name, gpt2_model_name(s->model));
+    return GPT2_OK;
+}
+
+/* ---- lifecycle ---- */
+
+gpt2_session_params gpt2_session_default_params(void) {
+    return (gpt2_session_params){.context = gpt2_context_default_params(),
+                                 .sampler = gpt2_sampler_default_params(),
+                                 .max_new_tokens = 256,
+                                 .context_policy = GPT2_CONTEXT_DROP_OLDEST,
+                                 .chat_template = NULL};
+}
+
+static int out_reserve(gpt2_session *s, size_t need) { return text_reserve(&s->out, &s->out_cap, need); }
+
+gpt2_status gpt2_session_new(const gpt2_model *model, gpt2_session_params p, gpt2_session **out, gpt2_error *err) {
+    *out = NULL;
+    if (!model) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "session: no model");
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(model);
+    if (!tok)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "session: model '%s' has no tokenizer", gpt2_model_name(model));
+    if (p.max_new_tokens < 0)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "session: max_new_tokens %d is negative", p.max_new_tokens);
+    if (p.context_policy != GPT2_CONTEXT_DROP_OLDEST && p.context_policy != GPT2_CONTEXT_REFUSE)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "session: unknown context policy %d", (int)p.context_policy);
+    gpt2_session *s = calloc(1, sizeof *s);
+    if (!s) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a session");
+    s->model = model;
+    s->tok = tok;
+    s->n_vocab = gpt2_model_config(model)->n_vocab;
+    s->eot = gpt2_tokenizer_eot(tok);
+    if (s->eot >= s->n_vocab) s->eot = -1;
+    s->max_new = p.max_new_tokens;
+    s->policy = p.context_policy;
+    const gpt2_chat_template *t = p.chat_template ? p.chat_template : gpt2_chat_template_builtin("transcript");
+    gpt2_status st = check_for_model(s, t, err);
+    if (st == GPT2_OK) st = gpt2_chat_template_copy(t, &s->tmpl, err);
+    if (st == GPT2_OK) st = gpt2_context_new(model, p.context, &s->ctx, err);
+    if (st == GPT2_OK && !(s->smp = gpt2_sampler_new(p.sampler, s->n_vocab)))
+        st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for the sampler");
+    if (st == GPT2_OK) {
+        s->n_ctx = gpt2_context_n_ctx(s->ctx);
+        /* The most a step can give out: the held-back text plus one token, each
+         * byte at most 3 bytes of UTF-8 (a lone bad byte becomes U+FFFD). */
+        size_t max_tok = 0, l;
+        for (int32_t id = 0; id < gpt2_tokenizer_n_vocab(tok); id++)
+            if (gpt2_tokenizer_token_bytes(tok, id, &l) && l > max_tok) max_tok = l;
+        if (!tv_reserve(&s->toks, s->n_ctx + 1) || !tv_reserve(&s->next, s->n_ctx + 1) ||
+            !out_reserve(s, 3 * (max_tok + GPT2_TEMPLATE_MAX_STOP_LEN + 8) + 16))
+            st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a session");
+    }
+    int first;
+    if (st == GPT2_OK)
+        st = fit(s, s->tmpl, &s->cv, 1, 0, s->max_new, "the template's preamble", &first, err);
+    if (st != GPT2_OK) {
+        gpt2_session_free(s);
+        return st;
+    }
+    tv_swap(&s->toks, &s->next);
+    s->out[0] = '\0';
+    apply_hooks(s);
+    *out = s;
+    return GPT2_OK;
+}
+
+void gpt2_session_free(gpt2_session *s) {
+    if (!s) return;
+    cv_clear(&s->cv);
+    gpt2_context_free(s->ctx);
+    gpt2_sampler_free(s->smp);
+    gpt2_chat_template_free(s->tmpl);
+    free(s->toks.v);
+    free(s->next.v);
+    free(s->sb);
+    free(s->out);
+    free(s);
+}
+
+/* ---- the reply ---- */
+
+static turn *last_turn(gpt2_session *s) { return &s->cv.t[s->cv.n - 1]; }
+
+static void start_reply(gpt2_session *s) {
+    s->replying = 1;
+    s->held = 0;
+    s->n_sampled = 0;
+    memset(&s->utf8, 0, sizeof s->utf8);
+    turn *a = last_turn(s);
+    /* Best effort, so that steps do not reallocate. */
+    ids_reserve(a, a->n_ids + (s->n_ctx - s->toks.n) + 1);
+}
+
+/* Gives out n bytes through the UTF-8 stream, appended to out->text. */
+static void emit(gpt2_session *s, gpt2_session_token *out, const char *bytes, size_t n) {
+    if (out_reserve(s, out->len + 3 * (n + 4) + 16)) {
+        out->len += gpt2_utf8_stream_push(&s->utf8, bytes, n, s->out + out->len);
+        s->out[out->len] = '\0';
+    }
+    out->text = s->out;
+}
+
+/* Ends the reply: gives out the held-back text and whatever the UTF-8 stream holds. */
+static gpt2_status finish(gpt2_session *s, gpt2_session_token *out, gpt2_reply_end end) {
+    if (s->replying) {
+        turn *a = last_turn(s);
+        if (a->len > s->held) emit(s, out, a->text + s->held, a->len - s->held);
+        s->held = a->len;
+        if (out_reserve(s, out->len + 16)) {
+            out->len += gpt2_utf8_stream_flush(&s->utf8, s->out + out->len);
+            s->out[out->len] = '\0';
+        }
+        out->text = s->out;
+    }
+    s->replying = 0;
+    out->done = 1;
+    out->end = end;
+    return GPT2_OK;
+}
+
+/* The earliest start >= held of a whole stop string in the reply, or -1. */
+static long find_stop(const gpt2_session *s, const turn *a) {
+    size_t best = SIZE_MAX;
+    for (int k = 0; k < s->tmpl->n_stop; k++) {
+        const char *stop = s->tmpl->stop[k];
+        size_t L = strlen(stop);
+        for (size_t j = s->held; j + L <= a->len && j < best; j++)
+            if (memcmp(a->text + j, stop, L) == 0) {
+                best = j;
+                break;
+            }
+    }
+    return best == SIZE_MAX ? -1 : (long)best;
+}
+
+/* The earliest j >= from where the reply's end text[j, len) could still grow
+ * into a stop string (a proper prefix of one); len if none. */
+static size_t hold_point(const gpt2_session *s, const turn *a, size_t from) {
+    for (size_t j = from; j < a->len; j++) {
+        size_t rem = a->len - j;
+        for (int k = 0; k < s->tmpl->n_stop; k++) {
+            const char *stop = s->tmpl->stop[k];
+            if (strlen(stop) > rem && memcmp(a->text + j, stop, rem) == 0) return j;
+        }
+    }
+    return a->len;
+}
+
+/* softmax(logits)[id] at temperature 1, in double. NaN counts as -inf and
+ * +inf as FLT_MAX, as in the sampler. */
+static float token_prob(const float *z, int n, int32_t id) {
+    if (id < 0 || id >= n) return 0.0f;
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        float v = z[i] > FLT_MAX ? FLT_MAX : z[i];
+        if (v > mx) mx = v;
+    }
+    if (!(mx > -INFINITY)) return 0.0f;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        float v = z[i] > FLT_MAX ? FLT_MAX : z[i];
+        if (v > -INFINITY) sum += exp((double)v - mx);
+    }
+    float v = z[id] > FLT_MAX ? FLT_MAX : z[id];
+    if (!(v > -INFINITY)) return 0.0f;
+    return (float)(exp((double)v - mx) / sum);
+}
+
+/* The sampled token completed a stop string starting at byte m of the reply:
+ * keep the reply's tokens that end by m, re-encode the text of the one that
+ * straddles m up to m, and bring the cache in line. */
+static gpt2_status finish_stop(gpt2_session *s, gpt2_session_token *out, size_t m) {
+    turn *a = last_turn(s);
+    size_t off = 0, l;
+    int k = 0;
+    for (; k < a->n_ids; k++) {
+        if (!gpt2_tokenizer_token_bytes(s->tok, a->ids[k], &l)) l = 0;
+        if (off + l > m) break;
+        off += l;
+    }
+    int reply_start = s->toks.n - a->n_ids;
+    int32_t *tail = NULL;
+    size_t nt = 0;
+    if (m > off && gpt2_tokenizer_encode(s->tok, a->text + off, m - off, 0, &tail, &nt, NULL) != GPT2_OK) {
+        tail = NULL;
+        nt = (size_t)-1;
+    }
+    if (nt == (size_t)-1 || (size_t)(reply_start + k) + nt > (size_t)s->n_ctx || !ids_reserve(a, k + (int)nt) ||
+        !tv_reserve(&s->toks, reply_start + k + (int)nt)) {
+        /* Rare: the re-encoded text would not fit (or no memory): the reply
+         * ends with its last whole token before the stop. */
+        if (m > off) {
+            s->stats.notices++;
+            snprintf(s->notice, sizeof s->notice,
+                     "the reply's last %zu bytes before the stop string did not fit the context and were cut",
+                     m - off);
+        }
+        free(tail);
+        tail = NULL;
+        nt = 0;
+        m = off;
+    }
+    if (m > s->held) emit(s, out, a->text + s->held, m - s->held);
+    if (nt) memcpy(a->ids + k, tail, nt * sizeof *tail);
+    free(tail);
+    a->n_ids = k + (int)nt;
+    s->toks.n = reply_start + k;
+    if (nt) memcpy(s->toks.v + s->toks.n, a->ids + k, nt * sizeof *a->ids);
+    s->toks.n += (int)nt;
+    a->len = m;
+    a->text[m] = '\0';
+    s->held = m;
+    finish(s, out, GPT2_REPLY_STOP_STRING);
+    /* Evaluate the re-encoded tail now, so that the next send evaluates only
+     * its own tokens. Should that fail, the next call catches the cache up. */
+    if (sync_cache(s, 0, NULL, NULL, &s->stats.last_reply, NULL) != GPT2_OK) settle(s);
+    return GPT2_OK;
+}
+
+static int can_drop_mid_reply(const gpt2_session *s) {
+    return s->policy == GPT2_CONTEXT_DROP_OLDEST && s->cv.first < s->cv.n - 2;
+}
+
+/* The reply filled the context: drop the oldest exchanges and recompute. */
+static gpt2_status drop_mid_reply(gpt2_session *s, gpt2_error *err) {
+    int old_first = s->cv.first, f;
+    TRY(fit(s, s->tmpl, &s->cv, 1, 1, s->max_new, "the reply in progress", &f, err));
+    tv_swap(&s->toks, &s->next);
+    s->cv.first = f;
+    int before = s->stats.last_call;
+    gpt2_status st = sync_cache(s, 1, NULL, NULL, &s->stats.last_reply, err);
+    if (st != GPT2_OK) {
+        tv_swap(&s->toks, &s->next);
+        s->cv.first = old_first;
+        settle(s);
+        return st;
+    }
+    post_drop_notice(s, f - old_first, s->stats.last_call - before);
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_error *err) {
+    if (!s || !out) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "step: NULL argument");
+    *out = (gpt2_session_token){.id = -1, .text = s->out, .len = 0};
+    s->out[0] = '\0';
+    s->stats.last_call = 0;
+    if (!s->replying)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "step: no reply in progress (send a message or regenerate first)");
+    if (s->max_new > 0 && s->n_sampled >= s->max_new) return finish(s, out, GPT2_REPLY_MAX_TOKENS);
+    if (s->toks.n >= s->n_ctx) {
+        if (!can_drop_mid_reply(s)) return finish(s, out, GPT2_REPLY_CONTEXT_FULL);
+        gpt2_status st = drop_mid_reply(s, err);
+        if (st == GPT2_ERR_CONTEXT_FULL) { /* the reply alone fills the context */
+            gpt2_error_clear(err);
+            return finish(s, out, GPT2_REPLY_CONTEXT_FULL);
+        }
+        if (st != GPT2_OK) return st;
+    }
+    gpt2_status st = sync_cache(s, 1, NULL, NULL, &s->stats.last_reply, err);
+    if (st != GPT2_OK) {
+        settle(s);
+        return st;
+    }
+    const float *logits = gpt2_context_logits(s->ctx); /* (n_vocab) */
+    int32_t id = gpt2_sampler_sample(s->smp, logits, s->toks.v, (size_t)s->toks.n);
+    out->id = id;
+    out->prob = token_prob(logits, s->n_vocab, id);
+    if (id == s->eot) return finish(s, out, GPT2_REPLY_EOT);
+    turn *a = last_turn(s);
+    size_t bl = 0;
+    const char *b = gpt2_tokenizer_token_bytes(s->tok, id, &bl);
+    if (!text_reserve(&a->text, &a->cap, a->len + bl + 1) || !ids_reserve(a, a->n_ids + 1) ||
+        !tv_reserve(&s->toks, s->toks.n + 1))
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for the reply");
+    size_t old_len = a->len;
+    if (bl) memcpy(a->text + a->len, b, bl);
+    a->len += bl;
+    a->text[a->len] = '\0';
+    long m = find_stop(s, a);
+    if (m >= 0) return finish_stop(s, out, (size_t)m);
+    st = gpt2_context_eval(s->ctx, &id, 1, err);
+    if (st != GPT2_OK) {
+        a->len = old_len;
+        a->text[old_len] = '\0';
+        settle(s);
+        return st;
+    }
+    note_eval(s, 1, &s->stats.last_reply);
+    a->ids[a->n_ids++] = id;
+    s->toks.v[s->toks.n++] = id;
+    s->n_sampled++;
+    out->kept = 1;
+    size_t h = hold_point(s, a, s->held);
+    if (h > s->held) emit(s, out, a->text + s->held, h - s->held);
+    s->held = h;
+    if (s->max_new > 0 && s->n_sampled >= s->max_new) return finish(s, out, GPT2_REPLY_MAX_TOKENS);
+    if (s->toks.n >= s->n_ctx && !can_drop_mid_reply(s)) return finish(s, out, GPT2_REPLY_CONTEXT_FULL);
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_session_stop(gpt2_session *s, gpt2_session_token *out, gpt2_error *err) {
+    gpt2_session_token tmp;
+    if (!out) out = &tmp;
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "stop: no session");
+    *out = (gpt2_session_token){.id = -1, .text = s->out, .len = 0};
+    s->out[0] = '\0';
+    s->stats.last_call = 0;
+    return finish(s, out, GPT2_REPLY_STOPPED);
+}
+
+int gpt2_session_replying(const gpt2_session *s) { return s ? s->replying : 0; }
+
+const char *gpt2_reply_end_name(gpt2_reply_end end) {
+    switch (end) {
+    case GPT2_REPLY_NOT_DONE: return "";
+    case GPT2_REPLY_STOP_STRING: return "stop string";
+    case GPT2_REPLY_EOT: return "end of text";
+    case GPT2_REPLY_MAX_TOKENS: return "token limit";
+    case GPT2_REPLY_CONTEXT_FULL: return "context full";
+    case GPT2_REPLY_STOPPED: return "stopped";
+    }
+    return "";
+}
+
+/* ---- send and editing ---- */
+
+gpt2_status gpt2_session_send(gpt2_session *s, const char *text, size_t len, gpt2_progress_fn progress,
+                              void *user_data, gpt2_error *err) {
+    if (!s || (!text && len)) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "send: NULL argument");
+    s->stats.last_call = 0;
+    if (s->replying)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                         "send: the assistant is still replying; stop the reply (gpt2_session_stop) first");
+    int old_n = s->cv.n, old_first = s->cv.first, f = old_first, evaluated = 0;
+    gpt2_status st = GPT2_OK;
+    if (!cv_push(&s->cv, GPT2_ROLE_USER, text, len) || !cv_push(&s->cv, GPT2_ROLE_ASSISTANT, "", 0)) {
+        st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a %zu-byte message", len);
+        goto fail;
+    }
+    st = fit(s, s->tmpl, &s->cv, 1, s->policy == GPT2_CONTEXT_DROP_OLDEST, s->max_new, "this message", &f, err);
+    if (st != GPT2_OK) goto fail;
+    tv_swap(&s->toks, &s->next);
+    s->cv.first = f;
+    st = sync_cache(s, 1, progress, user_data, &evaluated, err);
+    if (st != GPT2_OK) {
+        tv_swap(&s->toks, &s->next);
+        s->cv.first = old_first;
+        goto fail;
+    }
+    s->stats.last_prefill = evaluated;
+    s->stats.last_reply = 0;
+    if (f != old_first) post_drop_notice(s, f - old_first, evaluated);
+    start_reply(s);
+    return GPT2_OK;
+fail:
+    while (s->cv.n > old_n) turn_free(&s->cv.t[--s->cv.n]);
+    settle(s);
+    return st;
+}
+
+gpt2_status gpt2_session_regen(gpt2_session *s, gpt2_progress_fn progress, void *user_data, gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "regen: no session");
+    s->stats.last_call = 0;
+    if (s->cv.n - s->cv.first < 2)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "regen: no reply in the context to regenerate");
+    turn *a = last_turn(s);
+    turn saved = *a, fresh = {.role = GPT2_ROLE_ASSISTANT};
+    if (!text_reserve(&fresh.text, &fresh.cap, 64) || !tv_reserve(&s->next, s->toks.n)) {
+        free(fresh.text);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory to regenerate");
+    }
+    fresh.text[0] = '\0';
+    memcpy(s->next.v, s->toks.v, (size_t)s->toks.n * sizeof *s->toks.v);
+    s->next.n = s->toks.n;
+    *a = fresh;
+    s->toks.n -= saved.n_ids;
+    int evaluated = 0;
+    gpt2_status st = sync_cache(s, 1, progress, user_data, &evaluated, err);
+    if (st != GPT2_OK) {
+        turn_free(a);
+        *a = saved;
+        tv_swap(&s->toks, &s->next);
+        settle(s);
+        return st;
+    }
+    turn_free(&saved);
+    s->stats.last_reply = evaluated;
+    start_reply(s);
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_session_undo(gpt2_session *s, gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "undo: no session");
+    s->stats.last_call = 0;
+    if (s->cv.n - s->cv.first < 2)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "undo: no exchange in the context to undo");
+    TRY(render(s, s->tmpl, &s->cv, s->cv.first, s->cv.n - 2, &s->next, err));
+    tv_swap(&s->toks, &s->next);
+    turn_free(&s->cv.t[--s->cv.n]);
+    turn_free(&s->cv.t[--s->cv.n]);
+    s->replying = 0;
+    settle(s);
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_session_reset(gpt2_session *s, gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "reset: no session");
+    s->stats.last_call = 0;
+    TRY(render(s, s->tmpl, &s->cv, 0, 0, &s->next, err));
+    tv_swap(&s->toks, &s->next);
+    cv_clear(&s->cv);
+    s->replying = 0;
+    settle(s);
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_session_set_template(gpt2_session *s, const gpt2_chat_template *t, gpt2_progress_fn progress,
+                                      void *user_data, gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "set_template: no session");
+    s->stats.last_call = 0;
+    if (s->replying)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                         "set_template: the assistant is still replying; stop the reply first");
+    TRY(check_for_model(s, t, err));
+    gpt2_chat_template *nt;
+    TRY(gpt2_chat_template_copy(t, &nt, err));
+    int old_first = s->cv.first, f, evaluated = 0;
+    gpt2_status st = fit(s, nt, &s->cv, 0, s->policy == GPT2_CONTEXT_DROP_OLDEST, s->max_new,
+                         "the last exchange", &f, err);
+    if (st != GPT2_OK) {
+        gpt2_chat_template_free(nt);
+        return st;
+    }
+    gpt2_chat_template *old = s->tmpl;
+    tv_swap(&s->toks, &s->next);
+    s->tmpl = nt;
+    s->cv.first = f;
+    st = sync_cache(s, 0, progress, user_data, &evaluated, err);
+    if (st != GPT2_OK) {
+        tv_swap(&s->toks, &s->next);
+        s->tmpl = old;
+        s->cv.first = old_first;
+        gpt2_chat_template_free(nt);
+        settle(s);
+        return st;
+    }
+    gpt2_chat_template_free(old);
+    if (f != old_first) post_drop_notice(s, f - old_first, evaluated);
+    return GPT2_OK;
+}
+
+/* ---- accessors ---- */
+
+const gpt2_chat_template *gpt2_session_template(const gpt2_session *s) { return s ? s->tmpl : NULL; }
+
+void gpt2_session_set_sampler_params(gpt2_session *s, gpt2_sampler_params p) {
+    if (s) gpt2_sampler_set_params(s->smp, p);
+}
+
+gpt2_sampler_params gpt2_session_sampler_params(const gpt2_session *s) { return gpt2_sampler_get_params(s->smp); }
+
+void gpt2_session_set_max_new_tokens(gpt2_session *s, int n) {
+    if (s) s->max_new = n < 0 ? 0 : n;
+}
+
+int gpt2_session_max_new_tokens(const gpt2_session *s) { return s ? s->max_new : 0; }
+
+void gpt2_session_set_context_policy(gpt2_session *s, gpt2_context_policy policy) {
+    if (s && (policy == GPT2_CONTEXT_DROP_OLDEST || policy == GPT2_CONTEXT_REFUSE)) s->policy = policy;
+}
+
+gpt2_context_policy gpt2_session_context_policy(const gpt2_session *s) {
+    return s ? s->policy : GPT2_CONTEXT_DROP_OLDEST;
+}
+
+gpt2_sampler *gpt2_session_sampler(gpt2_session *s) { return s ? s->smp : NULL; }
+
+int gpt2_session_n_turns(const gpt2_session *s) { return s ? s->cv.n : 0; }
+
+int gpt2_session_turn(const gpt2_session *s, int i, gpt2_turn *out) {
+    if (!s || !out || i < 0 || i >= s->cv.n) return 0;
+    const turn *u = &s->cv.t[i];
+    int live = s->replying && i == s->cv.n - 1;
+    *out = (gpt2_turn){.role = u->role,
+                       .text = u->text,
+                       .len = u->len,
+                       .shown = live ? s->held : u->len,
+                       .in_context = i >= s->cv.first,
+                       .replying = live,
+                       .ids = u->role == GPT2_ROLE_ASSISTANT ? u->ids : NULL,
+                       .n_ids = u->role == GPT2_ROLE_ASSISTANT ? u->n_ids : 0};
+    return 1;
+}
+
+const int32_t *gpt2_session_tokens(const gpt2_session *s, int *n) {
+    if (n) *n = s ? s->toks.n : 0;
+    return s ? s->toks.v : NULL;
+}
+
+int gpt2_session_n_ctx(const gpt2_session *s) { return s ? s->n_ctx : 0; }
+gpt2_context *gpt2_session_context(gpt2_session *s) { return s ? s->ctx : NULL; }
+const gpt2_model *gpt2_session_model(const gpt2_session *s) { return s ? s->model : NULL; }
+
+gpt2_session_stats gpt2_session_get_stats(const gpt2_session *s) {
+    gpt2_session_stats z = {0};
+    return s ? s->stats : z;
+}
+
+const char *gpt2_session_notice(const gpt2_session *s) { return s ? s->notice : ""; }
+
+/* ---- save ---- */
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *base64_encode(const unsigned char *p, size_t n) {
+    char *o = malloc((n + 2) / 3 * 4 + 1), *w = o;
+    if (!o) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        *w++ = b64[v >> 18 & 63];
+        *w++ = b64[v >> 12 & 63];
+        *w++ = i + 1 < n ? b64[v >> 6 & 63] : '=';
+        *w++ = i + 2 < n ? b64[v & 63] : '=';
+    }
+    *w = '\0';
+    return o;
+}
+
+/* Decodes strict base64 (padding required); -1 on a bad string. */
+static long base64_decode(const char *s, unsigned char **out) {
+    size_t n = strlen(s);
+    *out = NULL;
+    if (n % 4) return -1;
+    unsigned char *o = malloc(n / 4 * 3 + 1);
+    if (!o) return -1;
+    size_t w = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        unsigned v = 0;
+        int pad = 0;
+        for (int k = 0; k < 4; k++) {
+            char c = s[i + k];
+            const char *q = c ? strchr(b64, c) : NULL;
+            if (c == '=' && i + 4 == n && k >= 2 && (k == 3 || s[i + 3] == '=')) {
+                pad++;
+                v <<= 6;
+            } else if (q && !pad) {
+                v = v << 6 | (unsigned)(q - b64);
+            } else {
+                free(o);
+                return -1;
+            }
+        }
+        o[w++] = (unsigned char)(v >> 16);
+        if (pad < 2) o[w++] = (unsigned char)(v >> 8);
+        if (pad < 1) o[w++] = (unsigned char)v;
+    }
+    *out = o;
+    return (long)w;
+}
+
+/* The text as valid UTF-8 without NUL (bad bytes and NUL as U+FFFD), malloc'd;
+ * *exact says whether that equals the input. */
+static char *display_text(const char *t, size_t n, int *exact) {
+    char *o = malloc(3 * (n + 4) + 16);
+    if (!o) return NULL;
+    gpt2_utf8_stream u = {0};
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && t[j]) j++;
+        w += gpt2_utf8_stream_push(&u, t + i, j - i, o + w);
+        if (j < n) { /* NUL: ends any held sequence, shows as U+FFFD */
+            w += gpt2_utf8_stream_flush(&u, o + w);
+            memcpy(o + w, "\xEF\xBF\xBD", 3);
+            w += 3;
+            j++;
+        }
+        i = j;
+    }
+    w += gpt2_utf8_stream_flush(&u, o + w);
+    o[w] = '\0';
+    *exact = w == n && memcmp(o, t, n) == 0;
+    return o;
+}
+
+/* The shortest decimal that reads back as the same float (0.8f -> 0.8, not
+ * 0.800000011920929), as the double cJSON prints. */
+static double short_float(float f) {
+    char buf[32];
+    if (!isfinite(f)) return f;
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if (strtof(buf, NULL) == f) break;
+    }
+    return strtod(buf, NULL);
+}
+
+static int add_u64(cJSON *obj, const char *key, uint64_t v) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+    return cJSON_AddStringToObject(obj, key, buf) != NULL;
+}
+
+static cJSON *session_json(const gpt2_session *s) {
+    cJSON *root = cJSON_CreateObject(), *tm, *sp, *turns;
+    if (!root) return NULL;
+    gpt2_sampler_params p = gpt2_sampler_get_params(s->smp);
+    int ok = cJSON_AddStringToObject(root, "format", "gptscope-session") &&
+             cJSON_AddNumberToObject(root, "version", 1) &&
+             cJSON_AddStringToObject(root, "model", gpt2_model_name(s->model)) &&
+             cJSON_AddNumberToObject(root, "n_vocab", s->n_vocab) && (tm = cJSON_AddObjectToObject(root, "template")) &&
+             chat_template_to_json(s->tmpl, tm) && (sp = cJSON_AddObjectToObject(root, "sampler")) &&
+             cJSON_AddNumberToObject(sp, "temperature", short_float(p.temperature)) &&
+             cJSON_AddNumberToObject(sp, "top_k", p.top_k) &&
+             cJSON_AddNumberToObject(sp, "top_p", short_float(p.top_p)) &&
+             cJSON_AddNumberToObject(sp, "min_p", short_float(p.min_p)) &&
+             cJSON_AddNumberToObject(sp, "repeat_penalty", short_float(p.repeat_penalty)) &&
+             cJSON_AddNumberToObject(sp, "repeat_last_n", p.repeat_last_n) && add_u64(sp, "seed", p.seed) &&
+             add_u64(root, "rng_state", gpt2_sampler_rng_state(s->smp)) &&
+             cJSON_AddNumberToObject(root, "max_new_tokens", s->max_new) &&
+             cJSON_AddStringToObject(root, "context_policy",
+                                     s->policy == GPT2_CONTEXT_REFUSE ? "refuse" : "drop-oldest") &&
+             cJSON_AddNumberToObject(root, "first_in_context", s->cv.first) &&
+             cJSON_AddBoolToObject(root, "replying", s->replying) && (turns = cJSON_AddArrayToObject(root, "turns"));
+    for (int i = 0; ok && i < s->cv.n; i++) {
+        const turn *u = &s->cv.t[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o) {
+            ok = 0;
+            break;
+        }
+        cJSON_AddItemToArray(turns, o);
+        int exact;
+        char *shown = display_text(u->text, u->len, &exact);
+        ok = shown && cJSON_AddStringToObject(o, "role", u->role == GPT2_ROLE_USER ? "user" : "assistant") &&
+             cJSON_AddStringToObject(o, "text", shown);
+        free(shown);
+        if (ok && !exact) {
+            char *enc = base64_encode((const unsigned char *)u->text, u->len);
+            ok = enc && cJSON_AddStringToObject(o, "text_base64", enc);
+            free(enc);
+        }
+        if (ok && u->role == GPT2_ROLE_ASSISTANT) {
+            cJSON *ids = cJSON_AddArrayToObject(o, "ids");
+            ok = ids != NULL;
+            for (int k = 0; ok && k < u->n_ids; k++) {
+                cJSON *v = cJSON_CreateNumber(u->ids[k]);
+                if (!v) ok = 0;
+                else cJSON_AddItemToArray(ids, v);
+            }
+        }
+    }
+    if (!ok) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Writes data to path through a temporary file beside it, fsync and rename. */
+static gpt2_status write_atomic(const char *path, const char *data, size_t len, gpt2_error *err) {
+    size_t pl = strlen(path);
+    char *tmp = malloc(pl + 16);
+    if (!tmp) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    snprintf(tmp, pl + 16, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        gpt2_status st = gpt2_fail(err, GPT2_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
+                                   strerror(errno));
+        free(tmp);
+        return st;
+    }
+    const char *what = NULL;
+    for (size_t done = 0; done < len && !what;) {
+        ssize_t w = write(fd, data + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) what = "cannot write";
+        else done += (size_t)w;
+    }
+    if (!what && fsync(fd) != 0) what = "cannot sync";
+    if (close(fd) != 0 && !what) what = "cannot close";
+    if (!what && rename(tmp, path) != 0) what = "cannot rename the temporary file over it";
+    if (what) {
+        gpt2_status st = gpt2_fail(err, GPT2_ERR_IO, "%s: %s: %s", path, what, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return st;
+    }
+    free(tmp);
+    /* Make the rename itself durable (best effort). */
+    char *dir = strdup(path);
+    if (dir) {
+        char *slash = strrchr(dir, '/');
+        const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
+        int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        free(dir);
+    }
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_session_save(const gpt2_session *s, const char *path, gpt2_error *err) {
+    if (!s || !path) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: NULL argument");
+    cJSON *root = session_json(s);
+    char *text = root ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory building the session file", path);
+    size_t n = strlen(text);
+    text[n] = '\n'; /* cJSON_Print's buffer ends with a NUL we may overwrite */
+    gpt2_status st = write_atomic(path, text, n + 1, err);
+    free(text);
+    return st;
+}
+
+/* ---- load ---- */
+
+/* Everything a session file sets, checked, before it replaces anything. */
+typedef struct {
+    gpt2_chat_template *tmpl;
+    convo cv;
+    gpt2_sampler_params sp;
+    uint64_t rng;
+    int max_new;
+    gpt2_context_policy policy;
+    int replying;
+} staged;
+
+typedef struct {
+    const char *path;
+    gpt2_error *err;
+} ld;
+
+static gpt2_status bad(const ld *L, const char *field, const char *expected, const char *found) {
+    return gpt2_fail(L->err, GPT2_ERR_FORMAT, "%s: %s: expected %s, found %s", L->path, field, expected, found);
+}
+
+static gpt2_status only_keys(const ld *L, const cJSON *obj, const char *prefix, const char *const *keys, int n) {
+    const cJSON *it;
+    char shown[TEXT_SHOW_BUF];
+    cJSON_ArrayForEach(it, obj) {
+        int ok = 0;
+        for (int i = 0; i < n && !ok; i++) ok = strcmp(it->string ? it->string : "", keys[i]) == 0;
+        if (!ok) {
+            const char *k = it->string ? it->string : "";
+            return gpt2_fail(L->err, GPT2_ERR_FORMAT, "%s: %s%s: unknown field", L->path, prefix,
+                             text_show(k, strlen(k), shown));
+        }
+    }
+    return GPT2_OK;
+}
+
+static gpt2_status get(const ld *L, const cJSON *obj, const char *prefix, const char *key, const cJSON **out) {
+    *out = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!*out) return gpt2_fail(L->err, GPT2_ERR_FORMAT, "%s: %s%s: missing", L->path, prefix, key);
+    return GPT2_OK;
+}
+
+static gpt2_status get_int(const ld *L, const cJSON *obj, const char *prefix, const char *key, long lo, long hi,
+                           int *out) {
+    const cJSON *j;
+    TRY(get(L, obj, prefix, key, &j));
+    char field[160], want[96], found[64];
+    snprintf(field, sizeof field, "%s%s", prefix, key);
+    snprintf(want, sizeof want, "an integer in [%ld, %ld]", lo, hi);
+    if (!cJSON_IsNumber(j)) return bad(L, field, want, json_type_name(j));
+    double v = j->valuedouble;
+    if (!(v >= (double)lo && v <= (double)hi) || v != floor(v)) {
+        snprintf(found, sizeof found, "%.17g", v);
+        return bad(L, field, want, found);
+    }
+    *out = (int)v;
+    return GPT2_OK;
+}
+
+/* A float in [lo, hi]; open_lo excludes lo itself. */
+static gpt2_status get_float(const ld *L, const cJSON *obj, const char *prefix, const char *key, double lo, int open_lo,
+                             double hi, float *out) {
+    const cJSON *j;
+    TRY(get(L, obj, prefix, key, &j));
+    char field[160], want[96], found[64];
+    snprintf(field, sizeof field, "%s%s", prefix, key);
+    snprintf(want, sizeof want, "a number in %c%g, %g]", open_lo ? '(' : '[', lo, hi);
+    if (!cJSON_IsNumber(j)) return bad(L, field, want, json_type_name(j));
+    double v = j->valuedouble;
+    if (!(v >= lo && v <= hi) || (open_lo && v == lo)) {
+        snprintf(found, sizeof found, "%.17g", v);
+        return bad(L, field, want, found);
+    }
+    *out = (float)v;
+    return GPT2_OK;
+}
+
+static gpt2_status get_u64(const ld *L, const cJSON *obj, const char *prefix, const char *key, uint64_t *out) {
+    const cJSON *j;
+    TRY(get(L, obj, prefix, key, &j));
+    char field[160], shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
+    snprintf(field, sizeof field, "%s%s", prefix, key);
+    const char *want = "a string of decimal digits (an unsigned 64-bit integer)";
+    if (!cJSON_IsString(j)) return bad(L, field, want, json_type_name(j));
+    const char *v = j->valuestring;
+    size_t n = strlen(v);
+    uint64_t x = 0;
+    int ok = n > 0 && n <= 20;
+    for (size_t i = 0; ok && i < n; i++) {
+        unsigned d = (unsigned)(v[i] - '0');
+        if (d > 9 || x > (UINT64_MAX - d) / 10) ok = 0;
+        else x = x * 10 + d;
+    }
+    if (!ok) {
+        snprintf(found, sizeof found, "\"%s\"", text_show(v, n, shown));
+        return bad(L, field, want, found);
+    }
+    *out = x;
+    return GPT2_OK;
+}
+
+static gpt2_status get_str(const ld *L, const cJSON *obj, const char *prefix, const char *key, const char **out) {
+    const cJSON *j;
+    TRY(get(L, obj, prefix, key, &j));
+    char field[160];
+    snprintf(field, sizeof field, "%s%s", prefix, key);
+    if (!cJSON_IsString(j)) return bad(L, field, "a string", json_type_name(j));
+    *out = j->valuestring;
+    return GPT2_OK;
+}
+
+static gpt2_status get_bool(const ld *L, const cJSON *obj, const char *prefix, const char *key, int *out) {
+    const cJSON *j;
+    TRY(get(L, obj, prefix, key, &j));
+    char field[160];
+    snprintf(field, sizeof field, "%s%s", prefix, key);
+    if (!cJSON_IsBool(j)) return bad(L, field, "true or false", json_type_name(j));
+    *out = cJSON_IsTrue(j);
+    return GPT2_OK;
+}
+
+/* Does ids decode to exactly text? */
+static int ids_match(const gpt2_session *s, const turn *u) {
+    size_t off = 0, l;
+    for (int k = 0; k < u->n_ids; k++) {
+        const char *b = gpt2_tokenizer_token_bytes(s->tok, u->ids[k], &l);
+        if (!b) l = 0;
+        if (l > u->len - off || (l && memcmp(u->text + off, b, l) != 0)) return 0;
+        off += l;
+    }
+    return off == u->len;
+}
+
+static gpt2_status parse_turns(gpt2_session *s, const ld *L, const cJSON *arr, int same_model, staged *g) {
+    static const char *const keys[] = {"role", "text", "text_base64", "ids"};
+    char prefix[48], field[64], shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
+    int i = 0;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, arr) {
+        snprintf(prefix, sizeof prefix, "turns[%d].", i);
+        snprintf(field, sizeof field, "turns[%d]", i);
+        if (!cJSON_IsObject(o)) return bad(L, field, "an object", json_type_name(o));
+        TRY(only_keys(L, o, prefix, keys, 4));
+        const char *role, *text;
+        TRY(get_str(L, o, prefix, "role", &role));
+        gpt2_role want = i % 2 ? GPT2_ROLE_ASSISTANT : GPT2_ROLE_USER;
+        const char *want_name = want == GPT2_ROLE_USER ? "\"user\" (turns alternate, a user turn first)"
+                                                       : "\"assistant\" (turns alternate, a user turn first)";
+        if (strcmp(role, want == GPT2_ROLE_USER ? "user" : "assistant") != 0) {
+            snprintf(field, sizeof field, "turns[%d].role", i);
+            snprintf(found, sizeof found, "\"%s\"", text_show(role, strlen(role), shown));
+            return bad(L, field, want_name, found);
+        }
+        TRY(get_str(L, o, prefix, "text", &text));
+        size_t len = strlen(text);
+        unsigned char *raw = NULL;
+        const cJSON *jb = cJSON_GetObjectItemCaseSensitive(o, "text_base64");
+        if (jb) {
+            snprintf(field, sizeof field, "turns[%d].text_base64", i);
+            if (!cJSON_IsString(jb)) return bad(L, field, "a base64 string", json_type_name(jb));
+            long n = base64_decode(jb->valuestring, &raw);
+            if (n < 0) return bad(L, field, "a base64 string", "other text");
+            text = (const char *)raw;
+            len = (size_t)n;
+        }
+        int pushed = cv_push(&g->cv, want, text, len);
+        free(raw);
+        if (!pushed) return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
+        turn *u = &g->cv.t[g->cv.n - 1];
+        const cJSON *ji = cJSON_GetObjectItemCaseSensitive(o, "ids");
+        if (ji && want == GPT2_ROLE_USER) {
+            snprintf(field, sizeof field, "turns[%d].ids", i);
+            return bad(L, field, "no ids on a user turn", "an ids field");
+        }
+        if (ji) {
+            snprintf(field, sizeof field, "turns[%d].ids", i);
+            char want_ids[96];
+            snprintf(want_ids, sizeof want_ids, "an array of token ids in [0, %d)", s->n_vocab);
+            if (!cJSON_IsArray(ji)) return bad(L, field, want_ids, json_type_name(ji));
+            int n = cJSON_GetArraySize(ji);
+            if (!ids_reserve(u, n)) return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
+            const cJSON *v;
+            cJSON_ArrayForEach(v, ji) {
+                if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
+                    v->valuedouble > INT32_MAX) {
+                    snprintf(field, sizeof field, "turns[%d].ids[%d]", i, u->n_ids);
+                    return bad(L, field, "a non-negative integer",
+                               cJSON_IsNumber(v) ? "another number" : json_type_name(v));
+                }
+                u->ids[u->n_ids++] = (int32_t)v->valuedouble;
+            }
+            if (same_model) {
+                for (int k = 0; k < u->n_ids; k++)
+                    if (u->ids[k] >= s->n_vocab) {
+                        snprintf(field, sizeof field, "turns[%d].ids[%d]", i, k);
+                        snprintf(found, sizeof found, "%d", u->ids[k]);
+                        return bad(L, field, want_ids, found);
+                    }
+                if (!ids_match(s, u))
+                    return gpt2_fail(L->err, GPT2_ERR_FORMAT, "%s: turns[%d].ids: do not decode to turns[%d].text",
+                                     L->path, i, i);
+            } else {
+                u->n_ids = 0; /* another model's tokens: encode the text instead */
+            }
+        }
+        if (want == GPT2_ROLE_ASSISTANT && (!ji || !same_model)) {
+            int32_t *ids = NULL;
+            size_t n = 0;
+            TRY(gpt2_tokenizer_encode(s->tok, u->text, u->len, 0, &ids, &n, L->err));
+            if (n > (size_t)INT_MAX / 4 || !ids_reserve(u, (int)n)) {
+                free(ids);
+                return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
+            }
+            if (n) memcpy(u->ids, ids, n * sizeof *ids);
+            u->n_ids = (int)n;
+            free(ids);
+        }
+        i++;
+    }
+    return GPT2_OK;
+}
+
+static gpt2_status parse_session(gpt2_session *s, const ld *L, const cJSON *root, staged *g) {
+    static const char *const top[] = {"format",        "version",        "model",          "n_vocab",
+                                      "template",      "sampler",        "rng_state",      "max_new_tokens",
+                                      "context_policy", "first_in_context", "replying",     "turns"};
+    static const char *const skeys[] = {"temperature",    "top_k",         "top_p", "min_p",
+                                        "repeat_penalty", "repeat_last_n", "seed"};
+    char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 32];
+    if (!cJSON_IsObject(root)) return bad(L, "(file)", "a JSON object", json_type_name(root));
+    const char *fmt, *model, *pol;
+    TRY(get_str(L, root, "", "format", &fmt));
+    if (strcmp(fmt, "gptscope-session") != 0) {
+        snprintf(found, sizeof found, "\"%s\"", text_show(fmt, strlen(fmt), shown));
+        return bad(L, "format", "\"gptscope-session\"", found);
+    }
+    int version, n_vocab;
+    TRY(get_int(L, root, "", "version", 0, INT_MAX, &version));
+    if (version != 1) {
+        snprintf(found, sizeof found, "%d (written by a newer gptscope?)", version);
+        return bad(L, "version", "1", found);
+    }
+    TRY(get_str(L, root, "", "model", &model));
+    TRY(get_int(L, root, "", "n_vocab", 1, INT_MAX, &n_vocab));
+    const cJSON *jt, *js, *jturns;
+    TRY(get(L, root, "", "template", &jt));
+    if (!cJSON_IsObject(jt)) return bad(L, "template", "an object", json_type_name(jt));
+    char where[600];
+    snprintf(where, sizeof where, "%s: template.", L->path);
+    TRY(chat_template_from_json(jt, where, &g->tmpl, L->err));
+    if (g->tmpl->eot_after_turn && s->eot < 0)
+        return gpt2_fail(L->err, GPT2_ERR_FORMAT,
+                         "%s: template.eot_after_turn: true, but model '%s' has no <|endoftext|> token", L->path,
+                         gpt2_model_name(s->model));
+    TRY(get(L, root, "", "sampler", &js));
+    if (!cJSON_IsObject(js)) return bad(L, "sampler", "an object", json_type_name(js));
+    g->sp = gpt2_sampler_default_params();
+    TRY(get_float(L, js, "sampler.", "temperature", 0, 0, FLT_MAX, &g->sp.temperature));
+    TRY(get_int(L, js, "sampler.", "top_k", 0, INT_MAX, &g->sp.top_k));
+    TRY(get_float(L, js, "sampler.", "top_p", 0, 1, 1, &g->sp.top_p));
+    TRY(get_float(L, js, "sampler.", "min_p", 0, 0, 1, &g->sp.min_p));
+    TRY(get_float(L, js, "sampler.", "repeat_penalty", 0, 1, FLT_MAX, &g->sp.repeat_penalty));
+    TRY(get_int(L, js, "sampler.", "repeat_last_n", 0, INT_MAX, &g->sp.repeat_last_n));
+    TRY(get_u64(L, js, "sampler.", "seed", &g->sp.seed));
+    TRY(only_keys(L, js, "sampler.", skeys, 7));
+    TRY(get_u64(L, root, "", "rng_state", &g->rng));
+    TRY(get_int(L, root, "", "max_new_tokens", 0, INT_MAX, &g->max_new));
+    TRY(get_str(L, root, "", "context_policy", &pol));
+    if (strcmp(pol, "drop-oldest") == 0) g->policy = GPT2_CONTEXT_DROP_OLDEST;
+    else if (strcmp(pol, "refuse") == 0) g->policy = GPT2_CONTEXT_REFUSE;
+    else {
+        snprintf(found, sizeof found, "\"%s\"", text_show(pol, strlen(pol), shown));
+        return bad(L, "context_policy", "\"drop-oldest\" or \"refuse\"", found);
+    }
+    TRY(get(L, root, "", "turns", &jturns));
+    if (!cJSON_IsArray(jturns)) return bad(L, "turns", "an array", json_type_name(jturns));
+    int n_turns = cJSON_GetArraySize(jturns), first;
+    if (n_turns % 2) {
+        snprintf(found, sizeof found, "%d turns", n_turns);
+        return bad(L, "turns", "an even number of turns (each user turn followed by its reply)", found);
+    }
+    TRY(get_int(L, root, "", "first_in_context", 0, n_turns, &first));
+    if (first % 2) {
+        snprintf(found, sizeof found, "%d", first);
+        return bad(L, "first_in_context", "an even turn index (a user turn)", found);
+    }
+    TRY(get_bool(L, root, "", "replying", &g->replying));
+    if (g->replying && first >= n_turns)
+        return bad(L, "replying", "false when the context holds no exchange", "true");
+    int same_model = strcmp(model, gpt2_model_name(s->model)) == 0 && n_vocab == s->n_vocab;
+    TRY(parse_turns(s, L, jturns, same_model, g));
+    g->cv.first = first;
+    /* Unknown fields last: a misspelt required field is reported as missing. */
+    return only_keys(L, root, "", top, 12);
+}
+
+gpt2_status gpt2_session_load(gpt2_session *s, const char *path, gpt2_progress_fn progress, void *user_data,
+                              gpt2_error *err) {
+    if (!s || !path) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "load: NULL argument");
+    s->stats.last_call = 0;
+    cJSON *root;
+    TRY(chat_json_read(path, (size_t)256 << 20, "session file", &root, err));
+    staged g = {0};
+    ld L = {path, err};
+    gpt2_status st = parse_session(s, &L, root, &g);
+    cJSON_Delete(root);
+    int f = 0, evaluated = 0;
+    if (st == GPT2_OK)
+        st = fit(s, g.tmpl, &g.cv, 0, g.policy == GPT2_CONTEXT_DROP_OLDEST, g.max_new,
+                 "the saved conversation's last exchange", &f, err);
+    if (st != GPT2_OK) {
+        gpt2_chat_template_free(g.tmpl);
+        cv_clear(&g.cv);
+        return st;
+    }
+    /* Swap in, evaluate, and swap back on failure. */
+    int loaded_first = g.cv.first;
+    convo old_cv = s->cv;
+    gpt2_chat_template *old_tmpl = s->tmpl;
+    tv_swap(&s->toks, &s->next);
+    s->cv = g.cv;
+    s->cv.first = f;
+    s->tmpl = g.tmpl;
+    st = sync_cache(s, g.replying, progress, user_data, &evaluated, err);
+    if (st != GPT2_OK) {
+        tv_swap(&s->toks, &s->next);
+        s->cv = old_cv;
+        s->tmpl = old_tmpl;
+        gpt2_chat_template_free(g.tmpl);
+        cv_clear(&g.cv);
+        settle(s);
+        return st;
+    }
+    cv_clear(&old_cv);
+    gpt2_chat_template_free(old_tmpl);
+    s->max_new = g.max_new;
+    s->policy = g.policy;
+    gpt2_sampler_set_params(s->smp, g.sp);
+    gpt2_sampler_set_rng_state(s->smp, g.rng);
+    s->stats.last_reply = 0;
+    s->replying = 0;
+    if (g.replying) {
+        /* Continue the reply where it was: what was given out is the text up
+         * to the first place a stop string could still begin. */
+        start_reply(s);
+        turn *a = last_turn(s);
+        s->n_sampled = a->n_ids;
+        s->held = hold_point(s, a, 0);
+        for (size_t i = 0; i < s->held; i += 256) {
+            size_t n = s->held - i < 256 ? s->held - i : 256;
+            if (out_reserve(s, 3 * (n + 4) + 16)) gpt2_utf8_stream_push(&s->utf8, a->text + i, n, s->out);
+        }
+        s->out[0] = '\0';
+    }
+    if (f != loaded_first) post_drop_notice(s, f - loaded_first, evaluated);
+    return GPT2_OK;
+}

@@ -1,0 +1,1696 @@
+/* test_session.c — the chat session on the tiny fixture model (2 layers, n_ctx
+ * 64, 507-token vocabulary with <|endoftext|> = 506).
+ *
+ * Expectations are computed independently of the session: token sequences by
+ * encoding hand-built strings with the tokenizer, logits by a fresh context
+ * fed the whole sequence at once, argmax and softmax in double here, the
+ * stop-string cut from a plain greedy reference run. */
+#include <dirent.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#include "gpt2.h"
+#include "test_util.h"
+
+static gpt2_model *g_model;
+static const gpt2_tokenizer *g_tok;
+static int32_t g_eot;
+static char g_dir[64];
+
+/* ---- helpers ---- */
+
+typedef struct {
+    int32_t *v;
+    int n;
+} ivec;
+
+static void iv_cat(ivec *a, const int32_t *v, int n) {
+    a->v = realloc(a->v, (size_t)(a->n + n + 1) * sizeof *a->v);
+    assert_non_null(a->v);
+    if (n) memcpy(a->v + a->n, v, (size_t)n * sizeof *v);
+    a->n += n;
+}
+
+static void iv_push(ivec *a, int32_t x) { iv_cat(a, &x, 1); }
+
+static void iv_enc(ivec *a, const char *s, size_t len) {
+    int32_t *ids;
+    size_t n;
+    gpt2_error err;
+    if (gpt2_tokenizer_encode(g_tok, s, len, 0, &ids, &n, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    iv_cat(a, ids, (int)n);
+    free(ids);
+}
+
+static void iv_encs(ivec *a, const char *s) { iv_enc(a, s, strlen(s)); }
+
+/* Bytes growing buffer. */
+typedef struct {
+    char *b;
+    size_t n;
+} buf;
+
+static void buf_add(buf *x, const char *p, size_t n) {
+    x->b = realloc(x->b, x->n + n + 1);
+    assert_non_null(x->b);
+    if (n) memcpy(x->b + x->n, p, n);
+    x->n += n;
+    x->b[x->n] = '\0';
+}
+
+static void buf_adds(buf *x, const char *s) { buf_add(x, s, strlen(s)); }
+
+static void decode(const int32_t *ids, int n, buf *out) {
+    for (int i = 0; i < n; i++) {
+        size_t l;
+        const char *b = gpt2_tokenizer_token_bytes(g_tok, ids[i], &l);
+        if (b) buf_add(out, b, l);
+    }
+}
+
+/* What a UTF-8 stream shows for bytes, flushed at the end. */
+static void shown_of(const char *p, size_t n, buf *out) {
+    char *o = malloc(3 * (n + 4) + 16);
+    gpt2_utf8_stream u = {0};
+    size_t w = gpt2_utf8_stream_push(&u, p, n, o);
+    w += gpt2_utf8_stream_flush(&u, o + w);
+    buf_add(out, o, w);
+    free(o);
+}
+
+static gpt2_sampler_params greedy(void) {
+    gpt2_sampler_params p = gpt2_sampler_default_params();
+    p.temperature = 0;
+    return p;
+}
+
+static gpt2_sampler_params hot(uint64_t seed, float temperature) {
+    gpt2_sampler_params p = gpt2_sampler_default_params();
+    p.temperature = temperature;
+    p.top_k = 0;
+    p.top_p = 1;
+    p.min_p = 0;
+    p.seed = seed;
+    return p;
+}
+
+static const char *const no_stop[1] = {NULL};
+
+/* A short template for the 64-token context. */
+static gpt2_chat_template short_tmpl(void) {
+    return (gpt2_chat_template){.name = "short",
+                                .description = "",
+                                .preamble = "Hi.\n",
+                                .user_prefix = "U:",
+                                .user_suffix = "\n",
+                                .assistant_prefix = "A:",
+                                .assistant_suffix = "\n",
+                                .stop = no_stop,
+                                .n_stop = 0};
+}
+
+static gpt2_session *mk(const gpt2_chat_template *t, int n_ctx, int n_batch, int max_new, gpt2_sampler_params sp,
+                        gpt2_context_policy pol) {
+    gpt2_session_params p = gpt2_session_default_params();
+    p.context.n_ctx = n_ctx;
+    p.context.n_batch = n_batch;
+    p.context.n_threads = 1;
+    p.sampler = sp;
+    p.max_new_tokens = max_new;
+    p.context_policy = pol;
+    p.chat_template = t;
+    gpt2_session *s;
+    gpt2_error err;
+    if (gpt2_session_new(g_model, p, &s, &err) != GPT2_OK) fail_msg("session_new: %s", err.msg);
+    return s;
+}
+
+static void send_ok(gpt2_session *s, const char *text) {
+    gpt2_error err;
+    if (gpt2_session_send(s, text, strlen(text), NULL, NULL, &err) != GPT2_OK) fail_msg("send: %s", err.msg);
+}
+
+typedef struct {
+    ivec ids;      /* every sampled id, kept or not */
+    ivec kept;     /* kept ids */
+    buf shown;     /* concatenated out.text */
+    gpt2_reply_end end;
+    int steps;
+} reply;
+
+static void reply_free(reply *r) {
+    free(r->ids.v);
+    free(r->kept.v);
+    free(r->shown.b);
+    memset(r, 0, sizeof *r);
+}
+
+/* Steps until the reply is done (at most limit steps). */
+static reply run_reply(gpt2_session *s, int limit) {
+    reply r = {0};
+    gpt2_session_token t;
+    gpt2_error err;
+    for (r.steps = 0; r.steps < limit; r.steps++) {
+        if (gpt2_session_step(s, &t, &err) != GPT2_OK) fail_msg("step: %s", err.msg);
+        assert_non_null(t.text);
+        assert_int_equal(strlen(t.text) <= t.len, 1);
+        if (t.id >= 0) iv_push(&r.ids, t.id);
+        if (t.kept) iv_push(&r.kept, t.id);
+        buf_add(&r.shown, t.text, t.len);
+        if (t.done) {
+            r.end = t.end;
+            r.steps++;
+            return r;
+        }
+    }
+    fail_msg("reply did not end in %d steps", limit);
+    return r;
+}
+
+static void turn_of(gpt2_session *s, int i, gpt2_turn *t) { assert_int_equal(gpt2_session_turn(s, i, t), 1); }
+
+/* The session's tokens equal want, and the cache holds exactly them. */
+static void assert_tokens(gpt2_session *s, const ivec *want) {
+    int n;
+    const int32_t *t = gpt2_session_tokens(s, &n);
+    if (n != want->n) fail_msg("session has %d tokens, expected %d", n, want->n);
+    for (int i = 0; i < n; i++)
+        if (t[i] != want->v[i]) fail_msg("token %d: %d, expected %d", i, t[i], want->v[i]);
+    gpt2_context *ctx = gpt2_session_context(s);
+    assert_int_equal(gpt2_context_n_past(ctx), n);
+    assert_memory_equal(gpt2_context_tokens(ctx), want->v, (size_t)n * sizeof(int32_t));
+}
+
+static ivec session_tokens(gpt2_session *s) {
+    int n;
+    const int32_t *t = gpt2_session_tokens(s, &n);
+    ivec v = {0};
+    iv_cat(&v, t, n);
+    return v;
+}
+
+/* The cache holds the session's tokens, and its logits equal a fresh
+ * context's fed the whole sequence at once. */
+static void assert_cache_fresh(gpt2_session *s) {
+    ivec t = session_tokens(s);
+    assert_tokens(s, &t);
+    gpt2_context *ctx = gpt2_session_context(s);
+    const float *got = gpt2_context_logits(ctx);
+    assert_non_null(got);
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_ctx = gpt2_session_n_ctx(s);
+    cp.n_threads = 1;
+    gpt2_context *fresh;
+    gpt2_error err;
+    if (gpt2_context_new(g_model, cp, &fresh, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    if (gpt2_context_eval(fresh, t.v, t.n, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    const float *want = gpt2_context_logits(fresh);
+    int V = gpt2_model_config(g_model)->n_vocab;
+    for (int i = 0; i < V; i++)
+        if (fabsf(got[i] - want[i]) > 1e-5f) fail_msg("logit %d: %.8g, fresh context %.8g", i, got[i], want[i]);
+    gpt2_context_free(fresh);
+    free(t.v);
+}
+
+/* Hand rendering (the header's rule) of turns [first, n_turns). */
+static ivec hand_render(gpt2_session *s, const gpt2_chat_template *t, int first, int n_turns) {
+    ivec v = {0};
+    iv_encs(&v, t->preamble);
+    for (int i = first; i < n_turns; i++) {
+        gpt2_turn u;
+        turn_of(s, i, &u);
+        if (u.role == GPT2_ROLE_ASSISTANT) {
+            iv_cat(&v, u.ids, u.n_ids);
+            continue;
+        }
+        buf b = {0};
+        if (i > first) {
+            buf_adds(&b, t->assistant_suffix);
+            if (t->eot_after_turn) {
+                iv_enc(&v, b.b, b.n);
+                iv_push(&v, g_eot);
+                b.n = 0;
+            }
+        }
+        buf_adds(&b, t->user_prefix);
+        buf_add(&b, u.text, u.len);
+        buf_adds(&b, t->user_suffix);
+        if (t->eot_after_turn) {
+            iv_enc(&v, b.b, b.n);
+            iv_push(&v, g_eot);
+            b.n = 0;
+        }
+        buf_adds(&b, t->assistant_prefix);
+        iv_enc(&v, b.b ? b.b : "", b.n);
+        free(b.b);
+    }
+    return v;
+}
+
+/* Everything load must leave alone, for before/after comparisons. */
+typedef struct {
+    ivec toks;
+    int n_past, n_turns, first, replying, max_new;
+    buf texts;
+    char tmpl[64];
+    gpt2_sampler_params sp;
+    uint64_t rng;
+    gpt2_context_policy pol;
+} snap;
+
+static snap take(gpt2_session *s) {
+    snap x = {0};
+    x.toks = session_tokens(s);
+    x.n_past = gpt2_context_n_past(gpt2_session_context(s));
+    x.n_turns = gpt2_session_n_turns(s);
+    x.first = -1;
+    for (int i = 0; i < x.n_turns; i++) {
+        gpt2_turn u;
+        turn_of(s, i, &u);
+        if (u.in_context && x.first < 0) x.first = i;
+        buf_add(&x.texts, u.text, u.len);
+        buf_add(&x.texts, "\x01", 1);
+    }
+    x.replying = gpt2_session_replying(s);
+    x.max_new = gpt2_session_max_new_tokens(s);
+    snprintf(x.tmpl, sizeof x.tmpl, "%s", gpt2_session_template(s)->name);
+    x.sp = gpt2_session_sampler_params(s);
+    x.rng = gpt2_sampler_rng_state(gpt2_session_sampler(s));
+    x.pol = gpt2_session_context_policy(s);
+    return x;
+}
+
+static void assert_same(const snap *a, const snap *b) {
+    assert_int_equal(a->toks.n, b->toks.n);
+    assert_memory_equal(a->toks.v, b->toks.v, (size_t)a->toks.n * sizeof(int32_t));
+    assert_int_equal(a->n_past, b->n_past);
+    assert_int_equal(a->n_turns, b->n_turns);
+    assert_int_equal(a->first, b->first);
+    assert_int_equal(a->replying, b->replying);
+    assert_int_equal(a->max_new, b->max_new);
+    assert_int_equal(a->texts.n, b->texts.n);
+    if (a->texts.n) assert_memory_equal(a->texts.b, b->texts.b, a->texts.n);
+    assert_string_equal(a->tmpl, b->tmpl);
+    assert_memory_equal(&a->sp, &b->sp, sizeof a->sp);
+    assert_true(a->rng == b->rng);
+    assert_int_equal(a->pol, b->pol);
+}
+
+static void snap_free(snap *x) {
+    free(x->toks.v);
+    free(x->texts.b);
+}
+
+static const char *tmp_path(const char *name) {
+    static char p[4][256];
+    static int k;
+    char *o = p[k++ & 3];
+    snprintf(o, 256, "%s/%s", g_dir, name);
+    return o;
+}
+
+static void write_text(const char *path, const char *text, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, n, f), n);
+    fclose(f);
+}
+
+static int count_dir_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+static void rm_dir_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    closedir(d);
+}
+
+static int group_setup(void **state) {
+    gpt2_error err;
+    if (gpt2_model_load(fixture_path("models/tiny-f32"), &g_model, &err) != GPT2_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    g_tok = gpt2_model_tokenizer(g_model);
+    g_eot = gpt2_tokenizer_eot(g_tok);
+    snprintf(g_dir, sizeof g_dir, "/tmp/gptscope-session-XXXXXX");
+    if (!mkdtemp(g_dir)) return -1;
+    return 0;
+}
+
+static int group_teardown(void **state) {
+    gpt2_model_free(g_model);
+    rm_dir_files(g_dir);
+    rmdir(g_dir);
+    return 0;
+}
+
+/* ---- rendering ---- */
+
+static void test_render_transcript(void **state) {
+    const gpt2_chat_template *t = gpt2_chat_template_builtin("transcript");
+    assert_non_null(t);
+    gpt2_session *s = mk(NULL, 64, 256, 2, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    assert_string_equal(gpt2_session_template(s)->name, "transcript");
+    send_ok(s, "Hi");
+    ivec want = {0};
+    iv_encs(&want, "A conversation between a user and an assistant.\n\n");
+    iv_encs(&want, "User: Hi\nAssistant:");
+    assert_tokens(s, &want);
+    assert_int_equal(gpt2_session_get_stats(s).last_prefill, want.n);
+    reply r = run_reply(s, 10);
+    assert_int_equal(r.end, GPT2_REPLY_MAX_TOKENS);
+    assert_int_equal(r.kept.n, 2);
+    iv_cat(&want, r.kept.v, r.kept.n);
+    assert_tokens(s, &want);
+    gpt2_turn a;
+    turn_of(s, 1, &a);
+    buf d = {0};
+    decode(r.kept.v, r.kept.n, &d);
+    assert_int_equal(a.len, d.n);
+    assert_memory_equal(a.text, d.b, d.n);
+    reply_free(&r);
+    free(d.b);
+    free(want.v);
+    gpt2_session_free(s);
+    /* The second turn (closing the reply, opening the next) with the same
+     * template minus its 30-token preamble, which would not leave room in 64. */
+    gpt2_chat_template tn = *t;
+    tn.name = "transcript-np";
+    tn.preamble = "";
+    s = mk(&tn, 64, 256, 2, greedy(), GPT2_CONTEXT_REFUSE);
+    send_ok(s, "Hi");
+    r = run_reply(s, 10);
+    send_ok(s, "Yo");
+    want = (ivec){0};
+    iv_encs(&want, "User: Hi\nAssistant:");
+    iv_cat(&want, r.kept.v, r.kept.n);
+    iv_encs(&want, "\nUser: Yo\nAssistant:");
+    assert_tokens(s, &want);
+    reply_free(&r);
+    free(want.v);
+    gpt2_session_free(s);
+}
+
+static void test_render_dialogpt(void **state) {
+    const gpt2_chat_template *t = gpt2_chat_template_builtin("dialogpt");
+    assert_non_null(t);
+    assert_int_equal(t->eot_after_turn, 1);
+    gpt2_session *s = mk(t, 64, 256, 3, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    send_ok(s, "hello");
+    ivec want = {0};
+    iv_encs(&want, "hello");
+    iv_push(&want, g_eot);
+    assert_tokens(s, &want);
+    reply r = run_reply(s, 10);
+    iv_cat(&want, r.kept.v, r.kept.n);
+    assert_tokens(s, &want);
+    send_ok(s, "who");
+    iv_push(&want, g_eot); /* the reply's end */
+    iv_encs(&want, "who");
+    iv_push(&want, g_eot);
+    assert_tokens(s, &want);
+    /* A literal "<|endoftext|>" in a message is text, not the special id. */
+    gpt2_session_stop(s, NULL, NULL);
+    send_ok(s, "<|endoftext|>");
+    int n;
+    const int32_t *tk = gpt2_session_tokens(s, &n);
+    int n_eot = 0;
+    for (int i = want.n; i < n; i++) n_eot += tk[i] == g_eot;
+    assert_int_equal(n_eot, 2); /* the one closing the reply, the one closing this turn */
+    assert_true(n - want.n > 3);
+    reply_free(&r);
+    free(want.v);
+    gpt2_session_free(s);
+}
+
+static void test_render_raw(void **state) {
+    const gpt2_chat_template *t = gpt2_chat_template_builtin("raw");
+    assert_non_null(t);
+    gpt2_session *s = mk(t, 64, 256, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    send_ok(s, "The cat");
+    ivec want = {0};
+    iv_encs(&want, "The cat");
+    assert_tokens(s, &want);
+    reply r = run_reply(s, 10);
+    iv_cat(&want, r.kept.v, r.kept.n);
+    send_ok(s, " and");
+    iv_encs(&want, " and");
+    assert_tokens(s, &want);
+    /* Nothing to condition on: empty raw session, empty message. */
+    gpt2_session *e = mk(t, 64, 256, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_error err;
+    assert_int_equal(gpt2_session_send(e, "", 0, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "nothing to condition on"));
+    assert_int_equal(gpt2_session_n_turns(e), 0);
+    gpt2_session_free(e);
+    reply_free(&r);
+    free(want.v);
+    gpt2_session_free(s);
+}
+
+/* ---- KV reuse ---- */
+
+static void test_kv_reuse(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 256, 5, hot(3, 1.0f), GPT2_CONTEXT_DROP_OLDEST);
+    assert_int_equal(gpt2_context_n_past(gpt2_session_context(s)), 0); /* nothing evaluated yet */
+    send_ok(s, "one two");
+    ivec b1 = {0};
+    iv_encs(&b1, "Hi.\n");
+    iv_encs(&b1, "U:one two\nA:");
+    gpt2_session_stats st = gpt2_session_get_stats(s);
+    assert_int_equal(st.last_prefill, b1.n);
+    assert_int_equal(st.total, b1.n);
+    reply r = run_reply(s, 10);
+    st = gpt2_session_get_stats(s);
+    assert_int_equal(st.last_reply, r.kept.n);
+    long long before = st.total;
+    send_ok(s, "three");
+    ivec b2 = {0};
+    iv_encs(&b2, "\nU:three\nA:");
+    st = gpt2_session_get_stats(s);
+    assert_int_equal(st.last_prefill, b2.n);
+    assert_int_equal(st.last_call, b2.n);
+    assert_int_equal(st.total - before, b2.n);
+    ivec want = {0};
+    iv_cat(&want, b1.v, b1.n);
+    iv_cat(&want, r.kept.v, r.kept.n);
+    iv_cat(&want, b2.v, b2.n);
+    assert_tokens(s, &want);
+    assert_cache_fresh(s);
+    reply_free(&r);
+    free(b1.v);
+    free(b2.v);
+    free(want.v);
+    gpt2_session_free(s);
+}
+
+/* ---- stop strings ---- */
+
+typedef struct {
+    ivec prompt; /* the prompt's tokens */
+    ivec ids;    /* greedy reply ids */
+    int *off;    /* (ids.n + 1) byte offsets */
+    buf text;
+    gpt2_reply_end end;
+} ref_run;
+
+static ref_run greedy_reference(const char *prompt, int n) {
+    const gpt2_chat_template *raw = gpt2_chat_template_builtin("raw");
+    gpt2_session *s = mk(raw, 64, 256, n, greedy(), GPT2_CONTEXT_REFUSE);
+    send_ok(s, prompt);
+    ref_run R = {0};
+    iv_encs(&R.prompt, prompt);
+    reply r = run_reply(s, n + 1);
+    R.ids = r.kept;
+    r.kept.v = NULL;
+    R.end = r.end;
+    R.off = calloc((size_t)R.ids.n + 1, sizeof *R.off);
+    for (int i = 0; i < R.ids.n; i++) {
+        size_t l;
+        const char *b = gpt2_tokenizer_token_bytes(g_tok, R.ids.v[i], &l);
+        if (b) buf_add(&R.text, b, l);
+        R.off[i + 1] = (int)R.text.n;
+    }
+    reply_free(&r);
+    gpt2_session_free(s);
+    return R;
+}
+
+static void ref_free(ref_run *R) {
+    free(R->prompt.v);
+    free(R->ids.v);
+    free(R->off);
+    free(R->text.b);
+}
+
+/* First occurrence of needle in the reference text, or -1. */
+static long find_in(const buf *t, const char *needle, size_t n) {
+    for (size_t i = 0; i + n <= t->n; i++)
+        if (memcmp(t->b + i, needle, n) == 0) return (long)i;
+    return -1;
+}
+
+/* Runs the raw template with one stop string and checks the cut at byte m of
+ * the reference: reply text, shown text, kept ids (whole tokens before m, then
+ * the re-encoded rest of the straddling token), cache. */
+static void check_stop_cut(const ref_run *R, const char *prompt, const char *stop, size_t m) {
+    const char *stops[1] = {stop};
+    gpt2_chat_template t = *gpt2_chat_template_builtin("raw");
+    t.name = "raw-stop";
+    t.stop = stops;
+    t.n_stop = 1;
+    gpt2_session *s = mk(&t, 64, 256, R->ids.n, greedy(), GPT2_CONTEXT_REFUSE);
+    send_ok(s, prompt);
+    reply r = run_reply(s, R->ids.n + 1);
+    assert_int_equal(r.end, GPT2_REPLY_STOP_STRING);
+    assert_int_equal(gpt2_session_replying(s), 0);
+    gpt2_turn a;
+    turn_of(s, 1, &a);
+    assert_int_equal(a.len, m);
+    assert_memory_equal(a.text, R->text.b, m);
+    assert_int_equal(a.shown, a.len);
+    assert_null(strstr(a.text, stop));
+    buf want_shown = {0};
+    shown_of(R->text.b, m, &want_shown);
+    assert_int_equal(r.shown.n, want_shown.n);
+    if (r.shown.n) assert_memory_equal(r.shown.b, want_shown.b, r.shown.n);
+    int k = 0;
+    while (k < R->ids.n && R->off[k + 1] <= (int)m) k++;
+    ivec want = {0};
+    iv_cat(&want, R->prompt.v, R->prompt.n);
+    iv_cat(&want, R->ids.v, k);
+    iv_enc(&want, R->text.b + R->off[k], m - (size_t)R->off[k]);
+    assert_tokens(s, &want); /* the stop is not in the cache, the tail is evaluated */
+    assert_int_equal(a.n_ids, want.n - R->prompt.n);
+    buf d = {0};
+    decode(want.v + R->prompt.n, want.n - R->prompt.n, &d);
+    assert_int_equal(d.n, m);
+    if (m) assert_memory_equal(d.b, R->text.b, m);
+    /* The last sampled id was the one that completed the stop: not kept. */
+    assert_int_equal(r.ids.n, r.kept.n + 1);
+    free(d.b);
+    free(want.v);
+    free(want_shown.b);
+    reply_free(&r);
+    gpt2_session_free(s);
+}
+
+static int has_nul(const char *p, size_t n) { return memchr(p, 0, n) != NULL; }
+
+static void test_stop_strings(void **state) {
+    const char *prompt = "The cat";
+    ref_run R = greedy_reference(prompt, 40);
+    assert_true(R.ids.n >= 8);
+    /* (1) A stop split across two tokens: last byte of token j, first of j + 1. */
+    int found = 0;
+    for (int j = 2; j + 1 < R.ids.n && !found; j++) {
+        int b = R.off[j + 1];
+        if (R.off[j + 1] == R.off[j] || R.off[j + 2] == R.off[j + 1]) continue;
+        char stop[3] = {R.text.b[b - 1], R.text.b[b], 0};
+        if (has_nul(stop, 2) || find_in(&R.text, stop, 2) != b - 1) continue;
+        found = 1;
+        check_stop_cut(&R, prompt, stop, (size_t)b - 1);
+    }
+    assert_true(found);
+    /* (2) A stop inside a token, after visible text of that same token: the
+     * text before it is kept and re-encoded. */
+    found = 0;
+    for (int j = 1; j < R.ids.n && !found; j++) {
+        int o = R.off[j];
+        if (R.off[j + 1] - o < 2 || o + 3 > (int)R.text.n) continue;
+        char stop[3] = {R.text.b[o + 1], R.text.b[o + 2], 0};
+        if (has_nul(stop, 2) || find_in(&R.text, stop, 2) != o + 1) continue;
+        found = 1;
+        check_stop_cut(&R, prompt, stop, (size_t)o + 1);
+    }
+    assert_true(found);
+    /* (3) Text that starts like a stop string but diverges is given out in
+     * full, after being held back while it could still be one. */
+    found = 0;
+    for (int j = 2; j + 1 < R.ids.n && !found; j++) {
+        int b = R.off[j + 1];
+        if (R.off[j + 1] == R.off[j] || R.off[j + 2] == R.off[j + 1]) continue;
+        char stop[4] = {R.text.b[b - 1], R.text.b[b], '~', 0};
+        if (has_nul(stop, 3)) continue;
+        for (const char *x = "~#@%"; *x && find_in(&R.text, stop, 3) >= 0; x++) stop[2] = *x;
+        if (find_in(&R.text, stop, 3) >= 0 || find_in(&R.text, stop, 2) != b - 1) continue;
+        found = 1;
+        const char *stops[1] = {stop};
+        gpt2_chat_template t = *gpt2_chat_template_builtin("raw");
+        t.stop = stops;
+        t.n_stop = 1;
+        gpt2_session *s = mk(&t, 64, 256, R.ids.n, greedy(), GPT2_CONTEXT_REFUSE);
+        send_ok(s, prompt);
+        gpt2_session_token tk;
+        gpt2_error err;
+        buf shown = {0};
+        int held_seen = 0;
+        for (int i = 0;; i++) {
+            assert_true(i <= R.ids.n);
+            assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+            buf_add(&shown, tk.text, tk.len);
+            if (tk.done) break;
+            assert_int_equal(tk.id, R.ids.v[i]);
+            gpt2_turn a;
+            turn_of(s, 1, &a);
+            if (i == j) { /* token j ends with the stop's first byte: held back */
+                assert_int_equal(a.len, (size_t)b);
+                assert_int_equal(a.shown, (size_t)b - 1);
+                held_seen = 1;
+            }
+            /* Once token j + 1 brings a byte that differs from the stop's third, the
+             * held byte is given out. */
+            if (i == j + 1 && R.off[j + 2] - R.off[j + 1] >= 2) assert_true(a.shown >= (size_t)b);
+        }
+        assert_true(held_seen);
+        assert_int_equal(tk.end, R.end);
+        buf want = {0};
+        shown_of(R.text.b, R.text.n, &want);
+        assert_int_equal(shown.n, want.n);
+        assert_memory_equal(shown.b, want.b, want.n);
+        gpt2_turn a;
+        turn_of(s, 1, &a);
+        assert_int_equal(a.len, R.text.n);
+        free(shown.b);
+        free(want.b);
+        gpt2_session_free(s);
+    }
+    assert_true(found);
+    ref_free(&R);
+}
+
+/* A stop that starts exactly where a token starts: nothing to re-encode. */
+static void test_stop_at_token_start(void **state) {
+    ref_run R = greedy_reference("The cat", 40);
+    int found = 0;
+    for (int j = 1; j < R.ids.n && !found; j++) {
+        int b = R.off[j];
+        if (b + 2 > (int)R.text.n) break;
+        char stop[3] = {R.text.b[b], R.text.b[b + 1], 0};
+        if (has_nul(stop, 2) || find_in(&R.text, stop, 2) != b) continue;
+        found = 1;
+        check_stop_cut(&R, "The cat", stop, (size_t)b);
+    }
+    assert_true(found);
+    ref_free(&R);
+}
+
+/* <|endoftext|> ends a reply and is kept neither in the reply nor the cache.
+ * At a huge temperature every token is about equally likely, so regenerating
+ * (a seeded RNG: always the same runs) soon draws it. */
+static void test_eot_ends_reply(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 256, 0, hot(2024, 1e4f), GPT2_CONTEXT_REFUSE);
+    send_ok(s, "end");
+    ivec prompt = session_tokens(s);
+    gpt2_error err;
+    int got = 0;
+    for (int k = 0; k < 200 && !got; k++) {
+        reply r = run_reply(s, 100);
+        if (r.end == GPT2_REPLY_EOT) {
+            got = 1;
+            assert_int_equal(r.ids.v[r.ids.n - 1], g_eot);
+            assert_int_equal(r.ids.n, r.kept.n + 1);
+            for (int i = 0; i < r.kept.n; i++) assert_int_not_equal(r.kept.v[i], g_eot);
+            ivec want = {0};
+            iv_cat(&want, prompt.v, prompt.n);
+            iv_cat(&want, r.kept.v, r.kept.n);
+            assert_tokens(s, &want);
+            gpt2_turn a;
+            turn_of(s, 1, &a);
+            buf d = {0};
+            decode(r.kept.v, r.kept.n, &d);
+            assert_int_equal(a.len, d.n);
+            if (d.n) assert_memory_equal(a.text, d.b, d.n);
+            free(d.b);
+            free(want.v);
+        } else {
+            assert_int_equal(r.end, GPT2_REPLY_CONTEXT_FULL);
+            assert_int_equal(gpt2_session_regen(s, NULL, NULL, &err), GPT2_OK);
+        }
+        reply_free(&r);
+    }
+    assert_true(got);
+    free(prompt.v);
+    gpt2_session_free(s);
+}
+
+/* ---- parameters mid-reply ---- */
+
+static int argmax(const float *z, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (z[i] > z[best]) best = i;
+    return best;
+}
+
+static double softmax_at(const float *z, int n, int id) {
+    double mx = -INFINITY, sum = 0;
+    for (int i = 0; i < n; i++) mx = z[i] > mx ? z[i] : mx;
+    for (int i = 0; i < n; i++) sum += exp((double)z[i] - mx);
+    return exp((double)z[id] - mx) / sum;
+}
+
+static void test_params_mid_reply(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 256, 30, hot(11, 3.0f), GPT2_CONTEXT_REFUSE);
+    send_ok(s, "go");
+    int V = gpt2_model_config(g_model)->n_vocab, not_argmax = 0;
+    float *z = malloc((size_t)V * sizeof *z);
+    gpt2_session_token tk;
+    gpt2_error err;
+    for (int i = 0; i < 8; i++) {
+        memcpy(z, gpt2_context_logits(gpt2_session_context(s)), (size_t)V * sizeof *z);
+        assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+        assert_false(tk.done);
+        not_argmax += tk.id != argmax(z, V);
+        assert_float_equal(tk.prob, softmax_at(z, V, tk.id), 1e-6);
+    }
+    assert_true(not_argmax > 0); /* temperature 3 really sampled */
+    gpt2_sampler_params p = gpt2_session_sampler_params(s);
+    p.temperature = 0;
+    gpt2_session_set_sampler_params(s, p);
+    assert_true(gpt2_session_sampler_params(s).temperature == 0.0f);
+    for (int i = 0; i < 8; i++) {
+        memcpy(z, gpt2_context_logits(gpt2_session_context(s)), (size_t)V * sizeof *z);
+        assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+        assert_int_equal(tk.id, argmax(z, V));
+        assert_float_equal(tk.prob, softmax_at(z, V, tk.id), 1e-6);
+        assert_false(tk.done);
+    }
+    /* max_new_tokens lowered mid-reply: two more tokens, then the limit. */
+    gpt2_session_set_max_new_tokens(s, 18);
+    assert_int_equal(gpt2_session_max_new_tokens(s), 18);
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    assert_false(tk.done);
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    assert_true(tk.done);
+    assert_int_equal(tk.kept, 1);
+    assert_int_equal(tk.end, GPT2_REPLY_MAX_TOKENS);
+    gpt2_turn a;
+    turn_of(s, 1, &a);
+    assert_int_equal(a.n_ids, 18);
+    /* Lowered below what a reply already has: it ends at the next step, unsampled. */
+    send_ok(s, "more");
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    gpt2_session_set_max_new_tokens(s, 1);
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    assert_true(tk.done);
+    assert_int_equal(tk.id, -1);
+    assert_int_equal(tk.end, GPT2_REPLY_MAX_TOKENS);
+    /* No reply in progress: step is an error. */
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "no reply in progress"));
+    free(z);
+    gpt2_session_free(s);
+}
+
+/* ---- stop (Esc), send while replying ---- */
+
+static void test_stop_and_busy(void **state) {
+    const char *stops[1] = {"\x7f\x7f"};
+    gpt2_chat_template t = short_tmpl();
+    t.stop = stops;
+    t.n_stop = 1;
+    gpt2_session *s = mk(&t, 64, 256, 20, hot(5, 1.0f), GPT2_CONTEXT_REFUSE);
+    send_ok(s, "x");
+    reply r = {0};
+    gpt2_session_token tk;
+    gpt2_error err;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+        assert_false(tk.done);
+        iv_push(&r.kept, tk.id);
+        buf_add(&r.shown, tk.text, tk.len);
+    }
+    assert_int_equal(gpt2_session_send(s, "y", 1, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "still replying"));
+    assert_int_equal(gpt2_session_n_turns(s), 2);
+    assert_int_equal(gpt2_session_stop(s, &tk, &err), GPT2_OK);
+    assert_true(tk.done);
+    assert_int_equal(tk.end, GPT2_REPLY_STOPPED);
+    assert_int_equal(tk.id, -1);
+    buf_add(&r.shown, tk.text, tk.len);
+    gpt2_turn a;
+    turn_of(s, 1, &a);
+    buf d = {0}, want = {0};
+    decode(r.kept.v, r.kept.n, &d);
+    assert_int_equal(a.len, d.n);
+    assert_memory_equal(a.text, d.b, d.n);
+    shown_of(d.b, d.n, &want);
+    assert_int_equal(r.shown.n, want.n);
+    assert_memory_equal(r.shown.b, want.b, want.n);
+    assert_int_equal(gpt2_session_replying(s), 0);
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_ERR_INVALID_ARG);
+    send_ok(s, "y"); /* now it may */
+    free(d.b);
+    free(want.b);
+    reply_free(&r);
+    gpt2_session_free(s);
+}
+
+/* ---- context full ---- */
+
+static int reserve_rule(int n_ctx, int max_new) {
+    int r = n_ctx / 4;
+    if (max_new > 0 && max_new < r) r = max_new;
+    return r < 1 ? 1 : r;
+}
+
+static void test_context_full_drop(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    const int max_new = 6;
+    gpt2_session *s = mk(&t, 64, 256, max_new, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    const char *msgs[] = {"alpha", "beta gamma", "delta", "epsilon zeta", "eta", "theta iota", "kappa"};
+    int dropped_at = -1;
+    for (int k = 0; k < 7 && dropped_at < 0; k++) {
+        gpt2_session_stats before = gpt2_session_get_stats(s);
+        snap pre = take(s);
+        send_ok(s, msgs[k]);
+        gpt2_session_stats st = gpt2_session_get_stats(s);
+        if (st.notices != before.notices) {
+            dropped_at = k;
+            assert_int_equal(st.notices, before.notices + 1);
+            assert_true(st.dropped_turns > 0 && st.dropped_turns % 2 == 0);
+            assert_non_null(strstr(gpt2_session_notice(s), "dropped the"));
+            /* Oldest first, the rule's amount: the smallest drop that leaves
+             * the reserve free, found here by hand rendering. */
+            int n_turns = gpt2_session_n_turns(s), f = pre.first < 0 ? 0 : pre.first;
+            int expect_first = -1;
+            ivec full = hand_render(s, &t, f, n_turns);
+            assert_true(full.n + 1 > 64); /* it really did not fit */
+            free(full.v);
+            for (int g = f + 2; g <= n_turns - 2; g += 2) {
+                ivec v = hand_render(s, &t, g, n_turns);
+                int ok = v.n + reserve_rule(64, max_new) <= 64 || g == n_turns - 2;
+                free(v.v);
+                if (ok) {
+                    expect_first = g;
+                    break;
+                }
+            }
+            assert_int_equal(st.dropped_turns, expect_first - f);
+            for (int i = 0; i < n_turns; i++) {
+                gpt2_turn u;
+                turn_of(s, i, &u);
+                assert_int_equal(u.in_context, i >= expect_first);
+            }
+            ivec want = hand_render(s, &t, expect_first, n_turns);
+            assert_tokens(s, &want);
+            /* Positions moved: all but the common prefix (the preamble, maybe
+             * the start of the first kept block) recomputed. */
+            int common = 0;
+            while (common < want.n && common < pre.toks.n && want.v[common] == pre.toks.v[common]) common++;
+            assert_true(common < pre.toks.n);
+            assert_int_equal(st.last_prefill, want.n - common);
+            assert_cache_fresh(s);
+            /* Preamble kept. */
+            ivec pre_t = {0};
+            iv_encs(&pre_t, t.preamble);
+            assert_memory_equal(want.v, pre_t.v, (size_t)pre_t.n * sizeof(int32_t));
+            free(pre_t.v);
+            free(want.v);
+        }
+        snap_free(&pre);
+        reply r = run_reply(s, 20);
+        reply_free(&r);
+    }
+    assert_true(dropped_at > 0);
+    gpt2_session_free(s);
+    /* Mid-reply: an unlimited reply fills the context, the oldest exchange
+     * goes, the reply goes on, and finally ends when only it is left. */
+    s = mk(&t, 64, 256, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    send_ok(s, "alpha");
+    reply r0 = run_reply(s, 10);
+    reply_free(&r0);
+    gpt2_session_set_max_new_tokens(s, 0);
+    send_ok(s, "lambda");
+    gpt2_session_stats before = gpt2_session_get_stats(s);
+    assert_int_equal(before.notices, 0);
+    gpt2_session_token tk;
+    gpt2_error err;
+    int mid_drops = 0, steps = 0;
+    for (;; steps++) {
+        assert_true(steps < 500);
+        unsigned n0 = gpt2_session_get_stats(s).notices;
+        assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+        if (tk.done) break;
+        if (gpt2_session_get_stats(s).notices != n0) {
+            mid_drops++;
+            assert_cache_fresh(s);
+            int n_turns = gpt2_session_n_turns(s);
+            gpt2_turn u;
+            turn_of(s, n_turns - 1, &u);
+            assert_int_equal(u.replying, 1);
+            assert_int_equal(u.in_context, 1);
+        }
+    }
+    assert_true(mid_drops > 0);
+    assert_true(gpt2_session_get_stats(s).notices > before.notices);
+    assert_int_equal(tk.end, GPT2_REPLY_CONTEXT_FULL);
+    int n;
+    gpt2_session_tokens(s, &n);
+    assert_int_equal(n, 64);
+    /* Only the last exchange is left in the context. */
+    int n_turns = gpt2_session_n_turns(s);
+    gpt2_turn u;
+    turn_of(s, n_turns - 3, &u);
+    assert_int_equal(u.in_context, 0);
+    turn_of(s, n_turns - 2, &u);
+    assert_int_equal(u.in_context, 1);
+    ivec want = hand_render(s, &t, n_turns - 2, n_turns);
+    assert_tokens(s, &want);
+    free(want.v);
+    gpt2_session_free(s);
+}
+
+static void test_context_full_refuse(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 256, 6, greedy(), GPT2_CONTEXT_REFUSE);
+    const char *msgs[] = {"alpha", "beta gamma", "delta", "epsilon zeta", "eta", "theta iota", "kappa"};
+    int refused = 0;
+    gpt2_error err;
+    for (int k = 0; k < 7 && !refused; k++) {
+        snap pre = take(s);
+        gpt2_status st = gpt2_session_send(s, msgs[k], strlen(msgs[k]), NULL, NULL, &err);
+        if (st == GPT2_ERR_CONTEXT_FULL) {
+            refused = 1;
+            assert_non_null(strstr(err.msg, "context full"));
+            assert_non_null(strstr(err.msg, "refuse"));
+            snap post = take(s);
+            assert_same(&pre, &post);
+            snap_free(&post);
+            assert_int_equal(gpt2_session_get_stats(s).notices, 0);
+        } else {
+            assert_int_equal(st, GPT2_OK);
+            reply r = run_reply(s, 20);
+            reply_free(&r);
+        }
+        snap_free(&pre);
+    }
+    assert_true(refused);
+    /* A reply that fills the context ends there under refuse. */
+    gpt2_session_reset(s, NULL);
+    gpt2_session_set_max_new_tokens(s, 0);
+    send_ok(s, "go on");
+    reply r = run_reply(s, 100);
+    assert_int_equal(r.end, GPT2_REPLY_CONTEXT_FULL);
+    int n;
+    gpt2_session_tokens(s, &n);
+    assert_int_equal(n, 64);
+    assert_int_equal(gpt2_session_get_stats(s).notices, 0);
+    reply_free(&r);
+    gpt2_session_free(s);
+}
+
+static void test_oversized_message(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    char big[400];
+    for (int i = 0; i < 399; i++) big[i] = "abcdefghij klmnop"[i % 17];
+    big[399] = 0;
+    for (int pol = 0; pol < 2; pol++) {
+        gpt2_session *s = mk(&t, 64, 256, 4, greedy(), (gpt2_context_policy)pol);
+        send_ok(s, "first");
+        reply r = run_reply(s, 10);
+        reply_free(&r);
+        snap pre = take(s);
+        gpt2_error err;
+        assert_int_equal(gpt2_session_send(s, big, strlen(big), NULL, NULL, &err), GPT2_ERR_CONTEXT_FULL);
+        assert_non_null(strstr(err.msg, "does not fit the context even on its own"));
+        snap post = take(s);
+        assert_same(&pre, &post);
+        snap_free(&pre);
+        snap_free(&post);
+        gpt2_session_free(s);
+    }
+}
+
+/* ---- regen, undo, reset ---- */
+
+static void test_regen(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 256, 8, hot(77, 1.0f), GPT2_CONTEXT_REFUSE);
+    send_ok(s, "tell");
+    ivec prompt = session_tokens(s);
+    uint64_t rng0 = gpt2_sampler_rng_state(gpt2_session_sampler(s));
+    reply r1 = run_reply(s, 20);
+    gpt2_error err;
+    /* Same RNG state: the same reply. */
+    gpt2_sampler_set_rng_state(gpt2_session_sampler(s), rng0);
+    assert_int_equal(gpt2_session_regen(s, NULL, NULL, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_replying(s), 1);
+    assert_tokens(s, &prompt);
+    assert_int_equal(gpt2_session_get_stats(s).last_call, 1); /* the last prompt token, for its logits */
+    assert_cache_fresh(s);
+    reply r2 = run_reply(s, 20);
+    assert_int_equal(r1.ids.n, r2.ids.n);
+    assert_memory_equal(r1.ids.v, r2.ids.v, (size_t)r1.ids.n * sizeof(int32_t));
+    assert_int_equal(r1.end, r2.end);
+    /* RNG going on: a different reply (temperature 1 over 507 tokens). */
+    assert_int_equal(gpt2_session_regen(s, NULL, NULL, &err), GPT2_OK);
+    reply r3 = run_reply(s, 20);
+    assert_true(r3.ids.n != r1.ids.n || memcmp(r3.ids.v, r1.ids.v, (size_t)r1.ids.n * sizeof(int32_t)) != 0);
+    ivec want = {0};
+    iv_cat(&want, prompt.v, prompt.n);
+    iv_cat(&want, r3.kept.v, r3.kept.n);
+    assert_tokens(s, &want);
+    assert_int_equal(gpt2_session_n_turns(s), 2);
+    /* Regen mid-reply restarts it. */
+    gpt2_session_stop(s, NULL, NULL);
+    assert_int_equal(gpt2_session_regen(s, NULL, NULL, &err), GPT2_OK);
+    gpt2_session_token tk;
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_regen(s, NULL, NULL, &err), GPT2_OK);
+    assert_tokens(s, &prompt);
+    gpt2_turn a;
+    turn_of(s, 1, &a);
+    assert_int_equal(a.len, 0);
+    assert_int_equal(a.n_ids, 0);
+    /* Nothing to regenerate in an empty session. */
+    gpt2_session *e = mk(&t, 64, 256, 8, greedy(), GPT2_CONTEXT_REFUSE);
+    assert_int_equal(gpt2_session_regen(e, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    gpt2_session_free(e);
+    reply_free(&r1);
+    reply_free(&r2);
+    reply_free(&r3);
+    free(prompt.v);
+    free(want.v);
+    gpt2_session_free(s);
+}
+
+static void test_undo_reset(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 256, 4, greedy(), GPT2_CONTEXT_REFUSE);
+    send_ok(s, "one");
+    reply r = run_reply(s, 10);
+    reply_free(&r);
+    ivec t0 = session_tokens(s);
+    send_ok(s, "two");
+    int block = gpt2_session_get_stats(s).last_prefill;
+    r = run_reply(s, 10);
+    reply_free(&r);
+    ivec t1 = session_tokens(s);
+    assert_true(t1.n > t0.n);
+    free(t1.v);
+    gpt2_error err;
+    long long total = gpt2_session_get_stats(s).total;
+    assert_int_equal(gpt2_session_undo(s, &err), GPT2_OK);
+    assert_tokens(s, &t0); /* the previous sequence exactly, cache rewound */
+    assert_int_equal(gpt2_session_get_stats(s).total, total); /* nothing evaluated */
+    assert_int_equal(gpt2_session_n_turns(s), 2);
+    send_ok(s, "two");
+    assert_int_equal(gpt2_session_get_stats(s).last_prefill, block); /* only the new turn */
+    /* Undo a reply in progress. */
+    gpt2_session_token tk;
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_undo(s, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_replying(s), 0);
+    assert_tokens(s, &t0);
+    assert_int_equal(gpt2_session_undo(s, &err), GPT2_OK);
+    ivec pre = {0};
+    iv_encs(&pre, t.preamble);
+    assert_tokens(s, &pre);
+    assert_int_equal(gpt2_session_undo(s, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "undo"));
+    /* Reset keeps the template, parameters and the cached preamble. */
+    send_ok(s, "three");
+    gpt2_session_set_max_new_tokens(s, 3);
+    assert_int_equal(gpt2_session_reset(s, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_n_turns(s), 0);
+    assert_int_equal(gpt2_session_replying(s), 0);
+    assert_int_equal(gpt2_session_max_new_tokens(s), 3);
+    assert_string_equal(gpt2_session_template(s)->name, "short");
+    assert_tokens(s, &pre);
+    send_ok(s, "four");
+    ivec b = {0};
+    iv_encs(&b, "U:four\nA:");
+    assert_int_equal(gpt2_session_get_stats(s).last_prefill, b.n); /* the preamble stayed cached */
+    free(b.v);
+    free(pre.v);
+    free(t0.v);
+    gpt2_session_free(s);
+}
+
+/* ---- templates: switching, files ---- */
+
+static void test_set_template(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 256, 3, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    send_ok(s, "hi");
+    reply r = run_reply(s, 10);
+    gpt2_error err;
+    gpt2_chat_template t2 = t;
+    t2.name = "other";
+    t2.preamble = "P\n";
+    t2.user_prefix = "Q: ";
+    t2.assistant_prefix = "R:";
+    assert_int_equal(gpt2_session_set_template(s, &t2, NULL, NULL, &err), GPT2_OK);
+    assert_string_equal(gpt2_session_template(s)->name, "other");
+    ivec want = {0};
+    iv_encs(&want, "P\n");
+    iv_encs(&want, "Q: hi\nR:");
+    iv_cat(&want, r.kept.v, r.kept.n);
+    assert_tokens(s, &want);
+    assert_int_equal(gpt2_session_get_stats(s).last_call, want.n); /* recomputed (the preamble changed) */
+    send_ok(s, "yo");
+    iv_encs(&want, "\nQ: yo\nR:");
+    assert_tokens(s, &want);
+    assert_cache_fresh(s);
+    /* Not while replying; a template the model cannot run; a bad template. */
+    assert_int_equal(gpt2_session_set_template(s, &t, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "still replying"));
+    gpt2_session_stop(s, NULL, NULL);
+    gpt2_chat_template bad = t;
+    bad.name = "has space";
+    snap pre = take(s);
+    assert_int_equal(gpt2_session_set_template(s, &bad, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "name"));
+    const char *empty_stop[1] = {""};
+    bad = t;
+    bad.stop = empty_stop;
+    bad.n_stop = 1;
+    assert_int_equal(gpt2_session_set_template(s, &bad, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "stop[0]"));
+    snap post = take(s);
+    assert_same(&pre, &post);
+    snap_free(&pre);
+    snap_free(&post);
+    /* Built-ins by name. */
+    int n_builtin = 0;
+    while (gpt2_chat_template_builtin_name(n_builtin)) n_builtin++;
+    assert_int_equal(n_builtin, 3);
+    assert_null(gpt2_chat_template_builtin("nope"));
+    assert_int_equal(gpt2_session_set_template(s, gpt2_chat_template_builtin("dialogpt"), NULL, NULL, &err),
+                     GPT2_OK);
+    free(want.v);
+    want = hand_render(s, gpt2_chat_template_builtin("dialogpt"), 0, gpt2_session_n_turns(s));
+    assert_tokens(s, &want);
+    free(want.v);
+    reply_free(&r);
+    gpt2_session_free(s);
+}
+
+static void test_template_files(void **state) {
+    /* The format of models/shakespeare/chat_template.json. */
+    const char *play = "{\n  \"name\": \"play\",\n  \"description\": \"ROMEO and JULIET\",\n  \"preamble\": \"\",\n"
+                       "  \"user_prefix\": \"ROMEO:\\n\",\n  \"user_suffix\": \"\\n\\n\",\n"
+                       "  \"assistant_prefix\": \"JULIET:\\n\",\n  \"assistant_suffix\": \"\\n\\n\",\n"
+                       "  \"stop\": [\"\\n\\n\"]\n}\n";
+    char mdir[300];
+    snprintf(mdir, sizeof mdir, "%s/model", g_dir);
+    mkdir(mdir, 0700);
+    gpt2_chat_template *t;
+    gpt2_error err;
+    assert_int_equal(gpt2_chat_template_for_model(mdir, &t, &err), GPT2_OK); /* no file: transcript */
+    assert_string_equal(t->name, "transcript");
+    assert_string_equal(t->user_prefix, "User: ");
+    gpt2_chat_template_free(t);
+    char path[400];
+    snprintf(path, sizeof path, "%s/chat_template.json", mdir);
+    write_text(path, play, strlen(play));
+    assert_int_equal(gpt2_chat_template_for_model(mdir, &t, &err), GPT2_OK);
+    assert_string_equal(t->name, "play");
+    assert_string_equal(t->user_prefix, "ROMEO:\n");
+    assert_string_equal(t->assistant_prefix, "JULIET:\n");
+    assert_string_equal(t->assistant_suffix, "\n\n");
+    assert_int_equal(t->n_stop, 1);
+    assert_string_equal(t->stop[0], "\n\n");
+    assert_int_equal(t->eot_after_turn, 0);
+    gpt2_session *s = mk(t, 64, 256, 3, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    send_ok(s, "Good morrow.");
+    ivec want = {0};
+    iv_encs(&want, "ROMEO:\nGood morrow.\n\nJULIET:\n");
+    assert_tokens(s, &want);
+    free(want.v);
+    gpt2_session_free(s);
+    gpt2_chat_template_free(t);
+    /* The committed file itself, when the tests run from the repository. */
+    if (access("models/shakespeare/chat_template.json", R_OK) == 0) {
+        assert_int_equal(gpt2_chat_template_for_model("models/shakespeare", &t, &err), GPT2_OK);
+        assert_string_equal(t->user_prefix, "ROMEO:\n");
+        gpt2_chat_template_free(t);
+    }
+    /* Invalid files: precise errors. */
+    struct {
+        const char *text, *want1, *want2;
+        gpt2_status st;
+    } bad[] = {
+        {"{\"name\": \"x\", \"stop\": \"\\n\"}", "stop: expected an array of strings", "found a string",
+         GPT2_ERR_FORMAT},
+        {"{\"name\": \"x\", \"stop\": [\"a\", 3]}", "stop[1]: expected a string", "found a number", GPT2_ERR_FORMAT},
+        {"{\"name\": \"x\", \"stop\": [\"\"]}", "stop[0]: expected a non-empty string", "", GPT2_ERR_FORMAT},
+        {"{\"user_prefix\": \"a\"}", "name: missing", "", GPT2_ERR_FORMAT},
+        {"{\"name\": 7}", "name: expected a string", "found a number", GPT2_ERR_FORMAT},
+        {"{\"name\": \"x\", \"user_prefx\": \"a\"}", "user_prefx: unknown field", "", GPT2_ERR_FORMAT},
+        {"{\"chat_template\": \"{% for m in messages %}\"}", "Jinja", "", GPT2_ERR_FORMAT},
+        {"{\"name\": \"x\", \"eot_after_turn\": 1}", "eot_after_turn: expected true or false", "found a number",
+         GPT2_ERR_FORMAT},
+        {"{\"name\": \"x\"", "not valid JSON", "", GPT2_ERR_FORMAT},
+        {"[1]", "expected a JSON object", "found an array", GPT2_ERR_FORMAT},
+        {"{\"name\": \"x\"} {}", "text after the value", "", GPT2_ERR_FORMAT},
+        {"{\"name\": \"x\\u0000y\"}", "NUL", "", GPT2_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_text(path, bad[i].text, strlen(bad[i].text));
+        t = (gpt2_chat_template *)1;
+        gpt2_status st = gpt2_chat_template_for_model(mdir, &t, &err);
+        if (st != bad[i].st) fail_msg("case %zu: status %d, message %s", i, st, err.msg);
+        assert_null(t);
+        if (!strstr(err.msg, bad[i].want1) || !strstr(err.msg, bad[i].want2) || !strstr(err.msg, path))
+            fail_msg("case %zu: message \"%s\" lacks \"%s\" / \"%s\" / the path", i, err.msg, bad[i].want1,
+                     bad[i].want2);
+    }
+    unlink(path);
+    assert_int_equal(gpt2_chat_template_load(path, &t, &err), GPT2_ERR_IO);
+    rmdir(mdir);
+    /* eot_after_turn on a vocabulary without <|endoftext|> is refused by the
+     * session; here the vocabulary has it, so dialogpt is accepted. */
+    gpt2_session *d = mk(gpt2_chat_template_builtin("dialogpt"), 64, 256, 3, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session_free(d);
+}
+
+/* ---- save / load ---- */
+
+static void test_save_load(void **state) {
+    const char *path = tmp_path("chat.json");
+    gpt2_chat_template t = short_tmpl();
+    const char *stops[1] = {"\x7f\x7f"};
+    t.stop = stops;
+    t.n_stop = 1;
+    gpt2_session *a = mk(&t, 64, 256, 10, hot(123, 0.9f), GPT2_CONTEXT_DROP_OLDEST);
+    send_ok(a, "save me");
+    reply r = run_reply(a, 50);
+    reply_free(&r);
+    gpt2_session_set_max_new_tokens(a, 30);
+    send_ok(a, "and me");
+    gpt2_session_token tk;
+    gpt2_error err;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(gpt2_session_step(a, &tk, &err), GPT2_OK);
+        assert_false(tk.done);
+    }
+    /* Mid-reply save. */
+    rm_dir_files(g_dir);
+    assert_int_equal(gpt2_session_save(a, path, &err), GPT2_OK);
+    assert_int_equal(count_dir_entries(g_dir), 1); /* no temporary file left */
+    snap sa = take(a);
+    reply ra = run_reply(a, 40);
+    /* A fresh session with other settings takes the file's. */
+    gpt2_session *b = mk(NULL, 64, 256, 5, greedy(), GPT2_CONTEXT_REFUSE);
+    assert_int_equal(gpt2_session_load(b, path, NULL, NULL, &err), GPT2_OK);
+    snap sb = take(b);
+    assert_same(&sa, &sb);
+    gpt2_turn u;
+    turn_of(b, 3, &u);
+    assert_int_equal(u.replying, 1);
+    assert_cache_fresh(b);
+    reply rb = run_reply(b, 40);
+    assert_int_equal(ra.ids.n, rb.ids.n);
+    assert_memory_equal(ra.ids.v, rb.ids.v, (size_t)ra.ids.n * sizeof(int32_t));
+    assert_int_equal(ra.end, rb.end);
+    assert_int_equal(ra.shown.n, rb.shown.n);
+    assert_memory_equal(ra.shown.b, rb.shown.b, ra.shown.n);
+    assert_true(ra.ids.n >= 5);
+    /* Between turns: both go on the same way after the same message. */
+    assert_int_equal(gpt2_session_save(a, path, &err), GPT2_OK);
+    gpt2_session *c = mk(NULL, 64, 256, 5, greedy(), GPT2_CONTEXT_REFUSE);
+    assert_int_equal(gpt2_session_load(c, path, NULL, NULL, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_replying(c), 0);
+    send_ok(a, "next");
+    send_ok(c, "next");
+    reply r1 = run_reply(a, 40), r2 = run_reply(c, 40);
+    assert_int_equal(r1.ids.n, r2.ids.n);
+    assert_memory_equal(r1.ids.v, r2.ids.v, (size_t)r1.ids.n * sizeof(int32_t));
+    /* Overwriting an existing file is atomic too. */
+    assert_int_equal(gpt2_session_save(a, path, &err), GPT2_OK);
+    assert_int_equal(count_dir_entries(g_dir), 1);
+    /* A directory that does not exist: an error naming the path. */
+    const char *nodir = tmp_path("no/such/dir/chat.json");
+    assert_int_equal(gpt2_session_save(a, nodir, &err), GPT2_ERR_IO);
+    assert_non_null(strstr(err.msg, nodir));
+    snap_free(&sa);
+    snap_free(&sb);
+    reply_free(&ra);
+    reply_free(&rb);
+    reply_free(&r1);
+    reply_free(&r2);
+    gpt2_session_free(a);
+    gpt2_session_free(b);
+    gpt2_session_free(c);
+}
+
+/* Saved while text is held back as a possible stop string: the loaded
+ * session holds back the same bytes and gives them out the same way. */
+static void test_save_load_held(void **state) {
+    const char *path = tmp_path("held.json");
+    ref_run R = greedy_reference("The cat", 40);
+    int found = 0;
+    for (int j = 2; j + 2 < R.ids.n && !found; j++) {
+        int b = R.off[j + 1];
+        if (R.off[j + 1] == R.off[j] || R.off[j + 2] == R.off[j + 1]) continue;
+        char stop[4] = {R.text.b[b - 1], R.text.b[b], '~', 0};
+        if (has_nul(stop, 3)) continue;
+        for (const char *x = "~#@%"; *x && find_in(&R.text, stop, 3) >= 0; x++) stop[2] = *x;
+        if (find_in(&R.text, stop, 3) >= 0 || find_in(&R.text, stop, 2) != b - 1) continue;
+        found = 1;
+        const char *stops[1] = {stop};
+        gpt2_chat_template t = *gpt2_chat_template_builtin("raw");
+        t.name = "raw-held";
+        t.stop = stops;
+        t.n_stop = 1;
+        gpt2_session *a = mk(&t, 64, 256, R.ids.n, greedy(), GPT2_CONTEXT_REFUSE);
+        send_ok(a, "The cat");
+        gpt2_session_token tk;
+        gpt2_error err;
+        buf before = {0};
+        for (int i = 0; i <= j; i++) {
+            assert_int_equal(gpt2_session_step(a, &tk, &err), GPT2_OK);
+            buf_add(&before, tk.text, tk.len);
+        }
+        gpt2_turn u;
+        turn_of(a, 1, &u);
+        assert_int_equal(u.shown, (size_t)b - 1); /* the stop's first byte held back */
+        assert_int_equal(gpt2_session_save(a, path, &err), GPT2_OK);
+        gpt2_session *c = mk(NULL, 64, 256, 3, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+        assert_int_equal(gpt2_session_load(c, path, NULL, NULL, &err), GPT2_OK);
+        turn_of(c, 1, &u);
+        assert_int_equal(u.replying, 1);
+        assert_int_equal(u.len, (size_t)b);
+        assert_int_equal(u.shown, (size_t)b - 1);
+        reply ra = run_reply(a, 50), rc = run_reply(c, 50);
+        assert_int_equal(ra.shown.n, rc.shown.n);
+        assert_memory_equal(ra.shown.b, rc.shown.b, ra.shown.n);
+        assert_int_equal(ra.ids.n, rc.ids.n);
+        assert_memory_equal(ra.ids.v, rc.ids.v, (size_t)ra.ids.n * sizeof(int32_t));
+        /* Everything given out, before and after, is the whole reply once. */
+        buf_add(&before, ra.shown.b, ra.shown.n);
+        buf want = {0};
+        shown_of(R.text.b, R.text.n, &want);
+        assert_int_equal(before.n, want.n);
+        assert_memory_equal(before.b, want.b, want.n);
+        free(before.b);
+        free(want.b);
+        reply_free(&ra);
+        reply_free(&rc);
+        gpt2_session_free(a);
+        gpt2_session_free(c);
+    }
+    assert_true(found);
+    ref_free(&R);
+}
+
+/* Bytes that are not UTF-8, and NUL, in a reply survive the file exactly. */
+static void test_save_load_odd_bytes(void **state) {
+    const char *path = tmp_path("odd.json");
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *a = mk(&t, 64, 256, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    const char msg[] = "caf\xc3\xa9 \xff\xfe nul\0here";
+    gpt2_error err;
+    assert_int_equal(gpt2_session_send(a, msg, sizeof msg - 1, NULL, NULL, &err), GPT2_OK);
+    reply r = run_reply(a, 10);
+    assert_int_equal(gpt2_session_save(a, path, &err), GPT2_OK);
+    char *text = read_file(path, NULL);
+    assert_non_null(strstr(text, "\"text_base64\""));
+    free(text);
+    gpt2_session *b = mk(&t, 64, 256, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    assert_int_equal(gpt2_session_load(b, path, NULL, NULL, &err), GPT2_OK);
+    gpt2_turn u;
+    turn_of(b, 0, &u);
+    assert_int_equal(u.len, sizeof msg - 1);
+    assert_memory_equal(u.text, msg, sizeof msg - 1);
+    snap sa = take(a), sb = take(b);
+    assert_same(&sa, &sb);
+    snap_free(&sa);
+    snap_free(&sb);
+    reply_free(&r);
+    gpt2_session_free(a);
+    gpt2_session_free(b);
+}
+
+/* Replaces the first occurrence of from with to in text (malloc'd result). */
+static char *replace1(const char *text, const char *from, const char *to) {
+    const char *p = strstr(text, from);
+    if (!p) fail_msg("fixture lacks \"%s\"", from);
+    size_t a = (size_t)(p - text), lf = strlen(from), lt = strlen(to), lr = strlen(p + lf);
+    char *o = malloc(a + lt + lr + 1);
+    memcpy(o, text, a);
+    memcpy(o + a, to, lt);
+    memcpy(o + a + lt, p + lf, lr + 1);
+    return o;
+}
+
+static void test_load_errors(void **state) {
+    const char *good = tmp_path("good.json"), *badp = tmp_path("bad.json");
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *a = mk(&t, 64, 256, 3, hot(9, 1.0f), GPT2_CONTEXT_DROP_OLDEST);
+    send_ok(a, "keep");
+    reply r = run_reply(a, 10);
+    reply_free(&r);
+    gpt2_error err;
+    assert_int_equal(gpt2_session_save(a, good, &err), GPT2_OK);
+    size_t len;
+    char *text = read_file(good, &len);
+    /* The session to stay untouched: a different, ongoing conversation. */
+    gpt2_session *s = mk(NULL, 64, 256, 7, hot(1, 0.5f), GPT2_CONTEXT_REFUSE);
+    send_ok(s, "untouched");
+    gpt2_session_token tk;
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    snap pre = take(s);
+    struct {
+        const char *from, *to, *want1, *want2;
+    } cases[] = {
+        {"\"max_new_tokens\":\t3", "\"max_new_tokens\":\t\"x\"", "max_new_tokens: expected an integer",
+         "found a string"},
+        {"\"max_new_tokens\":\t3", "\"max_new_tokens\":\t-1", "max_new_tokens: expected an integer", "found -1"},
+        {"\"role\":\t\"user\"", "\"role\":\t\"bot\"", "turns[0].role: expected \"user\"", "found \"bot\""},
+        {"\"role\":\t\"assistant\"", "\"role\":\t\"user\"", "turns[1].role: expected \"assistant\"",
+         "found \"user\""},
+        {"\"rng_state\":\t\"", "\"rng_state\":\t7, \"x\": \"", "rng_state: expected a string of decimal digits",
+         "found a number"},
+        {"\"version\":\t1", "\"version\":\t2", "version: expected 1", "found 2"},
+        {"\"format\":\t\"gptscope-session\"", "\"format\":\t\"other\"", "format: expected \"gptscope-session\"",
+         "found \"other\""},
+        {"\"context_policy\":\t\"drop-oldest\"", "\"context_policy\":\t\"lru\"", "context_policy: expected",
+         "found \"lru\""},
+        {"\"top_p\":", "\"top_q\": 1, \"top_p\":", "sampler.top_q: unknown field", ""},
+        {"\"temperature\":\t1", "\"temperature\":\t-1", "sampler.temperature: expected a number in [0", "found -1"},
+        {"\"turns\":\t[", "\"turns\": 5, \"x\": [", "turns: expected an array", "found a number"},
+        {"\"ids\":\t[", "\"ids\":\t[\"a\", ", "turns[1].ids[0]: expected a non-negative integer", "found a string"},
+        {"\"ids\":\t[", "\"ids\":\t[1000, ", "turns[1].ids[0]: expected an array of token ids", "found 1000"},
+        {"\"ids\":\t[", "\"ids\":\t[65, ", "turns[1].ids: do not decode to turns[1].text", ""},
+        {"\"first_in_context\":\t0", "\"first_in_context\":\t1", "first_in_context: expected an even", "found 1"},
+        {"\"replying\":\tfalse", "\"replying\":\t0", "replying: expected true or false", "found a number"},
+        {"\"stop\":\t[]", "\"stop\":\t[1]", "template.stop[0]: expected a string", "found a number"},
+        {"\"name\":\t\"short\"", "\"nam\":\t\"short\"", "template.nam: unknown field", ""},
+        {"\"seed\":\t\"9\"", "\"seed\":\t\"99999999999999999999999\"", "sampler.seed: expected a string of decimal",
+         "found \"99999999999999999999999\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *b = replace1(text, cases[i].from, cases[i].to);
+        write_text(badp, b, strlen(b));
+        free(b);
+        gpt2_status st = gpt2_session_load(s, badp, NULL, NULL, &err);
+        if (st != GPT2_ERR_FORMAT) fail_msg("case %zu: status %d (%s)", i, st, err.msg);
+        if (!strstr(err.msg, cases[i].want1) || !strstr(err.msg, cases[i].want2) || !strstr(err.msg, badp))
+            fail_msg("case %zu: message \"%s\" lacks \"%s\" / \"%s\" / the path", i, err.msg, cases[i].want1,
+                     cases[i].want2);
+        snap post = take(s);
+        assert_same(&pre, &post);
+        snap_free(&post);
+    }
+    /* Missing, garbage, truncated, empty, not an object. */
+    struct {
+        const char *content;
+        size_t n;
+        gpt2_status st;
+        const char *want;
+    } files[] = {
+        {NULL, 0, GPT2_ERR_IO, "cannot open"},
+        {"garbage", 7, GPT2_ERR_FORMAT, "not valid JSON"},
+        {text, len / 2, GPT2_ERR_FORMAT, "not valid JSON"},
+        {"", 0, GPT2_ERR_FORMAT, "not valid JSON"},
+        {"[]", 2, GPT2_ERR_FORMAT, "expected a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        unlink(badp);
+        if (files[i].content) write_text(badp, files[i].content, files[i].n);
+        gpt2_status st = gpt2_session_load(s, badp, NULL, NULL, &err);
+        if (st != files[i].st || !strstr(err.msg, files[i].want) || !strstr(err.msg, badp))
+            fail_msg("file case %zu: status %d, message \"%s\"", i, st, err.msg);
+        snap post = take(s);
+        assert_same(&pre, &post);
+        snap_free(&post);
+    }
+    /* The untouched session goes on as if nothing happened: same as a twin. */
+    gpt2_session *twin = mk(NULL, 64, 256, 7, hot(1, 0.5f), GPT2_CONTEXT_REFUSE);
+    send_ok(twin, "untouched");
+    assert_int_equal(gpt2_session_step(twin, &tk, &err), GPT2_OK);
+    reply r1 = run_reply(s, 10), r2 = run_reply(twin, 10);
+    assert_int_equal(r1.ids.n, r2.ids.n);
+    assert_memory_equal(r1.ids.v, r2.ids.v, (size_t)r1.ids.n * sizeof(int32_t));
+    /* And the good file still loads. */
+    assert_int_equal(gpt2_session_load(s, good, NULL, NULL, &err), GPT2_OK);
+    assert_string_equal(gpt2_session_template(s)->name, "short");
+    reply_free(&r1);
+    reply_free(&r2);
+    snap_free(&pre);
+    free(text);
+    gpt2_session_free(twin);
+    gpt2_session_free(a);
+    gpt2_session_free(s);
+}
+
+/* ---- cancel ---- */
+
+typedef struct {
+    int calls, cancel_at, last_done, last_total;
+} prog;
+
+static int on_progress(void *ud, int done, int total) {
+    prog *p = ud;
+    p->calls++;
+    assert_true(done > 0 && done < total);
+    p->last_done = done;
+    p->last_total = total;
+    return p->calls >= p->cancel_at;
+}
+
+static void test_cancel_prefill(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 2, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *twin = mk(&t, 64, 2, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    send_ok(s, "first");
+    send_ok(twin, "first");
+    reply r = run_reply(s, 10);
+    reply_free(&r);
+    r = run_reply(twin, 10);
+    reply_free(&r);
+    snap pre = take(s);
+    const char *msg = "a long message to cancel half way";
+    prog p = {.cancel_at = 2};
+    gpt2_error err;
+    assert_int_equal(gpt2_session_send(s, msg, strlen(msg), on_progress, &p, &err), GPT2_CANCELLED);
+    assert_int_equal(p.calls, 2);
+    assert_int_equal(p.last_done, 4); /* two batches of two */
+    snap post = take(s);
+    assert_same(&pre, &post); /* turns, tokens, n_past (the cache rewound) */
+    snap_free(&post);
+    snap_free(&pre);
+    assert_int_equal(gpt2_session_replying(s), 0);
+    /* It goes on exactly like the twin that never saw the cancelled send. */
+    send_ok(s, "second");
+    send_ok(twin, "second");
+    assert_int_equal(gpt2_session_get_stats(s).last_prefill, gpt2_session_get_stats(twin).last_prefill);
+    reply r1 = run_reply(s, 10), r2 = run_reply(twin, 10);
+    assert_int_equal(r1.ids.n, r2.ids.n);
+    assert_memory_equal(r1.ids.v, r2.ids.v, (size_t)r1.ids.n * sizeof(int32_t));
+    ivec ts = session_tokens(s), tt = session_tokens(twin);
+    assert_int_equal(ts.n, tt.n);
+    assert_memory_equal(ts.v, tt.v, (size_t)ts.n * sizeof(int32_t));
+    /* A progress that never cancels sees the whole prefill. */
+    gpt2_session_stop(s, NULL, NULL);
+    prog q = {.cancel_at = 1000};
+    assert_int_equal(gpt2_session_send(s, msg, strlen(msg), on_progress, &q, &err), GPT2_OK);
+    assert_int_equal(q.last_total, gpt2_session_get_stats(s).last_prefill);
+    assert_true(q.calls >= q.last_total / 2 - 1);
+    /* Cancel during a drop's full recompute: the conversation is as before
+     * and the cache catches up at the next call. */
+    gpt2_session_stop(s, NULL, NULL);
+    int dropped = 0;
+    for (int k = 0; k < 12 && !dropped; k++) {
+        char m[32];
+        snprintf(m, sizeof m, "message number %d", k);
+        snap before = take(s);
+        prog c = {.cancel_at = 1};
+        assert_int_equal(gpt2_session_send(s, m, strlen(m), on_progress, &c, &err), GPT2_CANCELLED);
+        snap after = take(s);
+        /* The conversation and its tokens are unchanged; the cache holds at
+         * least their common prefix with what was being evaluated. */
+        assert_int_equal(after.toks.n, before.toks.n);
+        assert_memory_equal(after.toks.v, before.toks.v, (size_t)before.toks.n * sizeof(int32_t));
+        assert_int_equal(after.n_turns, before.n_turns);
+        assert_memory_equal(gpt2_context_tokens(gpt2_session_context(s)), after.toks.v,
+                            (size_t)after.n_past * sizeof(int32_t));
+        unsigned notices = gpt2_session_get_stats(s).notices;
+        send_ok(s, m); /* no cancel this time */
+        dropped = gpt2_session_get_stats(s).notices != notices;
+        if (dropped) /* the cancelled send had begun a full recompute: the cache fell short */
+            assert_true(after.n_past < before.n_past);
+        else
+            assert_int_equal(after.n_past, before.n_past);
+        assert_cache_fresh(s);
+        gpt2_session_stop(s, NULL, NULL);
+        snap_free(&before);
+        snap_free(&after);
+    }
+    assert_true(dropped);
+    free(ts.v);
+    free(tt.v);
+    reply_free(&r1);
+    reply_free(&r2);
+    gpt2_session_free(s);
+    gpt2_session_free(twin);
+}
+
+/* ---- hooks through the session ---- */
+
+typedef struct {
+    int logits_calls, cancels;
+} hook_count;
+
+static void count_logits(void *ud, int pos, const float *z, int n) {
+    ((hook_count *)ud)->logits_calls++;
+    (void)pos, (void)z, (void)n;
+}
+
+static int count_cancel(void *ud, int done, int total) {
+    ((hook_count *)ud)->cancels++;
+    return 0;
+}
+
+static void test_hooks(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 2, 3, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    hook_count h = {0};
+    gpt2_hooks hk = {.user_data = &h, .on_logits = count_logits, .cancel = count_cancel};
+    gpt2_session_set_hooks(s, &hk);
+    prog p = {.cancel_at = 1000};
+    gpt2_error err;
+    assert_int_equal(gpt2_session_send(s, "hooked up", 9, on_progress, &p, &err), GPT2_OK);
+    int n = gpt2_session_get_stats(s).last_prefill;
+    assert_int_equal(h.logits_calls, n); /* one per evaluated position */
+    assert_true(p.calls > 0);
+    assert_int_equal(h.cancels, p.calls); /* the user's cancel is still asked */
+    gpt2_session_token tk;
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    assert_int_equal(h.logits_calls, n + 1);
+    gpt2_session_set_hooks(s, NULL);
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    assert_int_equal(h.logits_calls, n + 1);
+    gpt2_session_free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_render_transcript),
+        cmocka_unit_test(test_render_dialogpt),
+        cmocka_unit_test(test_render_raw),
+        cmocka_unit_test(test_kv_reuse),
+        cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_stop_at_token_start),
+        cmocka_unit_test(test_eot_ends_reply),
+        cmocka_unit_test(test_params_mid_reply),
+        cmocka_unit_test(test_stop_and_busy),
+        cmocka_unit_test(test_context_full_drop),
+        cmocka_unit_test(test_context_full_refuse),
+        cmocka_unit_test(test_oversized_message),
+        cmocka_unit_test(test_regen),
+        cmocka_unit_test(test_undo_reset),
+        cmocka_unit_test(test_set_template),
+        cmocka_unit_test(test_template_files),
+        cmocka_unit_test(test_save_load),
+        cmocka_unit_test(test_save_load_held),
+        cmocka_unit_test(test_save_load_odd_bytes),
+        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_cancel_prefill),
+        cmocka_unit_test(test_hooks),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
