@@ -4,6 +4,7 @@
 #   make            optimized build (-O3, -march=native when the compiler takes it)
 #   make SAN=1      sanitizer build into build-san/
 #   make PORTABLE=1 no -march=native (for binaries that must run on other CPUs)
+#   make NOUI=1     without the chat app even when ncursesw and readline are installed
 #   make test       build and run the test suite once (honours SAN=1)
 #   make check      make test, then make test SAN=1
 #   make bench      gptscope bench on a random GPT-2-124M-shaped model
@@ -37,6 +38,31 @@ $(call probe,libpcre2-8,libpcre2-dev)
 $(call probe,libcjson,libcjson-dev)
 endif
 
+# --- optional: the chat app (src/ui) needs ncursesw and GNU readline. Without them
+# gptscope is built without `chat` (and says so); the core library never needs them.
+ifneq ($(NOUI),1)
+UI_NCURSES := $(shell $(PKG) --exists ncursesw 2>/dev/null && echo 1)
+ifeq ($(shell $(PKG) --exists readline 2>/dev/null && echo 1),1)
+UI_RL_LIBS := $(shell $(PKG) --libs readline)
+UI_RL_CFLAGS := $(shell $(PKG) --cflags readline)
+UI_READLINE := 1
+else
+# Debian 12's libreadline-dev has no .pc file: check the header and the library
+UI_READLINE := $(shell printf '\043include <stdio.h>\n\043include <readline/readline.h>\nint main(void){return rl_point;}\n' | $(CC) -x c - -o /dev/null -lreadline >/dev/null 2>&1 && echo 1)
+UI_RL_LIBS := -lreadline
+endif
+endif
+ifeq ($(UI_NCURSES)$(UI_READLINE),11)
+HAVE_UI := 1
+UI_CFLAGS := $(shell $(PKG) --cflags ncursesw) $(UI_RL_CFLAGS)
+UI_LIBS := $(shell $(PKG) --libs ncursesw) $(UI_RL_LIBS)
+else
+HAVE_UI :=
+ifeq ($(filter clean help,$(MAKECMDGOALS)),)
+$(info gptscope: building without the chat command: $(if $(NOUI),NOUI=1 given,$(if $(UI_NCURSES),,ncursesw )$(if $(UI_READLINE),,readline )not found (apt-get install libncurses-dev libreadline-dev)))
+endif
+endif
+
 CORE_PKGS := openblas libpcre2-8 libcjson
 CFLAGS_PKG := $(shell $(PKG) --cflags $(CORE_PKGS) 2>/dev/null)
 LIBS_PKG   := $(shell $(PKG) --libs $(CORE_PKGS) 2>/dev/null)
@@ -48,14 +74,21 @@ LDLIBS  := $(LIBS_PKG) -lm -lpthread
 
 CORE_SRC := $(wildcard src/core/*.c src/train/*.c)
 CLI_SRC  := $(wildcard src/cli/*.c) src/main.c
+# src/ui: pure logic (wrap, heatmap, themes; no curses, unit-tested everywhere) and the app
+UI_PURE_SRC := src/ui/wrap.c src/ui/heatmap.c src/ui/theme.c
+UI_APP_SRC  := $(filter-out $(UI_PURE_SRC),$(wildcard src/ui/*.c))
+ifeq ($(HAVE_UI),1)
+CLI_SRC  += $(UI_APP_SRC) $(UI_PURE_SRC)
+endif
 TEST_SRC := $(wildcard tests/test_*.c)
 
 CORE_OBJ := $(CORE_SRC:%.c=$(B)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(B)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
+UI_PURE_OBJ := $(UI_PURE_SRC:%.c=$(B)/%.o)
 LIB      := $(B)/libgpt2.a
 
-.PHONY: all test check clean help fixtures tokenizer-data bench
+.PHONY: all test check clean help fixtures tokenizer-data bench test-tui
 
 all: $(APP)
 
@@ -67,8 +100,17 @@ $(LIB): $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+ifeq ($(HAVE_UI),1)
+$(B)/src/ui/%.o: CFLAGS += $(UI_CFLAGS)
+$(B)/src/main.o: CFLAGS += -DGPTSCOPE_HAVE_CHAT
+endif
+# main.o depends on whether chat is built in
+$(B)/src/main.o: $(B)/.ui-$(if $(HAVE_UI),on,off)
+$(B)/.ui-%:
+	@mkdir -p $(B) && rm -f $(B)/.ui-on $(B)/.ui-off && touch $@
+
 $(APP): $(CLI_OBJ) $(LIB)
-	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS) $(UI_LIBS)
 
 # --- tests ---------------------------------------------------------------------
 CMOCKA_LIBS = $(shell $(PKG) --libs cmocka 2>/dev/null)
@@ -79,6 +121,13 @@ $(B)/tests/%: tests/%.c $(LIB)
 	@$(PKG) --exists cmocka || { echo "cmocka not found: apt-get install libcmocka-dev" >&2; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -Itests -o $@ $< $(LIB) $(CMOCKA_LIBS) $(LDLIBS)
+
+# UI unit tests link the pure UI objects only (no curses needed)
+UI_TEST_BIN := $(filter $(B)/tests/test_ui_%,$(TEST_BIN))
+$(UI_TEST_BIN): $(B)/tests/%: tests/%.c $(LIB) $(UI_PURE_OBJ)
+	@$(PKG) --exists cmocka || { echo "cmocka not found: apt-get install libcmocka-dev" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDSAN) -Itests -o $@ $< $(UI_PURE_OBJ) $(LIB) $(CMOCKA_LIBS) $(LDLIBS)
 
 tokenizer-data: $(TOKDIR)/encoder.json
 $(TOKDIR)/encoder.json: scripts/fetch-gpt2-tokenizer.sh
@@ -95,9 +144,17 @@ $(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
 	$(PYTHON) tests/ref/bpe_train_ref.py --out $(FIX)/bpe_train
 	touch $@
 
+# the chat app's end-to-end tests in tmux, when chat is built and tmux is there
+TUI_TEST := $(if $(HAVE_UI),$(if $(shell command -v tmux 2>/dev/null),tests/tui/run.sh))
+
 test: $(APP) $(TEST_BIN) fixtures
 	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) PYTHON=$(PYTHON) \
-	    sh tests/run_tests.sh $(TEST_BIN)
+	    sh tests/run_tests.sh $(TEST_BIN) $(TUI_TEST)
+	@[ -n "$(TUI_TEST)" ] || echo "tui tests skipped: $(if $(HAVE_UI),tmux not installed (apt-get install tmux),gptscope was built without chat)"
+
+# the tmux end-to-end tests of the chat app alone
+test-tui: $(APP)
+	GPTSCOPE_BIN=$(CURDIR)/$(APP) sh tests/tui/run.sh
 
 check:
 	$(MAKE) test
@@ -112,6 +169,6 @@ clean:
 	rm -rf build build-san gptscope
 
 help:
-	@sed -n '2,10p' Makefile
+	@sed -n '2,11p' Makefile
 
--include $(CORE_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UI_PURE_OBJ:.o=.d)

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -12,6 +13,9 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+#ifdef GPTSCOPE_HAVE_CHAT
+    {"chat", cmd_chat, "the full-screen chat app (also: gptscope with no arguments on a terminal)"},
+#endif
     {"generate", cmd_generate, "stream a continuation of a prompt"},
     {"tokenize", cmd_tokenize, "print the token ids of text"},
     {"topk", cmd_topk, "the next-token distribution after a prompt"},
@@ -35,6 +39,12 @@ static void usage(FILE *out) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
+#ifdef GPTSCOPE_HAVE_CHAT
+        if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
+            char *chat_argv[] = {"chat", NULL};
+            exit(cmd_chat(1, chat_argv));
+        }
+#endif
         usage(stderr);
         exit(EXIT_USAGE);
     }

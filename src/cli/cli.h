@@ -24,6 +24,9 @@ int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_train_tokenizer(int argc, char **argv);
+/* The full-screen chat (src/ui/chat.c); built only when ncursesw and readline
+ * are found (GPTSCOPE_HAVE_CHAT). */
+int cmd_chat(int argc, char **argv);
 
 /* The mean loss of a model on a text, as `gptscope eval` defines it: every
  * token but the first predicted once, from windows of n_ctx tokens advancing

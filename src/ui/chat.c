@@ -1,0 +1,841 @@
+/* chat.c — `gptscope chat`: the full-screen app's entry point. Owns the
+ * session and what the inspector records from it (attention rows, candidate
+ * snapshots, token probabilities), routes keys (focused pane first, then the
+ * global keys, then the input line: input.c) and runs the commands. Layout and
+ * drawing: screen.c; panes: panes.c; colours: term.c.
+ *
+ * The loop: while a reply is being written, each iteration reads every key
+ * that is waiting (non-blocking), then runs one gpt2_session_step and redraws;
+ * otherwise it waits for a key (100 ms timeout, to notice signals). Signals
+ * only set flags; every exit path ends curses. */
+#define _XOPEN_SOURCE_EXTENDED 1
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <locale.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "ui/app.h"
+
+enum { ATT_BUDGET = 256 << 20 }; /* bytes of attention rows kept for all layers */
+
+static volatile sig_atomic_t g_signal; /* SIGTERM/SIGINT/SIGHUP: quit */
+static int g_step_delay_ms;            /* tests only: GPTSCOPE_TEST_STEP_DELAY_MS */
+
+static void on_signal(int sig) { g_signal = sig; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void app_message(app *a, ui_role role, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->msg, sizeof a->msg, fmt, ap);
+    va_end(ap);
+    a->msg_role = role;
+    if (a->log) fprintf(a->log, "message: %s\n", a->msg), fflush(a->log);
+}
+
+static void logf_(app *a, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void logf_(app *a, const char *fmt, ...) {
+    if (!a->log) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(a->log, fmt, ap);
+    va_end(ap);
+    fputc('\n', a->log);
+    fflush(a->log);
+}
+
+void app_token_label(const app *a, int32_t id, char *buf, size_t cap) {
+    size_t bl;
+    const char *b = gpt2_tokenizer_token_bytes(a->tok, id, &bl);
+    size_t o = 0;
+    if (!b) {
+        snprintf(buf, cap, "<%d>", id);
+        return;
+    }
+    if (id == gpt2_tokenizer_eot(a->tok)) {
+        snprintf(buf, cap, "<eot>");
+        return;
+    }
+    for (size_t i = 0; i < bl && o + 8 < cap;) {
+        uint32_t cp;
+        int nb = ui_utf8_decode(b + i, bl - i, &cp);
+        if (cp == '\n') o += (size_t)snprintf(buf + o, cap - o, "\u21B5");
+        else if (cp == ' ') o += (size_t)snprintf(buf + o, cap - o, "\u00B7");
+        else if (cp == '\t') o += (size_t)snprintf(buf + o, cap - o, "\u2192");
+        else if (cp < 0x20 || cp == 0xFFFD) o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", (unsigned char)b[i]);
+        else memcpy(buf + o, b + i, (size_t)nb), o += (size_t)nb;
+        i += (size_t)nb;
+    }
+    buf[o] = '\0';
+}
+
+/* ---- attention store (hooks) ---- */
+
+static size_t att_index(const app *a, int layer, int head, int pos) {
+    int li = a->all_layers ? layer : 0;
+    return (((size_t)li * (size_t)a->cfg->n_head + (size_t)head) * (size_t)a->n_ctx + (size_t)pos) * (size_t)a->n_ctx;
+}
+
+const float *app_att_row(const app *a, int layer, int head, int pos) {
+    if (!a->att || pos < 0 || pos >= a->n_ctx || head < 0 || head >= a->cfg->n_head) return NULL;
+    if (!a->all_layers && a->att_row_layer[pos] != layer) return NULL;
+    return a->att + att_index(a, layer, head, pos);
+}
+
+static int hook_want_attention(void *ud, int layer, int head) {
+    app *a = ud;
+    return a->att && (a->all_layers || layer == a->layer);
+}
+
+static void hook_on_attention(void *ud, int layer, int head, int pos, const float *probs, int n_keys) {
+    app *a = ud;
+    if (pos >= a->n_ctx || n_keys > a->n_ctx) return;
+    memcpy(a->att + att_index(a, layer, head, pos), probs, (size_t)n_keys * sizeof *probs);
+    if (!a->all_layers && head == a->cfg->n_head - 1) a->att_row_layer[pos] = layer;
+}
+
+/* ---- confidence and snapshots ---- */
+
+static void probs_sync_turns(app *a) {
+    int n = gpt2_session_n_turns(a->s);
+    if (n > a->turns_cap) {
+        int cap = a->turns_cap ? a->turns_cap : 16;
+        while (cap < n) cap *= 2;
+        float **tp = realloc(a->turn_probs, (size_t)cap * sizeof *tp);
+        if (!tp) return;
+        a->turn_probs = tp;
+        int *np = realloc(a->turn_nprobs, (size_t)cap * sizeof *np);
+        if (!np) return;
+        a->turn_nprobs = np;
+        int *cp = realloc(a->turn_capprobs, (size_t)cap * sizeof *cp);
+        if (!cp) return;
+        a->turn_capprobs = cp;
+        for (int i = a->turns_cap; i < cap; i++) a->turn_probs[i] = NULL, a->turn_nprobs[i] = 0, a->turn_capprobs[i] = 0;
+        a->turns_cap = cap;
+    }
+    for (int i = n; i < a->turns_cap; i++) a->turn_nprobs[i] = 0; /* turns removed (undo, reset) */
+}
+
+static void probs_push(app *a, int turn, float p) {
+    probs_sync_turns(a);
+    if (turn < 0 || turn >= a->turns_cap) return;
+    if (a->turn_nprobs[turn] == a->turn_capprobs[turn]) {
+        int cap = a->turn_capprobs[turn] ? 2 * a->turn_capprobs[turn] : 64;
+        float *np = realloc(a->turn_probs[turn], (size_t)cap * sizeof *np);
+        if (!np) return;
+        a->turn_probs[turn] = np;
+        a->turn_capprobs[turn] = cap;
+    }
+    a->turn_probs[turn][a->turn_nprobs[turn]++] = p;
+}
+
+static void snaps_clear(app *a) {
+    for (int i = 0; i < a->n_ctx; i++) a->snaps[i].valid = 0;
+    a->last_snap.valid = 0;
+    a->heat_cursor = -1;
+}
+
+static void probs_clear_all(app *a) {
+    for (int i = 0; i < a->turns_cap; i++) a->turn_nprobs[i] = 0;
+}
+
+/* ---- sampling knobs ---- */
+
+static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+void app_apply_sampling(app *a, int item, int dir, int big) {
+    gpt2_sampler_params p = gpt2_session_sampler_params(a->s);
+    float f = big ? 10.0f : 1.0f;
+    switch (item) {
+    case SP_TEMP: p.temperature = clampf(roundf((p.temperature + dir * 0.05f * f) * 100) / 100, 0, 5); break;
+    case SP_TOPK: p.top_k = p.top_k + dir * (big ? 10 : 1); if (p.top_k < 0) p.top_k = 0; break;
+    case SP_TOPP: p.top_p = clampf(roundf((p.top_p + dir * 0.01f * f) * 100) / 100, 0.01f, 1); break;
+    case SP_MINP: p.min_p = clampf(roundf((p.min_p + dir * 0.01f * f) * 100) / 100, 0, 1); break;
+    case SP_REP: p.repeat_penalty = clampf(roundf((p.repeat_penalty + dir * 0.05f * f) * 100) / 100, 0.05f, 5); break;
+    case SP_MAXNEW: {
+        int m = gpt2_session_max_new_tokens(a->s) + dir * (big ? 64 : 8);
+        gpt2_session_set_max_new_tokens(a->s, m < 0 ? 0 : m);
+        logf_(a, "set max-new %d", gpt2_session_max_new_tokens(a->s));
+        return;
+    }
+    case SP_SEED: p.seed = p.seed + (uint64_t)(int64_t)(dir * (big ? 10 : 1)); break;
+    default: return;
+    }
+    gpt2_session_set_sampler_params(a->s, p);
+    logf_(a, "set temperature %.2f top-k %d top-p %.2f min-p %.2f repeat %.2f seed %llu", (double)p.temperature,
+          p.top_k, (double)p.top_p, (double)p.min_p, (double)p.repeat_penalty, (unsigned long long)p.seed);
+}
+
+void app_set_layer(app *a, int layer) {
+    int n = a->cfg->n_layer;
+    a->layer = ((layer % n) + n) % n;
+}
+
+void app_set_head(app *a, int head) {
+    int n = a->cfg->n_head; /* heads 0..n-1, then n = the average */
+    if (head < 0) head = head == -1 && a->head == 0 ? n : head; /* 0 - 1 -> average */
+    int h = ((head % (n + 1)) + (n + 1)) % (n + 1);
+    a->head = h == n ? -1 : h;
+}
+
+/* ---- session operations ---- */
+
+static int progress_cb(void *ud, int done, int total) {
+    app *a = ud;
+    snprintf(a->prefill_msg, sizeof a->prefill_msg, "prefill %d/%d tokens  (Esc cancels)", done, total);
+    if (!a->too_small) {
+        pane *in = &a->panes[PANE_INPUT];
+        if (in->win) in->ops->draw(in), wnoutrefresh(in->win), doupdate();
+    }
+    if (g_signal) return 1;
+    wint_t ch;
+    int r, cancel = 0;
+    if (g_step_delay_ms > 0) { /* tests: slow prefill down too, still listening */
+        wtimeout(stdscr, g_step_delay_ms);
+        if (get_wch(&ch) == OK && (ch == 27 || ch == 3)) cancel = 1;
+    }
+    nodelay(stdscr, TRUE);
+    while ((r = get_wch(&ch)) != ERR) {
+        if (r == OK && (ch == 27 || ch == 3)) cancel = 1;
+    }
+    return cancel;
+}
+
+static void after_change(app *a) {
+    probs_sync_turns(a);
+    gpt2_session_stats st = gpt2_session_get_stats(a->s);
+    if (st.notices != a->seen_notices) {
+        a->seen_notices = st.notices;
+        app_message(a, UI_ROLE_NOTICE, "%s", gpt2_session_notice(a->s));
+        snaps_clear(a); /* positions moved */
+    }
+}
+
+static void finish_reply(app *a, const gpt2_session_token *t) {
+    double dt = now_s() - a->reply_t0;
+    a->generating = 0;
+    a->last_tps = dt > 0 && a->reply_tokens > 0 ? a->reply_tokens / dt : 0;
+    gpt2_session_stats s = gpt2_session_get_stats(a->s);
+    int n;
+    gpt2_session_tokens(a->s, &n);
+    int nt = gpt2_session_n_turns(a->s);
+    gpt2_turn tr = {0};
+    if (nt > 0) gpt2_session_turn(a->s, nt - 1, &tr);
+    logf_(a, "reply: %d tokens (%s), %.1f tok/s, evaluated %d, context %d/%d", a->reply_tokens,
+          gpt2_reply_end_name(t->end), a->last_tps, s.last_reply, n, a->n_ctx);
+    if (a->log && tr.text) {
+        fputs("reply-text: ", a->log);
+        fwrite(tr.text, 1, tr.len, a->log);
+        fputc('\n', a->log);
+        fflush(a->log);
+    }
+    after_change(a);
+}
+
+static void do_stop(app *a) {
+    gpt2_session_token t;
+    gpt2_error err;
+    gpt2_session_stop(a->s, &t, &err);
+    finish_reply(a, &t);
+    app_message(a, UI_ROLE_NOTICE, "reply stopped (text kept)");
+}
+
+static void do_send(app *a, const char *text) {
+    if (a->generating) do_stop(a); /* a message sent mid-reply ends the reply first */
+    gpt2_error err;
+    a->msg[0] = '\0';
+    gpt2_status st = gpt2_session_send(a->s, text, strlen(text), progress_cb, a, &err);
+    a->prefill_msg[0] = '\0';
+    if (st == GPT2_CANCELLED) {
+        app_message(a, UI_ROLE_NOTICE, "prefill cancelled; the message was not sent");
+        return;
+    }
+    if (st != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        return;
+    }
+    after_change(a);
+    gpt2_session_stats s = gpt2_session_get_stats(a->s);
+    int n;
+    gpt2_session_tokens(a->s, &n);
+    logf_(a, "send: prefill %d tokens, context %d/%d", s.last_prefill, n, a->n_ctx);
+    a->generating = 1;
+    a->reply_t0 = now_s();
+    a->reply_tokens = 0;
+    a->heat_cursor = -1;
+    a->conv_scroll = 0;
+}
+
+static void do_step(app *a) {
+    gpt2_session_token t;
+    gpt2_error err;
+    gpt2_sampler_params params = gpt2_session_sampler_params(a->s);
+    if (gpt2_session_step(a->s, &t, &err) != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        a->generating = 0;
+        gpt2_session_stop(a->s, NULL, &err);
+        return;
+    }
+    if (t.id >= 0) {
+        token_snap *sn = &a->last_snap;
+        sn->valid = 1;
+        sn->chosen = t.id;
+        sn->chosen_prob = t.prob;
+        sn->params = params;
+        sn->n = (int)gpt2_sampler_report(gpt2_session_sampler(a->s), sn->c, SNAP_K);
+        int n_after;
+        gpt2_session_tokens(a->s, &n_after);
+        logf_(a, "token %d p %.3f kept %d temperature %.2f", t.id, (double)t.prob, t.kept, (double)params.temperature);
+        if (t.kept) {
+            a->reply_tokens++;
+            probs_push(a, gpt2_session_n_turns(a->s) - 1, t.prob);
+            if (n_after > 0 && n_after - 1 < a->n_ctx) a->snaps[n_after - 1] = *sn;
+        }
+    }
+    if (t.done) finish_reply(a, &t);
+    else after_change(a);
+}
+
+static int parse_num(const char *s, double *v) {
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return !(errno || end == s || *end);
+}
+
+static void cmd_set(app *a, const char *name, const char *val) {
+    double v;
+    if (!name || !val || !parse_num(val, &v)) {
+        app_message(a, UI_ROLE_ERROR, "usage: /set NAME VALUE (temperature top-k top-p min-p repeat-penalty "
+                                      "repeat-last-n max-tokens seed)");
+        return;
+    }
+    gpt2_sampler_params p = gpt2_session_sampler_params(a->s);
+    if (!strcmp(name, "temperature") || !strcmp(name, "temp") || !strcmp(name, "t")) p.temperature = (float)(v < 0 ? 0 : v);
+    else if (!strcmp(name, "top-k") || !strcmp(name, "top_k") || !strcmp(name, "k")) p.top_k = v < 0 ? 0 : (int)v;
+    else if (!strcmp(name, "top-p") || !strcmp(name, "top_p") || !strcmp(name, "p")) p.top_p = (float)v;
+    else if (!strcmp(name, "min-p") || !strcmp(name, "min_p")) p.min_p = (float)v;
+    else if (!strcmp(name, "repeat-penalty") || !strcmp(name, "repeat") || !strcmp(name, "rep")) p.repeat_penalty = (float)v;
+    else if (!strcmp(name, "repeat-last-n")) p.repeat_last_n = v < 0 ? 0 : (int)v;
+    else if (!strcmp(name, "seed")) p.seed = (uint64_t)(v < 0 ? 0 : v);
+    else if (!strcmp(name, "max-tokens") || !strcmp(name, "max-new") || !strcmp(name, "n")) {
+        gpt2_session_set_max_new_tokens(a->s, v < 0 ? 0 : (int)v);
+        app_message(a, UI_ROLE_TEXT, "max-tokens = %d", gpt2_session_max_new_tokens(a->s));
+        logf_(a, "set max-new %d", gpt2_session_max_new_tokens(a->s));
+        return;
+    } else {
+        app_message(a, UI_ROLE_ERROR, "/set: unknown parameter '%s'", name);
+        return;
+    }
+    gpt2_session_set_sampler_params(a->s, p);
+    p = gpt2_session_sampler_params(a->s);
+    app_message(a, UI_ROLE_TEXT, "%s = %s", name, val);
+    logf_(a, "set temperature %.2f top-k %d top-p %.2f min-p %.2f repeat %.2f seed %llu", (double)p.temperature,
+          p.top_k, (double)p.top_p, (double)p.min_p, (double)p.repeat_penalty, (unsigned long long)p.seed);
+}
+
+static void cmd_template(app *a, const char *name) {
+    gpt2_error err;
+    gpt2_chat_template *own = NULL;
+    const gpt2_chat_template *t = NULL;
+    if (!name) {
+        app_message(a, UI_ROLE_TEXT, "template: %s (built-in: transcript dialogpt raw; model; or a .json path)",
+                    gpt2_session_template(a->s)->name);
+        return;
+    }
+    if (a->generating) {
+        app_message(a, UI_ROLE_ERROR, "stop the reply first (Esc)");
+        return;
+    }
+    if (!strcmp(name, "model")) {
+        if (gpt2_chat_template_for_model(a->model_dir, &own, &err) != GPT2_OK) {
+            app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+            return;
+        }
+        t = own;
+    } else if ((t = gpt2_chat_template_builtin(name)) == NULL) {
+        if (gpt2_chat_template_load(name, &own, &err) != GPT2_OK) {
+            app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+            return;
+        }
+        t = own;
+    }
+    gpt2_status st = gpt2_session_set_template(a->s, t, progress_cb, a, &err);
+    a->prefill_msg[0] = '\0';
+    if (st != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "template switch cancelled" : err.msg);
+    else {
+        snaps_clear(a);
+        app_message(a, UI_ROLE_TEXT, "template: %s", gpt2_session_template(a->s)->name);
+        logf_(a, "template %s: evaluated %d", gpt2_session_template(a->s)->name, gpt2_session_get_stats(a->s).last_call);
+    }
+    gpt2_chat_template_free(own);
+    after_change(a);
+}
+
+static void run_command(app *a, char *line) {
+    char *save = NULL;
+    char *cmd = strtok_r(line, " \t", &save);
+    char *arg1 = strtok_r(NULL, " \t", &save);
+    char *arg2 = strtok_r(NULL, " \t", &save);
+    gpt2_error err;
+    if (!strcmp(cmd, "/quit") || !strcmp(cmd, "/q") || !strcmp(cmd, "/exit")) {
+        a->quit = 1;
+    } else if (!strcmp(cmd, "/help") || !strcmp(cmd, "/?")) {
+        a->help = 1;
+    } else if (!strcmp(cmd, "/conf")) {
+        a->conf_view = !a->conf_view;
+    } else if (!strcmp(cmd, "/reset")) {
+        if (a->generating) do_stop(a);
+        if (gpt2_session_reset(a->s, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        else app_message(a, UI_ROLE_TEXT, "conversation cleared"), snaps_clear(a), probs_clear_all(a), logf_(a, "reset");
+        after_change(a);
+    } else if (!strcmp(cmd, "/undo")) {
+        if (a->generating) do_stop(a);
+        if (gpt2_session_undo(a->s, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        else app_message(a, UI_ROLE_TEXT, "last exchange removed"), logf_(a, "undo");
+        after_change(a);
+        a->last_snap.valid = 0;
+    } else if (!strcmp(cmd, "/regen")) {
+        if (a->generating) do_stop(a);
+        gpt2_status st = gpt2_session_regen(a->s, progress_cb, a, &err);
+        a->prefill_msg[0] = '\0';
+        if (st != GPT2_OK) {
+            app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "regen cancelled" : err.msg);
+        } else {
+            probs_sync_turns(a);
+            int nt = gpt2_session_n_turns(a->s);
+            if (nt > 0 && nt - 1 < a->turns_cap) a->turn_nprobs[nt - 1] = 0;
+            a->msg[0] = '\0';
+            a->generating = 1;
+            a->reply_t0 = now_s();
+            a->reply_tokens = 0;
+            a->heat_cursor = -1;
+            logf_(a, "regen: evaluated %d", gpt2_session_get_stats(a->s).last_call);
+        }
+        after_change(a);
+    } else if (!strcmp(cmd, "/set")) {
+        cmd_set(a, arg1, arg2);
+    } else if (!strcmp(cmd, "/layer")) {
+        double v;
+        if (!arg1 || !parse_num(arg1, &v) || v < 0 || v >= a->cfg->n_layer)
+            app_message(a, UI_ROLE_ERROR, "usage: /layer N (0..%d)", a->cfg->n_layer - 1);
+        else app_set_layer(a, (int)v), logf_(a, "layer %d", a->layer);
+    } else if (!strcmp(cmd, "/head")) {
+        double v;
+        if (arg1 && (!strcmp(arg1, "avg") || !strcmp(arg1, "average"))) a->head = -1, logf_(a, "head avg");
+        else if (!arg1 || !parse_num(arg1, &v) || v < 0 || v >= a->cfg->n_head)
+            app_message(a, UI_ROLE_ERROR, "usage: /head N (0..%d) or /head avg", a->cfg->n_head - 1);
+        else a->head = (int)v, logf_(a, "head %d", a->head);
+    } else if (!strcmp(cmd, "/theme")) {
+        ui_theme th;
+        char e[512];
+        if (!arg1) app_message(a, UI_ROLE_TEXT, "theme: %s (bundled: dark light high-contrast)", term_theme()->name);
+        else if (ui_theme_load(arg1, a->themes_dir, &th, e, sizeof e) != 0) app_message(a, UI_ROLE_ERROR, "%s", e);
+        else term_set_theme(&th), app_message(a, UI_ROLE_TEXT, "theme: %s", th.name), clearok(curscr, TRUE);
+    } else if (!strcmp(cmd, "/template")) {
+        cmd_template(a, arg1);
+    } else if (!strcmp(cmd, "/save")) {
+        if (!arg1) app_message(a, UI_ROLE_ERROR, "usage: /save FILE");
+        else if (gpt2_session_save(a->s, arg1, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        else app_message(a, UI_ROLE_TEXT, "saved to %s", arg1), logf_(a, "saved %s", arg1);
+    } else if (!strcmp(cmd, "/load")) {
+        if (a->generating) do_stop(a);
+        gpt2_status st = arg1 ? gpt2_session_load(a->s, arg1, progress_cb, a, &err) : GPT2_ERR_INVALID_ARG;
+        a->prefill_msg[0] = '\0';
+        if (!arg1) app_message(a, UI_ROLE_ERROR, "usage: /load FILE");
+        else if (st != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "load cancelled" : err.msg);
+        else {
+            snaps_clear(a);
+            probs_clear_all(a);
+            int n;
+            gpt2_session_tokens(a->s, &n);
+            app_message(a, UI_ROLE_TEXT, "loaded %s (%d turns, %d tokens)", arg1, gpt2_session_n_turns(a->s), n);
+            logf_(a, "loaded %s: %d turns, %d tokens", arg1, gpt2_session_n_turns(a->s), n);
+            if (gpt2_session_replying(a->s)) a->generating = 1, a->reply_t0 = now_s(), a->reply_tokens = 0;
+        }
+        after_change(a);
+    } else {
+        app_message(a, UI_ROLE_ERROR, "unknown command %s (F1 or /help lists them)", cmd);
+    }
+}
+
+static void handle_line(app *a, char *line) {
+    if (!line) { /* Ctrl-D on an empty line */
+        a->quit = 1;
+        return;
+    }
+    size_t n = strlen(line);
+    if (n == 0) return;
+    input_history_add(line);
+    if (line[0] == '/') {
+        char *copy = strdup(line);
+        if (copy) run_command(a, copy);
+        free(copy);
+        return;
+    }
+    do_send(a, line);
+}
+
+/* ---- keys ---- */
+
+/* One key (code from get_wch). Returns nonzero when the screen needs a redraw. */
+static int handle_key(app *a, int key, int is_code) {
+    if (is_code && key == KEY_RESIZE) {
+        screen_layout(a);
+        clearok(curscr, TRUE);
+        return 1;
+    }
+    if (a->help) { /* any key closes the help */
+        a->help = 0;
+        return 1;
+    }
+    if (a->too_small) {
+        if (!is_code && key == 3) a->quit = 1; /* Ctrl-C still quits */
+        return 1;
+    }
+    /* Escape: alone, stop; followed at once by a key, an Alt combination */
+    if (!is_code && key == 27) {
+        wint_t nx;
+        nodelay(stdscr, TRUE);
+        int r = get_wch(&nx);
+        if (r == OK && (nx == '\r' || nx == '\n')) {
+            if (a->focus == PANE_INPUT) input_insert_newline();
+            return 1;
+        }
+        if (r == OK) {
+            if (a->focus == PANE_INPUT) input_meta_key((int)nx);
+            return 1;
+        }
+        if (r == KEY_CODE_YES) return handle_key(a, (int)nx, 1);
+        if (a->generating) do_stop(a);
+        else if (a->focus != PANE_INPUT) a->focus = PANE_INPUT;
+        return 1;
+    }
+    if (!is_code && key == 3) { /* Ctrl-C */
+        if (a->generating) do_stop(a);
+        else {
+            input_clear();
+            a->msg[0] = '\0';
+        }
+        return 1;
+    }
+    if (is_code) {
+        switch (key) {
+        case KEY_F(1): a->help = 1; return 1;
+        case KEY_F(2): a->conf_view = !a->conf_view; return 1;
+        case KEY_F(3): app_set_layer(a, a->layer - 1); return 1;
+        case KEY_F(4): app_set_layer(a, a->layer + 1); return 1;
+        case KEY_F(5): app_set_head(a, a->head - 1); return 1;
+        case KEY_F(6): app_set_head(a, a->head + 1); return 1;
+        case KEY_F(7): a->head = a->head < 0 ? 0 : -1; return 1;
+        case KEY_BTAB: screen_focus_next(a, -1); return 1;
+        case KEY_MOUSE: {
+            MEVENT ev;
+            if (getmouse(&ev) == OK) {
+                if (ev.bstate & BUTTON4_PRESSED) a->conv_scroll += 3;
+                else if (ev.bstate & BUTTON5_PRESSED) a->conv_scroll -= 3;
+            }
+            return 1;
+        }
+        default: break;
+        }
+    } else {
+        if (key == '\t') { screen_focus_next(a, +1); return 1; }
+        if (key == 12) { clearok(curscr, TRUE); return 1; } /* Ctrl-L */
+        if (key == '?' && (a->focus != PANE_INPUT || input_empty())) { a->help = 1; return 1; }
+    }
+    pane *fp = &a->panes[a->focus];
+    if (a->focus != PANE_INPUT) {
+        int r = fp->ops->key(fp, key, is_code);
+        if (r & PANE_QUIT) a->quit = 1;
+        if (r) return 1;
+        if (!is_code && key >= ' ') a->focus = PANE_INPUT; /* typing goes back to the input */
+    }
+    if (is_code && (key == KEY_PPAGE || key == KEY_NPAGE)) {
+        pane *cp = &a->panes[PANE_CONV];
+        return cp->ops->key(cp, key, 1) ? 1 : 0;
+    }
+    if (a->focus == PANE_INPUT || !is_code) {
+        a->focus = PANE_INPUT;
+        if (!is_code && key == '\n') { /* Ctrl-J: a new line in the message */
+            input_insert_newline();
+            return 1;
+        }
+        input_key(key, is_code);
+        int got;
+        char *line = input_take_line(&got);
+        if (got) handle_line(a, line);
+        free(line);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- setup ---- */
+
+static void find_themes_dir(app *a) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    const char *cands[3];
+    char c1[PATH_MAX + 16], c2[PATH_MAX + 16];
+    int nc = 0;
+    if (n > 0) {
+        exe[n] = '\0';
+        char *sl = strrchr(exe, '/');
+        if (sl) {
+            *sl = '\0';
+            snprintf(c1, sizeof c1, "%s/themes", exe);
+            snprintf(c2, sizeof c2, "%s/../themes", exe);
+            cands[nc++] = c1;
+            cands[nc++] = c2;
+        }
+    }
+    cands[nc++] = "themes";
+    for (int i = 0; i < nc; i++) {
+        char probe[PATH_MAX + 32];
+        snprintf(probe, sizeof probe, "%s/dark.theme", cands[i]);
+        if (access(probe, R_OK) == 0) {
+            snprintf(a->themes_dir, sizeof a->themes_dir, "%s", cands[i]);
+            return;
+        }
+    }
+    snprintf(a->themes_dir, sizeof a->themes_dir, "themes");
+}
+
+static int usage(void) {
+    fputs("usage: gptscope chat [-m DIR] [--template NAME|FILE] [--theme NAME|PATH] [--log FILE]\n"
+          "                     [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
+          "                     [--repeat-penalty R] [--repeat-last-n N] [--seed S]\n"
+          "  The full-screen chat: streams replies, sampling knobs that act mid-reply,\n"
+          "  live attention heatmaps and next-token candidates. F1 in the app lists the keys.\n"
+          "  --template NAME    transcript, dialogpt, raw, or a chat_template.json file\n"
+          "                     (default: the model's chat_template.json, else transcript)\n"
+          "  --theme NAME|PATH  dark (default), light, high-contrast, or a theme file\n"
+          "  --log FILE         append what each turn computed (prefill/reply tokens, tok/s)\n"
+          "  -n N               max new tokens per reply, 0 = until the context is full (default 256)\n"
+          "  sampling options as for generate (default seed: random)\n",
+          stderr);
+    return EXIT_USAGE;
+}
+
+static void app_free_panes(app *a) {
+    for (int i = 0; i < N_PANES; i++) {
+        pane *p = &a->panes[i];
+        if (p->ops && p->win) p->ops->free(p);
+        if (p->win) delwin(p->win), p->win = NULL;
+    }
+}
+
+static void app_free(app *a) {
+    if (a->s) gpt2_session_free(a->s);
+    gpt2_model_free(a->model);
+    free(a->att);
+    free(a->att_row_layer);
+    free(a->snaps);
+    for (int i = 0; i < a->turns_cap; i++) free(a->turn_probs[i]);
+    free(a->turn_probs);
+    free(a->turn_nprobs);
+    free(a->turn_capprobs);
+    if (a->log) fclose(a->log);
+}
+
+int cmd_chat(int argc, char **argv) {
+    enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_SEED, O_TEMPLATE, O_THEME, O_LOG };
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"n-tokens", required_argument, 0, 'n'},
+                                         {"temperature", required_argument, 0, O_TEMP},
+                                         {"top-k", required_argument, 0, O_TOPK},
+                                         {"top-p", required_argument, 0, O_TOPP},
+                                         {"min-p", required_argument, 0, O_MINP},
+                                         {"repeat-penalty", required_argument, 0, O_REP},
+                                         {"repeat-last-n", required_argument, 0, O_REPN},
+                                         {"seed", required_argument, 0, O_SEED},
+                                         {"template", required_argument, 0, O_TEMPLATE},
+                                         {"theme", required_argument, 0, O_THEME},
+                                         {"log", required_argument, 0, O_LOG},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *mdir = NULL, *tmpl_name = NULL, *theme_name = NULL, *log_path = NULL;
+    long n_new = 256, l;
+    double d;
+    int c, seeded = 0;
+    gpt2_sampler_params sp = gpt2_sampler_default_params();
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:n:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': mdir = optarg; break;
+        case 'n': if (!cli_parse_int("-n", optarg, 0, 1 << 20, &n_new)) return EXIT_USAGE; break;
+        case O_TEMP: if (!cli_parse_float("--temperature", optarg, 0, 100, &d)) return EXIT_USAGE; sp.temperature = (float)d; break;
+        case O_TOPK: if (!cli_parse_int("--top-k", optarg, 0, 1 << 24, &l)) return EXIT_USAGE; sp.top_k = (int)l; break;
+        case O_TOPP: if (!cli_parse_float("--top-p", optarg, 1e-9, 1, &d)) return EXIT_USAGE; sp.top_p = (float)d; break;
+        case O_MINP: if (!cli_parse_float("--min-p", optarg, 0, 0.999999, &d)) return EXIT_USAGE; sp.min_p = (float)d; break;
+        case O_REP: if (!cli_parse_float("--repeat-penalty", optarg, 0.01, 100, &d)) return EXIT_USAGE; sp.repeat_penalty = (float)d; break;
+        case O_REPN: if (!cli_parse_int("--repeat-last-n", optarg, 0, 1 << 20, &l)) return EXIT_USAGE; sp.repeat_last_n = (int)l; break;
+        case O_SEED: {
+            char *end;
+            unsigned long long s = strtoull(optarg, &end, 10);
+            if (end == optarg || *end || optarg[0] == '-') {
+                cli_error("--seed: expected a non-negative integer, found '%s'", optarg);
+                return EXIT_USAGE;
+            }
+            sp.seed = s;
+            seeded = 1;
+            break;
+        }
+        case O_TEMPLATE: tmpl_name = optarg; break;
+        case O_THEME: theme_name = optarg; break;
+        case O_LOG: log_path = optarg; break;
+        default: return usage();
+        }
+    }
+    if (optind != argc) return usage();
+    if (!seeded) sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    setlocale(LC_ALL, "");
+
+    static app A;
+    app *a = &A;
+    memset(a, 0, sizeof *a);
+    a->layer = 0;
+    a->head = 0;
+    a->heat_cursor = -1;
+    a->focus = PANE_INPUT;
+    find_themes_dir(a);
+
+    ui_theme theme;
+    char e[1024];
+    if (ui_theme_load(theme_name ? theme_name : "dark", a->themes_dir, &theme, e, sizeof e) != 0) {
+        if (theme_name) {
+            cli_error("%s", e);
+            return EXIT_ERR;
+        }
+        ui_theme_default(&theme); /* the bundled file is missing: use the built-in copy */
+    }
+    if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+        cli_error("chat needs a terminal (stdin and stdout must be TTYs)");
+        return EXIT_ERR;
+    }
+    if (log_path && !(a->log = fopen(log_path, "a"))) {
+        cli_error("%s: cannot open log: %s", log_path, strerror(errno));
+        return EXIT_ERR;
+    }
+
+    int rc = EXIT_ERR;
+    gpt2_error err;
+    gpt2_chat_template *tmpl = NULL;
+    a->model_dir = cli_model_dir(mdir);
+    if (!(a->model = cli_load_model(a->model_dir))) goto out;
+    a->tok = gpt2_model_tokenizer(a->model);
+    a->cfg = gpt2_model_config(a->model);
+    snprintf(a->model_name, sizeof a->model_name, "%s", gpt2_model_name(a->model));
+    if (tmpl_name) {
+        const gpt2_chat_template *b = gpt2_chat_template_builtin(tmpl_name);
+        gpt2_status st = b ? gpt2_chat_template_copy(b, &tmpl, &err) : gpt2_chat_template_load(tmpl_name, &tmpl, &err);
+        if (st != GPT2_OK) {
+            cli_error("%s", err.msg);
+            goto out;
+        }
+    } else if (gpt2_chat_template_for_model(a->model_dir, &tmpl, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
+    gpt2_session_params ps = gpt2_session_default_params();
+    ps.sampler = sp;
+    ps.max_new_tokens = (int)n_new;
+    ps.chat_template = tmpl;
+    /* prefill in chunks of at most a quarter of the context (64 at most): progress
+       shows and Esc cancels between them */
+    int n_ctx_model = a->cfg->n_ctx;
+    ps.context.n_batch = n_ctx_model / 4 < 1 ? 1 : n_ctx_model / 4 > 64 ? 64 : n_ctx_model / 4;
+    if (gpt2_session_new(a->model, ps, &a->s, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
+    a->n_ctx = gpt2_session_n_ctx(a->s);
+    size_t per_layer = (size_t)a->cfg->n_head * (size_t)a->n_ctx * (size_t)a->n_ctx * sizeof(float);
+    a->all_layers = per_layer * (size_t)a->cfg->n_layer <= ATT_BUDGET;
+    size_t att_layers = a->all_layers ? (size_t)a->cfg->n_layer : 1;
+    a->att = calloc(att_layers * per_layer / sizeof(float), sizeof(float)); /* (att_layers, n_head, n_ctx, n_ctx) */
+    a->att_row_layer = malloc((size_t)a->n_ctx * sizeof *a->att_row_layer);
+    a->snaps = calloc((size_t)a->n_ctx, sizeof *a->snaps);
+    if (!a->att || !a->att_row_layer || !a->snaps) {
+        cli_error("out of memory for the inspector's buffers");
+        goto out;
+    }
+    for (int i = 0; i < a->n_ctx; i++) a->att_row_layer[i] = -1;
+    gpt2_hooks hooks = {.user_data = a, .want_attention = hook_want_attention, .on_attention = hook_on_attention};
+    gpt2_session_set_hooks(a->s, &hooks);
+    logf_(a, "start: model %s, template %s, n_ctx %d", a->model_name, gpt2_session_template(a->s)->name, a->n_ctx);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    /* tests only: wait this long between tokens and prefill batches (keys are still
+       read while waiting), so that the tmux tests can act in the middle of a reply */
+    const char *delay_env = getenv("GPTSCOPE_TEST_STEP_DELAY_MS");
+    g_step_delay_ms = delay_env ? atoi(delay_env) : 0;
+    if (term_init(&theme, e, sizeof e) != 0) {
+        cli_error("%s", e);
+        goto out;
+    }
+    const pane_ops *ops[N_PANES] = {&conv_pane_ops, &sampling_pane_ops, &inspector_pane_ops, &input_pane_ops,
+                                    &status_pane_ops};
+    for (int i = 0; i < N_PANES; i++) a->panes[i] = (pane){.ops = ops[i], .a = a};
+    input_setup(a);
+    screen_layout(a);
+    screen_draw(a);
+
+    /* tests only: wait this long between tokens (keys are still read while waiting),
+       so that the tmux tests can act in the middle of a reply of the tiny model */
+    while (!a->quit && !g_signal) {
+        int dirty = 0;
+        wint_t ch;
+        int r;
+        /* waiting: block up to 100 ms for a key; generating: only take what is there */
+        if (a->generating && g_step_delay_ms <= 0) nodelay(stdscr, TRUE);
+        else nodelay(stdscr, FALSE), wtimeout(stdscr, a->generating ? g_step_delay_ms : 100);
+        while ((r = get_wch(&ch)) != ERR) {
+            dirty |= handle_key(a, (int)ch, r == KEY_CODE_YES);
+            if (a->quit || g_signal) break;
+            nodelay(stdscr, TRUE);
+        }
+        if (a->quit || g_signal) break;
+        if (a->generating) {
+            do_step(a);
+            dirty = 1;
+        }
+        if (dirty) screen_draw(a);
+    }
+    if (a->generating) do_stop(a);
+    if (g_signal) logf_(a, "signal %d: quitting", (int)g_signal);
+    logf_(a, "quit");
+    rc = g_signal == SIGINT || g_signal == SIGTERM ? 128 + (int)g_signal : EXIT_OK;
+    if (g_signal == SIGHUP) rc = 128 + SIGHUP;
+out:
+    if (term_active()) app_free_panes(a), input_teardown();
+    term_end();
+    gpt2_chat_template_free(tmpl);
+    app_free(a);
+    return rc;
+}

@@ -1,0 +1,58 @@
+/* heatmap.c — which cells of an attention matrix a pane shows, and how dark (no curses). */
+#include <math.h>
+
+#include "ui/ui_logic.h"
+
+static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+void ui_heat_window(int n, int rows, int cols, int scroll, int cursor, ui_heat_view *v) {
+    if (rows < 0) rows = 0;
+    if (cols < 0) cols = 0;
+    *v = (ui_heat_view){.cursor = -1};
+    if (n <= 0 || rows == 0 || cols == 0) return;
+    int nr = rows < n ? rows : n;
+    int max_scroll = n - nr;
+    scroll = clampi(scroll, 0, max_scroll);
+    int row0 = n - nr - scroll;
+    if (cursor < 0 || cursor >= n) cursor = cursor < 0 ? n - 1 : n - 1;
+    if (cursor < row0) row0 = cursor;
+    if (cursor >= row0 + nr) row0 = cursor - nr + 1;
+    v->row0 = row0;
+    v->n_rows = nr;
+    v->scroll = n - nr - row0;
+    v->cursor = cursor;
+    /* keys: causal, so the last shown query sees keys 0 .. row0 + nr - 1 */
+    int last_key = row0 + nr - 1;
+    int nc = cols < last_key + 1 ? cols : last_key + 1;
+    int col0 = last_key + 1 - nc;
+    /* keep the cursor row's own diagonal visible when it is older */
+    if (cursor < col0) col0 = cursor;
+    v->col0 = col0;
+    v->n_cols = nc;
+}
+
+int ui_heat_level(float w, int n_levels) {
+    if (n_levels < 2) n_levels = 2;
+    if (!(w > 0)) return 0;
+    if (w > 1) w = 1;
+    int l = 1 + (int)(sqrtf(w) * (float)(n_levels - 1));
+    return l > n_levels - 1 ? n_levels - 1 : l;
+}
+
+int ui_top_entries(const float *row, int n, int k, int *idx, float *w) {
+    int m = 0;
+    if (k > n) k = n;
+    for (int j = 0; j < n; j++) {
+        float x = row[j] == row[j] ? row[j] : -1.0f;
+        if (m == k && !(x > w[m - 1])) continue;
+        int p = m < k ? m++ : m - 1;
+        while (p > 0 && x > w[p - 1]) {
+            w[p] = w[p - 1];
+            idx[p] = idx[p - 1];
+            p--;
+        }
+        w[p] = x;
+        idx[p] = j;
+    }
+    return m;
+}

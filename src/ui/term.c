@@ -1,0 +1,179 @@
+/* term.c — curses init, colour pairs and the theme: the app's one global. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ui/term.h"
+
+static struct {
+    int active;
+    SCREEN *screen;
+    int color;      /* 0 none, 8, 16, 256, or 1 << 24 (direct) */
+    int glyphs;     /* heatmap as " ░▒▓█" (fewer than 256 colours) */
+    ui_theme theme;
+    attr_t role[UI_ROLE_COUNT];
+    attr_t heat[UI_HEAT_MAX];
+    int n_heat;
+} T;
+
+static const char *shade_glyphs[] = {" ", "\u2591", "\u2592", "\u2593", "\u2588"};
+
+static int map_color(ui_color c) {
+    if (c.kind == UI_COLOR_DEFAULT) return -1;
+    if (T.color >= (1 << 24)) return (int)(c.kind == UI_COLOR_RGB ? c.value : ui_index_to_rgb((int)c.value));
+    if (T.color >= 256) return c.kind == UI_COLOR_RGB ? ui_rgb_to_256(c.value) : (int)c.value;
+    if (T.color >= 16 && c.kind == UI_COLOR_INDEX && c.value < 16) return (int)c.value;
+    return ui_color_to_8(c);
+}
+
+static attr_t style_attrs(int a) {
+    attr_t r = 0;
+    if (a & UI_ATTR_BOLD) r |= A_BOLD;
+    if (a & UI_ATTR_DIM) r |= A_DIM;
+    if (a & UI_ATTR_UNDERLINE) r |= A_UNDERLINE;
+    if (a & UI_ATTR_REVERSE) r |= A_REVERSE;
+    return r;
+}
+
+static void setup_pairs(void) {
+    int pair = 1;
+    for (int r = 0; r < UI_ROLE_COUNT; r++) {
+        const ui_style *s = &T.theme.role[r];
+        T.role[r] = style_attrs(s->attrs);
+        if (T.color) {
+            int fg = map_color(s->fg), bg = map_color(s->bg);
+            /* a text role without colour still needs the pair to reset colours */
+            init_extended_pair(pair, fg, bg);
+            T.role[r] |= COLOR_PAIR(pair);
+            pair++;
+        }
+    }
+    T.glyphs = T.color < 256; /* few colours: shade the heatmap with glyphs instead of a ramp */
+    if (!T.color) {
+        /* no colour: reverse video marks what colour would */
+        T.role[UI_ROLE_SELECTION] |= A_REVERSE;
+        T.role[UI_ROLE_STATUS] |= A_REVERSE;
+        T.role[UI_ROLE_USER] |= A_BOLD;
+        T.role[UI_ROLE_BAR_REMOVED] |= A_DIM;
+        T.role[UI_ROLE_CONF_LOW] |= A_UNDERLINE;
+        T.role[UI_ROLE_CONF_HIGH] |= A_BOLD;
+        T.n_heat = 5;
+        for (int i = 0; i < T.n_heat; i++) T.heat[i] = 0;
+        return;
+    }
+    if (T.glyphs) {
+        T.n_heat = 5;
+        for (int i = 0; i < T.n_heat; i++) T.heat[i] = T.role[UI_ROLE_BAR];
+        return;
+    }
+    T.n_heat = T.theme.n_heat;
+    for (int i = 0; i < T.n_heat; i++) {
+        init_extended_pair(pair, map_color(T.theme.role[UI_ROLE_TEXT].fg), map_color(T.theme.heat[i]));
+        T.heat[i] = COLOR_PAIR(pair);
+        pair++;
+    }
+}
+
+int term_init(const ui_theme *theme, char *err, size_t errlen) {
+    if (T.active) return 0;
+    const char *term = getenv("TERM");
+    if (!term || !*term) {
+        snprintf(err, errlen, "TERM is not set: cannot open the full-screen app");
+        return -1;
+    }
+    if (!(T.screen = newterm(NULL, stdout, stdin))) {
+        snprintf(err, errlen, "cannot initialise the terminal '%s'", term);
+        return -1;
+    }
+    T.active = 1;
+    raw();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    set_escdelay(25);
+    curs_set(1);
+    mousemask(BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
+    mouseinterval(0);
+    const char *nc = getenv("NO_COLOR");
+    T.color = 0;
+    if (!(nc && *nc) && has_colors()) {
+        start_color();
+        use_default_colors();
+        T.color = COLORS >= (1 << 24) ? (1 << 24) : COLORS >= 256 ? 256 : COLORS >= 16 ? 16 : 8;
+    }
+    term_set_theme(theme);
+    return 0;
+}
+
+void term_end(void) {
+    if (!T.active) return;
+    T.active = 0;
+    endwin();
+    delscreen(T.screen);
+    T.screen = NULL;
+}
+
+int term_active(void) { return T.active; }
+
+void term_set_theme(const ui_theme *theme) {
+    T.theme = *theme;
+    if (T.active) setup_pairs();
+}
+
+const ui_theme *term_theme(void) { return &T.theme; }
+int term_has_color(void) { return T.color != 0; }
+attr_t term_attr(ui_role r) { return r < UI_ROLE_COUNT ? T.role[r] : 0; }
+int term_heat_levels(void) { return T.n_heat; }
+
+attr_t term_heat(int level) {
+    if (level < 0) level = 0;
+    if (level >= T.n_heat) level = T.n_heat - 1;
+    return T.heat[level];
+}
+
+const char *term_heat_glyph(int level) {
+    if (!T.glyphs) return " ";
+    if (level < 0) level = 0;
+    if (level > 4) level = 4;
+    return shade_glyphs[level];
+}
+
+int term_put(WINDOW *w, int y, int x, const char *s, size_t len, int max_cols, attr_t attr) {
+    int cols = 0;
+    wmove(w, y, x);
+    for (size_t i = 0; i < len && cols < max_cols;) {
+        uint32_t cp;
+        int nb = ui_utf8_decode(s + i, len - i, &cp);
+        i += (size_t)nb;
+        int cw = ui_cp_width(cp);
+        if (cols + cw > max_cols) break;
+        if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0)) cp = 0xB7;
+        wchar_t wc[2] = {(wchar_t)cp, 0};
+        if (cw == 0 && cols == 0) continue; /* a combining mark with nothing before */
+        cchar_t cc;
+        int pn = PAIR_NUMBER(attr);
+        setcchar(&cc, wc, attr & ~A_COLOR, 0, &pn);
+        wadd_wch(w, &cc);
+        cols += cw;
+    }
+    return cols;
+}
+
+void term_fill(WINDOW *w, int y, int x, int n, attr_t attr) {
+    if (n <= 0) return;
+    wattrset(w, attr);
+    mvwhline(w, y, x, ' ', n);
+    wattrset(w, 0);
+}
+
+int term_printf(WINDOW *w, int y, int x, int max_cols, attr_t attr, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0) return 0;
+    if ((size_t)n >= sizeof buf) n = sizeof buf - 1;
+    return term_put(w, y, x, buf, (size_t)n, max_cols, attr);
+}

@@ -1,0 +1,50 @@
+/* term.h — the terminal: curses init and shutdown, colour pairs and the theme.
+ * The only global state of the app (htop's CRT): every pane draws through
+ * term_attr()/term_heat() and the helpers below.
+ *
+ * Colour support, best first: direct colour (COLORS >= 2^24: #rrggbb as is),
+ * 256 colours (nearest xterm index), 8/16 colours (nearest basic colour), none
+ * (NO_COLOR set, or a terminal without colours: attributes only). With fewer
+ * than 256 colours the heatmap shades with " ░▒▓█" instead of the theme's ramp. */
+#ifndef GPTSCOPE_UI_TERM_H
+#define GPTSCOPE_UI_TERM_H
+
+#define _XOPEN_SOURCE_EXTENDED 1
+#include <ncurses.h>
+
+#include "ui/ui_logic.h"
+
+/* Starts curses (raw, no echo, keypad, mouse wheel) with theme. 0 on success;
+ * -1 (message in err) when the terminal cannot be set up. */
+int term_init(const ui_theme *theme, char *err, size_t errlen);
+
+/* Ends curses; safe to call more than once and before term_init. */
+void term_end(void);
+int term_active(void);
+
+/* Replaces the theme (re-initialises the colour pairs). */
+void term_set_theme(const ui_theme *theme);
+const ui_theme *term_theme(void);
+int term_has_color(void);
+
+/* Attributes (colour pair included) of a role; of heat level 0..term_heat_levels()-1. */
+attr_t term_attr(ui_role r);
+attr_t term_heat(int level);
+int term_heat_levels(void);
+/* The glyph for a heat cell: a space (the ramp's background shows) with 256
+ * colours or more, else " ░▒▓█" by level. */
+const char *term_heat_glyph(int level);
+
+/* Draws len bytes of UTF-8 at (y, x) of w with attr, at most max_cols columns;
+ * control characters as '·', bad bytes as U+FFFD. Returns columns drawn. */
+int term_put(WINDOW *w, int y, int x, const char *s, size_t len, int max_cols, attr_t attr);
+/* Fills columns x .. x + n - 1 of row y with spaces in attr. */
+void term_fill(WINDOW *w, int y, int x, int n, attr_t attr);
+/* printf into (y, x), clipped to max_cols. */
+int term_printf(WINDOW *w, int y, int x, int max_cols, attr_t attr, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 6, 7)))
+#endif
+    ;
+
+#endif

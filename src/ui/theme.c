@@ -1,0 +1,276 @@
+/* theme.c — theme files: parsing, loading and colour conversion (no curses).
+ *
+ * Format (themes/README.md): one setting per line, '#' starts a comment.
+ *     name = dark
+ *     ROLE = FG [on BG] [bold] [dim] [underline] [reverse]
+ *     heat = C1 C2 ... Cn          (2..16 colours, low to high)
+ * Colours: default, black red green yellow blue magenta cyan white,
+ * bright-NAME, grey, an index 0..255, or #rrggbb. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ui/ui_logic.h"
+
+static const char *role_names[UI_ROLE_COUNT] = {
+    [UI_ROLE_TEXT] = "text",         [UI_ROLE_DIM] = "dim",
+    [UI_ROLE_USER] = "user",         [UI_ROLE_ASSISTANT] = "assistant",
+    [UI_ROLE_BORDER] = "border",     [UI_ROLE_TITLE] = "title",
+    [UI_ROLE_STATUS] = "status",     [UI_ROLE_SELECTION] = "selection",
+    [UI_ROLE_INPUT] = "input",       [UI_ROLE_BAR] = "bar",
+    [UI_ROLE_BAR_REMOVED] = "bar-removed", [UI_ROLE_NOTICE] = "notice",
+    [UI_ROLE_ERROR] = "error",       [UI_ROLE_CONF_LOW] = "conf-low",
+    [UI_ROLE_CONF_MID] = "conf-mid", [UI_ROLE_CONF_HIGH] = "conf-high",
+};
+
+const char *ui_role_name(ui_role r) { return r < UI_ROLE_COUNT ? role_names[r] : "?"; }
+
+static const char *basic_names[8] = {"black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"};
+
+int ui_color_parse(const char *s, ui_color *c) {
+    if (strcmp(s, "default") == 0) {
+        *c = (ui_color){UI_COLOR_DEFAULT, 0};
+        return 0;
+    }
+    if (strcmp(s, "grey") == 0 || strcmp(s, "gray") == 0) {
+        *c = (ui_color){UI_COLOR_INDEX, 8};
+        return 0;
+    }
+    for (int i = 0; i < 8; i++) {
+        if (strcmp(s, basic_names[i]) == 0) {
+            *c = (ui_color){UI_COLOR_INDEX, (uint32_t)i};
+            return 0;
+        }
+        if (strncmp(s, "bright-", 7) == 0 && strcmp(s + 7, basic_names[i]) == 0) {
+            *c = (ui_color){UI_COLOR_INDEX, (uint32_t)(8 + i)};
+            return 0;
+        }
+    }
+    if (s[0] == '#') {
+        if (strlen(s) != 7) return -1;
+        for (int i = 1; i < 7; i++)
+            if (!isxdigit((unsigned char)s[i])) return -1;
+        *c = (ui_color){UI_COLOR_RGB, (uint32_t)strtoul(s + 1, NULL, 16)};
+        return 0;
+    }
+    if (isdigit((unsigned char)s[0])) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno || *end || v < 0 || v > 255) return -1;
+        *c = (ui_color){UI_COLOR_INDEX, (uint32_t)v};
+        return 0;
+    }
+    return -1;
+}
+
+/* ---- colour conversion ---- */
+
+static const uint32_t ansi16[16] = {0x000000, 0xcd0000, 0x00cd00, 0xcdcd00, 0x0000ee, 0xcd00cd,
+                                    0x00cdcd, 0xe5e5e5, 0x7f7f7f, 0xff0000, 0x00ff00, 0xffff00,
+                                    0x5c5cff, 0xff00ff, 0x00ffff, 0xffffff};
+static const int cube[6] = {0, 95, 135, 175, 215, 255};
+
+uint32_t ui_index_to_rgb(int idx) {
+    if (idx < 0) return 0;
+    if (idx < 16) return ansi16[idx];
+    if (idx < 232) {
+        int i = idx - 16;
+        return (uint32_t)(cube[i / 36] << 16 | cube[(i / 6) % 6] << 8 | cube[i % 6]);
+    }
+    int g = 8 + 10 * (idx - 232);
+    return (uint32_t)(g << 16 | g << 8 | g);
+}
+
+static long dist2(uint32_t a, uint32_t b) {
+    long dr = (long)(a >> 16 & 255) - (long)(b >> 16 & 255);
+    long dg = (long)(a >> 8 & 255) - (long)(b >> 8 & 255);
+    long db = (long)(a & 255) - (long)(b & 255);
+    return 2 * dr * dr + 4 * dg * dg + 3 * db * db;
+}
+
+int ui_rgb_to_256(uint32_t rgb) {
+    int best = 16;
+    long bd = -1;
+    for (int i = 16; i < 256; i++) {
+        long d = dist2(rgb, ui_index_to_rgb(i));
+        if (bd < 0 || d < bd) bd = d, best = i;
+    }
+    return best;
+}
+
+int ui_color_to_8(ui_color c) {
+    if (c.kind == UI_COLOR_DEFAULT) return -1;
+    if (c.kind == UI_COLOR_INDEX && c.value < 8) return (int)c.value;
+    if (c.kind == UI_COLOR_INDEX && c.value < 16) return (int)c.value - 8;
+    uint32_t rgb = c.kind == UI_COLOR_RGB ? c.value : ui_index_to_rgb((int)c.value);
+    /* the basic colour by thresholded channels; greys go to black or white */
+    int r = (rgb >> 16 & 255) > 110, g = (rgb >> 8 & 255) > 110, b = (rgb & 255) > 110;
+    return r | g << 1 | b << 2;
+}
+
+/* ---- defaults ---- */
+
+static ui_color ix(int i) { return (ui_color){UI_COLOR_INDEX, (uint32_t)i}; }
+static ui_color dflt(void) { return (ui_color){UI_COLOR_DEFAULT, 0}; }
+
+void ui_theme_default(ui_theme *t) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "dark");
+    for (int r = 0; r < UI_ROLE_COUNT; r++) t->role[r] = (ui_style){dflt(), dflt(), 0};
+    t->role[UI_ROLE_TEXT].fg = ix(252);
+    t->role[UI_ROLE_DIM].fg = ix(244);
+    t->role[UI_ROLE_USER] = (ui_style){ix(75), dflt(), UI_ATTR_BOLD};
+    t->role[UI_ROLE_ASSISTANT].fg = ix(222);
+    t->role[UI_ROLE_BORDER].fg = ix(240);
+    t->role[UI_ROLE_TITLE] = (ui_style){ix(117), dflt(), UI_ATTR_BOLD};
+    t->role[UI_ROLE_STATUS] = (ui_style){ix(252), ix(236), 0};
+    t->role[UI_ROLE_SELECTION] = (ui_style){ix(16), ix(117), 0};
+    t->role[UI_ROLE_INPUT].fg = ix(255);
+    t->role[UI_ROLE_BAR].fg = ix(114);
+    t->role[UI_ROLE_BAR_REMOVED].fg = ix(239);
+    t->role[UI_ROLE_NOTICE] = (ui_style){ix(221), dflt(), UI_ATTR_BOLD};
+    t->role[UI_ROLE_ERROR] = (ui_style){ix(203), dflt(), UI_ATTR_BOLD};
+    t->role[UI_ROLE_CONF_LOW].fg = ix(203);
+    t->role[UI_ROLE_CONF_MID].fg = ix(221);
+    t->role[UI_ROLE_CONF_HIGH].fg = ix(114);
+    static const int heat[] = {233, 17, 18, 25, 31, 37, 79, 185, 220, 231};
+    t->n_heat = (int)(sizeof heat / sizeof *heat);
+    for (int i = 0; i < t->n_heat; i++) t->heat[i] = ix(heat[i]);
+}
+
+/* ---- parsing ---- */
+
+static int fail(char *err, size_t errlen, const char *path, int line, const char *fmt, ...) {
+    int o = snprintf(err, errlen, "%s:%d: ", path, line);
+    if (o < 0 || (size_t)o >= errlen) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + o, errlen - (size_t)o, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+enum { MAX_WORDS = 24 };
+
+int ui_theme_parse(const char *text, size_t len, const char *path, ui_theme *t, char *err, size_t errlen) {
+    ui_theme th;
+    ui_theme_default(&th);
+    int lineno = 0;
+    size_t pos = 0;
+    char line[1024];
+    while (pos < len) {
+        size_t e = pos;
+        while (e < len && text[e] != '\n') e++;
+        lineno++;
+        size_t ll = e - pos;
+        if (ll >= sizeof line) return fail(err, errlen, path, lineno, "line longer than %zu bytes", sizeof line - 1);
+        memcpy(line, text + pos, ll);
+        line[ll] = '\0';
+        pos = e < len ? e + 1 : e;
+        if (memchr(line, '\0', ll)) return fail(err, errlen, path, lineno, "NUL byte in the line");
+        /* '#' starts a comment unless a hex digit follows it (a #rrggbb colour) */
+        char *hash = strchr(line, '#');
+        while (hash && isxdigit((unsigned char)hash[1])) hash = strchr(hash + 1, '#');
+        if (hash) *hash = '\0';
+        char *words[MAX_WORDS];
+        int nw = 0;
+        for (char *tok = strtok(line, " \t\r"); tok; tok = strtok(NULL, " \t\r")) {
+            if (nw == MAX_WORDS) return fail(err, errlen, path, lineno, "too many words (at most %d)", MAX_WORDS);
+            words[nw++] = tok;
+        }
+        if (nw == 0) continue;
+        /* KEY = ... ; allow "KEY=" glued forms by splitting on '=' */
+        char *key = words[0];
+        char *eq = strchr(key, '=');
+        int first = 1;
+        if (eq) {
+            *eq = '\0';
+            if (eq[1]) words[0] = eq + 1, first = 0;
+            else first = 1;
+        } else {
+            if (nw < 2 || strcmp(words[1], "=") != 0)
+                return fail(err, errlen, path, lineno, "expected 'NAME = VALUE', found '%s'", key);
+            first = 2;
+        }
+        if (!*key) return fail(err, errlen, path, lineno, "missing name before '='");
+        char **vals = words + first;
+        int nv = nw - first;
+        if (nv < 1) return fail(err, errlen, path, lineno, "'%s' has no value", key);
+        if (strcmp(key, "name") == 0) {
+            if (nv != 1) return fail(err, errlen, path, lineno, "name: expected one word");
+            snprintf(th.name, sizeof th.name, "%s", vals[0]);
+            continue;
+        }
+        if (strcmp(key, "heat") == 0) {
+            if (nv < 2 || nv > UI_HEAT_MAX)
+                return fail(err, errlen, path, lineno, "heat: expected 2 to %d colours, found %d", UI_HEAT_MAX, nv);
+            for (int i = 0; i < nv; i++)
+                if (ui_color_parse(vals[i], &th.heat[i]) != 0)
+                    return fail(err, errlen, path, lineno, "heat: '%s' is not a colour", vals[i]);
+            th.n_heat = nv;
+            continue;
+        }
+        int r = 0;
+        while (r < UI_ROLE_COUNT && strcmp(role_names[r], key) != 0) r++;
+        if (r == UI_ROLE_COUNT) return fail(err, errlen, path, lineno, "unknown setting '%s'", key);
+        ui_style st = {dflt(), dflt(), 0};
+        int have_fg = 0;
+        for (int i = 0; i < nv; i++) {
+            const char *w = vals[i];
+            if (strcmp(w, "bold") == 0) st.attrs |= UI_ATTR_BOLD;
+            else if (strcmp(w, "dim") == 0) st.attrs |= UI_ATTR_DIM;
+            else if (strcmp(w, "underline") == 0) st.attrs |= UI_ATTR_UNDERLINE;
+            else if (strcmp(w, "reverse") == 0) st.attrs |= UI_ATTR_REVERSE;
+            else if (strcmp(w, "on") == 0) {
+                if (i + 1 >= nv) return fail(err, errlen, path, lineno, "%s: 'on' needs a background colour", key);
+                if (ui_color_parse(vals[++i], &st.bg) != 0)
+                    return fail(err, errlen, path, lineno, "%s: '%s' is not a colour", key, vals[i]);
+            } else if (!have_fg) {
+                if (ui_color_parse(w, &st.fg) != 0)
+                    return fail(err, errlen, path, lineno, "%s: '%s' is not a colour or attribute", key, w);
+                have_fg = 1;
+            } else {
+                return fail(err, errlen, path, lineno, "%s: unexpected '%s' (background colours follow 'on')", key, w);
+            }
+        }
+        th.role[r] = st;
+    }
+    *t = th;
+    return 0;
+}
+
+int ui_theme_load(const char *name_or_path, const char *themes_dir, ui_theme *t, char *err, size_t errlen) {
+    char path[4096];
+    size_t nl = strlen(name_or_path);
+    if (strchr(name_or_path, '/') || (nl > 6 && strcmp(name_or_path + nl - 6, ".theme") == 0))
+        snprintf(path, sizeof path, "%s", name_or_path);
+    else
+        snprintf(path, sizeof path, "%s/%s.theme", themes_dir ? themes_dir : "themes", name_or_path);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open theme: %s", path, strerror(errno));
+        return -1;
+    }
+    char *buf = malloc(1 << 16);
+    if (!buf) {
+        fclose(f);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    int big = !feof(f);
+    fclose(f);
+    int rc;
+    if (big) {
+        snprintf(err, errlen, "%s: theme file larger than 64 KiB", path);
+        rc = -1;
+    } else {
+        rc = ui_theme_parse(buf, n, path, t, err, errlen);
+    }
+    free(buf);
+    return rc;
+}

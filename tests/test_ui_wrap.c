@@ -1,0 +1,108 @@
+/* test_ui_wrap.c — the chat app's word wrapping, UTF-8 widths and bars (src/ui/wrap.c). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ui/ui_logic.h"
+
+/* Wraps s and returns the lines joined with '|' (for compact expectations). */
+static const char *wrapped(const char *s, int width) {
+    static char out[4096];
+    ui_line L[128];
+    int n = ui_wrap(s, strlen(s), width, L, 128);
+    assert_true(n <= 128);
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+        if (i) out[o++] = '|';
+        memcpy(out + o, s + L[i].start, L[i].end - L[i].start);
+        o += L[i].end - L[i].start;
+        assert_true(L[i].cols <= width || L[i].end - L[i].start <= 4); /* one over-wide char per line */
+        assert_int_equal(L[i].cols, ui_text_width(s + L[i].start, L[i].end - L[i].start));
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static void test_wrap_words(void **state) {
+    (void)state;
+    assert_string_equal(wrapped("hello world", 20), "hello world");
+    assert_string_equal(wrapped("hello world", 5), "hello|world");
+    assert_string_equal(wrapped("hello world", 7), "hello|world");
+    assert_string_equal(wrapped("the quick brown fox jumps", 10), "the quick|brown fox|jumps");
+    assert_string_equal(wrapped("a  b", 2), "a|b");            /* spaces at a break are dropped */
+    assert_string_equal(wrapped("abcdefghij", 4), "abcd|efgh|ij"); /* long words are cut */
+    assert_string_equal(wrapped("hi abcdefghij", 4), "hi|abcd|efgh|ij");
+}
+
+static void test_wrap_newlines_and_empty(void **state) {
+    (void)state;
+    assert_string_equal(wrapped("", 10), "");
+    assert_int_equal(ui_wrap("", 0, 10, NULL, 0), 1);
+    assert_string_equal(wrapped("a\nb", 10), "a|b");
+    assert_string_equal(wrapped("a\n\nb", 10), "a||b");
+    assert_string_equal(wrapped("a\n", 10), "a|");
+    assert_int_equal(ui_wrap("ab cd", 5, 0, NULL, 0), 4); /* width < 1 counts as 1: a line per character */
+}
+
+static void test_wrap_utf8_widths(void **state) {
+    (void)state;
+    /* é is 2 bytes 1 column; 日本 are 2 columns each */
+    assert_int_equal(ui_text_width("caf\xc3\xa9", 5), 4);
+    assert_int_equal(ui_text_width("\xe6\x97\xa5\xe6\x9c\xac", 6), 4);
+    assert_string_equal(wrapped("caf\xc3\xa9 ol\xc3\xa9", 4), "caf\xc3\xa9|ol\xc3\xa9");
+    /* wide characters never split and never overflow */
+    assert_string_equal(wrapped("\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e", 5), "\xe6\x97\xa5\xe6\x9c\xac|\xe8\xaa\x9e");
+    assert_string_equal(wrapped("\xe6\x97\xa5", 1), "\xe6\x97\xa5"); /* wider than the line: alone */
+    /* a combining mark takes no column */
+    assert_int_equal(ui_text_width("e\xcc\x81", 3), 1);
+    /* invalid bytes: one column each, decoded as U+FFFD */
+    uint32_t cp;
+    assert_int_equal(ui_utf8_decode("\xff", 1, &cp), 1);
+    assert_int_equal(cp, 0xFFFD);
+    assert_int_equal(ui_utf8_decode("\xc3", 1, &cp), 1); /* truncated */
+    assert_int_equal(cp, 0xFFFD);
+    assert_int_equal(ui_utf8_decode("\xed\xa0\x80", 3, &cp), 1); /* surrogate */
+    assert_int_equal(ui_utf8_decode("\xf0\x9f\x98\x80", 4, &cp), 4);
+    assert_int_equal(cp, 0x1F600);
+    assert_string_equal(wrapped("ab\xff\xfe" "cd", 3), "ab\xff|\xfe" "cd");
+}
+
+static void test_wrap_counts_without_output(void **state) {
+    (void)state;
+    const char *s = "one two three four five six";
+    int n = ui_wrap(s, strlen(s), 9, NULL, 0);
+    ui_line L[2];
+    assert_int_equal(ui_wrap(s, strlen(s), 9, L, 2), n); /* max limits what is written, not the count */
+    assert_int_equal(n, 4);
+}
+
+static void test_bars(void **state) {
+    (void)state;
+    char b[3 * 10 + 1], pct[8];
+    assert_string_equal(ui_bar(0, 4, b), "    ");
+    assert_string_equal(ui_bar(1, 4, b), "\u2588\u2588\u2588\u2588");
+    assert_string_equal(ui_bar(0.5f, 4, b), "\u2588\u2588  ");
+    assert_string_equal(ui_bar(3.0f / 32, 4, b), "\u258D   "); /* 3/8 of a cell */
+    assert_string_equal(ui_bar(2.0f, 2, b), "\u2588\u2588");
+    assert_string_equal(ui_bar(-1, 2, b), "  ");
+    assert_string_equal(ui_percent(0.123f, pct), " 12.3%");
+    assert_string_equal(ui_percent(1.0f, pct), "100.0%");
+    assert_string_equal(ui_percent(0.0001f, pct), " <0.1%");
+    assert_string_equal(ui_percent(0, pct), "  0.0%");
+}
+
+int main(void) {
+    if (!setlocale(LC_ALL, "C.UTF-8")) setlocale(LC_ALL, "en_US.UTF-8");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wrap_words),       cmocka_unit_test(test_wrap_newlines_and_empty),
+        cmocka_unit_test(test_wrap_utf8_widths), cmocka_unit_test(test_wrap_counts_without_output),
+        cmocka_unit_test(test_bars),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,199 @@
+#!/bin/sh
+# End-to-end tests of `gptscope chat`: the real binary in a tmux pane, driven
+# with send-keys and read back with capture-pane, on the tiny models/reverse
+# model (raw template, temperature 0: "12 7 99 3 45 0 8 61" must stream
+# " 61 8 0 45 3 99 7 12"). Each check prints ok/FAIL, then a summary in
+# cmocka's format (`make test` runs this through tests/run_tests.sh). Needs
+# tmux. Usage: GPTSCOPE_BIN=./gptscope sh tests/tui/run.sh (or make test-tui)
+set -u
+BIN=${GPTSCOPE_BIN:-./gptscope}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+MODEL="$ROOT/models/reverse"
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/gptscope-tui.XXXXXX")
+SOCK="gptscope-tui-$$"
+T="tmux -L $SOCK -f /dev/null"
+pass=0; fail=0
+trap '$T kill-server >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() {
+    fail=$((fail + 1)); echo "FAIL $1"
+    echo "---- screen ----"; $T capture-pane -p -t app 2>/dev/null | sed 's/^/| /'
+    echo "---- log ----"; sed 's/^/| /' "$TMP/log" 2>/dev/null | tail -20
+}
+screen() { $T capture-pane -p -t app 2>/dev/null; }
+# wait_for PATTERN [SECONDS]: until the screen matches the fixed string
+wait_for() {
+    i=0; n=$(( ${2:-5} * 20 ))
+    while [ $i -lt $n ]; do
+        screen | grep -qF -- "$1" && return 0
+        sleep 0.05; i=$((i + 1))
+    done
+    return 1
+}
+# wait_log PATTERN [SECONDS]: until the --log file has a line matching the regex
+wait_log() {
+    i=0; n=$(( ${2:-5} * 20 ))
+    while [ $i -lt $n ]; do
+        grep -qE -- "$1" "$TMP/log" 2>/dev/null && return 0
+        sleep 0.05; i=$((i + 1))
+    done
+    return 1
+}
+check() { name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+keys() { $T send-keys -t app "$@"; }
+# start [ENV...]: a fresh app in a 100x30 pane; the exit status and the tty
+# modes after it land in $TMP/exit and $TMP/stty
+start() {
+    rm -f "$TMP/exit" "$TMP/stty" "$TMP/log"
+    $T kill-server >/dev/null 2>&1
+    sleep 0.2 # let the old server go before a new one takes the socket
+    $T new-session -d -s app -x 100 -y 30 \
+        "env XDG_STATE_HOME='$TMP/state' $* '$BIN' chat -m '$MODEL' --template raw --temperature 0 --seed 1 --log '$TMP/log'; echo \$? > '$TMP/exit'; stty -a > '$TMP/stty'; sleep 60"
+    wait_for "sampling" 10 && wait_for "attention"
+}
+# the pid of the app: the child of the pane's shell (no pgrep needed)
+app_pid() {
+    sh_pid=$($T display-message -p -t app '#{pane_pid}')
+    awk -v pp="$sh_pid" '$4 == pp && $2 == "(gptscope)" { print $1 }' /proc/[0-9]*/stat 2>/dev/null | head -1
+}
+
+# 1. start, send a message, the streamed reply
+check "starts and draws every pane" start
+check "status bar names the model and context" wait_for "reverse │ ctx 0/16"
+keys "12 7 99 3 45 0 8 61" Enter
+check "reply streams in the conversation" wait_for " 61 8 0 45 3 99 7 12"
+check "log: prefill 8 tokens, reply 8 tokens" sh -c "wait_log() { :; }; grep -q 'send: prefill 8 tokens' '$TMP/log' && grep -q 'reply: 8 tokens' '$TMP/log'"
+check "next-token panel lists candidates" wait_for "99.6%"
+check "status shows tokens computed by the turn" wait_for "turn: prefill 8, reply 8"
+
+# 2. layers and heads
+keys F4 F6
+check "F4/F6: layer 1, head 1" wait_for "layer 1/1  head 1/3"
+keys "/head avg" Enter
+check "/head avg: average of heads" wait_for "average of heads"
+keys "/layer 0" Enter "/head 2" Enter
+check "/layer 0 /head 2" wait_for "layer 0/1  head 2/3"
+keys "/layer 9" Enter
+check "/layer out of range: usage message" wait_for "usage: /layer N (0..1)"
+
+# focus and the panes' own keys
+keys Tab Tab Right
+check "sampling panel: Right raises the temperature" wait_for "temp    0.05"
+keys Left Tab Up
+check "inspector: the cursor on an earlier token shows its candidates" wait_for "#14 then: T 0.00"
+keys End Tab
+keys "/regen" Enter
+check "/regen: evaluated 1 token" wait_log "^regen: evaluated 1$"
+check "/regen: the same reply at temperature 0" wait_log "^reply: 8 tokens .*evaluated 9, context 16/16"
+
+# 3. /save, /reset, /load
+keys "/save $TMP/s.json" Enter
+check "/save writes the session" wait_for "saved to $TMP/s.json"
+keys "/reset" Enter
+check "/reset clears the conversation" wait_for "conversation cleared"
+check "/reset: reply gone" sh -c "! $T capture-pane -p -t app | grep -qF ' 61 8 0 45 3 99 7 12'"
+keys "/load $TMP/nosuch.json" Enter
+check "/load of a missing file: clear error" wait_for "nosuch.json"
+keys "/load $TMP/s.json" Enter
+check "/load restores the conversation" wait_for " 61 8 0 45 3 99 7 12"
+check "/load message" wait_for "loaded $TMP/s.json (2 turns, 16 tokens)"
+keys "/save $TMP/s2.json" Enter "/undo" Enter
+check "/undo removes the exchange" wait_for "ctx 0/16"
+keys "/load $TMP/s2.json" Enter
+wait_for "loaded $TMP/s2.json"
+
+# 4. resize: too small, then back
+$T resize-window -t app -x 40 -y 10
+check "tiny window: 'window too small'" wait_for "window too small"
+$T resize-window -t app -x 120 -y 35
+check "resized back: panes redrawn" wait_for "sampling"
+check "resized back: conversation kept" wait_for " 61 8 0 45 3 99 7 12"
+
+# 5. help
+keys F1
+check "F1 opens the help" wait_for "keys and commands"
+keys x
+check "a key closes the help" sh -c "sleep 0.2; ! $T capture-pane -p -t app | grep -qF 'keys and commands'"
+
+# 6. themes, a multi-line message, /quit: exit status 0, terminal restored
+keys "/theme light" Enter
+check "/theme light" wait_for "theme: light"
+keys "/theme nosuch" Enter
+check "/theme of a missing theme names the file" wait_for "nosuch.theme: cannot open theme"
+keys "a" C-j "b"
+check "Ctrl-J puts a new line in the message" wait_for "a↵b"
+keys C-c C-r "99"
+check "Ctrl-R searches the history" wait_for "(reverse-i-search)\`99': 12 7 99 3 45 0 8 61"
+keys C-g C-a C-k Up
+check "Up recalls the last line" wait_for "> /theme nosuch"
+keys C-a M-f "X"
+check "emacs keys: Alt-F moves by word" wait_for "> /themeX nosuch"
+keys C-u "a" C-j "b"
+check "Ctrl-J again after editing" wait_for "a↵b"
+keys C-c
+check "Ctrl-C clears the line" sh -c "sleep 0.2; ! $T capture-pane -p -t app | grep -qF 'a↵b'"
+
+keys "/quit" Enter
+check "/quit exits with status 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
+check "/quit restores the tty (icanon, echo)" sh -c "sleep 0.2; grep -q ' icanon' '$TMP/stty' && grep -q ' echo ' '$TMP/stty'"
+check "history kept under XDG_STATE_HOME" grep -qF "12 7 99 3 45 0 8 61" "$TMP/state/gptscope/history"
+
+# 7. mid-reply: slowed to 150 ms a token (keys are read while it waits)
+start GPTSCOPE_TEST_STEP_DELAY_MS=150 >/dev/null
+keys "12 7 99 3 45 0 8 61" Enter
+wait_log "^token " 5
+keys "/set temperature 1.5" Enter
+check "temperature changed mid-reply" wait_log "^reply: " 10
+check "tokens before at 0.00, after at 1.50" sh -c "grep -q '^token .* temperature 0.00' '$TMP/log' && grep -q '^token .* temperature 1.50' '$TMP/log' && [ \$(grep -n '^token .* temperature 1.50' '$TMP/log' | head -1 | cut -d: -f1) -lt \$(grep -n '^reply:' '$TMP/log' | head -1 | cut -d: -f1) ]"
+check "sampling panel shows the new temperature" wait_for "temp    1.50"
+
+# 8. cancel a reply with Esc: text kept, fewer than 8 tokens
+keys "/set temperature 0" Enter "/reset" Enter
+wait_for "conversation cleared"
+: > "$TMP/log"
+keys "12 7 99 3 45 0 8 61" Enter
+wait_log "^token " 5
+keys Escape
+check "Esc stops the reply" wait_for "reply stopped (text kept)"
+check "the stopped reply is shorter" sh -c "grep -qE '^reply: [0-7] tokens \(stopped\)' '$TMP/log'"
+check "the kept text is the reply's start" sh -c "grep -qE '^reply-text:  61' '$TMP/log'"
+
+# 9. a prefill (in batches of 4 on this model) shows progress and Esc cancels it
+: > "$TMP/log"
+keys "/reset" Enter "12 7 99 3 45 0 8 61" Enter
+check "prefill shows progress" wait_for "prefill 4/8 tokens"
+keys Escape
+check "Esc cancels the prefill" wait_for "prefill cancelled; the message was not sent"
+check "cancelled: nothing was sent" sh -c "! grep -q '^send:' '$TMP/log'"
+check "cancelled: the context is unchanged" wait_for "ctx 0/16"
+
+# 10. SIGTERM: the terminal is restored
+pid=$(app_pid)
+if [ -n "$pid" ]; then kill -TERM "$pid"; fi
+check "SIGTERM: exits 143" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 143 ]"
+check "SIGTERM: tty restored" sh -c "sleep 0.2; grep -q ' icanon' '$TMP/stty' && grep -q ' echo ' '$TMP/stty'"
+
+# 11. gptscope with no arguments on a terminal opens the chat
+#     (models/reverse plus a chat_template.json: the default "transcript" template does not fit its 16 positions)
+mkdir -p "$TMP/model" && for f in "$MODEL"/*; do ln -s "$f" "$TMP/model/"; done
+echo '{"name": "plain"}' > "$TMP/model/chat_template.json"
+$T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/exit"
+$T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' GPTSCOPE_MODEL='$TMP/model' '$BIN'; echo \$? > '$TMP/exit'; sleep 60"
+check "no arguments on a terminal: the chat" wait_for "attention  layer 0/1" 10
+keys "/quit" Enter
+check "no arguments: /quit exits 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
+
+# 12. outside tmux: option errors come before the terminal is touched
+printf 'name = bad\nuser = blu\n' > "$TMP/bad.theme"
+"$BIN" chat -m "$MODEL" --theme "$TMP/bad.theme" < /dev/null > "$TMP/out" 2>&1; rc=$?
+check "malformed theme: exit 1 naming file and line" sh -c "[ $rc = 1 ] && grep -qF '$TMP/bad.theme:2: user:' '$TMP/out'"
+"$BIN" chat -m "$MODEL" < /dev/null > "$TMP/out" 2>&1; rc=$?
+check "chat without a terminal: exit 1 with a message" sh -c "[ $rc = 1 ] && grep -qF 'needs a terminal' '$TMP/out'"
+
+echo
+echo "tui: $pass passed, $fail failed"
+# cmocka-style lines, so that tests/run_tests.sh counts these checks too
+echo "[  PASSED  ] $pass test(s)."
+[ $fail -eq 0 ] || echo "[  FAILED  ] $fail test(s), listed above."
+[ $fail -eq 0 ]
