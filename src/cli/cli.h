@@ -41,6 +41,19 @@ typedef struct {
 } cli_score;
 int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, cli_score *out);
 
+/* The sampling options `generate` and `chat` share: their getopt_long codes,
+ * table entries (needs <getopt.h>) and parsing into a gpt2_sampler_params. */
+enum { CLI_OPT_TEMP = 0x1000, CLI_OPT_TOPK, CLI_OPT_TOPP, CLI_OPT_MINP, CLI_OPT_REP, CLI_OPT_REPN, CLI_OPT_SEED };
+#define CLI_SAMPLING_OPTIONS                                                                          \
+    {"temperature", required_argument, 0, CLI_OPT_TEMP}, {"top-k", required_argument, 0, CLI_OPT_TOPK}, \
+        {"top-p", required_argument, 0, CLI_OPT_TOPP}, {"min-p", required_argument, 0, CLI_OPT_MINP},   \
+        {"repeat-penalty", required_argument, 0, CLI_OPT_REP},                                          \
+        {"repeat-last-n", required_argument, 0, CLI_OPT_REPN}, {"seed", required_argument, 0, CLI_OPT_SEED}
+
+/* Applies option c with its argument to sp: 1 applied, 0 not a sampling
+ * option, -1 a bad value (message printed). --seed also sets *seeded. */
+int cli_sampling_option(int c, const char *arg, gpt2_sampler_params *sp, int *seeded);
+
 /* Prints "gptscope: " + message to stderr. */
 void cli_error(const char *fmt, ...)
 #if defined(__GNUC__)

@@ -34,17 +34,11 @@ static int cancel_on_signal(void *ud, int done, int total) {
 }
 
 int cmd_generate(int argc, char **argv) {
-    enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_SEED, O_IDS, O_NOSTOP, O_SPECIAL };
+    enum { O_IDS = 256, O_NOSTOP, O_SPECIAL };
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"prompt", required_argument, 0, 'p'},
                                          {"n-tokens", required_argument, 0, 'n'},
-                                         {"temperature", required_argument, 0, O_TEMP},
-                                         {"top-k", required_argument, 0, O_TOPK},
-                                         {"top-p", required_argument, 0, O_TOPP},
-                                         {"min-p", required_argument, 0, O_MINP},
-                                         {"repeat-penalty", required_argument, 0, O_REP},
-                                         {"repeat-last-n", required_argument, 0, O_REPN},
-                                         {"seed", required_argument, 0, O_SEED},
+                                         CLI_SAMPLING_OPTIONS,
                                          {"ids", no_argument, 0, O_IDS},
                                          {"no-stop", no_argument, 0, O_NOSTOP},
                                          {"special", no_argument, 0, O_SPECIAL},
@@ -52,8 +46,7 @@ int cmd_generate(int argc, char **argv) {
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *mdir = NULL, *prompt = NULL;
-    long n_new = 128, l;
-    double d;
+    long n_new = 128;
     int print_ids = 0, stop_at_eot = 1, flags = 0, verbose = 0, seeded = 0, c;
     gpt2_sampler_params sp = gpt2_sampler_default_params();
     while ((c = getopt_long(argc, argv, "m:p:n:vh", opts, NULL)) != -1) {
@@ -61,28 +54,15 @@ int cmd_generate(int argc, char **argv) {
         case 'm': mdir = optarg; break;
         case 'p': prompt = optarg; break;
         case 'n': if (!cli_parse_int("-n", optarg, 0, 1 << 20, &n_new)) return EXIT_USAGE; break;
-        case O_TEMP: if (!cli_parse_float("--temperature", optarg, 0, 100, &d)) return EXIT_USAGE; sp.temperature = (float)d; break;
-        case O_TOPK: if (!cli_parse_int("--top-k", optarg, 0, 1 << 24, &l)) return EXIT_USAGE; sp.top_k = (int)l; break;
-        case O_TOPP: if (!cli_parse_float("--top-p", optarg, 1e-9, 1, &d)) return EXIT_USAGE; sp.top_p = (float)d; break;
-        case O_MINP: if (!cli_parse_float("--min-p", optarg, 0, 0.999999, &d)) return EXIT_USAGE; sp.min_p = (float)d; break;
-        case O_REP: if (!cli_parse_float("--repeat-penalty", optarg, 0.01, 100, &d)) return EXIT_USAGE; sp.repeat_penalty = (float)d; break;
-        case O_REPN: if (!cli_parse_int("--repeat-last-n", optarg, 0, 1 << 20, &l)) return EXIT_USAGE; sp.repeat_last_n = (int)l; break;
-        case O_SEED: {
-            char *end;
-            unsigned long long s = strtoull(optarg, &end, 10);
-            if (end == optarg || *end || optarg[0] == '-') {
-                cli_error("--seed: expected a non-negative integer, found '%s'", optarg);
-                return EXIT_USAGE;
-            }
-            sp.seed = s;
-            seeded = 1;
-            break;
-        }
         case O_IDS: print_ids = 1; break;
         case O_NOSTOP: stop_at_eot = 0; break;
         case O_SPECIAL: flags |= GPT2_ENCODE_SPECIAL; break;
         case 'v': verbose = 1; break;
-        default: return usage();
+        default: {
+            int r = cli_sampling_option(c, optarg, &sp, &seeded);
+            if (r < 0) return EXIT_USAGE;
+            if (r == 0) return usage();
+        }
         }
     }
     if (optind != argc || !prompt) return usage();

@@ -152,3 +152,46 @@ volatile sig_atomic_t *cli_interrupt_flag(void) {
     sigaction(SIGTERM, &sa, NULL);
     return &interrupted;
 }
+
+int cli_sampling_option(int c, const char *arg, gpt2_sampler_params *sp, int *seeded) {
+    long l;
+    double d;
+    switch (c) {
+    case CLI_OPT_TEMP:
+        if (!cli_parse_float("--temperature", arg, 0, 100, &d)) return -1;
+        sp->temperature = (float)d;
+        return 1;
+    case CLI_OPT_TOPK:
+        if (!cli_parse_int("--top-k", arg, 0, 1 << 24, &l)) return -1;
+        sp->top_k = (int)l;
+        return 1;
+    case CLI_OPT_TOPP:
+        if (!cli_parse_float("--top-p", arg, 1e-9, 1, &d)) return -1;
+        sp->top_p = (float)d;
+        return 1;
+    case CLI_OPT_MINP:
+        if (!cli_parse_float("--min-p", arg, 0, 0.999999, &d)) return -1;
+        sp->min_p = (float)d;
+        return 1;
+    case CLI_OPT_REP:
+        if (!cli_parse_float("--repeat-penalty", arg, 0.01, 100, &d)) return -1;
+        sp->repeat_penalty = (float)d;
+        return 1;
+    case CLI_OPT_REPN:
+        if (!cli_parse_int("--repeat-last-n", arg, 0, 1 << 20, &l)) return -1;
+        sp->repeat_last_n = (int)l;
+        return 1;
+    case CLI_OPT_SEED: {
+        char *end;
+        unsigned long long s = strtoull(arg, &end, 10);
+        if (end == arg || *end || arg[0] == '-') {
+            cli_error("--seed: expected a non-negative integer, found '%s'", arg);
+            return -1;
+        }
+        sp->seed = s;
+        *seeded = 1;
+        return 1;
+    }
+    default: return 0;
+    }
+}
