@@ -7,6 +7,7 @@
 #include "gpt2_model.h"
 #include "gpt2_context.h"
 #include "gpt2_sampler.h"
+#include "gpt2_speculative.h"
 #include "gpt2_session.h"
 #include "gpt2_bpe_train.h"
 #endif

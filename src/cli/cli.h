@@ -54,6 +54,12 @@ enum { CLI_OPT_TEMP = 0x1000, CLI_OPT_TOPK, CLI_OPT_TOPP, CLI_OPT_MINP, CLI_OPT_
  * option, -1 a bad value (message printed). --seed also sets *seeded. */
 int cli_sampling_option(int c, const char *arg, gpt2_sampler_params *sp, int *seeded);
 
+/* generate's --draft path (gen_speculative.c), after the prompt is encoded
+ * and checked: speculative sampling with the draft model in draft_dir. */
+int cli_generate_speculative(gpt2_model *m, gpt2_context *ctx, const char *draft_dir, int k, int show_stats,
+                             const int32_t *ids, size_t n_ids, long n_new, gpt2_sampler_params sp, int print_ids,
+                             int stop_at_eot);
+
 /* Prints "gptscope: " + message to stderr. */
 void cli_error(const char *fmt, ...)
 #if defined(__GNUC__)

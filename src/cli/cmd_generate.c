@@ -11,6 +11,7 @@ static int usage(void) {
     fputs("usage: gptscope generate [-m DIR] -p PROMPT [-n N] [--temperature T] [--top-k K]\n"
           "                         [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N]\n"
           "                         [--seed S] [--ids] [--no-stop] [--special] [-v]\n"
+          "                         [--draft DIR [--draft-k K] [--stats]]\n"
           "  Streams the continuation (not the prompt) to stdout. PROMPT '-' reads stdin.\n"
           "  -n N               tokens to generate (default 128)\n"
           "  --temperature T    0 = greedy (default 0.8)\n"
@@ -22,7 +23,12 @@ static int usage(void) {
           "  --seed S           RNG seed (default: random; -v prints it)\n"
           "  --ids              print generated token ids instead of text\n"
           "  --no-stop          keep going after <|endoftext|> instead of stopping\n"
-          "  --special          \"<|endoftext|>\" in the prompt is the special token\n",
+          "  --special          \"<|endoftext|>\" in the prompt is the special token\n"
+          "  --draft DIR        speculative sampling: the model in DIR (same tokenizer) drafts,\n"
+          "                     the -m model checks; same output distribution, fewer target passes\n"
+          "  --draft-k K        draft tokens per iteration, 1..16 (default 4)\n"
+          "  --stats            with --draft: print acceptance rate, tokens per target pass and the\n"
+          "                     speedup over target-only decoding (which it also runs) to stderr\n",
           stderr);
     return EXIT_USAGE;
 }
@@ -34,7 +40,7 @@ static int cancel_on_signal(void *ud, int done, int total) {
 }
 
 int cmd_generate(int argc, char **argv) {
-    enum { O_IDS = 256, O_NOSTOP, O_SPECIAL };
+    enum { O_IDS = 256, O_NOSTOP, O_SPECIAL, O_DRAFT, O_DRAFT_K, O_STATS };
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"prompt", required_argument, 0, 'p'},
                                          {"n-tokens", required_argument, 0, 'n'},
@@ -42,11 +48,15 @@ int cmd_generate(int argc, char **argv) {
                                          {"ids", no_argument, 0, O_IDS},
                                          {"no-stop", no_argument, 0, O_NOSTOP},
                                          {"special", no_argument, 0, O_SPECIAL},
+                                         {"draft", required_argument, 0, O_DRAFT},
+                                         {"draft-k", required_argument, 0, O_DRAFT_K},
+                                         {"stats", no_argument, 0, O_STATS},
                                          {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *mdir = NULL, *prompt = NULL;
-    long n_new = 128;
+    const char *mdir = NULL, *prompt = NULL, *draft_dir = NULL;
+    long n_new = 128, draft_k = 4;
+    int show_stats = 0, draft_k_given = 0;
     int print_ids = 0, stop_at_eot = 1, flags = 0, verbose = 0, seeded = 0, c;
     gpt2_sampler_params sp = gpt2_sampler_default_params();
     while ((c = getopt_long(argc, argv, "m:p:n:vh", opts, NULL)) != -1) {
@@ -57,6 +67,12 @@ int cmd_generate(int argc, char **argv) {
         case O_IDS: print_ids = 1; break;
         case O_NOSTOP: stop_at_eot = 0; break;
         case O_SPECIAL: flags |= GPT2_ENCODE_SPECIAL; break;
+        case O_DRAFT: draft_dir = optarg; break;
+        case O_DRAFT_K:
+            if (!cli_parse_int("--draft-k", optarg, 1, GPT2_SPEC_MAX_K, &draft_k)) return EXIT_USAGE;
+            draft_k_given = 1;
+            break;
+        case O_STATS: show_stats = 1; break;
         case 'v': verbose = 1; break;
         default: {
             int r = cli_sampling_option(c, optarg, &sp, &seeded);
@@ -66,6 +82,10 @@ int cmd_generate(int argc, char **argv) {
         }
     }
     if (optind != argc || !prompt) return usage();
+    if (!draft_dir && (show_stats || draft_k_given)) {
+        cli_error("--draft-k and --stats need --draft DIR");
+        return EXIT_USAGE;
+    }
     if (!seeded) sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     if (verbose) fprintf(stderr, "seed %llu\n", (unsigned long long)sp.seed);
 
@@ -104,6 +124,11 @@ int cmd_generate(int argc, char **argv) {
     gpt2_error err;
     if (gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err) != GPT2_OK) {
         cli_error("%s", err.msg);
+        goto out;
+    }
+    if (draft_dir) {
+        rc = cli_generate_speculative(m, ctx, draft_dir, (int)draft_k, show_stats, ids, n_ids, n_new, sp,
+                                      print_ids, stop_at_eot);
         goto out;
     }
     smp = gpt2_sampler_new(sp, cfg->n_vocab);

@@ -1,0 +1,572 @@
+/* speculative.c — speculative sampling over a draft and a target context.
+ *
+ * State: seq[0..n_seq) is the committed sequence; seq[n_seq..n_seq+K) holds
+ * the current iteration's drafts. Each context caches a prefix of seq of
+ * length <= n_seq - 1; a step first evaluates what is missing (1 or 2 tokens
+ * after a normal step: the correction, or the last draft + the bonus).
+ *
+ * Filtering reproduces gpt2_sampler (src/core/sampler.c) stage by stage with
+ * the same arithmetic: sanitised + penalised logits z, ranking by z then id,
+ * weights w = fast_exp_nonpos((z - max) / T), top-k prefix, top-p by a double
+ * running sum over ranks against top_p * (mass of the top-k, or sum_weights
+ * over the whole vocabulary when top-k is off), min-p as the first w < min_p.
+ * Only the ranking is done differently (quickselect + sort of the few
+ * candidates that can be kept), which does not change which tokens are kept.
+ */
+#include "gpt2_speculative.h"
+
+#include "error.h"
+#include "fastmath.h"
+#include "rng.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gpt2_speculative {
+    gpt2_context *target, *draft;
+    gpt2_speculative_params params; /* sampling clamped */
+    int n_vocab;
+    uint64_t rng;
+
+    int32_t *seq;   /* (cap_seq) committed tokens, then the drafts */
+    int n_seq, cap_seq;
+
+    float *p;       /* (GPT2_SPEC_MAX_K, n_vocab) draft distributions */
+    float *q;       /* (GPT2_SPEC_MAX_K + 1, n_vocab) target distributions */
+    float *tlog;    /* (GPT2_SPEC_MAX_K + 1, n_vocab) target logits captured by on_logits */
+    int tlog_pos0;  /* absolute position of tlog row 0 */
+    int tlog_rows;
+
+    /* filter scratch */
+    float *z, *w;           /* (n_vocab) */
+    unsigned char *seen;    /* (n_vocab) all zero between calls */
+    uint64_t *keys;         /* (n_vocab) rank keys of candidates */
+
+    gpt2_speculative_stats stats;
+};
+
+/* ---- parameters ---- */
+
+static gpt2_sampler_params clamp_sampling(gpt2_sampler_params p) {
+    /* the same clamping as gpt2_sampler_set_params (sampler.c clamp_params) */
+    if (!(p.temperature > 0.0f)) p.temperature = 0.0f;
+    else if (p.temperature > FLT_MAX) p.temperature = FLT_MAX;
+    if (p.top_k < 0) p.top_k = 0;
+    if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) p.top_p = 1.0f;
+    if (!(p.min_p > 0.0f)) p.min_p = 0.0f;
+    else if (p.min_p > 1.0f) p.min_p = 1.0f;
+    if (!(p.repeat_penalty > 0.0f)) p.repeat_penalty = 1.0f;
+    else if (p.repeat_penalty > FLT_MAX) p.repeat_penalty = FLT_MAX;
+    if (p.repeat_last_n < 0) p.repeat_last_n = 0;
+    return p;
+}
+
+gpt2_speculative_params gpt2_speculative_default_params(void) {
+    gpt2_speculative_params p;
+    memset(&p, 0, sizeof p);
+    p.k = 4;
+    p.sampling = gpt2_sampler_default_params();
+    return p;
+}
+
+static gpt2_status check_params(const gpt2_speculative_params *p, gpt2_error *err) {
+    if (p->k < 1 || p->k > GPT2_SPEC_MAX_K)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                         "speculative: draft length K = %d is outside [1, %d]", p->k, GPT2_SPEC_MAX_K);
+    return GPT2_OK;
+}
+
+/* ---- the acceptance step ---- */
+
+int32_t gpt2_speculative_accept(const float *p, const float *q, int n, int32_t x,
+                                double u_accept, double u_residual, int *accepted) {
+    if (!p || !q || !accepted || n < 1 || x < 0 || x >= n) return -1;
+    if (u_accept * (double)p[x] < (double)q[x]) {
+        *accepted = 1;
+        return x;
+    }
+    *accepted = 0;
+    double total = 0.0;
+    for (int i = 0; i < n; i++) {
+        double d = (double)q[i] - (double)p[i];
+        if (d > 0.0) total += d;
+    }
+    int use_q = !(total > 0.0);
+    if (use_q) {
+        total = 0.0;
+        for (int i = 0; i < n; i++) total += q[i] > 0.0f ? (double)q[i] : 0.0;
+        if (!(total > 0.0)) return x; /* q has no mass at all: nothing better to offer */
+    }
+    double r = u_residual * total, cum = 0.0;
+    int32_t pick = -1;
+    for (int i = 0; i < n; i++) {
+        double d = use_q ? (double)q[i] : (double)q[i] - (double)p[i];
+        if (d > 0.0) {
+            cum += d;
+            pick = i;
+            if (r < cum) break;
+        }
+    }
+    return pick;
+}
+
+/* ---- filtering (gpt2_sampler's distribution, dense) ---- */
+
+static inline uint64_t rank_key(float z, int32_t id) {
+    uint32_t u;
+    memcpy(&u, &z, sizeof u);
+    u = u >> 31 ? ~u : u | 0x80000000u;
+    return (uint64_t)u << 32 | (uint32_t)~id;
+}
+
+static inline int32_t key_id(uint64_t key) { return (int32_t)~(uint32_t)key; }
+
+static double sum_weights(const float *w, int n) { /* as in sampler.c */
+    double acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += w[i + j];
+    double sum = 0.0;
+    for (; i < n; i++) sum += w[i];
+    for (int j = 0; j < 8; j++) sum += acc[j];
+    return sum;
+}
+
+static int cmp_key_desc(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Moves the k largest keys of a[0..n) to a[0..k) (any order). */
+static void select_largest(uint64_t *a, int n, int k) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        uint64_t pivot = a[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] > pivot) i++;
+            while (a[j] < pivot) j--;
+            if (i <= j) {
+                uint64_t t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
+        }
+        if (k - 1 <= j) hi = j;
+        else if (k - 1 >= i) lo = i;
+        else break;
+    }
+}
+
+static void filter(gpt2_speculative *sd, const float *logits, const int32_t *history,
+                   size_t n_history, float *prob) {
+    const gpt2_sampler_params *p = &sd->params.sampling;
+    const int n = sd->n_vocab;
+    float *z = sd->z, *w = sd->w;
+    for (int i = 0; i < n; i++) {
+        float v = logits[i];
+        z[i] = v != v ? -INFINITY : v > FLT_MAX ? FLT_MAX : v + 0.0f;
+    }
+    /* stage 1: repetition penalty, as sampler.c penalise() */
+    const float pen = p->repeat_penalty;
+    if (pen != 1.0f && p->repeat_last_n > 0 && history) {
+        size_t win = (size_t)p->repeat_last_n;
+        size_t start = n_history > win ? n_history - win : 0;
+        for (size_t i = start; i < n_history; i++) {
+            int32_t t = history[i];
+            if (t < 0 || t >= n || sd->seen[t]) continue;
+            sd->seen[t] = 1;
+            float v = z[t];
+            v = v > 0.0f ? v / pen : v < 0.0f ? v * pen : v;
+            z[t] = (v > FLT_MAX ? FLT_MAX : v) + 0.0f;
+        }
+        for (size_t i = start; i < n_history; i++) {
+            int32_t t = history[i];
+            if (t >= 0 && t < n) sd->seen[t] = 0;
+        }
+    }
+    int arg = 0;
+    for (int i = 1; i < n; i++)
+        if (z[i] > z[arg]) arg = i;
+    const float max = z[arg];
+    memset(prob, 0, (size_t)n * sizeof *prob);
+    if (p->temperature == 0.0f || !(max > -INFINITY)) {
+        prob[arg] = 1.0f;
+        return;
+    }
+    const float temp = p->temperature;
+    for (int i = 0; i < n; i++) w[i] = fast_exp_nonpos((z[i] - max) / temp);
+
+    const int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+    uint64_t *keys = sd->keys;
+    int nc = 0, n_rank; /* candidates; ranks [0, n_rank) sorted */
+    double target;
+    if (k < n) {
+        /* Zero-weight tokens rank last and weigh nothing: dropping them
+         * changes no mass, cut or kept weight. */
+        for (int i = 0; i < n; i++)
+            if (w[i] > 0.0f) keys[nc++] = rank_key(z[i], i);
+        n_rank = nc < k ? nc : k;
+        if (n_rank < nc) select_largest(keys, nc, n_rank);
+        qsort(keys, (size_t)n_rank, sizeof *keys, cmp_key_desc);
+        double mass_k = 0.0;
+        for (int r = 0; r < n_rank; r++) mass_k += w[key_id(keys[r])];
+        target = p->top_p < 1.0f ? (double)p->top_p * mass_k : INFINITY;
+    } else {
+        const double mass_all = sum_weights(w, n);
+        target = p->top_p < 1.0f ? (double)p->top_p * mass_all : INFINITY;
+        /* Tokens below (1 - top_p) * mass / n never reach the nucleus, nor
+         * below min_p the min-p set (sampler.c, sample_deep). */
+        float cut = p->top_p < 1.0f ? (float)((1.0 - p->top_p) * mass_all / n) : 0.0f;
+        if (p->min_p > cut) cut = p->min_p;
+        for (int i = 0; i < n; i++)
+            if (w[i] > 0.0f && w[i] >= cut) keys[nc++] = rank_key(z[i], i);
+        n_rank = nc;
+        qsort(keys, (size_t)n_rank, sizeof *keys, cmp_key_desc);
+    }
+    /* top-p: smallest prefix reaching target; min-p: up to the first w < min_p */
+    int c = n_rank;
+    double cum = 0.0;
+    for (int r = 0; r < n_rank; r++) {
+        cum += w[key_id(keys[r])];
+        if (cum >= target) {
+            c = r + 1;
+            break;
+        }
+    }
+    int l = 1;
+    double mass = w[key_id(keys[0])];
+    while (l < c && w[key_id(keys[l])] >= p->min_p) mass += w[key_id(keys[l++])];
+    for (int r = 0; r < l; r++) {
+        int32_t id = key_id(keys[r]);
+        prob[id] = (float)(w[id] / mass);
+    }
+}
+
+gpt2_status gpt2_speculative_filter(gpt2_speculative *sd, const float *logits,
+                                    const int32_t *history, size_t n_history, float *prob,
+                                    gpt2_error *err) {
+    if (!sd || !logits || !prob)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative_filter: NULL argument");
+    filter(sd, logits, history, n_history, prob);
+    return GPT2_OK;
+}
+
+/* One draw from a dense distribution, ids in increasing order. */
+static int32_t draw_dense(const float *prob, int n, double u) {
+    double total = 0.0;
+    for (int i = 0; i < n; i++) total += prob[i];
+    double r = u * total, cum = 0.0;
+    int32_t pick = 0;
+    for (int i = 0; i < n; i++) {
+        if (prob[i] > 0.0f) {
+            cum += prob[i];
+            pick = i;
+            if (r < cum) break;
+        }
+    }
+    return pick;
+}
+
+/* ---- lifecycle ---- */
+
+static int same_tokenizer(const gpt2_model *a, const gpt2_model *b, int *first_diff) {
+    const gpt2_tokenizer *ta = gpt2_model_tokenizer(a), *tb = gpt2_model_tokenizer(b);
+    if (!ta || !tb) {
+        *first_diff = -1;
+        return ta == tb;
+    }
+    int n = gpt2_tokenizer_n_vocab(ta), nb = gpt2_tokenizer_n_vocab(tb);
+    int m = n < nb ? n : nb;
+    for (int i = 0; i < m; i++) {
+        size_t la, lb;
+        const char *ba = gpt2_tokenizer_token_bytes(ta, i, &la);
+        const char *bb = gpt2_tokenizer_token_bytes(tb, i, &lb);
+        if ((ba == NULL) != (bb == NULL) || la != lb || (la && memcmp(ba, bb, la) != 0)) {
+            *first_diff = i;
+            return 0;
+        }
+    }
+    *first_diff = m;
+    return n == nb;
+}
+
+gpt2_status gpt2_speculative_new(gpt2_context *target, gpt2_context *draft,
+                                 gpt2_speculative_params params, gpt2_speculative **out,
+                                 gpt2_error *err) {
+    if (!out) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative: NULL out");
+    *out = NULL;
+    if (!target || !draft)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative: NULL %s context", target ? "draft" : "target");
+    if (target == draft)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                         "speculative: target and draft must be two contexts (they may share a model)");
+    gpt2_status st = check_params(&params, err);
+    if (st != GPT2_OK) return st;
+    const gpt2_model *mt = gpt2_context_model(target), *md = gpt2_context_model(draft);
+    const gpt2_config *ct = gpt2_model_config(mt), *cd = gpt2_model_config(md);
+    if (ct->n_vocab != cd->n_vocab)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                         "speculative: draft model '%s' has %d vocabulary rows, target '%s' has %d; "
+                         "they must share one tokenizer",
+                         gpt2_model_name(md), cd->n_vocab, gpt2_model_name(mt), ct->n_vocab);
+    int diff;
+    if (!same_tokenizer(mt, md, &diff)) {
+        if (diff < 0)
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                             "speculative: only one of target '%s' and draft '%s' has a tokenizer",
+                             gpt2_model_name(mt), gpt2_model_name(md));
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                         "speculative: draft model '%s' does not share the tokenizer of target '%s': "
+                         "token id %d differs (vocabularies of %d and %d ids)",
+                         gpt2_model_name(md), gpt2_model_name(mt), diff,
+                         gpt2_tokenizer_n_vocab(gpt2_model_tokenizer(md)),
+                         gpt2_tokenizer_n_vocab(gpt2_model_tokenizer(mt)));
+    }
+    gpt2_speculative *sd = calloc(1, sizeof *sd);
+    if (!sd) return gpt2_fail(err, GPT2_ERR_NOMEM, "speculative: out of memory");
+    const size_t n = (size_t)ct->n_vocab;
+    int nc = gpt2_context_n_ctx(target) > gpt2_context_n_ctx(draft) ? gpt2_context_n_ctx(target)
+                                                                    : gpt2_context_n_ctx(draft);
+    sd->cap_seq = nc + GPT2_SPEC_MAX_K + 2;
+    sd->seq = malloc((size_t)sd->cap_seq * sizeof *sd->seq);
+    sd->p = malloc(GPT2_SPEC_MAX_K * n * sizeof *sd->p);
+    sd->q = malloc((GPT2_SPEC_MAX_K + 1) * n * sizeof *sd->q);
+    sd->tlog = malloc((GPT2_SPEC_MAX_K + 1) * n * sizeof *sd->tlog);
+    sd->z = malloc(n * sizeof *sd->z);
+    sd->w = malloc(n * sizeof *sd->w);
+    sd->seen = calloc(n, 1);
+    sd->keys = malloc(n * sizeof *sd->keys);
+    if (!sd->seq || !sd->p || !sd->q || !sd->tlog || !sd->z || !sd->w || !sd->seen || !sd->keys) {
+        gpt2_speculative_free(sd);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "speculative: out of memory for %zu-token distributions", n);
+    }
+    sd->target = target;
+    sd->draft = draft;
+    sd->n_vocab = (int)n;
+    sd->params = params;
+    sd->params.sampling = clamp_sampling(params.sampling);
+    sd->rng = sd->params.sampling.seed;
+    *out = sd;
+    return GPT2_OK;
+}
+
+void gpt2_speculative_free(gpt2_speculative *sd) {
+    if (!sd) return;
+    free(sd->seq);
+    free(sd->p);
+    free(sd->q);
+    free(sd->tlog);
+    free(sd->z);
+    free(sd->w);
+    free(sd->seen);
+    free(sd->keys);
+    free(sd);
+}
+
+gpt2_status gpt2_speculative_set_params(gpt2_speculative *sd, gpt2_speculative_params params,
+                                        gpt2_error *err) {
+    if (!sd) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative: NULL decoder");
+    gpt2_status st = check_params(&params, err);
+    if (st != GPT2_OK) return st;
+    params.sampling = clamp_sampling(params.sampling);
+    if (params.sampling.seed != sd->params.sampling.seed) sd->rng = params.sampling.seed;
+    sd->params = params;
+    return GPT2_OK;
+}
+
+gpt2_speculative_params gpt2_speculative_get_params(const gpt2_speculative *sd) {
+    return sd ? sd->params : gpt2_speculative_default_params();
+}
+
+gpt2_speculative_stats gpt2_speculative_get_stats(const gpt2_speculative *sd) {
+    gpt2_speculative_stats s;
+    memset(&s, 0, sizeof s);
+    return sd ? sd->stats : s;
+}
+
+double gpt2_speculative_acceptance_rate(const gpt2_speculative_stats *st, int k) {
+    if (!st || st->iterations <= 0 || k < 1) return 0.0;
+    return (double)st->produced / (double)st->iterations / (double)(k + 1);
+}
+
+const int32_t *gpt2_speculative_tokens(const gpt2_speculative *sd, int *n) {
+    if (n) *n = sd ? sd->n_seq : 0;
+    return sd ? sd->seq : NULL;
+}
+
+/* ---- caches ---- */
+
+static int smaller_window(const gpt2_speculative *sd) {
+    int a = gpt2_context_n_ctx(sd->target), b = gpt2_context_n_ctx(sd->draft);
+    return a < b ? a : b;
+}
+
+/* Rewinds ctx to the longest prefix of seq[0..limit) it holds. */
+static gpt2_status match_prefix(gpt2_speculative *sd, gpt2_context *ctx, int limit, gpt2_error *err) {
+    int np = gpt2_context_n_past(ctx);
+    const int32_t *t = gpt2_context_tokens(ctx);
+    int m = 0, lim = np < limit ? np : limit;
+    while (m < lim && t[m] == sd->seq[m]) m++;
+    return m < np ? gpt2_context_rewind(ctx, m, err) : GPT2_OK;
+}
+
+typedef struct {
+    gpt2_speculative *sd;
+    int (*cancel)(void *user_data);
+    void *user_data;
+} hook_data;
+
+static int prefill_cancel(void *ud, int done, int total) {
+    (void)done, (void)total;
+    const hook_data *h = ud;
+    return h->cancel ? h->cancel(h->user_data) : 0;
+}
+
+/* Brings ctx to hold seq[0..upto): rewinds to the common prefix, evaluates the rest. */
+static gpt2_status fill_to(gpt2_speculative *sd, gpt2_context *ctx, int upto, int cancellable,
+                           gpt2_error *err) {
+    gpt2_status st = match_prefix(sd, ctx, upto, err);
+    if (st != GPT2_OK) return st;
+    int np = gpt2_context_n_past(ctx);
+    if (np >= upto) return GPT2_OK;
+    hook_data hd = {sd, sd->params.cancel, sd->params.user_data};
+    gpt2_hooks hooks = {.user_data = &hd, .cancel = prefill_cancel};
+    gpt2_context_set_hooks(ctx, cancellable && hd.cancel ? &hooks : NULL);
+    st = gpt2_context_eval(ctx, sd->seq + np, upto - np, err);
+    gpt2_context_set_hooks(ctx, NULL);
+    return st;
+}
+
+gpt2_status gpt2_speculative_start(gpt2_speculative *sd, const int32_t *ids, int n, gpt2_error *err) {
+    if (!sd || (!ids && n > 0)) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative_start: NULL argument");
+    if (n < 1) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative_start: the prompt is empty (%d tokens)", n);
+    int win = smaller_window(sd);
+    if (n >= win)
+        return gpt2_fail(err, GPT2_ERR_CONTEXT_FULL,
+                         "speculative: the prompt of %d tokens leaves no room in the context window of %d "
+                         "(target %d, draft %d)",
+                         n, win, gpt2_context_n_ctx(sd->target), gpt2_context_n_ctx(sd->draft));
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= sd->n_vocab)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative_start: token %d (at index %d) is outside [0, %d)",
+                             ids[i], i, sd->n_vocab);
+    memcpy(sd->seq, ids, (size_t)n * sizeof *ids);
+    sd->n_seq = n;
+    memset(&sd->stats, 0, sizeof sd->stats);
+    gpt2_status st = fill_to(sd, sd->target, n - 1, 1, err);
+    if (st == GPT2_OK) st = fill_to(sd, sd->draft, n - 1, 1, err);
+    return st;
+}
+
+gpt2_status gpt2_speculative_sync(gpt2_speculative *sd, gpt2_error *err) {
+    if (!sd || sd->n_seq < 1) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative_sync: no sequence (call start)");
+    gpt2_status st = fill_to(sd, sd->target, sd->n_seq, 0, err);
+    if (st == GPT2_OK) st = fill_to(sd, sd->draft, sd->n_seq, 0, err);
+    return st;
+}
+
+/* ---- one iteration ---- */
+
+static void capture_logits(void *ud, int pos, const float *logits, int n_vocab) {
+    gpt2_speculative *sd = ud;
+    int row = pos - sd->tlog_pos0;
+    if (row < 0 || row >= sd->tlog_rows) return;
+    memcpy(sd->tlog + (size_t)row * sd->n_vocab, logits, (size_t)n_vocab * sizeof *logits);
+}
+
+gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, int *n_out, gpt2_error *err) {
+    if (n_out) *n_out = 0;
+    if (!sd || !out || !n_out) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative_step: NULL argument");
+    if (sd->n_seq < 1) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative_step: no sequence (call start)");
+    if (sd->params.cancel && sd->params.cancel(sd->params.user_data))
+        return gpt2_fail(err, GPT2_CANCELLED, "speculative: cancelled before iteration %ld",
+                         sd->stats.iterations + 1);
+    const int n = sd->n_seq, nv = sd->n_vocab, win = smaller_window(sd);
+    if (n >= win)
+        return gpt2_fail(err, GPT2_ERR_CONTEXT_FULL,
+                         "speculative: the sequence of %d tokens fills the context window of %d "
+                         "(target '%s' %d, draft '%s' %d)",
+                         n, win, gpt2_model_name(gpt2_context_model(sd->target)), gpt2_context_n_ctx(sd->target),
+                         gpt2_model_name(gpt2_context_model(sd->draft)), gpt2_context_n_ctx(sd->draft));
+    /* the sequence never grows past the window: n + k + 1 <= win (k = 0 at
+     * the last position: the target alone gives the final token) */
+    const int k = sd->params.k < win - n - 1 ? sd->params.k : win - n - 1;
+    gpt2_status st;
+
+    /* 1. the draft: K tokens, one at a time; draft position i predicts seq[n + i] */
+    if ((st = fill_to(sd, sd->draft, n - 1, 0, err)) != GPT2_OK) return st;
+    for (int i = 0; i < k; i++) {
+        int np = gpt2_context_n_past(sd->draft);
+        if ((st = gpt2_context_eval(sd->draft, sd->seq + np, n + i - np, err)) != GPT2_OK) goto fail;
+        sd->stats.draft_evals++;
+        float *pi = sd->p + (size_t)i * nv;
+        filter(sd, gpt2_context_logits(sd->draft), sd->seq, (size_t)(n + i), pi);
+        sd->seq[n + i] = draw_dense(pi, nv, rng_uniform(&sd->rng));
+    }
+
+    /* 2. the target: seq[n-1 .. n+k) in one eval (plus anything it lacks before) */
+    if ((st = fill_to(sd, sd->target, n - 1, 0, err)) != GPT2_OK) goto fail;
+    {
+        int np = gpt2_context_n_past(sd->target);
+        sd->tlog_pos0 = n - 1;
+        sd->tlog_rows = k + 1;
+        gpt2_hooks hooks = {.user_data = sd, .on_logits = capture_logits};
+        gpt2_context_set_hooks(sd->target, &hooks);
+        st = gpt2_context_eval(sd->target, sd->seq + np, n + k - np, err);
+        gpt2_context_set_hooks(sd->target, NULL);
+        if (st != GPT2_OK) goto fail;
+        sd->stats.target_passes++;
+    }
+
+    /* 3. accept or correct */
+    gpt2_speculative_accept_fn accept = sd->params.accept ? sd->params.accept : gpt2_speculative_accept;
+    int j = 0, m = 0;
+    for (; j < k; j++) {
+        const float *pj = sd->p + (size_t)j * nv;
+        float *qj = sd->q + (size_t)j * nv;
+        filter(sd, sd->tlog + (size_t)j * nv, sd->seq, (size_t)(n + j), qj);
+        int32_t x = sd->seq[n + j];
+        double ua = rng_uniform(&sd->rng), ur = rng_uniform(&sd->rng);
+        int ok = 0;
+        int32_t y = accept(pj, qj, nv, x, ua, ur, &ok);
+        if (y < 0 || y >= nv) {
+            st = gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative: the acceptance rule returned id %d", y);
+            goto fail;
+        }
+        out[m++] = (gpt2_spec_token){y, ok ? GPT2_SPEC_ACCEPTED : GPT2_SPEC_CORRECTED, pj[y], qj[y]};
+        if (!ok) {
+            sd->seq[n + j] = y;
+            break;
+        }
+    }
+    sd->stats.drafted += k;
+    sd->stats.accepted += j;
+    if (j == k) { /* all accepted: the bonus token */
+        float *qk = sd->q + (size_t)k * nv;
+        filter(sd, sd->tlog + (size_t)k * nv, sd->seq, (size_t)(n + k), qk);
+        int32_t b = draw_dense(qk, nv, rng_uniform(&sd->rng));
+        sd->seq[n + k] = b;
+        out[m++] = (gpt2_spec_token){b, GPT2_SPEC_BONUS, 0.0f, qk[b]};
+    }
+    sd->n_seq = n + m;
+
+    /* 4. roll back: each cache keeps at most seq[0 .. n_seq - 1) */
+    int keep = sd->n_seq - 1;
+    if (gpt2_context_n_past(sd->target) > keep && (st = gpt2_context_rewind(sd->target, keep, err)) != GPT2_OK)
+        return st;
+    if (gpt2_context_n_past(sd->draft) > keep && (st = gpt2_context_rewind(sd->draft, keep, err)) != GPT2_OK)
+        return st;
+    sd->stats.iterations++;
+    sd->stats.produced += m;
+    *n_out = m;
+    return GPT2_OK;
+
+fail:
+    /* the sequence is unchanged; caches may hold drafts, which the next
+     * step's prefix match discards */
+    gpt2_context_set_hooks(sd->target, NULL);
+    return st;
+}
