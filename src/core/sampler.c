@@ -29,6 +29,7 @@
 
 #include "fastmath.h"
 #include "rng.h"
+#include "sampler_internal.h"
 
 #include <float.h>
 #include <limits.h>
@@ -93,7 +94,7 @@ gpt2_sampler_params gpt2_sampler_default_params(void) {
 
 /* Brings every field into its documented range. The comparisons are written so
  * that NaN fails them and lands on the "off" (or greedy) value. */
-static gpt2_sampler_params clamp_params(gpt2_sampler_params p) {
+gpt2_sampler_params sampler_clamp_params(gpt2_sampler_params p) {
     if (!(p.temperature > 0.0f)) p.temperature = 0.0f;
     else if (p.temperature > FLT_MAX) p.temperature = FLT_MAX; /* -inf / inf would be NaN */
     if (p.top_k < 0) p.top_k = 0;
@@ -125,7 +126,7 @@ gpt2_sampler *gpt2_sampler_new(gpt2_sampler_params params, int n_vocab) {
         return NULL;
     }
     s->n_vocab = n_vocab;
-    s->params = clamp_params(params);
+    s->params = sampler_clamp_params(params);
     s->rng = s->params.seed;
     s->last = -1;
     return s;
@@ -146,7 +147,7 @@ void gpt2_sampler_free(gpt2_sampler *s) {
 
 void gpt2_sampler_set_params(gpt2_sampler *s, gpt2_sampler_params params) {
     if (!s) return;
-    params = clamp_params(params);
+    params = sampler_clamp_params(params);
     if (params.seed != s->params.seed) s->rng = params.seed;
     s->params = params;
 }
@@ -175,9 +176,7 @@ static void weights(float *restrict w, const float *restrict z, int n, float max
     for (int i = 0; i < n; i++) w[i] = fast_exp_nonpos((z[i] - max) / temp);
 }
 
-/* Sum in double with eight independent accumulators: exact enough for 50257
- * terms and not bound by the latency of one long add chain. */
-static double sum_weights(const float *w, int n) {
+double sampler_sum_weights(const float *w, int n) {
     double acc[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -201,18 +200,8 @@ static inline void swap_tok(tok *a, tok *b) {
     *b = t;
 }
 
-/* Selection works on 64-bit keys that order exactly like before(): the float's
- * bits mapped to an unsigned integer of the same order, then the complemented
- * id, so that one integer compare ranks two tokens and a swap moves 8 bytes.
- * (Equal floats must have equal bits for this: z never holds NaN or -0.) */
-static inline uint64_t rank_key(float z, int32_t id) {
-    uint32_t u;
-    memcpy(&u, &z, sizeof u);
-    u = u >> 31 ? ~u : u | 0x80000000u;
-    return (uint64_t)u << 32 | (uint32_t)~id;
-}
-
-static inline int32_t key_id(uint64_t key) { return (int32_t)~(uint32_t)key; }
+/* Selection works on sampler_rank_key (sampler_internal.h), which orders
+ * exactly like before(). */
 
 /* Min-heap of keys: the root is the latest-ranked token held. */
 static void sift_down(uint64_t *h, int n, int i) {
@@ -235,10 +224,10 @@ static void sift_down(uint64_t *h, int n, int i) {
  * dismissed by a compare that vectorises. */
 static void select_top(const float *z, int n, tok *top, uint64_t *heap, int h) {
     enum { BLOCK = 32 };
-    for (int i = 0; i < h; i++) heap[i] = rank_key(z[i], i);
+    for (int i = 0; i < h; i++) heap[i] = sampler_rank_key(z[i], i);
     for (int i = h / 2 - 1; i >= 0; i--) sift_down(heap, h, i);
     int i = h;
-    float root = z[key_id(heap[0])];
+    float root = z[sampler_key_id(heap[0])];
     while (i < n) {
         if (n - i >= BLOCK) {
             int any = 0;
@@ -250,9 +239,9 @@ static void select_top(const float *z, int n, tok *top, uint64_t *heap, int h) {
         }
         for (int end = n - i >= BLOCK ? i + BLOCK : n; i < end; i++) {
             if (z[i] > root) {
-                heap[0] = rank_key(z[i], i);
+                heap[0] = sampler_rank_key(z[i], i);
                 sift_down(heap, h, 0);
-                root = z[key_id(heap[0])];
+                root = z[sampler_key_id(heap[0])];
             }
         }
     }
@@ -263,7 +252,7 @@ static void select_top(const float *z, int n, tok *top, uint64_t *heap, int h) {
         sift_down(heap, end, 0);
     }
     for (int r = 0; r < h; r++) {
-        int32_t id = key_id(heap[r]);
+        int32_t id = sampler_key_id(heap[r]);
         top[r] = (tok){z[id], 0.0f, id};
     }
 }
@@ -395,7 +384,7 @@ static int32_t sample_full(gpt2_sampler *s, double u) {
     const int h = s->n_top;
 
     weights(s->w, s->z, s->n_vocab, s->max_z, p->temperature);
-    const double mass_all = sum_weights(s->w, s->n_vocab);
+    const double mass_all = sampler_sum_weights(s->w, s->n_vocab);
     s->mass_all = mass_all;
     const double target = p->top_p < 1.0f ? (double)p->top_p * mass_all : INFINITY;
 
@@ -587,7 +576,7 @@ static double mass_of(const float *z, int n, float max, float temp) {
     for (int i = 0; i < n; i += CHUNK) {
         int len = n - i < CHUNK ? n - i : CHUNK;
         weights(buf, z + i, len, max, temp);
-        sum += sum_weights(buf, len);
+        sum += sampler_sum_weights(buf, len);
     }
     return sum;
 }

@@ -18,6 +18,7 @@
 #include "error.h"
 #include "fastmath.h"
 #include "rng.h"
+#include "sampler_internal.h"
 
 #include <float.h>
 #include <math.h>
@@ -48,20 +49,6 @@ struct gpt2_speculative {
 };
 
 /* ---- parameters ---- */
-
-static gpt2_sampler_params clamp_sampling(gpt2_sampler_params p) {
-    /* the same clamping as gpt2_sampler_set_params (sampler.c clamp_params) */
-    if (!(p.temperature > 0.0f)) p.temperature = 0.0f;
-    else if (p.temperature > FLT_MAX) p.temperature = FLT_MAX;
-    if (p.top_k < 0) p.top_k = 0;
-    if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) p.top_p = 1.0f;
-    if (!(p.min_p > 0.0f)) p.min_p = 0.0f;
-    else if (p.min_p > 1.0f) p.min_p = 1.0f;
-    if (!(p.repeat_penalty > 0.0f)) p.repeat_penalty = 1.0f;
-    else if (p.repeat_penalty > FLT_MAX) p.repeat_penalty = FLT_MAX;
-    if (p.repeat_last_n < 0) p.repeat_last_n = 0;
-    return p;
-}
 
 gpt2_speculative_params gpt2_speculative_default_params(void) {
     gpt2_speculative_params p;
@@ -113,26 +100,6 @@ int32_t gpt2_speculative_accept(const float *p, const float *q, int n, int32_t x
 }
 
 /* ---- filtering (gpt2_sampler's distribution, dense) ---- */
-
-static inline uint64_t rank_key(float z, int32_t id) {
-    uint32_t u;
-    memcpy(&u, &z, sizeof u);
-    u = u >> 31 ? ~u : u | 0x80000000u;
-    return (uint64_t)u << 32 | (uint32_t)~id;
-}
-
-static inline int32_t key_id(uint64_t key) { return (int32_t)~(uint32_t)key; }
-
-static double sum_weights(const float *w, int n) { /* as in sampler.c */
-    double acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) acc[j] += w[i + j];
-    double sum = 0.0;
-    for (; i < n; i++) sum += w[i];
-    for (int j = 0; j < 8; j++) sum += acc[j];
-    return sum;
-}
 
 static int cmp_key_desc(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -207,22 +174,22 @@ static void filter(gpt2_speculative *sd, const float *logits, const int32_t *his
         /* Zero-weight tokens rank last and weigh nothing: dropping them
          * changes no mass, cut or kept weight. */
         for (int i = 0; i < n; i++)
-            if (w[i] > 0.0f) keys[nc++] = rank_key(z[i], i);
+            if (w[i] > 0.0f) keys[nc++] = sampler_rank_key(z[i], i);
         n_rank = nc < k ? nc : k;
         if (n_rank < nc) select_largest(keys, nc, n_rank);
         qsort(keys, (size_t)n_rank, sizeof *keys, cmp_key_desc);
         double mass_k = 0.0;
-        for (int r = 0; r < n_rank; r++) mass_k += w[key_id(keys[r])];
+        for (int r = 0; r < n_rank; r++) mass_k += w[sampler_key_id(keys[r])];
         target = p->top_p < 1.0f ? (double)p->top_p * mass_k : INFINITY;
     } else {
-        const double mass_all = sum_weights(w, n);
+        const double mass_all = sampler_sum_weights(w, n);
         target = p->top_p < 1.0f ? (double)p->top_p * mass_all : INFINITY;
         /* Tokens below (1 - top_p) * mass / n never reach the nucleus, nor
          * below min_p the min-p set (sampler.c, sample_deep). */
         float cut = p->top_p < 1.0f ? (float)((1.0 - p->top_p) * mass_all / n) : 0.0f;
         if (p->min_p > cut) cut = p->min_p;
         for (int i = 0; i < n; i++)
-            if (w[i] > 0.0f && w[i] >= cut) keys[nc++] = rank_key(z[i], i);
+            if (w[i] > 0.0f && w[i] >= cut) keys[nc++] = sampler_rank_key(z[i], i);
         n_rank = nc;
         qsort(keys, (size_t)n_rank, sizeof *keys, cmp_key_desc);
     }
@@ -230,17 +197,17 @@ static void filter(gpt2_speculative *sd, const float *logits, const int32_t *his
     int c = n_rank;
     double cum = 0.0;
     for (int r = 0; r < n_rank; r++) {
-        cum += w[key_id(keys[r])];
+        cum += w[sampler_key_id(keys[r])];
         if (cum >= target) {
             c = r + 1;
             break;
         }
     }
     int l = 1;
-    double mass = w[key_id(keys[0])];
-    while (l < c && w[key_id(keys[l])] >= p->min_p) mass += w[key_id(keys[l++])];
+    double mass = w[sampler_key_id(keys[0])];
+    while (l < c && w[sampler_key_id(keys[l])] >= p->min_p) mass += w[sampler_key_id(keys[l++])];
     for (int r = 0; r < l; r++) {
-        int32_t id = key_id(keys[r]);
+        int32_t id = sampler_key_id(keys[r]);
         prob[id] = (float)(w[id] / mass);
     }
 }
@@ -347,7 +314,7 @@ gpt2_status gpt2_speculative_new(gpt2_context *target, gpt2_context *draft,
     sd->draft = draft;
     sd->n_vocab = (int)n;
     sd->params = params;
-    sd->params.sampling = clamp_sampling(params.sampling);
+    sd->params.sampling = sampler_clamp_params(params.sampling);
     sd->rng = sd->params.sampling.seed;
     *out = sd;
     return GPT2_OK;
@@ -371,7 +338,7 @@ gpt2_status gpt2_speculative_set_params(gpt2_speculative *sd, gpt2_speculative_p
     if (!sd) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative: NULL decoder");
     gpt2_status st = check_params(&params, err);
     if (st != GPT2_OK) return st;
-    params.sampling = clamp_sampling(params.sampling);
+    params.sampling = sampler_clamp_params(params.sampling);
     if (params.sampling.seed != sd->params.sampling.seed) sd->rng = params.sampling.seed;
     sd->params = params;
     return GPT2_OK;
