@@ -20,50 +20,14 @@
 
 #include "gpt2.h"
 #include "test_util.h"
+#include "stats_util.h"
 #include "cli_run.h"
 
 #define P_MIN 1e-6
 
 /* ---- helpers ---- */
 
-static uint64_t t_next(uint64_t *s) {
-    uint64_t x = (*s += 0x9E3779B97F4A7C15u);
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9u;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBu;
-    return x ^ (x >> 31);
-}
 
-static double t_uniform(uint64_t *s) { return (double)(t_next(s) >> 11) * 0x1.0p-53; }
-
-/* Regularised upper incomplete gamma Q(a, x): the chi-square p-value of x
- * with 2a degrees of freedom (as in test_sampler.c). */
-static double gamma_q(double a, double x) {
-    if (x <= 0.0) return 1.0;
-    double lead = exp(-x + a * log(x) - lgamma(a));
-    if (x < a + 1.0) {
-        double term = 1.0 / a, sum = term;
-        for (int n = 1; n < 10000 && term > sum * 1e-16; n++) {
-            term *= x / (a + n);
-            sum += term;
-        }
-        return 1.0 - sum * lead;
-    }
-    const double tiny = 1e-300;
-    double b = x + 1.0 - a, c = 1.0 / tiny, d = 1.0 / b, h = d;
-    for (int i = 1; i < 10000; i++) {
-        double an = -i * (i - a);
-        b += 2.0;
-        d = an * d + b;
-        if (fabs(d) < tiny) d = tiny;
-        c = b + an / c;
-        if (fabs(c) < tiny) c = tiny;
-        d = 1.0 / d;
-        double del = d * c;
-        h *= del;
-        if (fabs(del - 1.0) < 1e-16) break;
-    }
-    return lead * h;
-}
 
 /* Goodness of fit of counts[0..n) to probabilities expect[0..n). A count in a
  * cell of probability 0 gives p = 0. */
