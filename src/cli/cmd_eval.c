@@ -78,7 +78,7 @@ int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len
     g_stop = cli_interrupt_flag();
     gpt2_hooks hooks = {.user_data = &s, .on_logits = score, .cancel = stop_requested};
     gpt2_context_set_hooks(ctx, &hooks);
-    *out = (cli_score){.n_ctx = gpt2_context_n_ctx(ctx), .stride = out->n_ctx > 1 ? out->n_ctx / 2 : 1};
+    *out = (cli_score){.n_ctx = gpt2_context_n_ctx(ctx)};
     out->stride = out->n_ctx > 1 ? out->n_ctx / 2 : 1;
     /* a stream is one "line" spanning the whole text */
     for (size_t at = 0; at < len;) {

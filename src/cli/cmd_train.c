@@ -283,6 +283,7 @@ int cmd_train(int argc, char **argv) {
     volatile sig_atomic_t *stop = cli_interrupt_flag();
     const int eot = gpt2_tokenizer_eot(tok);
     double t0 = now_s(), t_log = t0, elapsed_train = 0;
+    const int start_step = gpt2_trainer_step_count(tr); /* > 0 when resumed */
     int steps_since_log = 0;
     float loss = NAN, val_loss = NAN;
     while (gpt2_trainer_step_count(tr) < p.steps && !*stop) {
@@ -298,7 +299,7 @@ int cmd_train(int argc, char **argv) {
         if (at_eval && vd.n_tokens) val_loss = gpt2_trainer_eval(tr, &vd, eval_batches);
         if (step % log_every == 0 || at_eval || step == 1) {
             double now = now_s(), tok_s = steps_since_log * (double)p.batch_size * T / (now - t_log);
-            double eta = (p.steps - step) * (elapsed_train / (step - (int)0 > 0 ? step : 1));
+            double eta = (p.steps - step) * (elapsed_train / (step - start_step));
             fprintf(stderr, "step %6d/%d  loss %.4f  val %.4f  lr %.2e  %.0f tok/s  %.0f s  eta %.0f s\n", step,
                     p.steps, loss, val_loss, gpt2_trainer_lr(tr, step - 1), tok_s, now - t0, eta);
             t_log = now, steps_since_log = 0;
