@@ -83,7 +83,7 @@ static gpt2_status check_params(const gpt2_train_params *p, gpt2_error *err) {
 /* --- tensor table ----------------------------------------------------------- */
 
 static void tensor_shape(const gpt2_train_params *p, int i, int *rows, int *cols) {
-    const int C = p->n_embd, F = 4 * C, nl = N_LAYER_TENSORS * p->n_layer;
+    const int C = p->n_embd, nl = N_LAYER_TENSORS * p->n_layer;
     if (i == 0) *rows = p->n_vocab, *cols = C;
     else if (i == 1) *rows = p->block_size, *cols = C;
     else if (i >= 2 + nl) *rows = C, *cols = 0;
@@ -92,7 +92,6 @@ static void tensor_shape(const gpt2_train_params *p, int i, int *rows, int *cols
         static const int mult_cols[N_LAYER_TENSORS] = {0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 0};
         int k = (i - 2) % N_LAYER_TENSORS;
         *rows = mult_rows[k] * C, *cols = mult_cols[k] * C;
-        (void)F;
     }
 }
 
