@@ -77,6 +77,10 @@ void gpt2_context_free(gpt2_context *ctx);
 /* Replaces the hooks (copied); NULL removes them. */
 void gpt2_context_set_hooks(gpt2_context *ctx, const gpt2_hooks *hooks);
 
+/* The hooks now set (all NULL when none): for a caller that installs its own
+ * for a while and must forward to, then restore, the ones it found. */
+gpt2_hooks gpt2_context_get_hooks(const gpt2_context *ctx);
+
 /* Runs n tokens at positions n_past .. n_past + n - 1. Fails without changing
  * anything if a token id is out of range or n_past + n exceeds n_ctx
  * (GPT2_ERR_CONTEXT_FULL). */

@@ -125,6 +125,8 @@ void gpt2_context_set_hooks(gpt2_context *ctx, const gpt2_hooks *hooks) {
         memset(&ctx->hooks, 0, sizeof ctx->hooks);
 }
 
+gpt2_hooks gpt2_context_get_hooks(const gpt2_context *ctx) { return ctx->hooks; }
+
 typedef struct {
     gpt2_context *ctx;
     int l, p0, T;
