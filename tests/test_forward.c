@@ -403,6 +403,71 @@ static void test_random_model(void **state) {
     assert_int_equal(gpt2_model_new_random(c, GPT2_DTYPE_F32, 1, &m, NULL), GPT2_ERR_INVALID_ARG);
 }
 
+typedef struct {
+    float *rows; /* (T, V) */
+    int p0, V, calls;
+} row_capture;
+
+static void capture_row(void *ud, int pos, const float *x, int n) {
+    row_capture *c = ud;
+    assert_int_equal(n, c->V);
+    memcpy(c->rows + (size_t)(pos - c->p0) * n, x, (size_t)n * sizeof(float));
+    c->calls++;
+}
+
+/* A few positions in one eval (a speculative verification pass) give the same
+ * logits, bit for bit, as evaluating them one at a time, in every dtype; both
+ * with 64-wide heads and N a multiple of 16 (the vector paths) and with odd
+ * shapes (34-wide heads, 68 rows: the scalar tails). Past KERNEL_SMALL_T (16)
+ * positions the sgemm path takes over and agrees within rounding. */
+static void test_small_batch_bit_identical(void **state) {
+    (void)state;
+    const gpt2_config shapes[] = {
+        {.n_layer = 2, .n_head = 2, .n_embd = 128, .n_ctx = 64, .n_vocab = 300, .ln_eps = 1e-5f},
+        {.n_layer = 2, .n_head = 2, .n_embd = 68, .n_ctx = 64, .n_vocab = 301, .ln_eps = 1e-5f},
+    };
+    const int sizes[] = {2, 3, 5, 8, 16, 17};
+    for (int sh = 0; sh < 2; sh++)
+        for (int dt = GPT2_DTYPE_F32; dt <= GPT2_DTYPE_BF16; dt++) {
+            gpt2_model *m;
+            gpt2_error err;
+            assert_int_equal(gpt2_model_new_random(shapes[sh], (gpt2_dtype)dt, 11, &m, &err), GPT2_OK);
+            const int V = shapes[sh].n_vocab, P0 = 10;
+            int32_t ids[P0 + 17];
+            for (int i = 0; i < P0 + 17; i++) ids[i] = (i * 53 + 7) % V;
+            gpt2_context *one, *batch;
+            assert_int_equal(gpt2_context_new(m, gpt2_context_default_params(), &one, &err), GPT2_OK);
+            assert_int_equal(gpt2_context_new(m, gpt2_context_default_params(), &batch, &err), GPT2_OK);
+            float *want = malloc(17 * (size_t)V * sizeof(float)), *got = malloc(17 * (size_t)V * sizeof(float));
+            for (int si = 0; si < 6; si++) {
+                const int T = sizes[si];
+                gpt2_context_reset(one);
+                gpt2_context_reset(batch);
+                eval_ok(one, ids, P0);
+                eval_ok(batch, ids, P0);
+                for (int t = 0; t < T; t++) {
+                    eval_ok(one, ids + P0 + t, 1);
+                    memcpy(want + (size_t)t * V, gpt2_context_logits(one), (size_t)V * sizeof(float));
+                }
+                row_capture rc = {got, P0, V, 0};
+                gpt2_hooks h = {.user_data = &rc, .on_logits = capture_row};
+                gpt2_context_set_hooks(batch, &h);
+                eval_ok(batch, ids + P0, T);
+                gpt2_context_set_hooks(batch, NULL);
+                assert_int_equal(rc.calls, T);
+                if (T <= 16) {
+                    assert_memory_equal(want, got, (size_t)T * V * sizeof(float));
+                } else {
+                    assert_true(max_abs_diff(want, got, (size_t)T * V) < 1e-4);
+                }
+            }
+            free(want), free(got);
+            gpt2_context_free(one);
+            gpt2_context_free(batch);
+            gpt2_model_free(m);
+        }
+}
+
 /* The thread count changes who computes what, never the result: logits are
  * bit-identical for 1, 2 and 3 threads, in prefill and in decode. */
 static void test_threads_identical(void **state) {
@@ -444,6 +509,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_cancel, setup_f16, teardown),
         cmocka_unit_test_setup_teardown(test_context_limit, setup_f32, teardown),
         cmocka_unit_test(test_random_model),
+        cmocka_unit_test(test_small_batch_bit_identical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,12 +135,30 @@ static double time_decode(gpt2_context *ctx, const int32_t *ids, int n_prompt, i
     return n / (now_s() - t0);
 }
 
+/* Seconds for one eval of T positions on top of n_past cached ones (rewound
+ * and repeated; median of reps): the cost of a speculative verification pass. */
+static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T, int reps) {
+    double t[100];
+    gpt2_context_reset(ctx);
+    gpt2_context_eval(ctx, ids, n_past, NULL);
+    for (int r = 0; r < reps; r++) {
+        gpt2_context_rewind(ctx, n_past, NULL);
+        double t0 = now_s();
+        gpt2_context_eval(ctx, ids + n_past, T, NULL);
+        t[r] = now_s() - t0;
+    }
+    return median(t, reps);
+}
+
 static int usage(void) {
     fputs("usage: gptscope bench [-m DIR] [--dtype f32|f16|bf16] [--reps N] [--threads N] [--json]\n"
           "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory.\n"
           "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
           "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
-          "  decode's implied weight bandwidth next to this machine's measured bandwidth.\n",
+          "  decode's implied weight bandwidth next to this machine's measured bandwidth,\n"
+          "  and the cost of one eval of T = 2..16 positions (a speculative verification\n"
+          "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
+          "  512-token figures.\n",
           stderr);
     return EXIT_USAGE;
 }
@@ -196,8 +214,9 @@ int cmd_bench(int argc, char **argv) {
     gpt2_context *ctx = NULL;
     gpt2_context_params cp = gpt2_context_default_params();
     cp.n_threads = (int)n_threads;
-    if (cfg->n_ctx < 512 + 1 || gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
-        cli_error("%s", cfg->n_ctx < 513 ? "bench needs a model with at least 513 positions" : err.msg);
+    if (cfg->n_ctx < 160 || gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
+        if (cfg->n_ctx < 160) cli_error("bench needs a model with at least 160 positions; %s has %d", gpt2_model_name(m), cfg->n_ctx);
+        else cli_error("%s", err.msg);
         gpt2_model_free(m);
         return EXIT_ERR;
     }
@@ -208,27 +227,35 @@ int cmd_bench(int argc, char **argv) {
         ids[i] = (int32_t)((s >> 33) % (uint64_t)cfg->n_vocab);
     }
     const int R = (int)reps, V = cfg->n_vocab, threads = gpt2_context_n_threads(ctx);
+    const int long_ok = cfg->n_ctx >= 513, n_dec = 128;
     /* The machine's bandwidth, before and after the model runs (best of both),
      * so a noisy neighbour during one of them does not skew the ratio. */
     double machine_gbs = measure_in_child((size_t)1 << 30, threads, 5, 1);
     double machine_4k_gbs = measure_in_child((size_t)1 << 30, threads, 5, 0);
 
-    double p128[100], p512[100], dec[100], ttft[100], hooked[100];
+    double p128[100], p512[100] = {0}, dec[100], ttft[100] = {0}, hooked[100];
     time_prefill(ctx, ids, 32); /* warm-up: page in weights, spin up threads */
     for (int r = 0; r < R; r++) {
         p128[r] = 128 / time_prefill(ctx, ids, 128);
-        p512[r] = 512 / time_prefill(ctx, ids, 512);
-        gpt2_context_reset(ctx);
-        double t0 = now_s();
-        gpt2_context_eval(ctx, ids, 500, NULL);
-        argmax(gpt2_context_logits(ctx), V);
-        ttft[r] = (now_s() - t0) * 1e3;
-        dec[r] = time_decode(ctx, ids, 32, 128, V);
+        if (long_ok) {
+            p512[r] = 512 / time_prefill(ctx, ids, 512);
+            gpt2_context_reset(ctx);
+            double t0 = now_s();
+            gpt2_context_eval(ctx, ids, 500, NULL);
+            argmax(gpt2_context_logits(ctx), V);
+            ttft[r] = (now_s() - t0) * 1e3;
+        }
+        dec[r] = time_decode(ctx, ids, 32, n_dec, V);
     }
+    /* verification passes: T positions after 32, as speculative decoding runs them */
+    enum { N_PASS = 5 };
+    static const int pass_t[N_PASS] = {1, 2, 4, 8, 16};
+    double pass_ms[N_PASS];
+    for (int i = 0; i < N_PASS; i++) pass_ms[i] = time_pass(ctx, ids, 32, pass_t[i], 10 * R) * 1e3;
     float sink = 0;
     gpt2_hooks hooks = {.user_data = &sink, .want_attention = want_every_head, .on_attention = sink_attention};
     gpt2_context_set_hooks(ctx, &hooks);
-    for (int r = 0; r < R; r++) hooked[r] = time_decode(ctx, ids, 32, 128, V);
+    for (int r = 0; r < R; r++) hooked[r] = time_decode(ctx, ids, 32, n_dec, V);
     gpt2_context_set_hooks(ctx, NULL);
     const double mp128 = median(p128, R), mp512 = median(p512, R), mdec = median(dec, R),
                  mttft = median(ttft, R), mhooked = median(hooked, R);
@@ -242,31 +269,41 @@ int cmd_bench(int argc, char **argv) {
     again = measure_in_child((size_t)1 << 30, threads, 5, 0);
     if (again > machine_4k_gbs) machine_4k_gbs = again;
     if (json) {
+        char p512s[32] = "null", ttfts[32] = "null"; /* not measured below 513 positions */
+        if (long_ok) {
+            snprintf(p512s, sizeof p512s, "%.1f", mp512);
+            snprintf(ttfts, sizeof ttfts, "%.1f", mttft);
+        }
         printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"threads\": %d, \"reps\": %d, \"load_s\": %.4f, "
-               "\"prefill_128_tok_s\": %.1f, \"prefill_512_tok_s\": %.1f, \"decode_tok_s\": %.2f, "
-               "\"decode_hooked_tok_s\": %.2f, \"ttft_500_ms\": %.1f, \"peak_rss_mb\": %.1f, "
+               "\"prefill_128_tok_s\": %.1f, \"prefill_512_tok_s\": %s, \"decode_tok_s\": %.2f, "
+               "\"decode_hooked_tok_s\": %.2f, \"ttft_500_ms\": %s, \"peak_rss_mb\": %.1f, "
                "\"weight_bytes_per_token\": %zu, \"decode_read_gb_s\": %.2f, \"machine_read_gb_s\": %.2f, "
-               "\"machine_read_4k_gb_s\": %.2f, \"decode_bandwidth_ratio\": %.3f}\n",
+               "\"machine_read_4k_gb_s\": %.2f, \"decode_bandwidth_ratio\": %.3f, "
+               "\"pass_ms\": {\"1\": %.3f, \"2\": %.3f, \"4\": %.3f, \"8\": %.3f, \"16\": %.3f}}\n",
                mdir ? gpt2_model_name(m) : "random-124M", gpt2_dtype_name(gpt2_model_dtype(m)), threads, R,
-               load_s, mp128, mp512, mdec, mhooked, mttft, rss_mb, wbytes, decode_gbs, machine_gbs,
-               machine_4k_gbs, decode_gbs / machine_gbs);
+               load_s, mp128, p512s, mdec, mhooked, ttfts, rss_mb, wbytes, decode_gbs, machine_gbs,
+               machine_4k_gbs, decode_gbs / machine_gbs, pass_ms[0], pass_ms[1], pass_ms[2], pass_ms[3],
+               pass_ms[4]);
     } else {
         printf("model        %s (%s, %d layers, %d embd, %d ctx), %d threads, median of %d\n",
                mdir ? gpt2_model_name(m) : "random GPT-2 124M shape", gpt2_dtype_name(gpt2_model_dtype(m)),
                cfg->n_layer, cfg->n_embd, cfg->n_ctx, threads, R);
         if (load_s >= 0) printf("load         %.3f s\n", load_s);
         printf("prefill 128  %.1f tok/s\n", mp128);
-        printf("prefill 512  %.1f tok/s\n", mp512);
-        printf("decode       %.2f tok/s (128 tokens after 32)\n", mdec);
+        if (long_ok) printf("prefill 512  %.1f tok/s\n", mp512);
+        printf("decode       %.2f tok/s (%d tokens after 32)\n", mdec, n_dec);
         printf("decode+hooks %.2f tok/s (every layer and head observed, %.1f%% slower)\n", mhooked,
                100.0 * (1 - mhooked / mdec));
-        printf("ttft 500     %.1f ms\n", mttft);
+        if (long_ok) printf("ttft 500     %.1f ms\n", mttft);
         printf("peak RSS     %.1f MB\n", rss_mb);
         printf("weights      %.1f MB read per decoded token -> %.2f GB/s\n", (double)wbytes / 1e6, decode_gbs);
         printf("machine      %.2f GB/s read bandwidth (%d threads, huge pages; %.2f GB/s on 4 KiB pages)\n",
                machine_gbs, threads, machine_4k_gbs);
         printf("ratio        decode reads weights at %.0f%% of the machine's bandwidth\n",
                100.0 * decode_gbs / machine_gbs);
+        printf("pass         one eval of T positions after 32, in single-token evals:");
+        for (int i = 1; i < N_PASS; i++) printf(" T=%d %.2f", pass_t[i], pass_ms[i] / pass_ms[0]);
+        printf(" (T=1: %.3f ms)\n", pass_ms[0]);
     }
     gpt2_context_free(ctx);
     gpt2_model_free(m);

@@ -28,7 +28,7 @@ struct gpt2_context {
     float *logits;            /* (V) of the last position */
     float *logits_all;        /* (B, V), only while an on_logits hook is set */
     float **scratch;          /* (n_threads) x KERNEL_SCRATCH_FLOATS, only for 16-bit weights */
-    float *partials;          /* (KERNEL_DECODE_CHUNKS, max(3C, F)) decode partial sums */
+    float *partials;          /* (KERNEL_DECODE_CHUNKS, min(B, KERNEL_SMALL_T), max(3C, F)) partial sums */
     gpt2_pool *pool;
     gpt2_hooks hooks;
 };
@@ -77,7 +77,8 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
     ctx->hid = malloc(B * F * sizeof(float));
     ctx->att = malloc((size_t)c->n_head * B * T * sizeof(float));
     ctx->logits = malloc(V * sizeof(float));
-    ctx->partials = malloc((size_t)KERNEL_DECODE_CHUNKS * (3 * C > F ? 3 * C : F) * sizeof(float));
+    const size_t small_t = B < KERNEL_SMALL_T ? B : KERNEL_SMALL_T;
+    ctx->partials = malloc(KERNEL_DECODE_CHUNKS * small_t * (3 * C > F ? 3 * C : F) * sizeof(float));
     ctx->pool = pool_new(p.n_threads ? p.n_threads : pool_default_threads());
     int scratch_ok = 1;
     if (ctx->pool && any_16bit(m)) {
@@ -151,18 +152,14 @@ static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
         const float *v = vc + h * hs;
         float *y = ctx->atty + h * hs;       /* row stride C */
         float *att = ctx->att + (size_t)h * ctx->n_batch * ctx->n_ctx; /* (T, P) */
-        if (T == 1) {
-            for (int t = 0; t < P; t++) {
-                const float *kt = k + (size_t)t * C;
-                float s = 0.0f;
-                for (int i = 0; i < hs; i++) s += q[i] * kt[i];
-                att[t] = s * scale;
-            }
-            kernel_softmax(att, P);
-            for (int i = 0; i < hs; i++) y[i] = 0.0f;
-            for (int t = 0; t < P; t++) {
-                const float *vt = v + (size_t)t * C, a = att[t];
-                for (int i = 0; i < hs; i++) y[i] += a * vt[i];
+        if (T <= KERNEL_SMALL_T) {
+            /* row by row, as decode does, so that a few positions evaluated
+             * together (speculative verification) match decode bit for bit */
+            for (int t = 0; t < T; t++) {
+                float *row = att + (size_t)t * P;
+                const int n_keys = p0 + t + 1;
+                kernel_attention_row(y + (size_t)t * C, row, q + (size_t)t * 3 * C, k, v, n_keys, hs, C, scale);
+                memset(row + n_keys, 0, (size_t)(P - n_keys) * sizeof(float));
             }
         } else {
             /* att (T, P) = q (T, hs) k^T (hs, P) * scale, then causal softmax per row */

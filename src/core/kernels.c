@@ -94,11 +94,13 @@ void kernel_row(float *dst, const gpt2_matrix *m, int r) {
           (size_t)m->cols);
 }
 
-/* --- matrix-vector kernels (one position: decode) --------------------------
+/* --- weight-streaming kernels (decode, and a few positions at once) --------
  *
- * y[n0:n1] += sum_k x[k] W[k, n0:n1] for W (K, N): four rows of W stream at
- * once and y's slice stays in L1. Threads split the columns, so every output's
- * summation order is the same whatever the thread count. */
+ * For T <= KERNEL_SMALL_T positions the kernels read each weight once and use
+ * it for all T positions, so a speculative verification pass over K + 1
+ * positions costs about one weight read, not K + 1. Each position's sums run
+ * in exactly the order of the one-position kernel: evaluating T tokens in one
+ * call gives the same floats, bit for bit, as evaluating them one at a time. */
 
 #if defined(__AVX512F__)
 static inline __m512 load16(const void *w, gpt2_dtype dt, size_t i) {
@@ -115,20 +117,21 @@ static inline float load1(const void *w, gpt2_dtype dt, size_t i) {
     return dt == GPT2_DTYPE_F16 ? gpt2_f16_to_f32(h) : gpt2_bf16_to_f32(h);
 }
 
-/* y (N) += sum over k in [k0, k1) of x[k] W[k, :]: a contiguous block of W,
- * read in memory order, eight rows per pass. */
-static void gemv_kn(float *y, const float *x, const gpt2_matrix *W, int k0, int k1) {
+/* y (T, N) += x (T, K)[:, k0:k1] @ W[k0:k1, :] for W (K, N), rows of x and y
+ * K and N apart: a contiguous block of W read in memory order, eight rows per
+ * pass, each 16-column tile widened once and applied to all T positions.
+ * Inlined with a constant T = 1 for decode, so that case stays lean. */
+static inline __attribute__((always_inline)) void gemv_kn_body(float *y, const float *x, int T, const gpt2_matrix *W,
+                                                               int k0, int k1) {
     enum { R = 8 };
     const int N = W->cols;
-    const size_t ld = (size_t)N;
+    const size_t ld = (size_t)N, K = (size_t)W->rows;
     const gpt2_dtype dt = W->dtype;
     int k = k0;
     for (; k + R <= k1; k += R) {
         const size_t base = (size_t)k * ld;
         int n = 0;
 #if defined(__AVX512F__)
-        __m512 xv[R];
-        for (int r = 0; r < R; r++) xv[r] = _mm512_set1_ps(x[k + r]);
         /* Prefetch the next block of rows while this one streams: eight
          * strided streams are more than the hardware prefetcher runs ahead on
          * (measured: +25% decode for 16-bit weights, +10% for F32). */
@@ -136,49 +139,86 @@ static void gemv_kn(float *y, const float *x, const gpt2_matrix *W, int k0, int 
         const char *next = (const char *)W->data + (base + R * ld) * es;
         const int prefetch = k + 2 * R <= k1;
         for (; n + 16 <= N; n += 16) {
-            __m512 acc = _mm512_loadu_ps(y + n);
-            for (int r = 0; r < R; r++) acc = _mm512_fmadd_ps(xv[r], load16(W->data, dt, base + r * ld + n), acc);
-            _mm512_storeu_ps(y + n, acc);
+            __m512 w[R];
+            for (int r = 0; r < R; r++) w[r] = load16(W->data, dt, base + r * ld + n);
+            int t = 0;
+            /* four positions side by side: independent chains the core can
+             * overlap (each alone is a chain of R dependent FMAs) */
+            for (; t + 4 <= T; t += 4) {
+                const float *x0 = x + t * K + k, *x1 = x0 + K, *x2 = x1 + K, *x3 = x2 + K;
+                float *y0 = y + t * ld + n, *y1 = y0 + ld, *y2 = y1 + ld, *y3 = y2 + ld;
+                __m512 a0 = _mm512_loadu_ps(y0), a1 = _mm512_loadu_ps(y1), a2 = _mm512_loadu_ps(y2),
+                       a3 = _mm512_loadu_ps(y3);
+                for (int r = 0; r < R; r++) {
+                    a0 = _mm512_fmadd_ps(_mm512_set1_ps(x0[r]), w[r], a0);
+                    a1 = _mm512_fmadd_ps(_mm512_set1_ps(x1[r]), w[r], a1);
+                    a2 = _mm512_fmadd_ps(_mm512_set1_ps(x2[r]), w[r], a2);
+                    a3 = _mm512_fmadd_ps(_mm512_set1_ps(x3[r]), w[r], a3);
+                }
+                _mm512_storeu_ps(y0, a0);
+                _mm512_storeu_ps(y1, a1);
+                _mm512_storeu_ps(y2, a2);
+                _mm512_storeu_ps(y3, a3);
+            }
+            for (; t < T; t++) {
+                const float *xt = x + t * K + k;
+                float *yt = y + t * ld + n;
+                __m512 acc = _mm512_loadu_ps(yt);
+                for (int r = 0; r < R; r++) acc = _mm512_fmadd_ps(_mm512_set1_ps(xt[r]), w[r], acc);
+                _mm512_storeu_ps(yt, acc);
+            }
             if (prefetch && ((n * es) & 63) == 0) /* once per cache line */
                 for (int r = 0; r < R; r++) _mm_prefetch(next + r * row_bytes + n * es, _MM_HINT_T1);
         }
 #endif
-        for (; n < N; n++) {
-            float acc = y[n];
-            for (int r = 0; r < R; r++) acc += x[k + r] * load1(W->data, dt, base + r * ld + n);
-            y[n] = acc;
-        }
+        for (; n < N; n++)
+            for (int t = 0; t < T; t++) {
+                float acc = y[t * ld + n];
+                for (int r = 0; r < R; r++) acc += x[t * K + k + r] * load1(W->data, dt, base + r * ld + n);
+                y[t * ld + n] = acc;
+            }
     }
     for (; k < k1; k++)
-        for (int n = 0; n < N; n++) y[n] += x[k] * load1(W->data, dt, (size_t)k * ld + n);
+        for (int t = 0; t < T; t++)
+            for (int n = 0; n < N; n++) y[t * ld + n] += x[t * K + k] * load1(W->data, dt, (size_t)k * ld + n);
 }
 
-/* y[n] = dot(W[n, :], x) for n in [n0, n1), W (N, K): one row at a time, so
- * that W is read strictly in memory order; four accumulators per row. */
-static void gemv_nk(float *y, const float *x, const gpt2_matrix *W, int n0, int n1) {
+static void gemv_kn(float *y, const float *x, int T, const gpt2_matrix *W, int k0, int k1) {
+    if (T == 1) gemv_kn_body(y, x, 1, W, k0, k1);
+    else gemv_kn_body(y, x, T, W, k0, k1);
+}
+
+/* y[t, n] = dot(W[n, :], x[t, :]) for n in [n0, n1), W (N, K), y's rows ldy
+ * apart: one row of W at a time, so that W is read strictly in memory order
+ * (the row stays in L1 for the other positions); four accumulators per dot. */
+static void gemv_nk(float *y, int ldy, const float *x, int T, const gpt2_matrix *W, int n0, int n1) {
     const size_t K = (size_t)W->cols;
     const gpt2_dtype dt = W->dtype;
     for (int n = n0; n < n1; n++) {
         const size_t r = (size_t)n * K;
-        size_t k = 0;
-        float s = 0.0f;
+        for (int t = 0; t < T; t++) {
+            const float *xt = x + t * K;
+            size_t k = 0;
+            float s = 0.0f;
 #if defined(__AVX512F__)
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (; k + 64 <= K; k += 64) {
-            a0 = _mm512_fmadd_ps(load16(W->data, dt, r + k), _mm512_loadu_ps(x + k), a0);
-            a1 = _mm512_fmadd_ps(load16(W->data, dt, r + k + 16), _mm512_loadu_ps(x + k + 16), a1);
-            a2 = _mm512_fmadd_ps(load16(W->data, dt, r + k + 32), _mm512_loadu_ps(x + k + 32), a2);
-            a3 = _mm512_fmadd_ps(load16(W->data, dt, r + k + 48), _mm512_loadu_ps(x + k + 48), a3);
-        }
-        for (; k + 16 <= K; k += 16) a0 = _mm512_fmadd_ps(load16(W->data, dt, r + k), _mm512_loadu_ps(x + k), a0);
-        s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (; k + 64 <= K; k += 64) {
+                a0 = _mm512_fmadd_ps(load16(W->data, dt, r + k), _mm512_loadu_ps(xt + k), a0);
+                a1 = _mm512_fmadd_ps(load16(W->data, dt, r + k + 16), _mm512_loadu_ps(xt + k + 16), a1);
+                a2 = _mm512_fmadd_ps(load16(W->data, dt, r + k + 32), _mm512_loadu_ps(xt + k + 32), a2);
+                a3 = _mm512_fmadd_ps(load16(W->data, dt, r + k + 48), _mm512_loadu_ps(xt + k + 48), a3);
+            }
+            for (; k + 16 <= K; k += 16)
+                a0 = _mm512_fmadd_ps(load16(W->data, dt, r + k), _mm512_loadu_ps(xt + k), a0);
+            s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 #endif
-        for (; k < K; k++) s += load1(W->data, dt, r + k) * x[k];
-        y[n] = s;
+            for (; k < K; k++) s += load1(W->data, dt, r + k) * xt[k];
+            y[(size_t)t * ldy + n] = s;
+        }
     }
 }
 
-/* --- matmuls, split over the pool by output column ---------------------- */
+/* --- matmuls, split over the pool ----------------------------------------- */
 
 typedef struct {
     float *out;
@@ -189,24 +229,27 @@ typedef struct {
     const float *bias;
     int accumulate;
     float **scratch; /* one KERNEL_SCRATCH_FLOATS buffer per thread (16-bit weights) */
-    float *partials; /* (KERNEL_DECODE_CHUNKS, N) for one-position matmuls */
+    float *partials; /* (KERNEL_DECODE_CHUNKS, T, N) for weight-streaming matmuls */
 } matmul_job;
 
-/* One position: chunk c sums its block of rows of W into partials[c]. */
+/* T <= KERNEL_SMALL_T positions: chunk c sums its block of rows of W into
+ * partials[c] (T, N). */
 static void matvec_part(void *arg, int chunk, int n_chunks, int ith) {
     const matmul_job *j = arg;
     int k0, k1;
     (void)ith;
     pool_share(j->W->rows, 8, chunk, n_chunks, &k0, &k1);
-    float *part = j->partials + (size_t)chunk * j->W->cols;
-    memset(part, 0, (size_t)j->W->cols * sizeof(float));
-    gemv_kn(part, j->in, j->W, k0, k1);
+    const size_t size = (size_t)j->T * j->W->cols;
+    float *part = j->partials + (size_t)chunk * size;
+    memset(part, 0, size * sizeof(float));
+    gemv_kn(part, j->in, j->T, j->W, k0, k1);
 }
 
-/* Chunks: decode splits columns finely (cheap to claim, balances a preempted
- * thread); prefill uses few wide blocks since each sgemm call repacks `in`. */
+/* Chunks: weight streaming splits columns finely (cheap to claim, balances a
+ * preempted thread); prefill uses few wide blocks since each sgemm call
+ * repacks `in`. */
 static int n_chunks_for(const gpt2_pool *pool, int T, int n_items, int fine) {
-    int nt = pool_n_threads(pool), n = T == 1 ? (n_items + fine - 1) / fine : nt;
+    int nt = pool_n_threads(pool), n = T <= KERNEL_SMALL_T ? (n_items + fine - 1) / fine : nt;
     int most = (n_items + 63) / 64;
     return n < 1 ? 1 : n > most ? most : n;
 }
@@ -250,7 +293,7 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                    int accumulate, float **scratch, float *partials) {
     matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch, partials};
-    if (T > 1) {
+    if (T > KERNEL_SMALL_T) {
         pool_run(pool, matmul_part, &j, n_chunks_for(pool, T, W->cols, 128));
         return;
     }
@@ -258,11 +301,16 @@ void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gp
      * for any thread count. */
     const int n_chunks = W->rows >= 8 * KERNEL_DECODE_CHUNKS ? KERNEL_DECODE_CHUNKS : 1, N = W->cols;
     pool_run(pool, matvec_part, &j, n_chunks);
-    for (int n = 0; n < N; n++) {
-        float acc = accumulate ? out[n] : 0.0f;
-        if (bias) acc += bias[n];
-        for (int c = 0; c < n_chunks; c++) acc += partials[(size_t)c * N + n];
-        out[n] = acc;
+    for (int t = 0; t < T; t++) {
+        float *o = out + (size_t)t * N;
+        if (!accumulate)
+            for (int n = 0; n < N; n++) o[n] = 0.0f;
+        if (bias)
+            for (int n = 0; n < N; n++) o[n] += bias[n];
+        for (int c = 0; c < n_chunks; c++) {
+            const float *part = partials + ((size_t)c * T + t) * N;
+            for (int n = 0; n < N; n++) o[n] += part[n];
+        }
     }
 }
 
@@ -274,8 +322,8 @@ static void matmul_t_part(void *arg, int chunk, int n_chunks, int ith) {
     int n0, n1;
     pool_share(N, 64, chunk, n_chunks, &n0, &n1);
     if (n0 >= n1) return;
-    if (T == 1) {
-        gemv_nk(j->out, j->in, W, n0, n1);
+    if (T <= KERNEL_SMALL_T) {
+        gemv_nk(j->out, j->ldo, j->in, T, W, n0, n1);
     } else if (W->dtype == GPT2_DTYPE_F32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n1 - n0, K, 1.0f, j->in, K,
                     (const float *)W->data + (size_t)n0 * K, K, 0.0f, j->out + n0, j->ldo);
@@ -295,6 +343,46 @@ void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int 
                      float **scratch) {
     matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch, NULL};
     pool_run(pool, matmul_t_part, &j, n_chunks_for(pool, T, W->rows, 1024));
+}
+
+/* --- attention ------------------------------------------------------------ */
+
+void kernel_attention_row(float *y, float *att, const float *q, const float *k, const float *v, int P, int hs,
+                          int ld, float scale) {
+#if defined(__AVX512F__)
+    if (hs % 16 == 0 && hs <= 128) { /* GPT-2's heads are 64 wide */
+        const int nv = hs / 16;
+        __m512 qv[8], yv[8];
+        for (int i = 0; i < nv; i++) qv[i] = _mm512_loadu_ps(q + 16 * i);
+        for (int t = 0; t < P; t++) {
+            const float *kt = k + (size_t)t * ld;
+            __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kt));
+            for (int i = 1; i < nv; i++) acc = _mm512_fmadd_ps(qv[i], _mm512_loadu_ps(kt + 16 * i), acc);
+            att[t] = _mm512_reduce_add_ps(acc) * scale;
+        }
+        kernel_softmax(att, P);
+        for (int i = 0; i < nv; i++) yv[i] = _mm512_setzero_ps();
+        for (int t = 0; t < P; t++) {
+            const float *vt = v + (size_t)t * ld;
+            const __m512 a = _mm512_set1_ps(att[t]);
+            for (int i = 0; i < nv; i++) yv[i] = _mm512_fmadd_ps(a, _mm512_loadu_ps(vt + 16 * i), yv[i]);
+        }
+        for (int i = 0; i < nv; i++) _mm512_storeu_ps(y + 16 * i, yv[i]);
+        return;
+    }
+#endif
+    for (int t = 0; t < P; t++) {
+        const float *kt = k + (size_t)t * ld;
+        float s = 0.0f;
+        for (int i = 0; i < hs; i++) s += q[i] * kt[i];
+        att[t] = s * scale;
+    }
+    kernel_softmax(att, P);
+    for (int i = 0; i < hs; i++) y[i] = 0.0f;
+    for (int t = 0; t < P; t++) {
+        const float *vt = v + (size_t)t * ld, a = att[t];
+        for (int i = 0; i < hs; i++) y[i] += a * vt[i];
+    }
 }
 
 /* --- elementwise ---------------------------------------------------------- */

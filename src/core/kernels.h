@@ -22,9 +22,11 @@ typedef struct {
 } gpt2_matrix;
 
 /* Scratch the 16-bit prefill path needs, in floats: KERNEL_SCRATCH_FLOATS.
- * One-position matmuls split W into KERNEL_DECODE_CHUNKS row blocks and need
- * KERNEL_DECODE_CHUNKS x N floats of partial sums. */
-enum { KERNEL_SCRATCH_FLOATS = 1 << 20, KERNEL_DECODE_CHUNKS = 8 };
+ * Up to KERNEL_SMALL_T positions, matmuls stream W once for all positions
+ * (decode, speculative verification): they split W into KERNEL_DECODE_CHUNKS
+ * row blocks and need KERNEL_DECODE_CHUNKS x T x N floats of partial sums;
+ * past it they widen blocks of W and call sgemm (prefill). */
+enum { KERNEL_SCRATCH_FLOATS = 1 << 20, KERNEL_DECODE_CHUNKS = 8, KERNEL_SMALL_T = 16 };
 
 /* Bytes per element of a weight dtype. */
 static inline size_t gpt2_dtype_size(gpt2_dtype dt) { return dt == GPT2_DTYPE_F32 ? 4 : 2; }
@@ -38,17 +40,26 @@ uint16_t gpt2_f32_to_bf16(float f); /* round to nearest even */
 void kernel_row(float *dst, const gpt2_matrix *m, int r);
 
 /* out (T, N) (+)= in (T, K) @ W (K, N) [+ bias (N)]: Conv1D weights, HF layout.
- * accumulate: add to out instead of overwriting. The pool's threads split the
- * N columns (T > 1: single-threaded sgemm per column block; scratch[ith],
- * KERNEL_SCRATCH_FLOATS each, widens 16-bit W) or, for T == 1, blocks of rows
- * of W read in memory order into `partials`, then summed in a fixed order. */
+ * accumulate: add to out instead of overwriting. For T <= KERNEL_SMALL_T the
+ * pool's threads take blocks of rows of W, read in memory order, into
+ * `partials`, summed in a fixed order afterwards: each position's result is
+ * bit-identical to a T = 1 call. Past that they split the N columns
+ * (single-threaded sgemm per column block; scratch[ith], KERNEL_SCRATCH_FLOATS
+ * each, widens 16-bit W). */
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                    int accumulate, float **scratch, float *partials);
 
 /* out (T, N) = in (T, K) @ W^T for W (N, K): the LM head over wte. ldo is
- * out's row stride. Threads split the N rows of W. */
+ * out's row stride. Threads split the N rows of W; for T <= KERNEL_SMALL_T
+ * each row is read once for all positions, bit-identical to T = 1 calls. */
 void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W,
                      float **scratch);
+
+/* One query's causal attention in one head: att (P) = softmax(q . k_t * scale)
+ * over keys t = 0..P-1, y (hs) = sum_t att[t] v_t. q, y: (hs); k, v: P rows
+ * of hs floats, ld floats apart (the KV cache). */
+void kernel_attention_row(float *y, float *att, const float *q, const float *k, const float *v, int P, int hs,
+                          int ld, float scale);
 
 /* out (T, C) = layernorm(in (T, C)) * g + b */
 void kernel_layernorm(float *out, const float *in, const float *g, const float *b, int T, int C, float eps);
