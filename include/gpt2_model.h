@@ -46,7 +46,10 @@ typedef struct {
     float ln_eps;  /* layer_norm_epsilon, 1e-5 for GPT-2 */
 } gpt2_config;
 
-typedef enum { GPT2_DTYPE_F32 = 0, GPT2_DTYPE_F16, GPT2_DTYPE_BF16 } gpt2_dtype;
+/* Q8: signed 8-bit weights with one float scale per output (per column of a
+ * block's Conv1D weight, per row of wte), made at load by gpt2_model_quantize;
+ * never a file's dtype. */
+typedef enum { GPT2_DTYPE_F32 = 0, GPT2_DTYPE_F16, GPT2_DTYPE_BF16, GPT2_DTYPE_Q8 } gpt2_dtype;
 
 typedef struct gpt2_model gpt2_model;
 
@@ -54,11 +57,23 @@ typedef struct gpt2_model gpt2_model;
 gpt2_status gpt2_model_load(const char *dir, gpt2_model **out, gpt2_error *err);
 
 /* Builds a model with random weights (normal, std 0.02 like GPT-2's init) in
- * memory, with no tokenizer: for benchmarks and tests. */
+ * memory, with no tokenizer: for benchmarks and tests. GPT2_DTYPE_Q8 draws
+ * F32 weights and quantizes them (gpt2_model_quantize). */
 gpt2_status gpt2_model_new_random(gpt2_config config, gpt2_dtype dtype, uint64_t seed,
                                   gpt2_model **out, gpt2_error *err);
 
 void gpt2_model_free(gpt2_model *m);
+
+/* Converts every weight matrix (wte, an untied lm_head, the blocks' four) to
+ * dtype `to`; only GPT2_DTYPE_Q8 is supported (GPT2_ERR_INVALID_ARG for the
+ * others; a Q8 model stays as it is). Symmetric absmax quantization per
+ * output: a block's Conv1D weight W (K, N) gets one scale per column n,
+ * s[n] = max_k |W[k, n]| / 127, q = round(W / s); wte (V, C) one per row,
+ * serving both the embedding lookup and the tied LM head. Each weight's error
+ * is at most s / 2. The 8-bit weights live in memory (huge pages), and the
+ * mapped file is released, so a token reads about a quarter of F32's bytes
+ * and half of F16's. Nothing changes on failure (GPT2_ERR_NOMEM). */
+gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err);
 
 const gpt2_config *gpt2_model_config(const gpt2_model *m);
 

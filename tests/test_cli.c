@@ -33,6 +33,14 @@ static void test_usage_errors(void **state) {
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "layers 0..1"));
     run_free(&r);
+    r = run(NULL, "generate -m %s -p hi --quantize q4", fixture_path("models/tiny-f32"));
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--quantize: expected q8, found 'q4'"));
+    run_free(&r);
+    r = run(NULL, "bench --quantize q8");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--quantize needs -m"));
+    run_free(&r);
     r = run(NULL, "--help");
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "tokenize"));
@@ -196,6 +204,40 @@ static void test_generate_greedy(void **state) {
     free(ids), free(want), free(prompt);
 }
 
+/* --quantize q8 on a model whose weights are on the 8-bit grid: the same
+ * ranking and, to rounding, the same logits as the F32 run; off the grid the
+ * logits move. */
+static void test_quantize_option(void **state) {
+    (void)state;
+    const char *mdir = fixture_path("models/tiny-q8grid");
+    run_result a = run(NULL, "topk -m %s -p 'the cat' -k 8", mdir);
+    run_result b = run(NULL, "topk -m %s -p 'the cat' -k 8 --quantize q8", mdir);
+    assert_int_equal(a.status, 0);
+    assert_int_equal(b.status, 0);
+    char *sa = a.out, *sb = b.out;
+    for (int line = 0; line < 8; line++) {
+        int ida, idb;
+        double la, lb;
+        assert_int_equal(sscanf(sa, "%d %lf", &ida, &la), 2);
+        assert_int_equal(sscanf(sb, "%d %lf", &idb, &lb), 2);
+        assert_int_equal(ida, idb);
+        assert_true(fabs(la - lb) < 2e-4);
+        sa = strchr(sa, '\n') + 1;
+        sb = strchr(sb, '\n') + 1;
+    }
+    run_free(&a), run_free(&b);
+    /* off the grid the option really quantizes: the logits move */
+    mdir = fixture_path("models/tiny-f32");
+    a = run(NULL, "topk -m %s -p 'the cat' -k 1", mdir);
+    b = run(NULL, "topk -m %s -p 'the cat' -k 1 --quantize q8", mdir);
+    double la, lb;
+    int id;
+    assert_int_equal(sscanf(a.out, "%d %lf", &id, &la), 2);
+    assert_int_equal(sscanf(b.out, "%d %lf", &id, &lb), 2);
+    assert_true(fabs(la - lb) > 1e-3);
+    run_free(&a), run_free(&b);
+}
+
 /* eval reproduces the reference's sliding-window loss. */
 static void test_eval(void **state) {
     const char *model = *state;
@@ -249,6 +291,7 @@ int main(void) {
     static const char *f32 = "tiny-f32", *bf16 = "tiny-bf16";
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_quantize_option),
         cmocka_unit_test(test_tokenize_published),
         cmocka_unit_test_prestate(test_topk_json, (void *)f32),
         cmocka_unit_test_prestate(test_topk_json, (void *)bf16),

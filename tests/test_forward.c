@@ -80,6 +80,19 @@ static int setup_f16(void **s) { return setup(s, "tiny-f16"); }
 static int setup_bf16(void **s) { return setup(s, "tiny-bf16"); }
 static int setup_prefix(void **s) { return setup(s, "tiny-prefix-lmhead"); }
 
+/* A model loaded, then quantized to 8 bits at load as --quantize q8 does. */
+static int setup_quantized(void **state, const char *name) {
+    setup(state, name);
+    fixture *f = *state;
+    gpt2_error err;
+    if (gpt2_model_quantize(f->m, GPT2_DTYPE_Q8, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    assert_int_equal(gpt2_model_dtype(f->m), GPT2_DTYPE_Q8);
+    return 0;
+}
+/* Weights on the 8-bit grid: Q8 must match the F32 reference as F32 does. */
+static int setup_q8grid(void **s) { return setup_quantized(s, "tiny-q8grid"); }
+static int setup_prefix_q8grid(void **s) { return setup_quantized(s, "tiny-prefix-q8grid"); }
+
 static gpt2_context *new_ctx(const fixture *f, int n_batch, int n_ctx) {
     gpt2_context_params p = gpt2_context_default_params();
     p.n_batch = n_batch;
@@ -403,6 +416,49 @@ static void test_random_model(void **state) {
     assert_int_equal(gpt2_model_new_random(c, GPT2_DTYPE_F32, 1, &m, NULL), GPT2_ERR_INVALID_ARG);
 }
 
+/* Ordinary weights quantized: the drift from the F32 reference stays within
+ * what 8-bit steps allow, and the quantized model's weight bytes are about a
+ * quarter of F32's. */
+static void test_q8_drift(void **state) {
+    const fixture *f = *state;
+    gpt2_model *q;
+    gpt2_error err;
+    assert_int_equal(gpt2_model_load(fixture_path("models/%s", f->name), &q, &err), GPT2_OK);
+    const size_t f32_bytes = gpt2_model_weight_bytes(q);
+    assert_int_equal(gpt2_model_quantize(q, GPT2_DTYPE_Q8, &err), GPT2_OK);
+    assert_int_equal(gpt2_model_quantize(q, GPT2_DTYPE_Q8, &err), GPT2_OK); /* already: no-op */
+    assert_int_equal(gpt2_model_quantize(q, GPT2_DTYPE_F16, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "only q8"));
+    const size_t q8_bytes = gpt2_model_weight_bytes(q);
+    print_message("%s: weights %zu bytes F32, %zu bytes Q8\n", f->name, f32_bytes, q8_bytes);
+    assert_true(q8_bytes < f32_bytes / 3);
+    gpt2_context *ctx;
+    assert_int_equal(gpt2_context_new(q, gpt2_context_default_params(), &ctx, &err), GPT2_OK);
+    capture *c = capture_new(f);
+    gpt2_hooks h = capture_hooks(c);
+    gpt2_context_set_hooks(ctx, &h);
+    eval_ok(ctx, f->tokens, f->T);
+    const size_t n = (size_t)f->T * f->V;
+    double dl = max_abs_diff(c->logits, f->logits, n), dp = 0, mean = 0, var = 0;
+    for (int t = 0; t < f->T; t++)
+        dp = fmax(dp, max_prob_diff(c->logits + (size_t)t * f->V, f->logits + (size_t)t * f->V, f->V));
+    for (size_t i = 0; i < n; i++) mean += fabs((double)c->logits[i] - f->logits[i]) / (double)n;
+    double avg = 0;
+    for (size_t i = 0; i < n; i++) avg += f->logits[i] / (double)n;
+    for (size_t i = 0; i < n; i++) var += (f->logits[i] - avg) * (f->logits[i] - avg) / (double)n;
+    print_message("%s as Q8: max|dlogit| %.3g  mean|dlogit| %.3g (logit std %.3g)  max|dprob| %.3g\n", f->name,
+                  dl, mean, sqrt(var), dp);
+    assert_true(dl > TOL_LOGIT); /* really quantized: not the F32 path */
+    /* These tiny models are tuned for lively attention (scores with std ~2),
+     * which amplifies weight noise far more than trained models do (the
+     * bundled shakespeare model's held-out loss moves by 1e-5 nats). */
+    assert_true(mean < 0.02 * sqrt(var));
+    assert_true(dl < 0.15 * sqrt(var) && dp < 0.05);
+    capture_free(c);
+    gpt2_context_free(ctx);
+    gpt2_model_free(q);
+}
+
 typedef struct {
     float *rows; /* (T, V) */
     int p0, V, calls;
@@ -418,7 +474,7 @@ static void capture_row(void *ud, int pos, const float *x, int n) {
 /* A few positions in one eval (a speculative verification pass) give the same
  * logits, bit for bit, as evaluating them one at a time, in every dtype; both
  * with 64-wide heads and N a multiple of 16 (the vector paths) and with odd
- * shapes (34-wide heads, 68 rows: the scalar tails). Past KERNEL_SMALL_T (16)
+ * shapes (34-wide heads, 68 rows: the scalar tails); Q8 included. Past KERNEL_SMALL_T (16)
  * positions the sgemm path takes over and agrees within rounding. */
 static void test_small_batch_bit_identical(void **state) {
     (void)state;
@@ -428,7 +484,7 @@ static void test_small_batch_bit_identical(void **state) {
     };
     const int sizes[] = {2, 3, 5, 8, 16, 17};
     for (int sh = 0; sh < 2; sh++)
-        for (int dt = GPT2_DTYPE_F32; dt <= GPT2_DTYPE_BF16; dt++) {
+        for (int dt = GPT2_DTYPE_F32; dt <= GPT2_DTYPE_Q8; dt++) {
             gpt2_model *m;
             gpt2_error err;
             assert_int_equal(gpt2_model_new_random(shapes[sh], (gpt2_dtype)dt, 11, &m, &err), GPT2_OK);
@@ -505,6 +561,10 @@ int main(void) {
         MODEL_TESTS(setup_f16),
         MODEL_TESTS(setup_bf16),
         MODEL_TESTS(setup_prefix),
+        MODEL_TESTS(setup_q8grid),
+        MODEL_TESTS(setup_prefix_q8grid),
+        cmocka_unit_test_setup_teardown(test_q8_drift, setup_f32, teardown),
+        cmocka_unit_test_setup_teardown(test_q8_drift, setup_prefix, teardown),
         cmocka_unit_test_setup_teardown(test_hooks_filter, setup_f32, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup_f16, teardown),
         cmocka_unit_test_setup_teardown(test_context_limit, setup_f32, teardown),

@@ -74,6 +74,14 @@ const char *cli_model_dir(const char *opt_m);
 /* Loads a model, printing the loader's message on failure. */
 gpt2_model *cli_load_model(const char *dir);
 
+/* The same, then quantized to 8 bits when quantize is non-NULL (the value of
+ * a --quantize option, checked by cli_quantize_option). */
+gpt2_model *cli_load_model_as(const char *dir, const char *quantize);
+
+/* --quantize ARG: only "q8"; sets *quantize to arg. 0 (message printed) else. */
+enum { CLI_OPT_QUANTIZE = 0x1100 };
+int cli_quantize_option(const char *arg, const char **quantize);
+
 /* Strict number parsing for option values: prints a usage-style message and
  * returns 0 when text is not a number in [min, max]. */
 int cli_parse_int(const char *opt, const char *text, long min, long max, long *out);

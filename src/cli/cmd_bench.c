@@ -151,8 +151,10 @@ static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T
 }
 
 static int usage(void) {
-    fputs("usage: gptscope bench [-m DIR] [--dtype f32|f16|bf16] [--reps N] [--threads N] [--json]\n"
-          "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory.\n"
+    fputs("usage: gptscope bench [-m DIR [--quantize q8]] [--dtype f32|f16|bf16|q8] [--reps N] [--threads N]\n"
+          "                      [--json]\n"
+          "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory\n"
+          "  (q8: drawn in F32, then quantized to 8 bits as --quantize q8 does).\n"
           "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
           "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
           "  decode's implied weight bandwidth next to this machine's measured bandwidth,\n"
@@ -169,9 +171,10 @@ int cmd_bench(int argc, char **argv) {
                                          {"reps", required_argument, 0, 'r'},
                                          {"threads", required_argument, 0, 't'},
                                          {"json", no_argument, 0, 'j'},
+                                         {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *mdir = NULL;
+    const char *mdir = NULL, *quantize = NULL;
     gpt2_dtype dtype = GPT2_DTYPE_F32;
     long reps = 3, n_threads = 0;
     int json = 0, c;
@@ -182,24 +185,30 @@ int cmd_bench(int argc, char **argv) {
             if (!strcmp(optarg, "f32")) dtype = GPT2_DTYPE_F32;
             else if (!strcmp(optarg, "f16")) dtype = GPT2_DTYPE_F16;
             else if (!strcmp(optarg, "bf16")) dtype = GPT2_DTYPE_BF16;
+            else if (!strcmp(optarg, "q8")) dtype = GPT2_DTYPE_Q8;
             else {
-                cli_error("--dtype: expected f32, f16 or bf16, found '%s'", optarg);
+                cli_error("--dtype: expected f32, f16, bf16 or q8, found '%s'", optarg);
                 return EXIT_USAGE;
             }
             break;
         case 'r': if (!cli_parse_int("--reps", optarg, 1, 100, &reps)) return EXIT_USAGE; break;
         case 't': if (!cli_parse_int("--threads", optarg, 1, 256, &n_threads)) return EXIT_USAGE; break;
         case 'j': json = 1; break;
+        case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
         default: return usage();
         }
     }
     if (optind != argc) return usage();
+    if (quantize && !mdir) {
+        cli_error("--quantize needs -m DIR; the random model takes --dtype q8");
+        return EXIT_USAGE;
+    }
     gpt2_model *m = NULL;
     gpt2_error err;
     double load_s = -1;
     if (mdir) {
         double t0 = now_s();
-        m = cli_load_model(mdir);
+        m = cli_load_model_as(mdir, quantize);
         load_s = now_s() - t0;
         if (!m) return EXIT_ERR;
     } else {

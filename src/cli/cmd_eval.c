@@ -129,10 +129,11 @@ int cmd_eval(int argc, char **argv) {
                                          {"heldout", required_argument, 0, 'H'},
                                          {"examples", no_argument, 0, 'E'},
                                          {"json", no_argument, 0, 'j'},
+                                         {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
                                          {"quiet", no_argument, 0, 'q'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *mdir = NULL;
+    const char *mdir = NULL, *quantize = NULL;
     int json = 0, quiet = 0, lines = 0, c;
     double heldout = 1.0;
     while ((c = getopt_long(argc, argv, "m:qh", opts, NULL)) != -1) {
@@ -142,6 +143,7 @@ int cmd_eval(int argc, char **argv) {
             if (!cli_parse_float("--heldout", optarg, 1e-9, 1.0, &heldout)) return EXIT_USAGE;
             break;
         case 'E': lines = 1; break;
+        case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
         case 'j': json = 1; break;
         case 'q': quiet = 1; break;
         default: return usage();
@@ -152,7 +154,7 @@ int cmd_eval(int argc, char **argv) {
     int rc = EXIT_ERR;
     size_t len = 0;
     char *text = cli_read_all(NULL, path, &len);
-    gpt2_model *m = text ? cli_load_model(cli_model_dir(mdir)) : NULL;
+    gpt2_model *m = text ? cli_load_model_as(cli_model_dir(mdir), quantize) : NULL;
     if (!m) goto out;
     size_t from = heldout < 1.0 ? gpt2_text_split(text, len, 1.0 - heldout) : 0;
     if (lines) /* as train --examples: the split moves back to a line start */

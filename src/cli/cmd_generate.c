@@ -10,7 +10,7 @@
 static int usage(void) {
     fputs("usage: gptscope generate [-m DIR] -p PROMPT [-n N] [--temperature T] [--top-k K]\n"
           "                         [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N]\n"
-          "                         [--seed S] [--ids] [--no-stop] [--special] [-v]\n"
+          "                         [--seed S] [--ids] [--no-stop] [--special] [--quantize q8] [-v]\n"
           "                         [--draft DIR [--draft-k K] [--stats]]\n"
           "  Streams the continuation (not the prompt) to stdout. PROMPT '-' reads stdin.\n"
           "  -n N               tokens to generate (default 128)\n"
@@ -24,6 +24,7 @@ static int usage(void) {
           "  --ids              print generated token ids instead of text\n"
           "  --no-stop          keep going after <|endoftext|> instead of stopping\n"
           "  --special          \"<|endoftext|>\" in the prompt is the special token\n"
+          "  --quantize q8      run the -m model with 8-bit weights (converted at load)\n"
           "  --draft DIR        speculative sampling: the model in DIR (same tokenizer) drafts,\n"
           "                     the -m model checks; same output distribution, fewer target passes\n"
           "  --draft-k K        draft tokens per iteration, 1..16 (default 4)\n"
@@ -51,10 +52,11 @@ int cmd_generate(int argc, char **argv) {
                                          {"draft", required_argument, 0, O_DRAFT},
                                          {"draft-k", required_argument, 0, O_DRAFT_K},
                                          {"stats", no_argument, 0, O_STATS},
+                                         {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
                                          {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *mdir = NULL, *prompt = NULL, *draft_dir = NULL;
+    const char *mdir = NULL, *prompt = NULL, *draft_dir = NULL, *quantize = NULL;
     long n_new = 128, draft_k = 4;
     int show_stats = 0, draft_k_given = 0;
     int print_ids = 0, stop_at_eot = 1, flags = 0, verbose = 0, seeded = 0, c;
@@ -73,6 +75,7 @@ int cmd_generate(int argc, char **argv) {
             draft_k_given = 1;
             break;
         case O_STATS: show_stats = 1; break;
+        case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
         case 'v': verbose = 1; break;
         default: {
             int r = cli_sampling_option(c, optarg, &sp, &seeded);
@@ -95,7 +98,7 @@ int cmd_generate(int argc, char **argv) {
     if (strcmp(prompt, "-") != 0) plen = strlen(ptext);
 
     int rc = EXIT_ERR;
-    gpt2_model *m = cli_load_model(cli_model_dir(mdir));
+    gpt2_model *m = cli_load_model_as(cli_model_dir(mdir), quantize);
     gpt2_context *ctx = NULL;
     gpt2_sampler *smp = NULL;
     int32_t *ids = NULL, *hist = NULL;

@@ -58,7 +58,7 @@ static int by_logit_desc(const void *a, const void *b) {
 }
 
 static int topk_usage(void) {
-    fputs("usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special]\n"
+    fputs("usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special] [--quantize q8]\n"
           "  The next-token distribution after PROMPT (temperature 1, no filtering):\n"
           "  the K most likely tokens (default 10) with logit and probability.\n",
           stderr);
@@ -70,9 +70,11 @@ int cmd_topk(int argc, char **argv) {
                                          {"prompt", required_argument, 0, 'p'},
                                          {"json", no_argument, 0, 'j'},
                                          {"special", no_argument, 0, 's'},
+                                         {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     inspect_args a = {0};
+    const char *quantize = NULL;
     long k = 10;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:k:h", opts, NULL)) != -1) {
@@ -82,6 +84,7 @@ int cmd_topk(int argc, char **argv) {
         case 'k': if (!cli_parse_int("-k", optarg, 1, 1 << 24, &k)) return EXIT_USAGE; break;
         case 'j': a.json = 1; break;
         case 's': a.flags |= GPT2_ENCODE_SPECIAL; break;
+        case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
         default: return topk_usage();
         }
     }
@@ -91,7 +94,7 @@ int cmd_topk(int argc, char **argv) {
     scored *all = NULL;
     gpt2_context *ctx = NULL;
     int rc = EXIT_ERR;
-    gpt2_model *m = cli_load_model(cli_model_dir(a.mdir));
+    gpt2_model *m = cli_load_model_as(cli_model_dir(a.mdir), quantize);
     if (!m || !encode_prompt(m, &a, &ids, &n) || !(ctx = eval_prompt(m, ids, n, NULL))) goto out;
     const int V = gpt2_model_config(m)->n_vocab;
     const float *logits = gpt2_context_logits(ctx);

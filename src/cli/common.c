@@ -46,6 +46,26 @@ gpt2_model *cli_load_model(const char *dir) {
     return m;
 }
 
+gpt2_model *cli_load_model_as(const char *dir, const char *quantize) {
+    gpt2_model *m = cli_load_model(dir);
+    gpt2_error err;
+    if (m && quantize && gpt2_model_quantize(m, GPT2_DTYPE_Q8, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        gpt2_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+int cli_quantize_option(const char *arg, const char **quantize) {
+    if (strcmp(arg, "q8") != 0) {
+        cli_error("--quantize: expected q8, found '%s'", arg);
+        return 0;
+    }
+    *quantize = arg;
+    return 1;
+}
+
 int cli_parse_int(const char *opt, const char *text, long min, long max, long *out) {
     char *end;
     errno = 0;

@@ -64,11 +64,20 @@ uint16_t gpt2_f32_to_f16(float f) {
     return (uint16_t)(sign | r >> 13);
 }
 
-/* dst (n) = widen(src (n)) */
+/* dst (n) = widen(src (n)); Q8 without its scale. */
 static void widen(float *dst, const void *src, gpt2_dtype dt, size_t n) {
     size_t i = 0;
     if (dt == GPT2_DTYPE_F32) {
         memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    if (dt == GPT2_DTYPE_Q8) {
+        const int8_t *q = src;
+#if defined(__AVX512F__)
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))));
+#endif
+        for (; i < n; i++) dst[i] = (float)q[i];
         return;
     }
     const uint16_t *s = src;
@@ -89,10 +98,14 @@ static void widen(float *dst, const void *src, gpt2_dtype dt, size_t n) {
     }
 }
 
-void kernel_row(float *dst, const gpt2_matrix *m, int r) {
-    widen(dst, (const char *)m->data + (size_t)r * m->cols * gpt2_dtype_size(m->dtype), m->dtype,
-          (size_t)m->cols);
+/* Row r of a row-scaled matrix (wte), widened, into dst (cols). */
+static void widen_row(float *dst, const gpt2_matrix *m, int r) {
+    widen(dst, (const char *)m->data + (size_t)r * m->cols * gpt2_dtype_size(m->dtype), m->dtype, (size_t)m->cols);
+    if (m->dtype == GPT2_DTYPE_Q8)
+        for (int i = 0; i < m->cols; i++) dst[i] *= m->scale[r];
 }
+
+void kernel_row(float *dst, const gpt2_matrix *m, int r) { widen_row(dst, m, r); }
 
 /* --- weight-streaming kernels (decode, and a few positions at once) --------
  *
@@ -105,6 +118,8 @@ void kernel_row(float *dst, const gpt2_matrix *m, int r) {
 #if defined(__AVX512F__)
 static inline __m512 load16(const void *w, gpt2_dtype dt, size_t i) {
     if (dt == GPT2_DTYPE_F32) return _mm512_loadu_ps((const float *)w + i);
+    if (dt == GPT2_DTYPE_Q8)
+        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)((const int8_t *)w + i))));
     __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
     if (dt == GPT2_DTYPE_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -113,6 +128,7 @@ static inline __m512 load16(const void *w, gpt2_dtype dt, size_t i) {
 
 static inline float load1(const void *w, gpt2_dtype dt, size_t i) {
     if (dt == GPT2_DTYPE_F32) return ((const float *)w)[i];
+    if (dt == GPT2_DTYPE_Q8) return (float)((const int8_t *)w)[i];
     uint16_t h = ((const uint16_t *)w)[i];
     return dt == GPT2_DTYPE_F16 ? gpt2_f16_to_f32(h) : gpt2_bf16_to_f32(h);
 }
@@ -213,7 +229,7 @@ static void gemv_nk(float *y, int ldy, const float *x, int T, const gpt2_matrix 
             s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 #endif
             for (; k < K; k++) s += load1(W->data, dt, r + k) * xt[k];
-            y[(size_t)t * ldy + n] = s;
+            y[(size_t)t * ldy + n] = dt == GPT2_DTYPE_Q8 ? s * W->scale[n] : s;
         }
     }
 }
@@ -273,7 +289,7 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
     if (W->dtype == GPT2_DTYPE_F32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, nn, K, 1.0f, j->in, K,
                     (const float *)W->data + n0, N, 1.0f, j->out + n0, N);
-    } else { /* widen blocks of rows of our columns, then sgemm on them */
+    } else { /* widen blocks of rows of our columns (Q8: times the column's scale), then sgemm */
         /* The K block depends on the shape only, so that the summation order
          * (and so the result, bit for bit) is the same for any thread count. */
         float *buf = j->scratch[ith];
@@ -281,9 +297,13 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
         if (kb < 1) kb = 1;
         for (int k0 = 0; k0 < K; k0 += kb) {
             int nk = K - k0 < kb ? K - k0 : kb;
-            for (int k = 0; k < nk; k++)
-                widen(buf + (size_t)k * nn, (const uint16_t *)W->data + (size_t)(k0 + k) * N + n0, W->dtype,
-                      (size_t)nn);
+            const size_t es = gpt2_dtype_size(W->dtype);
+            for (int k = 0; k < nk; k++) {
+                float *row = buf + (size_t)k * nn;
+                widen(row, (const char *)W->data + ((size_t)(k0 + k) * N + n0) * es, W->dtype, (size_t)nn);
+                if (W->dtype == GPT2_DTYPE_Q8)
+                    for (int n = 0; n < nn; n++) row[n] *= W->scale[n0 + n];
+            }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, nn, nk, 1.0f, j->in + k0, K, buf, nn, 1.0f,
                         j->out + n0, N);
         }
@@ -307,6 +327,15 @@ void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gp
             for (int n = 0; n < N; n++) o[n] = 0.0f;
         if (bias)
             for (int n = 0; n < N; n++) o[n] += bias[n];
+        if (W->dtype == GPT2_DTYPE_Q8) { /* sum the chunks, then scale each column */
+            float *sum = partials + (size_t)t * N;
+            for (int c = 1; c < n_chunks; c++) {
+                const float *part = partials + ((size_t)c * T + t) * N;
+                for (int n = 0; n < N; n++) sum[n] += part[n];
+            }
+            for (int n = 0; n < N; n++) o[n] += W->scale[n] * sum[n];
+            continue;
+        }
         for (int c = 0; c < n_chunks; c++) {
             const float *part = partials + ((size_t)c * T + t) * N;
             for (int n = 0; n < N; n++) o[n] += part[n];
@@ -332,7 +361,7 @@ static void matmul_t_part(void *arg, int chunk, int n_chunks, int ith) {
         int nb = KERNEL_SCRATCH_FLOATS / K;
         for (int r0 = n0; r0 < n1; r0 += nb) {
             int nr = n1 - r0 < nb ? n1 - r0 : nb;
-            widen(buf, (const uint16_t *)W->data + (size_t)r0 * K, W->dtype, (size_t)nr * K);
+            for (int r = 0; r < nr; r++) widen_row(buf + (size_t)r * K, W, r0 + r);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nr, K, 1.0f, j->in, K, buf, K, 0.0f,
                         j->out + r0, j->ldo);
         }

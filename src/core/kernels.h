@@ -16,9 +16,12 @@
 #include "pool.h"
 
 typedef struct {
-    const void *data; /* row-major, rows x cols elements of dtype */
+    const void *data;   /* row-major, rows x cols elements of dtype */
     gpt2_dtype dtype;
     int rows, cols;
+    const float *scale; /* Q8 only: weight = data * scale, one scale per column
+                           for kernel_matmul's (K, N) weights, per row for
+                           kernel_row's and kernel_matmul_t's (wte) */
 } gpt2_matrix;
 
 /* Scratch the 16-bit prefill path needs, in floats: KERNEL_SCRATCH_FLOATS.
@@ -29,7 +32,7 @@ typedef struct {
 enum { KERNEL_SCRATCH_FLOATS = 1 << 20, KERNEL_DECODE_CHUNKS = 8, KERNEL_SMALL_T = 16 };
 
 /* Bytes per element of a weight dtype. */
-static inline size_t gpt2_dtype_size(gpt2_dtype dt) { return dt == GPT2_DTYPE_F32 ? 4 : 2; }
+static inline size_t gpt2_dtype_size(gpt2_dtype dt) { return dt == GPT2_DTYPE_F32 ? 4 : dt == GPT2_DTYPE_Q8 ? 1 : 2; }
 
 float gpt2_f16_to_f32(uint16_t h);
 float gpt2_bf16_to_f32(uint16_t h);

@@ -22,6 +22,7 @@ const char *gpt2_dtype_name(gpt2_dtype dtype) {
     case GPT2_DTYPE_F32: return "f32";
     case GPT2_DTYPE_F16: return "f16";
     case GPT2_DTYPE_BF16: return "bf16";
+    case GPT2_DTYPE_Q8: return "q8";
     }
     return "?";
 }
@@ -357,6 +358,101 @@ gpt2_dtype gpt2_model_dtype(const gpt2_model *m) { return m->wte.dtype; }
 size_t gpt2_model_weight_bytes(const gpt2_model *m) { return m->weight_bytes; }
 const char *gpt2_model_name(const gpt2_model *m) { return m->name; }
 
+/* --- 8-bit quantization ---------------------------------------------------- */
+
+/* Bytes a Q8 copy of m (rows x cols) takes: the int8 data and the scales, each
+ * 64-byte aligned. */
+static size_t q8_bytes(const gpt2_matrix *m, int per_row) {
+    size_t data = ((size_t)m->rows * m->cols + 63) & ~(size_t)63;
+    return data + (((size_t)(per_row ? m->rows : m->cols) * sizeof(float) + 63) & ~(size_t)63);
+}
+
+static int8_t q8_round(float v, float s) {
+    if (s == 0.0f) return 0;
+    float r = rintf(v / s);
+    return (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r);
+}
+
+/* Quantizes src into the arena at *next: scales per row (wte) or per column
+ * (Conv1D). row (cols floats) is scratch. */
+static void q8_matrix(const gpt2_matrix *src, int per_row, unsigned char **next, float *row, gpt2_matrix *dst) {
+    const int R = src->rows, C = src->cols;
+    int8_t *q = (int8_t *)*next;
+    float *scale = (float *)(*next + (((size_t)R * C + 63) & ~(size_t)63));
+    *next += q8_bytes(src, per_row);
+    if (!per_row)
+        for (int c = 0; c < C; c++) scale[c] = 0.0f;
+    for (int r = 0; r < R; r++) { /* pass 1: absmax per row or column */
+        kernel_row(row, src, r);
+        float mx = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float a = fabsf(row[c]);
+            if (per_row) mx = a > mx ? a : mx;
+            else if (a > scale[c]) scale[c] = a;
+        }
+        if (per_row) scale[r] = mx;
+    }
+    for (int i = 0; i < (per_row ? R : C); i++) scale[i] /= 127.0f;
+    for (int r = 0; r < R; r++) { /* pass 2: round to the grid */
+        kernel_row(row, src, r);
+        for (int c = 0; c < C; c++) q[(size_t)r * C + c] = q8_round(row[c], per_row ? scale[r] : scale[c]);
+    }
+    *dst = (gpt2_matrix){.data = q, .dtype = GPT2_DTYPE_Q8, .rows = R, .cols = C, .scale = scale};
+}
+
+gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
+    if (to != GPT2_DTYPE_Q8)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "quantize: only q8 is supported, not %s", gpt2_dtype_name(to));
+    if (m->wte.dtype == GPT2_DTYPE_Q8) return GPT2_OK;
+    const int untied = m->lm_head.data != m->wte.data, L = m->cfg.n_layer;
+    size_t bytes = q8_bytes(&m->wte, 1) + (untied ? q8_bytes(&m->lm_head, 1) : 0), widest = (size_t)m->wte.cols;
+    for (int l = 0; l < L; l++) {
+        const gpt2_matrix *w[4] = {&m->layers[l].attn_w, &m->layers[l].proj_w, &m->layers[l].fc_w,
+                                   &m->layers[l].fcproj_w};
+        for (int i = 0; i < 4; i++) {
+            bytes += q8_bytes(w[i], 0);
+            if ((size_t)w[i]->cols > widest) widest = (size_t)w[i]->cols;
+        }
+    }
+    unsigned char *arena = huge_alloc(bytes);
+    float *row = malloc(widest * sizeof(float));
+    if (!arena || !row) {
+        huge_free(arena, bytes);
+        free(row);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "quantize: out of memory for %zu MB of 8-bit weights", bytes >> 20);
+    }
+    unsigned char *next = arena;
+    gpt2_matrix wte, head;
+    q8_matrix(&m->wte, 1, &next, row, &wte);
+    if (untied) q8_matrix(&m->lm_head, 1, &next, row, &head);
+    m->wte = wte;
+    m->lm_head = untied ? head : wte;
+    size_t weight_bytes = q8_bytes(&wte, 1) + (untied ? q8_bytes(&head, 1) : 0);
+    for (int l = 0; l < L; l++) {
+        gpt2_layer *ly = &m->layers[l];
+        gpt2_matrix *w[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
+        for (int i = 0; i < 4; i++) {
+            gpt2_matrix q;
+            q8_matrix(w[i], 0, &next, row, &q);
+            *w[i] = q;
+            weight_bytes += q8_bytes(&q, 0);
+        }
+    }
+    free(row);
+    /* The old weights are no longer read: release the map, copies and arena. */
+    const gpt2_config *c = &m->cfg;
+    m->weight_bytes = weight_bytes + vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * c->n_embd * sizeof(float);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    m->owned = NULL;
+    m->n_owned = 0;
+    huge_free(m->arena, m->arena_bytes);
+    st_close(&m->st);
+    m->arena = arena;
+    m->arena_bytes = m->arena_used = bytes;
+    return GPT2_OK;
+}
+
 /* --- random model --------------------------------------------------------- */
 
 /* Approximately normal: sum of 4 uniforms, rescaled (cheap, good enough for a benchmark). */
@@ -385,6 +481,14 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
     *out = NULL;
     if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_ctx < 1 || c.n_vocab < 1 || c.n_embd % c.n_head)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "random model: invalid config");
+    if (dt == GPT2_DTYPE_Q8) {
+        gpt2_status st = gpt2_model_new_random(c, GPT2_DTYPE_F32, seed, out, err);
+        if (st == GPT2_OK && (st = gpt2_model_quantize(*out, GPT2_DTYPE_Q8, err)) != GPT2_OK) {
+            gpt2_model_free(*out);
+            *out = NULL;
+        }
+        return st;
+    }
     gpt2_model *m = calloc(1, sizeof *m);
     if (!m) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
     m->cfg = c;

@@ -292,7 +292,29 @@ MODELS = [
     ("tiny-f16", TINY, "F16", 1234, 100, False),
     ("tiny-bf16", TINY, "BF16", 1234, 100, False),
     ("tiny-prefix-lmhead", PREFIX, "F32", 4321, 200, True),
+    # F32 weights already on gptscope's 8-bit grid (snap_q8): quantizing them
+    # at load (gpt2_model_quantize) changes nothing but rounding, so the Q8
+    # kernels must match the reference as closely as F32 does
+    ("tiny-q8grid", TINY, "F32", 1234, 100, False),
+    ("tiny-prefix-q8grid", PREFIX, "F32", 4321, 200, True),
 ]
+
+
+def snap_q8(w):
+    """Rounds each weight matrix to symmetric 8-bit absmax steps as
+    gpt2_model_quantize makes them: a Conv1D weight (K, N) per column,
+    wte and lm_head (V, C) per row; the small vectors stay as they are."""
+    out = dict(w)
+    for k, v in w.items():
+        if k.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight")):
+            axis = 0
+        elif k in ("wte.weight", "lm_head.weight"):
+            axis = 1
+        else:
+            continue
+        s = (np.abs(v).max(axis=axis, keepdims=True) / np.float32(127)).astype(np.float32)
+        out[k] = (np.rint(v / s) * s).astype(np.float32)
+    return out
 
 
 def random_weights(hp, V, seed, untied):
@@ -669,6 +691,8 @@ def main():
     ref_logits = {}
     for name, hp, dtype, wseed, tseed, prefixed in MODELS:
         weights = random_weights(hp, V, wseed, untied=prefixed)
+        if name.endswith("q8grid"):
+            weights = snap_q8(weights)
         mdir = os.path.join(args.out, "models", name)
         write(os.path.join(mdir, "config.json"), config_json(hp, V, dtype))
         write(os.path.join(mdir, "model.safetensors"),
