@@ -127,7 +127,9 @@
  * gpt2_context_set_hooks on gpt2_session_context(s)): the session wraps them to
  * add the progress callback of a long call. They fire for every token the
  * session evaluates (prefill, decode, recompute), with the positions of the
- * cache.
+ * cache; in draft mode also for each verification pass's K + 1 positions,
+ * drafts rejected afterwards included (a later pass evaluates those
+ * positions again, with the tokens that were kept).
  *
  * Progress callbacks (send, regen, set_template, load) have the shape of
  * gpt2_hooks.cancel: progress(user_data, n_done, n_total) is called after each
@@ -135,6 +137,49 @@
  * more than n_batch tokens); non-zero cancels, and the call then returns
  * GPT2_CANCELLED with the session as before. The hooks' own cancel, if any, is
  * asked as well, after progress.
+ *
+ * Draft mode (speculative sampling, gpt2_speculative.h). With a draft model
+ * set (gpt2_session_set_draft; it must share the model's tokenizer) and draft
+ * mode on, gpt2_session_step still returns ONE token per call: when nothing
+ * is queued it runs one speculative iteration from the conversation's token
+ * sequence (the draft proposes K tokens, the session's context checks them
+ * in one batched pass, reusing its cached prefix), queues the 1..K+1 tokens
+ * that come out and hands them out one per call through exactly the path of
+ * a sampled token: stop strings (held back, removed), <|endoftext|>,
+ * max_new_tokens, a full context and gpt2_session_stop end the reply at the
+ * right token, and what is still queued then is discarded. The queue is also
+ * discarded when the sampling parameters change (they apply at the very next
+ * token, mid-reply included), when draft mode is switched off or the draft
+ * replaced, and when a reply is regenerated, undone or loaded; K
+ * (gpt2_session_set_draft_k) applies from the next iteration. The tokens
+ * follow the target's own sampling distribution exactly (at temperature 0:
+ * the reply is token for token the one of plain mode); each says how it came
+ * about (gpt2_session_token.origin). gpt2_draft_stats gives the acceptance
+ * rate r and the tokens per target pass, per reply and in total.
+ *   Between the steps of a reply in draft mode the cache may run ahead of
+ *   gpt2_session_tokens (queued tokens already evaluated) or one token behind
+ *   it (the last one handed out is evaluated by the next pass), so
+ *   gpt2_context_logits(gpt2_session_context(s)) is not the next position's;
+ *   when the reply ends the cache is brought in line (as in plain mode: the
+ *   sequence, with the logits of its last token). Counters (stats.last_reply,
+ *   last_call, total) count the session's own (target) positions, each
+ *   verification pass's K + 1 included, drafts rejected afterwards too; the
+ *   draft model's evals are not counted there.
+ *   RNG: the decoder draws from the session's sampler's stream (the state is
+ *   copied into the decoder before an iteration and back after it), so one
+ *   seed gives one reply in draft mode too, regen with a restored
+ *   gpt2_sampler_rng_state repeats a reply, and save/load keep the stream.
+ *   The draws differ from plain mode's (same distribution, not the same
+ *   draws, except at temperature 0).
+ *   Inspector: after a queued token, gpt2_sampler_report describes the
+ *   target's distribution at that token's position (the session runs the
+ *   sampler over the target's logits captured by the pass, and puts the RNG
+ *   back); gpt2_sampler_last is then not the token handed out (out.id is).
+ *   Save/load: the session file holds no draft state (format unchanged): the
+ *   draft model, on/off and K stay as the session has them across a load. A
+ *   reply saved in the middle of a queued batch continues after load with a
+ *   new iteration from the saved RNG state, so from there it may differ from
+ *   the one that was not saved and loaded (the queue is not saved).
  *
  * A session is not thread-safe: one thread uses it at a time, and hooks and
  * callbacks must not call back into it. Only send/regen/set_template/load and
@@ -150,6 +195,7 @@
 #include "gpt2_context.h"
 #include "gpt2_model.h"
 #include "gpt2_sampler.h"
+#include "gpt2_speculative.h"
 #include "gpt2_status.h"
 
 #ifdef __cplusplus
@@ -259,6 +305,15 @@ typedef enum {
  * "context full", "stopped", "" for NOT_DONE. */
 const char *gpt2_reply_end_name(gpt2_reply_end end);
 
+/* How a token came about (draft mode; see "Draft mode" above). */
+typedef enum {
+    GPT2_TOKEN_SAMPLED = 0, /* drawn by the session's sampler (plain mode), or by the
+                               target alone where the draft had no room to propose */
+    GPT2_TOKEN_ACCEPTED,    /* proposed by the draft model and accepted by the target */
+    GPT2_TOKEN_CORRECTED,   /* the target's replacement for a rejected draft token */
+    GPT2_TOKEN_BONUS        /* all K drafts accepted: one more from the target's last position */
+} gpt2_token_origin;
+
 /* What one gpt2_session_step (or gpt2_session_stop) returns. */
 typedef struct {
     int32_t id;         /* the token sampled by this call, -1 if none was (the reply
@@ -276,6 +331,9 @@ typedef struct {
     int done;           /* 1: the reply has ended; do not step again before the next
                            send or regen */
     gpt2_reply_end end; /* why, when done */
+    gpt2_token_origin origin; /* how id came about; SAMPLED when id is -1 */
+    int n_rejected;     /* CORRECTED: draft tokens the target discarded at this
+                           position (the rejected one and those after it); else 0 */
 } gpt2_session_token;
 
 /* One turn of the conversation, as gpt2_session_turn returns it. */
@@ -397,6 +455,50 @@ gpt2_context_policy gpt2_session_context_policy(const gpt2_session *s);
  * inspector's candidate list), gpt2_sampler_last, and the RNG state. Owned by
  * the session. */
 gpt2_sampler *gpt2_session_sampler(gpt2_session *s);
+
+/* ---- draft mode (see "Draft mode" above) ---- */
+
+/* Sets the draft model (which must outlive the session or the next
+ * set_draft) with K draft tokens per iteration (1..GPT2_SPEC_MAX_K), and
+ * turns draft mode on; NULL removes the draft (draft mode off). Creates the
+ * draft's context (window: the smaller of the session's and the draft's
+ * n_positions; near a smaller window's end the session samples plainly) and
+ * evaluates nothing: the draft's cache catches up with the conversation at
+ * the next step that drafts. Allowed at any time, mid-reply included (the
+ * queue is discarded). Fails with the session unchanged: GPT2_ERR_TOKENIZER
+ * with gpt2_speculative_new's message when the draft does not share the
+ * model's tokenizer, GPT2_ERR_INVALID_ARG for K out of range, or the
+ * context's own errors. */
+gpt2_status gpt2_session_set_draft(gpt2_session *s, const gpt2_model *draft, int k, gpt2_error *err);
+const gpt2_model *gpt2_session_draft_model(const gpt2_session *s); /* NULL: none */
+
+/* Draft mode on or off at any time (off discards the queue); turning it on
+ * without a draft model is GPT2_ERR_INVALID_ARG. enabled: 1 when on with a
+ * draft set. */
+gpt2_status gpt2_session_set_draft_enabled(gpt2_session *s, int on, gpt2_error *err);
+int gpt2_session_draft_enabled(const gpt2_session *s);
+
+/* K at any time, from the next iteration on (queued tokens are kept);
+ * GPT2_ERR_INVALID_ARG outside 1..GPT2_SPEC_MAX_K. Default 4. */
+gpt2_status gpt2_session_set_draft_k(gpt2_session *s, int k, gpt2_error *err);
+int gpt2_session_draft_k(const gpt2_session *s);
+
+typedef struct {
+    long iterations;        /* speculative iterations = batched target passes */
+    long drafted;           /* draft tokens proposed (K each, fewer at the window's end) */
+    long accepted;          /* of which the target accepted */
+    long produced;          /* tokens the iterations produced, 1..K+1 each (queued
+                               ones discarded later included) */
+    double r;               /* the acceptance rate of DeepMind's post: tokens per
+                               iteration / (K + 1), here produced / (drafted +
+                               iterations) so that a K changed midway counts each
+                               iteration with its own K; 0 before any iteration */
+    double tokens_per_pass; /* produced / iterations; 0 before any */
+} gpt2_draft_stats;
+
+/* The figures of the current (or last) reply's iterations, and of all since
+ * the draft was set. Either pointer may be NULL. */
+void gpt2_session_draft_stats(const gpt2_session *s, gpt2_draft_stats *reply, gpt2_draft_stats *total);
 
 /* Sets the context hooks (copied; NULL removes them); see "Hooks" above. */
 void gpt2_session_set_hooks(gpt2_session *s, const gpt2_hooks *hooks);

@@ -29,8 +29,19 @@
  * a prefix of it (all of it but the last token or two, which the next
  * iteration evaluates first). Do not eval into the two contexts between calls
  * (if you do, the next step notices the cache no longer matches the sequence
- * and re-evaluates from the first difference). While a step runs the decoder
- * sets its own hooks on both contexts and removes them (NULL) afterwards.
+ * and re-evaluates from the first difference).
+ *
+ * Hooks. The caller may set hooks on either context (an inspector's attention
+ * or logits observers): the decoder never loses them. While one of its evals
+ * runs it installs its own hooks in front of them (capturing the target's
+ * logits, asking params.cancel during start's prefill) and forwards every
+ * callback (want_attention, on_attention, want_residual, on_residual,
+ * on_logits, cancel) to the caller's, with the context's positions; the
+ * caller's hooks are back in place when the call returns, errors included.
+ * A step's target pass therefore reports K + 1 positions, drafts that are
+ * rejected afterwards included; the draft's evals run under the caller's own
+ * hooks of the draft context. A non-zero cancel from the caller's hooks
+ * fails the step with GPT2_CANCELLED, the sequence unchanged.
  *
  * The context window: the sequence never grows past the smaller window W of
  * the two contexts (W tokens, as plain decoding: the last token is sampled,
@@ -152,6 +163,18 @@ gpt2_status gpt2_speculative_start(gpt2_speculative *sd, const int32_t *ids, int
  * *n_out is 0 and the sequence is unchanged. */
 gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, int *n_out,
                                   gpt2_error *err);
+
+/* The target's raw logits (n_vocab) at the position of the i-th token the
+ * last step emitted (the distribution that token was accepted from or drawn
+ * from, before filtering), for an inspector; NULL for i outside
+ * [0, n_out) or before a step. Valid until the next step or start. */
+const float *gpt2_speculative_target_logits(const gpt2_speculative *sd, int i);
+
+/* The RNG state (splitmix64, one 64-bit number; seeding sets it to the
+ * seed), to save a run or to share one stream with a gpt2_sampler:
+ * set_rng_state does not change params.sampling.seed. */
+uint64_t gpt2_speculative_rng_state(const gpt2_speculative *sd);
+void gpt2_speculative_set_rng_state(gpt2_speculative *sd, uint64_t state);
 
 /* The committed sequence (prompt + emitted), oldest first. */
 const int32_t *gpt2_speculative_tokens(const gpt2_speculative *sd, int *n);

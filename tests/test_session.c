@@ -13,6 +13,11 @@
 #include "test_util.h"
 
 static gpt2_model *g_model;
+static gpt2_model *g_draft_lm; /* tiny-prefix-lmhead: same tokenizer, other weights (rejects some drafts) */
+/* When set, mk() gives every session this draft with K = g_draft_k (draft mode
+ * runs the plain-mode tests' scenarios unchanged). */
+static const gpt2_model *g_draft;
+static int g_draft_k;
 static const gpt2_tokenizer *g_tok;
 static int32_t g_eot;
 static char g_dir[64];
@@ -122,6 +127,8 @@ static gpt2_session *mk(const gpt2_chat_template *t, int n_ctx, int n_batch, int
     gpt2_session *s;
     gpt2_error err;
     if (gpt2_session_new(g_model, p, &s, &err) != GPT2_OK) fail_msg("session_new: %s", err.msg);
+    if (g_draft && gpt2_session_set_draft(s, g_draft, g_draft_k, &err) != GPT2_OK)
+        fail_msg("set_draft: %s", err.msg);
     return s;
 }
 
@@ -346,6 +353,10 @@ static int group_setup(void **state) {
         fprintf(stderr, "%s\n", err.msg);
         return -1;
     }
+    if (gpt2_model_load(fixture_path("models/tiny-prefix-lmhead"), &g_draft_lm, &err) != GPT2_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
     g_tok = gpt2_model_tokenizer(g_model);
     g_eot = gpt2_tokenizer_eot(g_tok);
     snprintf(g_dir, sizeof g_dir, "/tmp/gptscope-session-XXXXXX");
@@ -355,6 +366,7 @@ static int group_setup(void **state) {
 
 static int group_teardown(void **state) {
     gpt2_model_free(g_model);
+    gpt2_model_free(g_draft_lm);
     rm_dir_files(g_dir);
     rmdir(g_dir);
     return 0;
@@ -550,6 +562,8 @@ static long find_in(const buf *t, const char *needle, size_t n) {
 /* Runs the raw template with one stop string and checks the cut at byte m of
  * the reference: reply text, shown text, kept ids (whole tokens before m, then
  * the re-encoded rest of the straddling token), cache. */
+static long g_discarded; /* draft mode: queued tokens a stop string discarded */
+
 static void check_stop_cut(const ref_run *R, const char *prompt, const char *stop, size_t m) {
     const char *stops[1] = {stop};
     gpt2_chat_template t = *gpt2_chat_template_builtin("raw");
@@ -585,6 +599,14 @@ static void check_stop_cut(const ref_run *R, const char *prompt, const char *sto
     if (m) assert_memory_equal(d.b, R->text.b, m);
     /* The last sampled id was the one that completed the stop: not kept. */
     assert_int_equal(r.ids.n, r.kept.n + 1);
+    if (g_draft) {
+        /* draft mode: what was still queued is gone, the cache is the sequence */
+        assert_cache_fresh(s);
+        gpt2_draft_stats ds;
+        gpt2_session_draft_stats(s, &ds, NULL);
+        assert_true(ds.iterations > 0);
+        g_discarded += ds.produced - r.ids.n;
+    }
     free(d.b);
     free(want.v);
     free(want_shown.b);
@@ -1667,6 +1689,362 @@ static void test_hooks(void **state) {
     gpt2_session_free(s);
 }
 
+
+/* ---- draft mode (speculative sampling) ---- */
+
+typedef struct {
+    reply r;
+    int origins[4]; /* count per gpt2_token_origin */
+    int max_rejected;
+} dreply;
+
+static dreply run_dreply(gpt2_session *s, int limit) {
+    dreply d = {0};
+    gpt2_session_token t;
+    gpt2_error err;
+    for (d.r.steps = 0; d.r.steps < limit; d.r.steps++) {
+        if (gpt2_session_step(s, &t, &err) != GPT2_OK) fail_msg("step: %s", err.msg);
+        if (t.id >= 0) {
+            iv_push(&d.r.ids, t.id);
+            d.origins[t.origin]++;
+            if (t.origin == GPT2_TOKEN_CORRECTED) {
+                assert_true(t.n_rejected >= 1);
+                if (t.n_rejected > d.max_rejected) d.max_rejected = t.n_rejected;
+            } else {
+                assert_int_equal(t.n_rejected, 0);
+            }
+        } else {
+            assert_int_equal(t.origin, GPT2_TOKEN_SAMPLED);
+        }
+        if (t.kept) iv_push(&d.r.kept, t.id);
+        buf_add(&d.r.shown, t.text, t.len);
+        if (t.done) {
+            d.r.end = t.end;
+            d.r.steps++;
+            return d;
+        }
+    }
+    fail_msg("reply did not end in %d steps", limit);
+    return d;
+}
+
+static void assert_same_reply(const reply *a, const reply *b) {
+    assert_int_equal(a->kept.n, b->kept.n);
+    assert_memory_equal(a->kept.v, b->kept.v, (size_t)a->kept.n * sizeof(int32_t));
+    assert_int_equal(a->ids.n, b->ids.n);
+    assert_memory_equal(a->ids.v, b->ids.v, (size_t)a->ids.n * sizeof(int32_t));
+    assert_int_equal(a->shown.n, b->shown.n);
+    if (a->shown.n) assert_memory_equal(a->shown.b, b->shown.b, a->shown.n);
+    assert_int_equal(a->end, b->end);
+}
+
+/* Three exchanges: a token limit, then another, then up to the full context
+ * (window end: K shrinks to 0 there). */
+static const char *const g_msgs[3] = {"The cat", "dog", "so"};
+static const int g_max_new[3] = {10, 6, 0};
+
+/* Temperature 0: draft mode's replies are plain mode's, token for token, for
+ * K = 1, 3, 4, 8, with a draft that gets rejected and with the model as its
+ * own draft (every draft accepted: r = 1); after each reply the cache is the
+ * sequence, with the logits of a fresh recomputation. */
+static void test_draft_greedy_identical(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    reply ref[3];
+    gpt2_session *p = mk(&t, 64, 256, 0, greedy(), GPT2_CONTEXT_REFUSE);
+    for (int i = 0; i < 3; i++) {
+        gpt2_session_set_max_new_tokens(p, g_max_new[i]);
+        send_ok(p, g_msgs[i]);
+        ref[i] = run_reply(p, 80);
+    }
+    assert_int_equal(ref[2].end, GPT2_REPLY_CONTEXT_FULL);
+    gpt2_session_free(p);
+    static const int ks[] = {1, 3, 4, 8};
+    const gpt2_model *drafts[2] = {g_draft_lm, g_model};
+    int corrected = 0;
+    for (int d = 0; d < 2; d++) {
+        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+            int k = ks[ki];
+            gpt2_session *s = mk(&t, 64, 256, 0, greedy(), GPT2_CONTEXT_REFUSE);
+            gpt2_error err;
+            assert_int_equal(gpt2_session_set_draft(s, drafts[d], k, &err), GPT2_OK);
+            assert_int_equal(gpt2_session_draft_enabled(s), 1);
+            assert_int_equal(gpt2_session_draft_k(s), k);
+            for (int i = 0; i < 3; i++) {
+                gpt2_session_set_max_new_tokens(s, g_max_new[i]);
+                send_ok(s, g_msgs[i]);
+                dreply r = run_dreply(s, 80);
+                assert_same_reply(&ref[i], &r.r);
+                assert_cache_fresh(s);
+                gpt2_draft_stats ds;
+                gpt2_session_draft_stats(s, &ds, NULL);
+                assert_true(ds.iterations > 0);
+                assert_true(ds.r >= 1.0 / (k + 1) - 1e-12 && ds.r <= 1.0);
+                assert_true(ds.produced >= r.r.ids.n);
+                assert_true(r.max_rejected <= k);
+                corrected += r.origins[GPT2_TOKEN_CORRECTED];
+                if (drafts[d] == g_model) { /* its own draft: all accepted */
+                    assert_int_equal(r.origins[GPT2_TOKEN_CORRECTED], 0);
+                    assert_true(ds.r == 1.0);
+                    assert_true(r.origins[GPT2_TOKEN_ACCEPTED] > 0);
+                } else {
+                    assert_true(r.origins[GPT2_TOKEN_ACCEPTED] + r.origins[GPT2_TOKEN_CORRECTED] +
+                                    r.origins[GPT2_TOKEN_BONUS] > 0);
+                }
+                reply_free(&r.r);
+            }
+            gpt2_draft_stats tot;
+            gpt2_session_draft_stats(s, NULL, &tot);
+            assert_true(tot.iterations > 0);
+            assert_float_equal(tot.tokens_per_pass, (double)tot.produced / tot.iterations, 1e-12);
+            gpt2_session_free(s);
+        }
+    }
+    assert_true(corrected > 0); /* the other draft was rejected somewhere */
+    for (int i = 0; i < 3; i++) reply_free(&ref[i]);
+}
+
+/* Stop strings in draft mode: the same cuts as plain mode (the scenarios of
+ * test_stop_strings and test_stop_at_token_start), the stop often inside a
+ * queued batch: the rest of the batch is discarded and the cache then matches
+ * a fresh recomputation (check_stop_cut, with g_draft set). */
+static void test_draft_stop_in_batch(void **state) {
+    g_discarded = 0;
+    g_draft = g_model; /* its own draft: batches of K + 1 = 9 tokens */
+    g_draft_k = 8;
+    test_stop_strings(state);
+    test_stop_at_token_start(state);
+    assert_true(g_discarded > 0); /* some stop came before the end of its batch */
+    g_draft = g_draft_lm;
+    g_draft_k = 4;
+    test_stop_strings(state);
+    test_stop_at_token_start(state);
+    g_draft = NULL;
+}
+
+/* The target's logits after toks, from a context of our own. */
+static const float *ref_logits(gpt2_context *ref, gpt2_session *s) {
+    int n;
+    const int32_t *toks = gpt2_session_tokens(s, &n);
+    const int32_t *have = gpt2_context_tokens(ref);
+    int np = gpt2_context_n_past(ref), c = 0;
+    while (c < np && c < n - 1 && have[c] == toks[c]) c++;
+    gpt2_error err;
+    assert_int_equal(gpt2_context_rewind(ref, c, &err), GPT2_OK);
+    if (gpt2_context_eval(ref, toks + c, n - c, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    return gpt2_context_logits(ref);
+}
+
+/* A knob changed mid-reply in draft mode applies at the very next token: the
+ * queued tokens (drawn at temperature 3) are discarded and the following
+ * tokens are the target's argmax; the inspector's report is the target's
+ * distribution at each token's position. */
+static void test_draft_params_mid_reply(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 256, 30, hot(11, 3.0f), GPT2_CONTEXT_REFUSE);
+    gpt2_error err;
+    assert_int_equal(gpt2_session_set_draft(s, g_model, 4, &err), GPT2_OK);
+    send_ok(s, "go");
+    int V = gpt2_model_config(g_model)->n_vocab, not_argmax = 0;
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 1;
+    gpt2_context *ref;
+    assert_int_equal(gpt2_context_new(g_model, cp, &ref, &err), GPT2_OK);
+    float *z = malloc((size_t)V * sizeof *z);
+    gpt2_candidate c[4];
+    gpt2_session_token tk;
+    for (int i = 0; i < 6; i++) {
+        memcpy(z, ref_logits(ref, s), (size_t)V * sizeof *z);
+        assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+        assert_false(tk.done);
+        assert_true(tk.origin != GPT2_TOKEN_SAMPLED);
+        not_argmax += tk.id != argmax(z, V);
+        assert_float_equal(tk.prob, softmax_at(z, V, tk.id), 1e-5);
+        /* the report: the target's ranking at this position, not a stale one */
+        assert_int_equal(gpt2_sampler_report(gpt2_session_sampler(s), c, 4), 4);
+        assert_int_equal(c[0].id, argmax(z, V));
+        assert_float_equal(c[0].prob, softmax_at(z, V, c[0].id), 1e-5);
+    }
+    assert_true(not_argmax > 0); /* temperature 3 really sampled */
+    gpt2_draft_stats ds;
+    gpt2_session_draft_stats(s, &ds, NULL);
+    /* its own draft accepts (nearly) everything: tokens are still queued now */
+    assert_true(ds.produced > 6);
+    gpt2_sampler_params p = gpt2_session_sampler_params(s);
+    p.temperature = 0;
+    gpt2_session_set_sampler_params(s, p);
+    for (int i = 0; i < 10; i++) {
+        memcpy(z, ref_logits(ref, s), (size_t)V * sizeof *z);
+        assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+        assert_false(tk.done);
+        assert_int_equal(tk.id, argmax(z, V));
+        assert_float_equal(tk.prob, softmax_at(z, V, tk.id), 1e-5);
+        assert_int_equal(gpt2_sampler_report(gpt2_session_sampler(s), c, 4), 4);
+        assert_int_equal(c[0].id, tk.id);
+        assert_int_equal(c[0].removed_by, GPT2_STAGE_KEPT);
+        assert_int_equal(c[1].removed_by, GPT2_STAGE_GREEDY);
+    }
+    /* The same knobs again change nothing: the queue is kept. Its own draft
+     * at temperature 0 gives batches of K + 1 = 5: step into a fresh one. */
+    gpt2_session_draft_stats(s, &ds, NULL);
+    long it = ds.iterations;
+    for (int i = 0; i < 5 && ds.iterations == it; i++) {
+        assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+        gpt2_session_draft_stats(s, &ds, NULL);
+    }
+    assert_int_equal(ds.iterations, it + 1);
+    gpt2_session_set_sampler_params(s, gpt2_session_sampler_params(s));
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    gpt2_session_draft_stats(s, &ds, NULL);
+    assert_int_equal(ds.iterations, it + 1);
+    free(z);
+    gpt2_context_free(ref);
+    gpt2_session_free(s);
+}
+
+static void copy_edited(const char *from, const char *to, const char *edit_old, const char *edit_new) {
+    size_t len;
+    char *b = read_file(from, &len);
+    FILE *f = fopen(to, "wb");
+    assert_non_null(f);
+    char *hit = edit_old ? strstr(b, edit_old) : NULL;
+    if (edit_old) assert_non_null(hit);
+    if (hit) {
+        fwrite(b, 1, (size_t)(hit - b), f);
+        fputs(edit_new, f);
+        fputs(hit + strlen(edit_old), f);
+    } else {
+        fwrite(b, 1, len, f);
+    }
+    fclose(f);
+    free(b);
+}
+
+/* Setting up draft mode: a draft with another tokenizer is refused with the
+ * decoder's message and the session unchanged; K ranges; K changed mid-reply
+ * applies from the next iteration; on/off; the RNG stream is the sampler's. */
+static void test_draft_setup(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 256, 40, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_error err;
+    /* another tokenizer: ids 0 and 1 swapped */
+    char sub[128], from[512], to[512];
+    snprintf(sub, sizeof sub, "%s/other-tok", g_dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    const char *files[] = {"config.json", "model.safetensors", "merges.txt", "vocab.json"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(from, sizeof from, "%s", fixture_path("models/tiny-f32/%s", files[i]));
+        snprintf(to, sizeof to, "%s/%s", sub, files[i]);
+        copy_edited(from, to, i == 3 ? "{\"!\": 0, \"\\\"\": 1," : NULL, "{\"!\": 1, \"\\\"\": 0,");
+    }
+    gpt2_model *other;
+    assert_int_equal(gpt2_model_load(sub, &other, &err), GPT2_OK);
+    for (int i = 0; i < 4; i++) {
+        snprintf(to, sizeof to, "%s/%s", sub, files[i]);
+        unlink(to);
+    }
+    rmdir(sub);
+    assert_int_equal(gpt2_session_set_draft(s, other, 4, &err), GPT2_ERR_TOKENIZER);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "draft model 'other-tok' does not share the tokenizer of target 'tiny-f32'"));
+    assert_non_null(strstr(err.msg, "token id 0 differs"));
+    assert_null(gpt2_session_draft_model(s));
+    assert_int_equal(gpt2_session_draft_enabled(s), 0);
+    /* a good draft, then the bad one again: the good one stays */
+    assert_int_equal(gpt2_session_set_draft(s, g_model, 8, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_set_draft(s, other, 4, &err), GPT2_ERR_TOKENIZER);
+    assert_ptr_equal(gpt2_session_draft_model(s), g_model);
+    assert_int_equal(gpt2_session_draft_k(s), 8);
+    gpt2_model_free(other);
+    /* K out of range */
+    assert_int_equal(gpt2_session_set_draft(s, g_model, 0, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "outside [1, 16]"));
+    assert_int_equal(gpt2_session_set_draft_k(s, 17, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "K = 17"));
+    assert_int_equal(gpt2_session_draft_k(s), 8);
+    /* K changed mid-reply: the batch in the queue is handed out, the next
+     * iteration drafts the new K (its own draft at temperature 0 accepts all) */
+    send_ok(s, "count");
+    gpt2_session_token tk;
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    gpt2_draft_stats ds;
+    gpt2_session_draft_stats(s, &ds, NULL);
+    assert_int_equal(ds.iterations, 1);
+    assert_int_equal(ds.drafted, 8);
+    assert_int_equal(ds.produced, 9);
+    assert_int_equal(gpt2_session_set_draft_k(s, 2, &err), GPT2_OK);
+    for (int i = 0; i < 8; i++) assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    gpt2_session_draft_stats(s, &ds, NULL);
+    assert_int_equal(ds.iterations, 1); /* the queue was kept */
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    gpt2_session_draft_stats(s, &ds, NULL);
+    assert_int_equal(ds.iterations, 2);
+    assert_int_equal(ds.drafted, 8 + 2);
+    assert_int_equal(ds.produced, 9 + 3);
+    assert_true(ds.r == 1.0);
+    assert_float_equal(ds.tokens_per_pass, 6.0, 1e-12);
+    /* off mid-reply: the next token is sampled plainly, the queue dropped */
+    assert_int_equal(gpt2_session_set_draft_enabled(s, 0, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_draft_enabled(s), 0);
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    assert_int_equal(tk.origin, GPT2_TOKEN_SAMPLED);
+    assert_int_equal(gpt2_session_set_draft_enabled(s, 1, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    assert_true(tk.origin != GPT2_TOKEN_SAMPLED);
+    gpt2_session_draft_stats(s, &ds, NULL);
+    assert_int_equal(ds.iterations, 3);
+    gpt2_session_stop(s, NULL, &err);
+    assert_cache_fresh(s);
+    /* removed: off, and turning it on is an error */
+    assert_int_equal(gpt2_session_set_draft(s, NULL, 0, &err), GPT2_OK);
+    assert_null(gpt2_session_draft_model(s));
+    assert_int_equal(gpt2_session_set_draft_enabled(s, 1, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "no draft model"));
+    gpt2_session_free(s);
+}
+
+/* The decoder draws from the sampler's stream: one seed, one reply; a
+ * restored RNG state repeats a reply through regen; save/load keep the stream. */
+static void test_draft_rng(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_error err;
+    reply r[2];
+    for (int i = 0; i < 2; i++) {
+        gpt2_session *s = mk(&t, 64, 256, 12, hot(5, 1.0f), GPT2_CONTEXT_REFUSE);
+        assert_int_equal(gpt2_session_set_draft(s, g_draft_lm, 3, &err), GPT2_OK);
+        send_ok(s, "tell");
+        uint64_t rng0 = gpt2_sampler_rng_state(gpt2_session_sampler(s));
+        dreply d = run_dreply(s, 20);
+        r[i] = d.r;
+        assert_true(gpt2_sampler_rng_state(gpt2_session_sampler(s)) != rng0); /* the iterations drew from it */
+        if (i == 1) {
+            gpt2_sampler_set_rng_state(gpt2_session_sampler(s), rng0);
+            assert_int_equal(gpt2_session_regen(s, NULL, NULL, &err), GPT2_OK);
+            dreply again = run_dreply(s, 20);
+            assert_same_reply(&r[0], &again.r);
+            reply_free(&again.r);
+            /* saved before a reply, loaded: the same reply again */
+            const char *path = tmp_path("draft.json");
+            assert_int_equal(gpt2_session_undo(s, &err), GPT2_OK);
+            assert_int_equal(gpt2_session_save(s, path, &err), GPT2_OK);
+            send_ok(s, "tell");
+            dreply a = run_dreply(s, 20);
+            assert_int_equal(gpt2_session_load(s, path, NULL, NULL, &err), GPT2_OK);
+            assert_ptr_equal(gpt2_session_draft_model(s), g_draft_lm); /* draft settings kept */
+            send_ok(s, "tell");
+            dreply b = run_dreply(s, 20);
+            assert_same_reply(&a.r, &b.r);
+            reply_free(&a.r);
+            reply_free(&b.r);
+            unlink(path);
+        }
+        gpt2_session_free(s);
+    }
+    assert_same_reply(&r[0], &r[1]);
+    reply_free(&r[0]);
+    reply_free(&r[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_transcript),
@@ -1691,6 +2069,11 @@ int main(void) {
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_cancel_prefill),
         cmocka_unit_test(test_hooks),
+        cmocka_unit_test(test_draft_greedy_identical),
+        cmocka_unit_test(test_draft_stop_in_batch),
+        cmocka_unit_test(test_draft_params_mid_reply),
+        cmocka_unit_test(test_draft_setup),
+        cmocka_unit_test(test_draft_rng),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

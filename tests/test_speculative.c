@@ -719,6 +719,114 @@ static void test_cancel(void **state) {
     unload(&d);
 }
 
+/* ---- the caller's hooks survive and are forwarded ---- */
+
+typedef struct {
+    int logits, attention, residual, cancels;
+    int last_pos;
+    int cancel_now;
+} hook_count;
+
+static void hc_logits(void *ud, int pos, const float *z, int n) {
+    hook_count *h = ud;
+    h->logits++;
+    h->last_pos = pos;
+    (void)z, (void)n;
+}
+static int hc_want_attention(void *ud, int l, int hd) { return l == 0 && hd == 0; }
+static void hc_attention(void *ud, int l, int hd, int p, const float *probs, int n) {
+    ((hook_count *)ud)->attention++;
+    assert_int_equal(n, p + 1);
+    (void)l, (void)hd, (void)probs;
+}
+static int hc_want_residual(void *ud, int l) { return l == 1; }
+static void hc_residual(void *ud, int l, int p, const float *x, int n) { ((hook_count *)ud)->residual++; }
+static int hc_cancel(void *ud, int done, int total) {
+    hook_count *h = ud;
+    h->cancels++;
+    return h->cancel_now;
+}
+
+static void assert_hooks_are(gpt2_context *ctx, hook_count *h) {
+    gpt2_hooks now = gpt2_context_get_hooks(ctx);
+    assert_ptr_equal(now.user_data, h);
+    assert_true(now.on_logits == hc_logits);
+    assert_true(now.want_attention == hc_want_attention);
+    assert_true(now.on_attention == hc_attention);
+    assert_true(now.want_residual == hc_want_residual);
+    assert_true(now.on_residual == hc_residual);
+    assert_true(now.cancel == hc_cancel);
+}
+
+static void test_caller_hooks_kept(void **state) {
+    (void)state;
+    loaded t = load("tiny-f32"), d = load("tiny-f16");
+    gpt2_error err;
+    /* batches of 2: the hooks' cancel is asked between the batches of a pass */
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_batch = 2;
+    gpt2_context_free(t.ctx);
+    if (gpt2_context_new(t.m, cp, &t.ctx, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    hook_count ht = {0}, hd = {0};
+    gpt2_hooks hooks = {.want_attention = hc_want_attention, .on_attention = hc_attention,
+                        .want_residual = hc_want_residual, .on_residual = hc_residual,
+                        .on_logits = hc_logits, .cancel = hc_cancel};
+    hooks.user_data = &ht;
+    gpt2_context_set_hooks(t.ctx, &hooks);
+    hooks.user_data = &hd;
+    gpt2_context_set_hooks(d.ctx, &hooks);
+    gpt2_speculative_params sp = gpt2_speculative_default_params();
+    sp.k = 3;
+    sp.sampling.temperature = 0.0f;
+    gpt2_speculative *sd;
+    assert_int_equal(gpt2_speculative_new(t.ctx, d.ctx, sp, &sd, &err), GPT2_OK);
+    assert_int_equal(gpt2_speculative_start(sd, PROMPT, N_PROMPT, &err), GPT2_OK);
+    /* the prefill of all but the last prompt token went through the caller's hooks */
+    assert_int_equal(ht.logits, N_PROMPT - 1);
+    assert_int_equal(ht.attention, N_PROMPT - 1);
+    assert_int_equal(ht.residual, N_PROMPT - 1);
+    assert_true(ht.cancels > 0);
+    assert_hooks_are(t.ctx, &ht);
+    assert_hooks_are(d.ctx, &hd);
+    gpt2_spec_token tk[GPT2_SPEC_MAX_K + 1];
+    int m;
+    for (int it = 0; it < 3; it++) {
+        int n;
+        gpt2_speculative_tokens(sd, &n);
+        hook_count before = ht;
+        assert_int_equal(gpt2_speculative_step(sd, tk, &m, &err), GPT2_OK);
+        /* the verification pass: K + 1 positions, the last one n - 1 + K */
+        assert_int_equal(ht.logits - before.logits, sp.k + 1);
+        assert_int_equal(ht.attention - before.attention, sp.k + 1);
+        assert_int_equal(ht.residual - before.residual, sp.k + 1);
+        assert_int_equal(ht.last_pos, n - 1 + sp.k);
+        assert_hooks_are(t.ctx, &ht);
+        assert_hooks_are(d.ctx, &hd);
+        /* the target's captured logits of each emitted token */
+        for (int i = 0; i < m; i++) assert_non_null(gpt2_speculative_target_logits(sd, i));
+        assert_null(gpt2_speculative_target_logits(sd, m));
+    }
+    assert_true(hd.logits > 0); /* the draft's evals ran under its own hooks */
+    /* the caller's cancel stops a step, and its hooks are still in place */
+    int n0, n1;
+    gpt2_speculative_tokens(sd, &n0);
+    ht.cancel_now = 1;
+    assert_int_equal(gpt2_speculative_step(sd, tk, &m, &err), GPT2_CANCELLED);
+    gpt2_speculative_tokens(sd, &n1);
+    assert_int_equal(n0, n1);
+    assert_hooks_are(t.ctx, &ht);
+    ht.cancel_now = 0;
+    assert_int_equal(gpt2_speculative_step(sd, tk, &m, &err), GPT2_OK);
+    assert_hooks_are(t.ctx, &ht);
+    /* the RNG state can be read and put back */
+    uint64_t r = gpt2_speculative_rng_state(sd);
+    gpt2_speculative_set_rng_state(sd, r + 1);
+    assert_true(gpt2_speculative_rng_state(sd) == r + 1);
+    gpt2_speculative_free(sd);
+    unload(&t);
+    unload(&d);
+}
+
 /* ---- the CLI ---- */
 
 static void test_cli_greedy_identical(void **state) {
@@ -762,6 +870,7 @@ int main(void) {
         cmocka_unit_test(test_k_range),
         cmocka_unit_test(test_context_full),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_caller_hooks_kept),
         cmocka_unit_test(test_cli_greedy_identical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

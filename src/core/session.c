@@ -1,6 +1,8 @@
 /* session.c — a chat session: the conversation and its rendering into tokens,
  * the KV cache kept in line with it, one-token generation with stop strings,
- * the context-full policy, regen/undo/reset, template switching, save/load. */
+ * the context-full policy, regen/undo/reset, template switching, save/load,
+ * and draft mode (speculative sampling through gpt2_speculative, its tokens
+ * queued and handed out one per step). */
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
@@ -68,6 +70,20 @@ struct gpt2_session {
 
     gpt2_session_stats stats;
     char notice[GPT2_ERROR_MSG_MAX];
+
+    gpt2_context_params cparams; /* the context's, for the draft's */
+
+    /* Draft mode. The decoder's target is ctx itself, so its verification
+     * passes fill the session's cache (and fire the user's hooks). */
+    const gpt2_model *draft;
+    gpt2_context *dctx;         /* the draft's context, window <= n_ctx */
+    gpt2_speculative *spec;
+    int draft_on, draft_k;
+    gpt2_spec_token q[GPT2_SPEC_MAX_K + 1]; /* the last iteration's tokens */
+    int q_pos, q_len;           /* q[q_pos, q_len) not handed out yet */
+    int q_drafted;              /* drafts the last iteration proposed */
+    int reply_drafted;          /* the reply in progress ran an iteration */
+    gpt2_draft_stats d_reply, d_total;
 };
 
 /* ---- small containers ---- */
@@ -438,6 +454,8 @@ gpt2_status gpt2_session_new(const gpt2_model *model, gpt2_session_params p, gpt
     if (s->eot >= s->n_vocab) s->eot = -1;
     s->max_new = p.max_new_tokens;
     s->policy = p.context_policy;
+    s->cparams = p.context;
+    s->draft_k = 4;
     const gpt2_chat_template *t = p.chat_template ? p.chat_template : gpt2_chat_template_builtin("transcript");
     gpt2_status st = check_for_model(s, t, err);
     if (st == GPT2_OK) st = gpt2_chat_template_copy(t, &s->tmpl, err);
@@ -472,6 +490,8 @@ gpt2_status gpt2_session_new(const gpt2_model *model, gpt2_session_params p, gpt
 void gpt2_session_free(gpt2_session *s) {
     if (!s) return;
     cv_clear(&s->cv);
+    gpt2_speculative_free(s->spec);
+    gpt2_context_free(s->dctx);
     gpt2_context_free(s->ctx);
     gpt2_sampler_free(s->smp);
     gpt2_chat_template_free(s->tmpl);
@@ -486,7 +506,15 @@ void gpt2_session_free(gpt2_session *s) {
 
 static turn *last_turn(gpt2_session *s) { return &s->cv.t[s->cv.n - 1]; }
 
+/* Forgets the tokens queued by the last draft iteration. The target's cache
+ * may then hold some of them past the sequence: the next sync_cache or
+ * iteration keeps only the common prefix. */
+static void drop_queue(gpt2_session *s) { s->q_pos = s->q_len = 0; }
+
 static void start_reply(gpt2_session *s) {
+    drop_queue(s);
+    s->reply_drafted = 0;
+    memset(&s->d_reply, 0, sizeof s->d_reply);
     s->replying = 1;
     s->held = 0;
     s->n_sampled = 0;
@@ -518,6 +546,15 @@ static gpt2_status finish(gpt2_session *s, gpt2_session_token *out, gpt2_reply_e
         out->text = s->out;
     }
     s->replying = 0;
+    drop_queue(s);
+    if (s->reply_drafted) {
+        /* Draft mode leaves the cache ahead of the sequence (queued tokens
+         * evaluated) or behind it (the last token not yet): bring it in line,
+         * logits included, as a plain reply leaves it. Best effort: should it
+         * fail, the next call that evaluates catches up. */
+        s->reply_drafted = 0;
+        if (sync_cache(s, 1, NULL, NULL, &s->stats.last_reply, NULL) != GPT2_OK) settle(s);
+    }
     out->done = 1;
     out->end = end;
     return GPT2_OK;
@@ -629,6 +666,7 @@ static int can_drop_mid_reply(const gpt2_session *s) {
 /* The reply filled the context: drop the oldest exchanges and recompute. */
 static gpt2_status drop_mid_reply(gpt2_session *s, gpt2_error *err) {
     int old_first = s->cv.first, f;
+    drop_queue(s); /* drawn from a context that is about to change */
     TRY(fit(s, s->tmpl, &s->cv, 1, 1, s->max_new, "the reply in progress", &f, err));
     tv_swap(&s->toks, &s->next);
     s->cv.first = f;
@@ -642,6 +680,79 @@ static gpt2_status drop_mid_reply(gpt2_session *s, gpt2_error *err) {
     }
     post_drop_notice(s, f - old_first, s->stats.last_call - before);
     return GPT2_OK;
+}
+
+/* ---- draft mode ---- */
+
+static void add_draft_stats(gpt2_draft_stats *d, const gpt2_speculative_stats *st) {
+    d->iterations += st->iterations;
+    d->drafted += st->drafted;
+    d->accepted += st->accepted;
+    d->produced += st->produced;
+    d->r = d->iterations ? (double)d->produced / (double)(d->drafted + d->iterations) : 0.0;
+    d->tokens_per_pass = d->iterations ? (double)d->produced / (double)d->iterations : 0.0;
+}
+
+/* Whether this step's token comes from draft iterations: queued tokens first;
+ * a new iteration only while the draft's window has room (it may be smaller
+ * than the session's: plain sampling takes over at its end). */
+static int drafting(const gpt2_session *s) {
+    if (!s->spec || !s->draft_on) return 0;
+    return s->q_pos < s->q_len || s->toks.n < gpt2_context_n_ctx(s->dctx);
+}
+
+/* One speculative iteration from the sequence as it is: queues its 1..K+1
+ * tokens. The decoder draws from the sampler's RNG stream (state copied in,
+ * and back on success only: a failure leaves the RNG as it was). */
+static gpt2_status draft_iteration(gpt2_session *s, gpt2_error *err) {
+    const int n = s->toks.n;
+    if (n == 0)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                         "nothing to condition on: the template '%s' and the conversation render to no tokens",
+                         s->tmpl->name);
+    gpt2_speculative_params p = gpt2_speculative_get_params(s->spec);
+    p.k = s->draft_k;
+    p.sampling = gpt2_sampler_get_params(s->smp);
+    TRY(gpt2_speculative_set_params(s->spec, p, err));
+    gpt2_speculative_set_rng_state(s->spec, gpt2_sampler_rng_state(s->smp));
+    /* start keeps the target's matching prefix and evaluates up to n - 1 */
+    int have = cache_lcp(s);
+    if (have > n - 1) have = n - 1;
+    TRY(gpt2_speculative_start(s->spec, s->toks.v, n, err));
+    note_eval(s, n - 1 - have, &s->stats.last_reply);
+    int m = 0;
+    TRY(gpt2_speculative_step(s->spec, s->q, &m, err));
+    gpt2_speculative_stats st = gpt2_speculative_get_stats(s->spec); /* this iteration's: start reset them */
+    note_eval(s, (int)st.drafted + 1, &s->stats.last_reply);         /* the verification pass */
+    gpt2_sampler_set_rng_state(s->smp, gpt2_speculative_rng_state(s->spec));
+    s->q_pos = 0;
+    s->q_len = m;
+    s->q_drafted = (int)st.drafted;
+    s->reply_drafted = 1;
+    add_draft_stats(&s->d_reply, &st);
+    add_draft_stats(&s->d_total, &st);
+    return GPT2_OK;
+}
+
+/* The next queued token: its origin, its probability under the target, and
+ * the sampler's report of its position (gpt2_sampler_report for the
+ * inspector): the sampler run over the target's logits there, the RNG put
+ * back, so the report describes the distribution the token came from. */
+static int32_t take_queued(gpt2_session *s, gpt2_session_token *out) {
+    int i = s->q_pos++;
+    const gpt2_spec_token *t = &s->q[i];
+    const float *z = gpt2_speculative_target_logits(s->spec, i); /* (n_vocab) */
+    if (s->q_drafted == 0) out->origin = GPT2_TOKEN_SAMPLED; /* K' = 0 at the window's end */
+    else if (t->kind == GPT2_SPEC_ACCEPTED) out->origin = GPT2_TOKEN_ACCEPTED;
+    else if (t->kind == GPT2_SPEC_CORRECTED) {
+        out->origin = GPT2_TOKEN_CORRECTED;
+        out->n_rejected = s->q_drafted - i; /* the rejected draft and those after it */
+    } else out->origin = GPT2_TOKEN_BONUS;
+    out->prob = token_prob(z, s->n_vocab, t->id);
+    uint64_t r = gpt2_sampler_rng_state(s->smp);
+    gpt2_sampler_sample(s->smp, z, s->toks.v, (size_t)s->toks.n);
+    gpt2_sampler_set_rng_state(s->smp, r);
+    return t->id;
 }
 
 gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_error *err) {
@@ -661,15 +772,26 @@ gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_err
         }
         if (st != GPT2_OK) return st;
     }
-    gpt2_status st = sync_cache(s, 1, NULL, NULL, &s->stats.last_reply, err);
-    if (st != GPT2_OK) {
-        settle(s);
-        return st;
+    gpt2_status st;
+    int32_t id;
+    const int draft = drafting(s);
+    if (draft) {
+        if (s->q_pos == s->q_len && (st = draft_iteration(s, err)) != GPT2_OK) {
+            settle(s);
+            return st;
+        }
+        id = take_queued(s, out);
+    } else {
+        st = sync_cache(s, 1, NULL, NULL, &s->stats.last_reply, err);
+        if (st != GPT2_OK) {
+            settle(s);
+            return st;
+        }
+        const float *logits = gpt2_context_logits(s->ctx); /* (n_vocab) */
+        id = gpt2_sampler_sample(s->smp, logits, s->toks.v, (size_t)s->toks.n);
+        out->prob = token_prob(logits, s->n_vocab, id);
     }
-    const float *logits = gpt2_context_logits(s->ctx); /* (n_vocab) */
-    int32_t id = gpt2_sampler_sample(s->smp, logits, s->toks.v, (size_t)s->toks.n);
     out->id = id;
-    out->prob = token_prob(logits, s->n_vocab, id);
     if (id == s->eot) return finish(s, out, GPT2_REPLY_EOT);
     turn *a = last_turn(s);
     size_t bl = 0;
@@ -683,14 +805,16 @@ gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_err
     a->text[a->len] = '\0';
     long m = find_stop(s, a);
     if (m >= 0) return finish_stop(s, out, (size_t)m);
-    st = gpt2_context_eval(s->ctx, &id, 1, err);
-    if (st != GPT2_OK) {
-        a->len = old_len;
-        a->text[old_len] = '\0';
-        settle(s);
-        return st;
+    if (!draft) { /* a queued token needs no eval: the verification pass ran it, or the next one will */
+        st = gpt2_context_eval(s->ctx, &id, 1, err);
+        if (st != GPT2_OK) {
+            a->len = old_len;
+            a->text[old_len] = '\0';
+            settle(s);
+            return st;
+        }
+        note_eval(s, 1, &s->stats.last_reply);
     }
-    note_eval(s, 1, &s->stats.last_reply);
     a->ids[a->n_ids++] = id;
     s->toks.v[s->toks.n++] = id;
     s->n_sampled++;
@@ -804,6 +928,8 @@ gpt2_status gpt2_session_undo(gpt2_session *s, gpt2_error *err) {
     turn_free(&s->cv.t[--s->cv.n]);
     turn_free(&s->cv.t[--s->cv.n]);
     s->replying = 0;
+    s->reply_drafted = 0;
+    drop_queue(s);
     settle(s);
     return GPT2_OK;
 }
@@ -815,6 +941,8 @@ gpt2_status gpt2_session_reset(gpt2_session *s, gpt2_error *err) {
     tv_swap(&s->toks, &s->next);
     cv_clear(&s->cv);
     s->replying = 0;
+    s->reply_drafted = 0;
+    drop_queue(s);
     settle(s);
     return GPT2_OK;
 }
@@ -858,8 +986,93 @@ gpt2_status gpt2_session_set_template(gpt2_session *s, const gpt2_chat_template 
 
 const gpt2_chat_template *gpt2_session_template(const gpt2_session *s) { return s ? s->tmpl : NULL; }
 
+static int same_params(const gpt2_sampler_params *a, const gpt2_sampler_params *b) {
+    return a->temperature == b->temperature && a->top_k == b->top_k && a->top_p == b->top_p &&
+           a->min_p == b->min_p && a->repeat_penalty == b->repeat_penalty &&
+           a->repeat_last_n == b->repeat_last_n && a->seed == b->seed;
+}
+
 void gpt2_session_set_sampler_params(gpt2_session *s, gpt2_sampler_params p) {
-    if (s) gpt2_sampler_set_params(s->smp, p);
+    if (!s) return;
+    gpt2_sampler_params before = gpt2_sampler_get_params(s->smp);
+    gpt2_sampler_set_params(s->smp, p);
+    gpt2_sampler_params after = gpt2_sampler_get_params(s->smp);
+    /* queued tokens were drawn with the old knobs: the new ones apply at the very next token */
+    if (!same_params(&before, &after)) drop_queue(s);
+}
+
+/* ---- draft mode: setup ---- */
+
+gpt2_status gpt2_session_set_draft(gpt2_session *s, const gpt2_model *draft, int k, gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "set_draft: no session");
+    if (!draft) {
+        gpt2_speculative_free(s->spec);
+        gpt2_context_free(s->dctx);
+        s->spec = NULL;
+        s->dctx = NULL;
+        s->draft = NULL;
+        s->draft_on = 0;
+        drop_queue(s);
+        return GPT2_OK;
+    }
+    if (k < 1 || k > GPT2_SPEC_MAX_K)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "draft: K = %d draft tokens per iteration is outside [1, %d]",
+                         k, GPT2_SPEC_MAX_K);
+    gpt2_context_params cp = s->cparams;
+    int dpos = gpt2_model_config(draft)->n_ctx;
+    cp.n_ctx = s->n_ctx < dpos ? s->n_ctx : dpos;
+    cp.n_threads = gpt2_context_n_threads(s->ctx);
+    gpt2_context *dctx;
+    TRY(gpt2_context_new(draft, cp, &dctx, err));
+    gpt2_speculative_params sp = gpt2_speculative_default_params();
+    sp.k = k;
+    sp.sampling = gpt2_sampler_get_params(s->smp);
+    gpt2_speculative *spec;
+    gpt2_status st = gpt2_speculative_new(s->ctx, dctx, sp, &spec, err);
+    if (st != GPT2_OK) { /* a tokenizer mismatch: the decoder's message as it is */
+        gpt2_context_free(dctx);
+        return st;
+    }
+    gpt2_speculative_free(s->spec);
+    gpt2_context_free(s->dctx);
+    s->draft = draft;
+    s->dctx = dctx;
+    s->spec = spec;
+    s->draft_on = 1;
+    s->draft_k = k;
+    drop_queue(s);
+    memset(&s->d_total, 0, sizeof s->d_total);
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_session_set_draft_enabled(gpt2_session *s, int on, gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "draft: no session");
+    if (on && !s->spec)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "draft: no draft model is set (load one first)");
+    if (!!on != s->draft_on) drop_queue(s);
+    s->draft_on = !!on;
+    return GPT2_OK;
+}
+
+int gpt2_session_draft_enabled(const gpt2_session *s) { return s && s->spec && s->draft_on; }
+
+gpt2_status gpt2_session_set_draft_k(gpt2_session *s, int k, gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "draft: no session");
+    if (k < 1 || k > GPT2_SPEC_MAX_K)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "draft: K = %d draft tokens per iteration is outside [1, %d]",
+                         k, GPT2_SPEC_MAX_K);
+    s->draft_k = k;
+    return GPT2_OK;
+}
+
+int gpt2_session_draft_k(const gpt2_session *s) { return s ? s->draft_k : 0; }
+
+const gpt2_model *gpt2_session_draft_model(const gpt2_session *s) { return s ? s->draft : NULL; }
+
+void gpt2_session_draft_stats(const gpt2_session *s, gpt2_draft_stats *reply, gpt2_draft_stats *total) {
+    gpt2_draft_stats z = {0};
+    if (reply) *reply = s ? s->d_reply : z;
+    if (total) *total = s ? s->d_total : z;
 }
 
 gpt2_sampler_params gpt2_session_sampler_params(const gpt2_session *s) { return gpt2_sampler_get_params(s->smp); }
@@ -1462,6 +1675,8 @@ gpt2_status gpt2_session_load(gpt2_session *s, const char *path, gpt2_progress_f
     gpt2_sampler_set_rng_state(s->smp, g.rng);
     s->stats.last_reply = 0;
     s->replying = 0;
+    s->reply_drafted = 0;
+    drop_queue(s);
     if (g.replying) {
         /* Continue the reply where it was: what was given out is the text up
          * to the first place a stop string could still begin. */

@@ -39,6 +39,7 @@ struct gpt2_speculative {
     float *tlog;    /* (GPT2_SPEC_MAX_K + 1, n_vocab) target logits captured by on_logits */
     int tlog_pos0;  /* absolute position of tlog row 0 */
     int tlog_rows;
+    int last_n_out; /* tokens of the last step; tlog rows 0..last_n_out-1 are theirs */
 
     /* filter scratch */
     float *z, *w;           /* (n_vocab) */
@@ -359,6 +360,17 @@ double gpt2_speculative_acceptance_rate(const gpt2_speculative_stats *st, int k)
     return (double)st->produced / (double)st->iterations / (double)(k + 1);
 }
 
+uint64_t gpt2_speculative_rng_state(const gpt2_speculative *sd) { return sd ? sd->rng : 0; }
+
+void gpt2_speculative_set_rng_state(gpt2_speculative *sd, uint64_t state) {
+    if (sd) sd->rng = state;
+}
+
+const float *gpt2_speculative_target_logits(const gpt2_speculative *sd, int i) {
+    if (!sd || i < 0 || i >= sd->last_n_out) return NULL;
+    return sd->tlog + (size_t)i * sd->n_vocab;
+}
+
 const int32_t *gpt2_speculative_tokens(const gpt2_speculative *sd, int *n) {
     if (n) *n = sd ? sd->n_seq : 0;
     return sd ? sd->seq : NULL;
@@ -380,16 +392,77 @@ static gpt2_status match_prefix(gpt2_speculative *sd, gpt2_context *ctx, int lim
     return m < np ? gpt2_context_rewind(ctx, m, err) : GPT2_OK;
 }
 
+/* ---- hooks: the decoder's, chained in front of the caller's ----
+ *
+ * While one of the decoder's evals runs, the context gets hooks whose
+ * user_data is a hook_chain on the stack: they do the decoder's work (capture
+ * the target's logits, ask params.cancel during a prefill) and forward every
+ * callback to the hooks the caller had set, which are put back afterwards on
+ * every path. So an inspector's attention/logits hooks keep working. */
+
 typedef struct {
     gpt2_speculative *sd;
-    int (*cancel)(void *user_data);
-    void *user_data;
-} hook_data;
+    gpt2_hooks saved;              /* the caller's hooks on this context */
+    int (*cancel)(void *user_data); /* params.cancel during a prefill, else NULL */
+    void *cancel_ud;
+    int capture;                   /* on_logits copies the target's rows into tlog */
+} hook_chain;
 
-static int prefill_cancel(void *ud, int done, int total) {
-    (void)done, (void)total;
-    const hook_data *h = ud;
-    return h->cancel ? h->cancel(h->user_data) : 0;
+static void capture_logits(gpt2_speculative *sd, int pos, const float *logits, int n_vocab) {
+    int row = pos - sd->tlog_pos0;
+    if (row < 0 || row >= sd->tlog_rows) return;
+    memcpy(sd->tlog + (size_t)row * sd->n_vocab, logits, (size_t)n_vocab * sizeof *logits);
+}
+
+static int ch_want_attention(void *ud, int l, int h) {
+    const hook_chain *c = ud;
+    return c->saved.want_attention(c->saved.user_data, l, h);
+}
+static void ch_on_attention(void *ud, int l, int h, int p, const float *probs, int n) {
+    const hook_chain *c = ud;
+    c->saved.on_attention(c->saved.user_data, l, h, p, probs, n);
+}
+static int ch_want_residual(void *ud, int l) {
+    const hook_chain *c = ud;
+    return c->saved.want_residual(c->saved.user_data, l);
+}
+static void ch_on_residual(void *ud, int l, int p, const float *x, int n) {
+    const hook_chain *c = ud;
+    c->saved.on_residual(c->saved.user_data, l, p, x, n);
+}
+static void ch_on_logits(void *ud, int pos, const float *logits, int n_vocab) {
+    const hook_chain *c = ud;
+    if (c->capture) capture_logits(c->sd, pos, logits, n_vocab);
+    if (c->saved.on_logits) c->saved.on_logits(c->saved.user_data, pos, logits, n_vocab);
+}
+static int ch_cancel(void *ud, int done, int total) {
+    const hook_chain *c = ud;
+    if (c->cancel && c->cancel(c->cancel_ud)) return 1;
+    return c->saved.cancel ? c->saved.cancel(c->saved.user_data, done, total) : 0;
+}
+
+/* gpt2_context_eval of tokens[0..n) in ctx with the decoder's hooks chained
+ * in front of the caller's (installed only where someone listens, so that an
+ * unset hook still costs nothing); the caller's hooks are restored after. */
+static gpt2_status eval_chained(gpt2_speculative *sd, gpt2_context *ctx, const int32_t *tokens, int n,
+                                int cancellable, int capture, gpt2_error *err) {
+    hook_chain c = {.sd = sd,
+                    .saved = gpt2_context_get_hooks(ctx),
+                    .cancel = cancellable ? sd->params.cancel : NULL,
+                    .cancel_ud = sd->params.user_data,
+                    .capture = capture};
+    const gpt2_hooks *u = &c.saved;
+    gpt2_hooks h = {.user_data = &c,
+                    .want_attention = u->want_attention ? ch_want_attention : NULL,
+                    .on_attention = u->on_attention ? ch_on_attention : NULL,
+                    .want_residual = u->want_residual ? ch_want_residual : NULL,
+                    .on_residual = u->on_residual ? ch_on_residual : NULL,
+                    .on_logits = capture || u->on_logits ? ch_on_logits : NULL,
+                    .cancel = c.cancel || u->cancel ? ch_cancel : NULL};
+    gpt2_context_set_hooks(ctx, &h);
+    gpt2_status st = gpt2_context_eval(ctx, tokens, n, err);
+    gpt2_context_set_hooks(ctx, &c.saved);
+    return st;
 }
 
 /* Brings ctx to hold seq[0..upto): rewinds to the common prefix, evaluates the rest. */
@@ -399,12 +472,7 @@ static gpt2_status fill_to(gpt2_speculative *sd, gpt2_context *ctx, int upto, in
     if (st != GPT2_OK) return st;
     int np = gpt2_context_n_past(ctx);
     if (np >= upto) return GPT2_OK;
-    hook_data hd = {sd, sd->params.cancel, sd->params.user_data};
-    gpt2_hooks hooks = {.user_data = &hd, .cancel = prefill_cancel};
-    gpt2_context_set_hooks(ctx, cancellable && hd.cancel ? &hooks : NULL);
-    st = gpt2_context_eval(ctx, sd->seq + np, upto - np, err);
-    gpt2_context_set_hooks(ctx, NULL);
-    return st;
+    return eval_chained(sd, ctx, sd->seq + np, upto - np, cancellable, 0, err);
 }
 
 gpt2_status gpt2_speculative_start(gpt2_speculative *sd, const int32_t *ids, int n, gpt2_error *err) {
@@ -423,6 +491,7 @@ gpt2_status gpt2_speculative_start(gpt2_speculative *sd, const int32_t *ids, int
     memcpy(sd->seq, ids, (size_t)n * sizeof *ids);
     sd->n_seq = n;
     memset(&sd->stats, 0, sizeof sd->stats);
+    sd->last_n_out = 0;
     gpt2_status st = fill_to(sd, sd->target, n - 1, 1, err);
     if (st == GPT2_OK) st = fill_to(sd, sd->draft, n - 1, 1, err);
     return st;
@@ -437,15 +506,9 @@ gpt2_status gpt2_speculative_sync(gpt2_speculative *sd, gpt2_error *err) {
 
 /* ---- one iteration ---- */
 
-static void capture_logits(void *ud, int pos, const float *logits, int n_vocab) {
-    gpt2_speculative *sd = ud;
-    int row = pos - sd->tlog_pos0;
-    if (row < 0 || row >= sd->tlog_rows) return;
-    memcpy(sd->tlog + (size_t)row * sd->n_vocab, logits, (size_t)n_vocab * sizeof *logits);
-}
-
 gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, int *n_out, gpt2_error *err) {
     if (n_out) *n_out = 0;
+    if (sd) sd->last_n_out = 0;
     if (!sd || !out || !n_out) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative_step: NULL argument");
     if (sd->n_seq < 1) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative_step: no sequence (call start)");
     if (sd->params.cancel && sd->params.cancel(sd->params.user_data))
@@ -480,10 +543,7 @@ gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, in
         int np = gpt2_context_n_past(sd->target);
         sd->tlog_pos0 = n - 1;
         sd->tlog_rows = k + 1;
-        gpt2_hooks hooks = {.user_data = sd, .on_logits = capture_logits};
-        gpt2_context_set_hooks(sd->target, &hooks);
-        st = gpt2_context_eval(sd->target, sd->seq + np, n + k - np, err);
-        gpt2_context_set_hooks(sd->target, NULL);
+        st = eval_chained(sd, sd->target, sd->seq + np, n + k - np, 0, 1, err);
         if (st != GPT2_OK) goto fail;
         sd->stats.target_passes++;
     }
@@ -528,12 +588,12 @@ gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, in
         return st;
     sd->stats.iterations++;
     sd->stats.produced += m;
+    sd->last_n_out = m;
     *n_out = m;
     return GPT2_OK;
 
 fail:
     /* the sequence is unchanged; caches may hold drafts, which the next
-     * step's prefix match discards */
-    gpt2_context_set_hooks(sd->target, NULL);
+     * step's prefix match discards (the caller's hooks are back in place) */
     return st;
 }
