@@ -157,26 +157,7 @@ static inline __attribute__((always_inline)) void gemv_kn_body(float *y, const f
         for (; n + 16 <= N; n += 16) {
             __m512 w[R];
             for (int r = 0; r < R; r++) w[r] = load16(W->data, dt, base + r * ld + n);
-            int t = 0;
-            /* four positions side by side: independent chains the core can
-             * overlap (each alone is a chain of R dependent FMAs) */
-            for (; t + 4 <= T; t += 4) {
-                const float *x0 = x + t * K + k, *x1 = x0 + K, *x2 = x1 + K, *x3 = x2 + K;
-                float *y0 = y + t * ld + n, *y1 = y0 + ld, *y2 = y1 + ld, *y3 = y2 + ld;
-                __m512 a0 = _mm512_loadu_ps(y0), a1 = _mm512_loadu_ps(y1), a2 = _mm512_loadu_ps(y2),
-                       a3 = _mm512_loadu_ps(y3);
-                for (int r = 0; r < R; r++) {
-                    a0 = _mm512_fmadd_ps(_mm512_set1_ps(x0[r]), w[r], a0);
-                    a1 = _mm512_fmadd_ps(_mm512_set1_ps(x1[r]), w[r], a1);
-                    a2 = _mm512_fmadd_ps(_mm512_set1_ps(x2[r]), w[r], a2);
-                    a3 = _mm512_fmadd_ps(_mm512_set1_ps(x3[r]), w[r], a3);
-                }
-                _mm512_storeu_ps(y0, a0);
-                _mm512_storeu_ps(y1, a1);
-                _mm512_storeu_ps(y2, a2);
-                _mm512_storeu_ps(y3, a3);
-            }
-            for (; t < T; t++) {
+            for (int t = 0; t < T; t++) {
                 const float *xt = x + t * K + k;
                 float *yt = y + t * ld + n;
                 __m512 acc = _mm512_loadu_ps(yt);
