@@ -1021,7 +1021,9 @@ gpt2_status gpt2_session_set_draft(gpt2_session *s, const gpt2_model *draft, int
     gpt2_context_params cp = s->cparams;
     int dpos = gpt2_model_config(draft)->n_ctx;
     cp.n_ctx = s->n_ctx < dpos ? s->n_ctx : dpos;
-    cp.n_threads = gpt2_context_n_threads(s->ctx);
+    /* One thread: a small draft gains little from more, and a second pool's
+     * spinning workers would take the cores from the target's pool. */
+    cp.n_threads = 1;
     gpt2_context *dctx;
     TRY(gpt2_context_new(draft, cp, &dctx, err));
     gpt2_speculative_params sp = gpt2_speculative_default_params();
