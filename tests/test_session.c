@@ -562,6 +562,12 @@ static long find_in(const buf *t, const char *needle, size_t n) {
 /* Runs the raw template with one stop string and checks the cut at byte m of
  * the reference: reply text, shown text, kept ids (whole tokens before m, then
  * the re-encoded rest of the straddling token), cache. */
+/* Each draft test starts without g_draft, even after one that failed with it set. */
+static int no_draft(void **state) {
+    g_draft = NULL;
+    return 0;
+}
+
 static long g_discarded; /* draft mode: queued tokens a stop string discarded */
 
 static void check_stop_cut(const ref_run *R, const char *prompt, const char *stop, size_t m) {
@@ -2045,6 +2051,29 @@ static void test_draft_rng(void **state) {
     reply_free(&r[1]);
 }
 
+/* Plain mode's scenarios whose checks hold between any two steps in draft
+ * mode too (<|endoftext|>, Esc and busy sends, a full context under refuse,
+ * regen, undo/reset, template switches, save/load mid-reply, cancelled
+ * prefills), with each draft. (The others compare evaluation counters, or
+ * the cache mid-reply, which draft mode changes by design.) */
+static void test_draft_plain_scenarios(void **state) {
+    const gpt2_model *drafts[2] = {g_model, g_draft_lm};
+    for (int d = 0; d < 2; d++) {
+        g_draft = drafts[d];
+        g_draft_k = d ? 3 : 4;
+        test_eot_ends_reply(state);
+        test_stop_and_busy(state);
+        test_context_full_refuse(state);
+        test_oversized_message(state);
+        test_regen(state);
+        test_undo_reset(state);
+        test_set_template(state);
+        test_save_load_held(state);
+        test_cancel_prefill(state);
+    }
+    g_draft = NULL;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_transcript),
@@ -2069,11 +2098,12 @@ int main(void) {
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_cancel_prefill),
         cmocka_unit_test(test_hooks),
-        cmocka_unit_test(test_draft_greedy_identical),
-        cmocka_unit_test(test_draft_stop_in_batch),
-        cmocka_unit_test(test_draft_params_mid_reply),
-        cmocka_unit_test(test_draft_setup),
-        cmocka_unit_test(test_draft_rng),
+        cmocka_unit_test_setup(test_draft_greedy_identical, no_draft),
+        cmocka_unit_test_setup(test_draft_stop_in_batch, no_draft),
+        cmocka_unit_test_setup(test_draft_params_mid_reply, no_draft),
+        cmocka_unit_test_setup(test_draft_setup, no_draft),
+        cmocka_unit_test_setup(test_draft_rng, no_draft),
+        cmocka_unit_test_setup(test_draft_plain_scenarios, no_draft),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -47,8 +47,14 @@ typedef struct {
     gpt2_sampler_params params; /* the knobs at that step */
 } token_snap;
 
+/* One reply token as the conversation pane marks it. */
+typedef struct {
+    float p;              /* the probability the model gave it (temperature 1) */
+    unsigned char origin; /* gpt2_token_origin */
+} tok_note;
+
 enum { PANE_CONV = 0, PANE_SAMPLING, PANE_INSPECTOR, PANE_INPUT, PANE_STATUS, N_PANES };
-enum { SP_TEMP = 0, SP_TOPK, SP_TOPP, SP_MINP, SP_REP, SP_MAXNEW, SP_SEED, SP_COUNT };
+enum { SP_TEMP = 0, SP_TOPK, SP_TOPP, SP_MINP, SP_REP, SP_MAXNEW, SP_SEED, SP_DRAFTK, SP_COUNT };
 
 struct app {
     /* model and session */
@@ -56,6 +62,8 @@ struct app {
     const gpt2_tokenizer *tok;
     const gpt2_config *cfg;
     gpt2_session *s;
+    gpt2_model *draft;  /* draft mode's model (owned), NULL: none */
+    char draft_name[128];
     const char *model_dir;
     char model_name[128];
     char themes_dir[4096];
@@ -73,9 +81,10 @@ struct app {
     token_snap *snaps; /* (n_ctx) */
     token_snap last_snap;
 
-    /* confidence view: the probability of each reply token, per turn */
-    float **turn_probs;
-    int *turn_nprobs, *turn_capprobs;
+    /* what each reply token was, per turn: its probability (the confidence
+       view, F2) and how it came about (draft mode marks) */
+    tok_note **turn_notes;
+    int *turn_nnotes, *turn_capnotes;
     int turns_cap;
 
     /* UI state */

@@ -113,37 +113,37 @@ static void hook_on_attention(void *ud, int layer, int head, int pos, const floa
 
 /* ---- confidence and snapshots ---- */
 
-static void probs_sync_turns(app *a) {
+static void notes_sync_turns(app *a) {
     int n = gpt2_session_n_turns(a->s);
     if (n > a->turns_cap) {
         int cap = a->turns_cap ? a->turns_cap : 16;
         while (cap < n) cap *= 2;
-        float **tp = realloc(a->turn_probs, (size_t)cap * sizeof *tp);
+        tok_note **tp = realloc(a->turn_notes, (size_t)cap * sizeof *tp);
         if (!tp) return;
-        a->turn_probs = tp;
-        int *np = realloc(a->turn_nprobs, (size_t)cap * sizeof *np);
+        a->turn_notes = tp;
+        int *np = realloc(a->turn_nnotes, (size_t)cap * sizeof *np);
         if (!np) return;
-        a->turn_nprobs = np;
-        int *cp = realloc(a->turn_capprobs, (size_t)cap * sizeof *cp);
+        a->turn_nnotes = np;
+        int *cp = realloc(a->turn_capnotes, (size_t)cap * sizeof *cp);
         if (!cp) return;
-        a->turn_capprobs = cp;
-        for (int i = a->turns_cap; i < cap; i++) a->turn_probs[i] = NULL, a->turn_nprobs[i] = 0, a->turn_capprobs[i] = 0;
+        a->turn_capnotes = cp;
+        for (int i = a->turns_cap; i < cap; i++) a->turn_notes[i] = NULL, a->turn_nnotes[i] = 0, a->turn_capnotes[i] = 0;
         a->turns_cap = cap;
     }
-    for (int i = n; i < a->turns_cap; i++) a->turn_nprobs[i] = 0; /* turns removed (undo, reset) */
+    for (int i = n; i < a->turns_cap; i++) a->turn_nnotes[i] = 0; /* turns removed (undo, reset) */
 }
 
-static void probs_push(app *a, int turn, float p) {
-    probs_sync_turns(a);
+static void notes_push(app *a, int turn, float p, gpt2_token_origin origin) {
+    notes_sync_turns(a);
     if (turn < 0 || turn >= a->turns_cap) return;
-    if (a->turn_nprobs[turn] == a->turn_capprobs[turn]) {
-        int cap = a->turn_capprobs[turn] ? 2 * a->turn_capprobs[turn] : 64;
-        float *np = realloc(a->turn_probs[turn], (size_t)cap * sizeof *np);
+    if (a->turn_nnotes[turn] == a->turn_capnotes[turn]) {
+        int cap = a->turn_capnotes[turn] ? 2 * a->turn_capnotes[turn] : 64;
+        tok_note *np = realloc(a->turn_notes[turn], (size_t)cap * sizeof *np);
         if (!np) return;
-        a->turn_probs[turn] = np;
-        a->turn_capprobs[turn] = cap;
+        a->turn_notes[turn] = np;
+        a->turn_capnotes[turn] = cap;
     }
-    a->turn_probs[turn][a->turn_nprobs[turn]++] = p;
+    a->turn_notes[turn][a->turn_nnotes[turn]++] = (tok_note){p, (unsigned char)origin};
 }
 
 static void snaps_clear(app *a) {
@@ -152,8 +152,8 @@ static void snaps_clear(app *a) {
     a->heat_cursor = -1;
 }
 
-static void probs_clear_all(app *a) {
-    for (int i = 0; i < a->turns_cap; i++) a->turn_nprobs[i] = 0;
+static void notes_clear_all(app *a) {
+    for (int i = 0; i < a->turns_cap; i++) a->turn_nnotes[i] = 0;
 }
 
 /* ---- sampling knobs ---- */
@@ -176,6 +176,13 @@ void app_apply_sampling(app *a, int item, int dir, int big) {
         return;
     }
     case SP_SEED: p.seed = p.seed + (uint64_t)(int64_t)(dir * (big ? 10 : 1)); break;
+    case SP_DRAFTK: {
+        int k = gpt2_session_draft_k(a->s) + dir * (big ? 4 : 1);
+        k = k < 1 ? 1 : k > GPT2_SPEC_MAX_K ? GPT2_SPEC_MAX_K : k;
+        gpt2_session_set_draft_k(a->s, k, NULL);
+        logf_(a, "set draft-k %d", gpt2_session_draft_k(a->s));
+        return;
+    }
     default: return;
     }
     gpt2_session_set_sampler_params(a->s, p);
@@ -219,12 +226,21 @@ static int progress_cb(void *ud, int done, int total) {
 }
 
 static void after_change(app *a) {
-    probs_sync_turns(a);
+    notes_sync_turns(a);
     gpt2_session_stats st = gpt2_session_get_stats(a->s);
     if (st.notices != a->seen_notices) {
         a->seen_notices = st.notices;
         app_message(a, UI_ROLE_NOTICE, "%s", gpt2_session_notice(a->s));
         snaps_clear(a); /* positions moved */
+    }
+}
+
+static const char *origin_name(gpt2_token_origin o) {
+    switch (o) {
+    case GPT2_TOKEN_ACCEPTED: return "accepted";
+    case GPT2_TOKEN_CORRECTED: return "corrected";
+    case GPT2_TOKEN_BONUS: return "bonus";
+    default: return "sampled";
     }
 }
 
@@ -238,8 +254,14 @@ static void finish_reply(app *a, const gpt2_session_token *t) {
     int nt = gpt2_session_n_turns(a->s);
     gpt2_turn tr = {0};
     if (nt > 0) gpt2_session_turn(a->s, nt - 1, &tr);
-    logf_(a, "reply: %d tokens (%s), %.1f tok/s, evaluated %d, context %d/%d", a->reply_tokens,
-          gpt2_reply_end_name(t->end), a->last_tps, s.last_reply, n, a->n_ctx);
+    gpt2_draft_stats ds;
+    gpt2_session_draft_stats(a->s, &ds, NULL);
+    char draft[96] = "";
+    if (ds.iterations > 0)
+        snprintf(draft, sizeof draft, ", draft k%d r %.2f %.2f tok/pass", gpt2_session_draft_k(a->s), ds.r,
+                 ds.tokens_per_pass);
+    logf_(a, "reply: %d tokens (%s), %.1f tok/s, evaluated %d, context %d/%d%s", a->reply_tokens,
+          gpt2_reply_end_name(t->end), a->last_tps, s.last_reply, n, a->n_ctx, draft);
     if (a->log && tr.text) {
         fputs("reply-text: ", a->log);
         fwrite(tr.text, 1, tr.len, a->log);
@@ -302,10 +324,13 @@ static void do_step(app *a) {
         sn->n = (int)gpt2_sampler_report(gpt2_session_sampler(a->s), sn->c, SNAP_K);
         int n_after;
         gpt2_session_tokens(a->s, &n_after);
-        logf_(a, "token %d p %.3f kept %d temperature %.2f", t.id, (double)t.prob, t.kept, (double)params.temperature);
+        char rej[32] = "";
+        if (t.n_rejected) snprintf(rej, sizeof rej, ", %d drafts rejected", t.n_rejected);
+        logf_(a, "token %d p %.3f kept %d temperature %.2f origin %s%s", t.id, (double)t.prob, t.kept,
+              (double)params.temperature, origin_name(t.origin), rej);
         if (t.kept) {
             a->reply_tokens++;
-            probs_push(a, gpt2_session_n_turns(a->s) - 1, t.prob);
+            notes_push(a, gpt2_session_n_turns(a->s) - 1, t.prob, t.origin);
             if (n_after > 0 && n_after - 1 < a->n_ctx) a->snaps[n_after - 1] = *sn;
         }
     }
@@ -324,7 +349,20 @@ static void cmd_set(app *a, const char *name, const char *val) {
     double v;
     if (!name || !val || !parse_num(val, &v)) {
         app_message(a, UI_ROLE_ERROR, "usage: /set NAME VALUE (temperature top-k top-p min-p repeat-penalty "
-                                      "repeat-last-n max-tokens seed)");
+                                      "repeat-last-n max-tokens seed draft_k)");
+        return;
+    }
+    if (!strcmp(name, "draft_k") || !strcmp(name, "draft-k")) { /* from the next iteration, mid-reply too */
+        gpt2_error err;
+        if (v != floor(v) || v < 1 || v > GPT2_SPEC_MAX_K) {
+            app_message(a, UI_ROLE_ERROR, "/set draft_k: K = %s is outside 1..%d", val, GPT2_SPEC_MAX_K);
+        } else if (gpt2_session_set_draft_k(a->s, (int)v, &err) != GPT2_OK) {
+            app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        } else {
+            app_message(a, UI_ROLE_TEXT, "draft_k = %d%s", (int)v,
+                        gpt2_session_draft_model(a->s) ? "" : " (no draft model: --draft DIR or /draft DIR)");
+            logf_(a, "set draft-k %d", (int)v);
+        }
         return;
     }
     gpt2_sampler_params p = gpt2_session_sampler_params(a->s);
@@ -389,6 +427,48 @@ static void cmd_template(app *a, const char *name) {
     after_change(a);
 }
 
+/* /draft [on|off|DIR]: draft mode (speculative sampling) on or off, or
+ * another draft model (which must share the model's tokenizer). */
+static void cmd_draft(app *a, const char *arg) {
+    gpt2_error err;
+    if (!arg) {
+        if (!a->draft) app_message(a, UI_ROLE_TEXT, "draft: none (/draft DIR loads a draft model)");
+        else
+            app_message(a, UI_ROLE_TEXT, "draft: %s, k %d, %s", a->draft_name, gpt2_session_draft_k(a->s),
+                        gpt2_session_draft_enabled(a->s) ? "on" : "off");
+        return;
+    }
+    if (!strcmp(arg, "on") || !strcmp(arg, "off")) {
+        int on = !strcmp(arg, "on");
+        if (!a->draft) {
+            app_message(a, UI_ROLE_ERROR, "draft: no draft model (/draft DIR or --draft DIR loads one)");
+            return;
+        }
+        if (gpt2_session_set_draft_enabled(a->s, on, &err) != GPT2_OK) {
+            app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+            return;
+        }
+        app_message(a, UI_ROLE_TEXT, "draft %s: %s", a->draft_name, on ? "on" : "off");
+        logf_(a, "draft %s", on ? "on" : "off");
+        return;
+    }
+    gpt2_model *m;
+    if (gpt2_model_load(arg, &m, &err) != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        return;
+    }
+    if (gpt2_session_set_draft(a->s, m, gpt2_session_draft_k(a->s), &err) != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        gpt2_model_free(m);
+        return;
+    }
+    gpt2_model_free(a->draft); /* the session let go of it */
+    a->draft = m;
+    snprintf(a->draft_name, sizeof a->draft_name, "%s", gpt2_model_name(m));
+    app_message(a, UI_ROLE_TEXT, "draft: %s, k %d, on", a->draft_name, gpt2_session_draft_k(a->s));
+    logf_(a, "draft %s k %d", a->draft_name, gpt2_session_draft_k(a->s));
+}
+
 static void run_command(app *a, char *line) {
     char *save = NULL;
     char *cmd = strtok_r(line, " \t", &save);
@@ -404,7 +484,7 @@ static void run_command(app *a, char *line) {
     } else if (!strcmp(cmd, "/reset")) {
         if (a->generating) do_stop(a);
         if (gpt2_session_reset(a->s, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
-        else app_message(a, UI_ROLE_TEXT, "conversation cleared"), snaps_clear(a), probs_clear_all(a), logf_(a, "reset");
+        else app_message(a, UI_ROLE_TEXT, "conversation cleared"), snaps_clear(a), notes_clear_all(a), logf_(a, "reset");
         after_change(a);
     } else if (!strcmp(cmd, "/undo")) {
         if (a->generating) do_stop(a);
@@ -419,9 +499,9 @@ static void run_command(app *a, char *line) {
         if (st != GPT2_OK) {
             app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "regen cancelled" : err.msg);
         } else {
-            probs_sync_turns(a);
+            notes_sync_turns(a);
             int nt = gpt2_session_n_turns(a->s);
-            if (nt > 0 && nt - 1 < a->turns_cap) a->turn_nprobs[nt - 1] = 0;
+            if (nt > 0 && nt - 1 < a->turns_cap) a->turn_nnotes[nt - 1] = 0;
             a->msg[0] = '\0';
             a->generating = 1;
             a->reply_t0 = now_s();
@@ -451,6 +531,8 @@ static void run_command(app *a, char *line) {
         else term_set_theme(&th), app_message(a, UI_ROLE_TEXT, "theme: %s", th.name), clearok(curscr, TRUE);
     } else if (!strcmp(cmd, "/template")) {
         cmd_template(a, arg1);
+    } else if (!strcmp(cmd, "/draft")) {
+        cmd_draft(a, arg1);
     } else if (!strcmp(cmd, "/save")) {
         if (!arg1) app_message(a, UI_ROLE_ERROR, "usage: /save FILE");
         else if (gpt2_session_save(a->s, arg1, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
@@ -463,7 +545,7 @@ static void run_command(app *a, char *line) {
         else if (st != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "load cancelled" : err.msg);
         else {
             snaps_clear(a);
-            probs_clear_all(a);
+            notes_clear_all(a);
             int n;
             gpt2_session_tokens(a->s, &n);
             app_message(a, UI_ROLE_TEXT, "loaded %s (%d turns, %d tokens)", arg1, gpt2_session_n_turns(a->s), n);
@@ -623,6 +705,7 @@ static int usage(void) {
     fputs("usage: gptscope chat [-m DIR] [--template NAME|FILE] [--theme NAME|PATH] [--log FILE]\n"
           "                     [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
           "                     [--repeat-penalty R] [--repeat-last-n N] [--seed S]\n"
+          "                     [--draft DIR [--draft-k K]]\n"
           "  The full-screen chat: streams replies, sampling knobs that act mid-reply,\n"
           "  live attention heatmaps and next-token candidates. F1 in the app lists the keys.\n"
           "  --template NAME    transcript, dialogpt, raw, or a chat_template.json file\n"
@@ -630,6 +713,9 @@ static int usage(void) {
           "  --theme NAME|PATH  dark (default), light, high-contrast, or a theme file\n"
           "  --log FILE         append what each turn computed (prefill/reply tokens, tok/s)\n"
           "  -n N               max new tokens per reply, 0 = until the context is full (default 256)\n"
+          "  --draft DIR        speculative sampling: the model in DIR (same tokenizer) drafts,\n"
+          "                     the chat model checks K tokens per pass (/draft on|off in the app)\n"
+          "  --draft-k K        draft tokens per iteration, 1..16 (default 4; /set draft_k K)\n"
           "  sampling options as for generate (default seed: random)\n",
           stderr);
     return EXIT_USAGE;
@@ -646,28 +732,32 @@ static void app_free_panes(app *a) {
 static void app_free(app *a) {
     if (a->s) gpt2_session_free(a->s);
     gpt2_model_free(a->model);
+    gpt2_model_free(a->draft);
     free(a->att);
     free(a->att_row_layer);
     free(a->snaps);
-    for (int i = 0; i < a->turns_cap; i++) free(a->turn_probs[i]);
-    free(a->turn_probs);
-    free(a->turn_nprobs);
-    free(a->turn_capprobs);
+    for (int i = 0; i < a->turns_cap; i++) free(a->turn_notes[i]);
+    free(a->turn_notes);
+    free(a->turn_nnotes);
+    free(a->turn_capnotes);
     if (a->log) fclose(a->log);
 }
 
 int cmd_chat(int argc, char **argv) {
-    enum { O_TEMPLATE = 256, O_THEME, O_LOG };
+    enum { O_TEMPLATE = 256, O_THEME, O_LOG, O_DRAFT, O_DRAFT_K };
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"n-tokens", required_argument, 0, 'n'},
                                          CLI_SAMPLING_OPTIONS,
                                          {"template", required_argument, 0, O_TEMPLATE},
                                          {"theme", required_argument, 0, O_THEME},
                                          {"log", required_argument, 0, O_LOG},
+                                         {"draft", required_argument, 0, O_DRAFT},
+                                         {"draft-k", required_argument, 0, O_DRAFT_K},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *mdir = NULL, *tmpl_name = NULL, *theme_name = NULL, *log_path = NULL;
-    long n_new = 256;
+    const char *mdir = NULL, *tmpl_name = NULL, *theme_name = NULL, *log_path = NULL, *draft_dir = NULL;
+    long n_new = 256, draft_k = 4;
+    int draft_k_given = 0;
     int c, seeded = 0;
     gpt2_sampler_params sp = gpt2_sampler_default_params();
     optind = 1;
@@ -678,6 +768,11 @@ int cmd_chat(int argc, char **argv) {
         case O_TEMPLATE: tmpl_name = optarg; break;
         case O_THEME: theme_name = optarg; break;
         case O_LOG: log_path = optarg; break;
+        case O_DRAFT: draft_dir = optarg; break;
+        case O_DRAFT_K:
+            if (!cli_parse_int("--draft-k", optarg, 1, GPT2_SPEC_MAX_K, &draft_k)) return EXIT_USAGE;
+            draft_k_given = 1;
+            break;
         default: {
             int r = cli_sampling_option(c, optarg, &sp, &seeded);
             if (r < 0) return EXIT_USAGE;
@@ -686,6 +781,10 @@ int cmd_chat(int argc, char **argv) {
         }
     }
     if (optind != argc) return usage();
+    if (draft_k_given && !draft_dir) {
+        cli_error("--draft-k needs --draft DIR");
+        return EXIT_USAGE;
+    }
     if (!seeded) sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     setlocale(LC_ALL, "");
 
@@ -747,6 +846,14 @@ int cmd_chat(int argc, char **argv) {
         cli_error("%s", err.msg);
         goto out;
     }
+    if (draft_dir) { /* a bad or mismatched draft fails here, before the terminal is touched */
+        if (!(a->draft = cli_load_model(draft_dir))) goto out;
+        if (gpt2_session_set_draft(a->s, a->draft, (int)draft_k, &err) != GPT2_OK) {
+            cli_error("%s", err.msg);
+            goto out;
+        }
+        snprintf(a->draft_name, sizeof a->draft_name, "%s", gpt2_model_name(a->draft));
+    }
     a->n_ctx = gpt2_session_n_ctx(a->s);
     size_t per_layer = (size_t)a->cfg->n_head * (size_t)a->n_ctx * (size_t)a->n_ctx * sizeof(float);
     a->all_layers = per_layer * (size_t)a->cfg->n_layer <= ATT_BUDGET;
@@ -761,7 +868,8 @@ int cmd_chat(int argc, char **argv) {
     for (int i = 0; i < a->n_ctx; i++) a->att_row_layer[i] = -1;
     gpt2_hooks hooks = {.user_data = a, .want_attention = hook_want_attention, .on_attention = hook_on_attention};
     gpt2_session_set_hooks(a->s, &hooks);
-    logf_(a, "start: model %s, template %s, n_ctx %d", a->model_name, gpt2_session_template(a->s)->name, a->n_ctx);
+    logf_(a, "start: model %s, template %s, n_ctx %d%s%s", a->model_name, gpt2_session_template(a->s)->name, a->n_ctx,
+          a->draft ? ", draft " : "", a->draft ? a->draft_name : "");
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

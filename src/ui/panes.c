@@ -62,13 +62,30 @@ static ui_role conf_role(float p) {
     return p < 0.2f ? UI_ROLE_CONF_LOW : p < 0.6f ? UI_ROLE_CONF_MID : UI_ROLE_CONF_HIGH;
 }
 
-/* Draws bytes [start, end) of turn t, colouring by token probability when asked. */
+/* Draft mode's marks: accepted drafts in one style, the target's corrections
+ * in another, their first cell underlined (the mark of where drafts were
+ * rejected and discarded; it is all NO_COLOR shows); sampled and bonus
+ * tokens as plain text. -1: no mark. */
+static int draft_role(const tok_note *n) {
+    return n->origin == GPT2_TOKEN_ACCEPTED ? UI_ROLE_DRAFT : n->origin == GPT2_TOKEN_CORRECTED ? UI_ROLE_DRAFT_FIX : -1;
+}
+
+static int turn_drafted(const app *a, int ti) {
+    for (int i = 0; i < a->turn_nnotes[ti]; i++)
+        if (a->turn_notes[ti][i].origin != GPT2_TOKEN_SAMPLED) return 1;
+    return 0;
+}
+
+/* Draws bytes [start, end) of turn t, colouring by token probability when asked
+ * (F2), else marking draft mode's tokens. */
 static void conv_draw_text(app *a, WINDOW *w, int y, int x, int maxc, int ti, const gpt2_turn *t, size_t start,
                            size_t end) {
     attr_t base = term_attr(t->role == GPT2_ROLE_USER ? UI_ROLE_TEXT : UI_ROLE_ASSISTANT);
     if (!t->in_context) base = term_attr(UI_ROLE_DIM);
-    int conf = a->conf_view && t->role == GPT2_ROLE_ASSISTANT && ti < a->turns_cap && a->turn_nprobs[ti] > 0;
-    if (!conf) {
+    int noted = t->role == GPT2_ROLE_ASSISTANT && ti < a->turns_cap && a->turn_nnotes[ti] > 0;
+    int conf = noted && a->conf_view;
+    int marks = noted && !a->conf_view && t->in_context && turn_drafted(a, ti);
+    if (!conf && !marks) {
         term_put(w, y, x, t->text + start, end - start, maxc, base);
         return;
     }
@@ -85,7 +102,12 @@ static void conv_draw_text(app *a, WINDOW *w, int y, int x, int maxc, int ti, co
             tk++;
         }
         attr_t at = base;
-        if (tk < a->turn_nprobs[ti]) at = term_attr(conf_role(a->turn_probs[ti][tk]));
+        if (tk < a->turn_nnotes[ti]) {
+            const tok_note *nt = &a->turn_notes[ti][tk];
+            int dr = draft_role(nt);
+            if (conf) at = term_attr(conf_role(nt->p));
+            else if (dr >= 0) at = term_attr((ui_role)dr) | (dr == UI_ROLE_DRAFT_FIX && i == off ? A_UNDERLINE : 0);
+        }
         uint32_t cp;
         int nb = ui_utf8_decode(t->text + i, end - i, &cp);
         cols += term_put(w, y, x + cols, t->text + i, (size_t)nb, maxc - cols, at);
@@ -157,7 +179,7 @@ const pane_ops conv_pane_ops = {.name = "conversation", .draw = conv_draw, .key 
 
 /* ---- sampling panel ----------------------------------------------------- */
 
-static const char *sp_names[SP_COUNT] = {"temp", "top-k", "top-p", "min-p", "repeat", "max-new", "seed"};
+static const char *sp_names[SP_COUNT] = {"temp", "top-k", "top-p", "min-p", "repeat", "max-new", "seed", "draft-k"};
 
 static void sampling_draw(pane *p) {
     app *a = p->a;
@@ -181,6 +203,10 @@ static void sampling_draw(pane *p) {
             snprintf(v, sizeof v, m ? "%d" : "none", m);
             break;
         }
+        case SP_DRAFTK: /* K of draft mode; "off" while a draft is loaded but not used */
+            if (!gpt2_session_draft_model(a->s)) snprintf(v, sizeof v, "none");
+            else snprintf(v, sizeof v, gpt2_session_draft_enabled(a->s) ? "%d" : "%d off", gpt2_session_draft_k(a->s));
+            break;
         default: snprintf(v, sizeof v, "%llu", (unsigned long long)sp.seed); break;
         }
         int row = 1 + i % 4, col = 2 + (i / 4) * colw;
@@ -404,12 +430,27 @@ static void status_draw(pane *p) {
     int n_tok = 0;
     gpt2_session_tokens(a->s, &n_tok);
     gpt2_session_stats st = gpt2_session_get_stats(a->s);
-    char buf[512];
-    int n = snprintf(buf, sizeof buf, " %s \u2502 ctx %d/%d \u2502 %.1f tok/s \u2502 turn: prefill %d, reply %d \u2502 %s",
-                     a->model_name, n_tok, a->n_ctx, a->last_tps, st.last_prefill, st.last_reply,
-                     a->generating ? "Esc stops" : "F1 help");
+    char buf[512], draft[96] = "";
+    if (gpt2_session_draft_enabled(a->s)) { /* the current (or last) reply's figures */
+        gpt2_draft_stats ds;
+        gpt2_session_draft_stats(a->s, &ds, NULL);
+        int k = gpt2_session_draft_k(a->s);
+        if (ds.iterations > 0)
+            snprintf(draft, sizeof draft, " \u2502 draft k%d r %.2f %.1f tok/pass", k, ds.r, ds.tokens_per_pass);
+        else
+            snprintf(draft, sizeof draft, " \u2502 draft k%d", k);
+    } else if (gpt2_session_draft_model(a->s)) {
+        snprintf(draft, sizeof draft, " \u2502 draft off");
+    }
+    /* whole tokens per second past 100: room for the draft figures at 100 columns */
+    int n = snprintf(buf, sizeof buf, " %s \u2502 ctx %d/%d \u2502 %.*f tok/s \u2502 turn: prefill %d, reply %d%s",
+                     a->model_name, n_tok, a->n_ctx, a->last_tps >= 100 ? 0 : 1, a->last_tps, st.last_prefill,
+                     st.last_reply, draft);
     if (n < 0) return;
     int c = term_put(p->win, 0, 0, buf, strlen(buf), p->w, at);
+    const char *hint = a->generating ? " \u2502 Esc stops" : " \u2502 F1 help"; /* when it fits */
+    if (c + ui_text_width(hint, strlen(hint)) <= p->w) c += term_put(p->win, 0, c, hint, strlen(hint), p->w - c, at);
+    else return;
     /* more hints when there is room */
     static const char *more[] = {"  Tab focus", "  F2 confidence", "  F3/F4 layer", "  F5/F6 head", "  /quit"};
     for (size_t i = 0; i < sizeof more / sizeof *more; i++) {

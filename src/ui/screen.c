@@ -41,6 +41,8 @@ static const char *help_lines[] = {
     "PgUp / PgDn      scroll the conversation (any focus but sampling/inspector); mouse wheel too",
     "F1, ?            this help (? when the input line is empty or another pane has focus)",
     "F2               confidence view: colour reply tokens by their probability",
+    "Draft mode       accepted draft tokens in the draft colour, the target's corrections in",
+    "                 draft-fix, underlined where drafts were rejected; status: k, r, tokens/pass",
     "F3 / F4          previous / next layer        F5 / F6  previous / next head (then average)",
     "F7               average of heads on/off      Ctrl-L   redraw",
     "Ctrl-D           quit (on an empty line)",
@@ -54,6 +56,7 @@ static const char *help_lines[] = {
     "/set NAME VALUE  temperature top-k top-p min-p repeat-penalty repeat-last-n max-tokens seed",
     "/layer N   /head N|avg   /theme NAME|PATH   /template NAME|PATH (transcript dialogpt raw model)",
     "/save FILE   /load FILE   /conf (confidence view)",
+    "/draft on|off|DIR  speculative sampling with a draft model   /set draft_k K (1..16)",
     "",
     "Press any key to close.",
 };

@@ -24,6 +24,7 @@ static const char *role_names[UI_ROLE_COUNT] = {
     [UI_ROLE_BAR_REMOVED] = "bar-removed", [UI_ROLE_NOTICE] = "notice",
     [UI_ROLE_ERROR] = "error",       [UI_ROLE_CONF_LOW] = "conf-low",
     [UI_ROLE_CONF_MID] = "conf-mid", [UI_ROLE_CONF_HIGH] = "conf-high",
+    [UI_ROLE_DRAFT] = "draft",       [UI_ROLE_DRAFT_FIX] = "draft-fix",
 };
 
 const char *ui_role_name(ui_role r) { return r < UI_ROLE_COUNT ? role_names[r] : "?"; }
@@ -137,6 +138,8 @@ void ui_theme_default(ui_theme *t) {
     t->role[UI_ROLE_CONF_LOW].fg = ix(203);
     t->role[UI_ROLE_CONF_MID].fg = ix(221);
     t->role[UI_ROLE_CONF_HIGH].fg = ix(114);
+    t->role[UI_ROLE_DRAFT].fg = ix(152);
+    t->role[UI_ROLE_DRAFT_FIX].fg = ix(211);
     static const int heat[] = {233, 17, 18, 25, 31, 37, 79, 185, 220, 231};
     t->n_heat = (int)(sizeof heat / sizeof *heat);
     for (int i = 0; i < t->n_heat; i++) t->heat[i] = ix(heat[i]);

@@ -105,6 +105,8 @@ typedef enum {
     UI_ROLE_CONF_LOW,
     UI_ROLE_CONF_MID,
     UI_ROLE_CONF_HIGH,
+    UI_ROLE_DRAFT,     /* draft mode: a draft token the target accepted */
+    UI_ROLE_DRAFT_FIX, /* draft mode: the target's correction where drafts were rejected */
     UI_ROLE_COUNT
 } ui_role;
 

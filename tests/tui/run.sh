@@ -42,14 +42,15 @@ wait_log() {
 }
 check() { name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
 keys() { $T send-keys -t app "$@"; }
-# start [ENV...]: a fresh app in a 100x30 pane; the exit status and the tty
-# modes after it land in $TMP/exit and $TMP/stty
+# start [ENV...]: a fresh app in a 100x30 pane (with the options in $EXTRA);
+# the exit status and the tty modes after it land in $TMP/exit and $TMP/stty
+EXTRA=""
 start() {
     rm -f "$TMP/exit" "$TMP/stty" "$TMP/log"
     $T kill-server >/dev/null 2>&1
     sleep 0.2 # let the old server go before a new one takes the socket
     $T new-session -d -s app -x 100 -y 30 \
-        "env XDG_STATE_HOME='$TMP/state' $* '$BIN' chat -m '$MODEL' --template raw --temperature 0 --seed 1 --log '$TMP/log'; echo \$? > '$TMP/exit'; stty -a > '$TMP/stty'; sleep 60"
+        "env XDG_STATE_HOME='$TMP/state' $* '$BIN' chat -m '$MODEL' $EXTRA --template raw --temperature 0 --seed 1 --log '$TMP/log'; echo \$? > '$TMP/exit'; stty -a > '$TMP/stty'; sleep 60"
     wait_for "sampling" 10 && wait_for "attention"
 }
 # the pid of the app: the child of the pane's shell (no pgrep needed)
@@ -184,12 +185,46 @@ check "no arguments on a terminal: the chat" wait_for "attention  layer 0/1" 10
 keys "/quit" Enter
 check "no arguments: /quit exits 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
 
-# 12. outside tmux: option errors come before the terminal is touched
+# 12. draft mode: models/reverse as its own draft (same tokenizer; at temperature 0
+#     every draft is accepted: r = 1). 8 reply tokens in a 16-position window: with
+#     K = 4 passes of 5 and 3 tokens (K shrinks at the window's end), with K = 2 of 3, 3, 2.
+EXTRA="--draft '$MODEL'" start >/dev/null
+check "--draft: the status bar shows draft mode" wait_for "draft k4 │ F1 help"
+keys "12 7 99 3 45 0 8 61" Enter
+check "--draft: the same reply" wait_for " 61 8 0 45 3 99 7 12"
+check "--draft: status shows r and tokens per target pass" wait_for "draft k4 r 1.00 4.0 tok/pass"
+check "--draft: log: accepted drafts and bonus tokens" sh -c "grep -q '^token .* origin accepted' '$TMP/log' && grep -q '^token .* origin bonus' '$TMP/log' && grep -q '^reply: 8 tokens .*draft k4 r 1.00 4.00 tok/pass' '$TMP/log'"
+check "--draft: accepted drafts drawn in the theme's draft colour" sh -c "$T capture-pane -e -p -t app | grep -q '38;5;152m 61 8 0 45'"
+keys "/set draft_k 2" Enter
+check "/set draft_k 2" wait_for "draft_k = 2"
+check "/set draft_k 2: the sampling panel" wait_for "draft-k 2"
+keys "/regen" Enter
+check "/set draft_k 2: same reply, 2.7 tokens per pass" wait_for "draft k2 r 1.00 2.7 tok/pass"
+check "/set draft_k 2: log" wait_log "^reply: 8 tokens .*draft k2 r 1.00 2.67 tok/pass"
+keys "/set draft_k 17" Enter
+check "/set draft_k 17: out of range" wait_for "/set draft_k: K = 17 is outside 1..16"
+keys "/draft off" Enter
+check "/draft off: status bar" wait_for "draft off │ F1 help"
+: > "$TMP/log"
+keys "/regen" Enter
+check "/draft off: the same reply, sampled by the model alone" sh -c "i=0; while ! grep -q '^reply:' '$TMP/log' && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; grep -q '^reply: 8 tokens' '$TMP/log' && ! grep -q 'origin accepted' '$TMP/log' && grep -qF 'reply-text:  61 8 0 45 3 99 7 12' '$TMP/log'"
+keys "/draft on" Enter
+check "/draft on" wait_for "draft k2 │ F1 help"
+keys "/draft $ROOT/models/shakespeare" Enter
+check "/draft with another tokenizer: clear error" wait_for "draft model 'shakespeare' has 2048 vocabulary rows, target 'reverse' has 447"
+check "/draft with another tokenizer: the draft is kept" wait_for "draft k2 │ F1 help"
+$T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/exit"
+$T new-session -d -s app -x 100 -y 30 "'$BIN' chat -m '$MODEL' --template raw --draft '$ROOT/models/shakespeare'; echo \$? > '$TMP/exit'; sleep 60"
+check "--draft with another tokenizer: exit 1 with the message, terminal untouched" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 1 ] && $T capture-pane -pJ -t app | grep -qF \"draft model 'shakespeare' has 2048 vocabulary rows, target 'reverse' has 447; they must share one tokenizer\""
+
+# 13. outside tmux: option errors come before the terminal is touched
 printf 'name = bad\nuser = blu\n' > "$TMP/bad.theme"
 "$BIN" chat -m "$MODEL" --theme "$TMP/bad.theme" < /dev/null > "$TMP/out" 2>&1; rc=$?
 check "malformed theme: exit 1 naming file and line" sh -c "[ $rc = 1 ] && grep -qF '$TMP/bad.theme:2: user:' '$TMP/out'"
 "$BIN" chat -m "$MODEL" < /dev/null > "$TMP/out" 2>&1; rc=$?
 check "chat without a terminal: exit 1 with a message" sh -c "[ $rc = 1 ] && grep -qF 'needs a terminal' '$TMP/out'"
+"$BIN" chat -m "$MODEL" --draft "$MODEL" --draft-k 17 < /dev/null > "$TMP/out" 2>&1; rc=$?
+check "--draft-k 17: usage error naming the option" sh -c "[ $rc = 2 ] && grep -qF -- '--draft-k' '$TMP/out'"
 
 echo
 echo "tui: $pass passed, $fail failed"
