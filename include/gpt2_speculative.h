@@ -131,6 +131,9 @@ typedef struct {
     long produced;       /* tokens emitted (accepted + corrections + bonuses) */
     long target_passes;  /* batched target evals of the steps (the prefill not counted) */
     long draft_evals;    /* draft gpt2_context_eval calls of the steps */
+    double seconds;      /* wall-clock time in the steps that produced tokens, of which: */
+    double draft_seconds;  /* drafting (the draft's evals and filtering) */
+    double target_seconds; /* the target's verification passes */
 } gpt2_speculative_stats;
 
 typedef struct gpt2_speculative gpt2_speculative;

@@ -304,6 +304,9 @@ static int greedy_case(const char *target, const char *draft) {
                       (double)st.produced / st.target_passes);
         assert_int_equal(st.produced, st.accepted + st.iterations); /* one correction or bonus each */
         assert_int_equal(st.target_passes, st.iterations);
+        /* the time split: both phases measured, inside the whole */
+        assert_true(st.draft_seconds > 0 && st.target_seconds > 0);
+        assert_true(st.draft_seconds + st.target_seconds <= st.seconds);
         mixed |= st.accepted > 0 && st.accepted < st.drafted;
         if (strcmp(target, draft) == 0) {
             assert_true(r == 1.0);

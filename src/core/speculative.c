@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct gpt2_speculative {
     gpt2_context *target, *draft;
@@ -506,7 +507,14 @@ gpt2_status gpt2_speculative_sync(gpt2_speculative *sd, gpt2_error *err) {
 
 /* ---- one iteration ---- */
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, int *n_out, gpt2_error *err) {
+    const double t0 = now_s();
     if (n_out) *n_out = 0;
     if (sd) sd->last_n_out = 0;
     if (!sd || !out || !n_out) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative_step: NULL argument");
@@ -538,6 +546,7 @@ gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, in
     }
 
     /* 2. the target: seq[n-1 .. n+k) in one eval (plus anything it lacks before) */
+    const double t1 = now_s();
     if ((st = fill_to(sd, sd->target, n - 1, 0, err)) != GPT2_OK) goto fail;
     {
         int np = gpt2_context_n_past(sd->target);
@@ -547,6 +556,7 @@ gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, in
         if (st != GPT2_OK) goto fail;
         sd->stats.target_passes++;
     }
+    const double t2 = now_s();
 
     /* 3. accept or correct */
     gpt2_speculative_accept_fn accept = sd->params.accept ? sd->params.accept : gpt2_speculative_accept;
@@ -588,6 +598,10 @@ gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, in
         return st;
     sd->stats.iterations++;
     sd->stats.produced += m;
+    const double t3 = now_s();
+    sd->stats.draft_seconds += t1 - t0;
+    sd->stats.target_seconds += t2 - t1;
+    sd->stats.seconds += t3 - t0;
     sd->last_n_out = m;
     *n_out = m;
     return GPT2_OK;
