@@ -705,7 +705,7 @@ static int usage(void) {
     fputs("usage: gptscope chat [-m DIR] [--template NAME|FILE] [--theme NAME|PATH] [--log FILE]\n"
           "                     [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
           "                     [--repeat-penalty R] [--repeat-last-n N] [--seed S]\n"
-          "                     [--draft DIR [--draft-k K]]\n"
+          "                     [--draft DIR [--draft-k K]] [--quantize q8]\n"
           "  The full-screen chat: streams replies, sampling knobs that act mid-reply,\n"
           "  live attention heatmaps and next-token candidates. F1 in the app lists the keys.\n"
           "  --template NAME    transcript, dialogpt, raw, or a chat_template.json file\n"
@@ -716,6 +716,7 @@ static int usage(void) {
           "  --draft DIR        speculative sampling: the model in DIR (same tokenizer) drafts,\n"
           "                     the chat model checks K tokens per pass (/draft on|off in the app)\n"
           "  --draft-k K        draft tokens per iteration, 1..16 (default 4; /set draft_k K)\n"
+          "  --quantize q8      run the chat model with 8-bit weights (converted at load)\n"
           "  sampling options as for generate (default seed: random)\n",
           stderr);
     return EXIT_USAGE;
@@ -753,9 +754,11 @@ int cmd_chat(int argc, char **argv) {
                                          {"log", required_argument, 0, O_LOG},
                                          {"draft", required_argument, 0, O_DRAFT},
                                          {"draft-k", required_argument, 0, O_DRAFT_K},
+                                         {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *mdir = NULL, *tmpl_name = NULL, *theme_name = NULL, *log_path = NULL, *draft_dir = NULL;
+    const char *mdir = NULL, *tmpl_name = NULL, *theme_name = NULL, *log_path = NULL, *draft_dir = NULL,
+               *quantize = NULL;
     long n_new = 256, draft_k = 4;
     int draft_k_given = 0;
     int c, seeded = 0;
@@ -773,6 +776,7 @@ int cmd_chat(int argc, char **argv) {
             if (!cli_parse_int("--draft-k", optarg, 1, GPT2_SPEC_MAX_K, &draft_k)) return EXIT_USAGE;
             draft_k_given = 1;
             break;
+        case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
         default: {
             int r = cli_sampling_option(c, optarg, &sp, &seeded);
             if (r < 0) return EXIT_USAGE;
@@ -819,7 +823,7 @@ int cmd_chat(int argc, char **argv) {
     gpt2_error err;
     gpt2_chat_template *tmpl = NULL;
     a->model_dir = cli_model_dir(mdir);
-    if (!(a->model = cli_load_model(a->model_dir))) goto out;
+    if (!(a->model = cli_load_model_as(a->model_dir, quantize))) goto out;
     a->tok = gpt2_model_tokenizer(a->model);
     a->cfg = gpt2_model_config(a->model);
     snprintf(a->model_name, sizeof a->model_name, "%s", gpt2_model_name(a->model));
@@ -868,7 +872,8 @@ int cmd_chat(int argc, char **argv) {
     for (int i = 0; i < a->n_ctx; i++) a->att_row_layer[i] = -1;
     gpt2_hooks hooks = {.user_data = a, .want_attention = hook_want_attention, .on_attention = hook_on_attention};
     gpt2_session_set_hooks(a->s, &hooks);
-    logf_(a, "start: model %s, template %s, n_ctx %d%s%s", a->model_name, gpt2_session_template(a->s)->name, a->n_ctx,
+    logf_(a, "start: model %s (%s), template %s, n_ctx %d%s%s", a->model_name,
+          gpt2_dtype_name(gpt2_model_dtype(a->model)), gpt2_session_template(a->s)->name, a->n_ctx,
           a->draft ? ", draft " : "", a->draft ? a->draft_name : "");
 
     struct sigaction sa;

@@ -217,7 +217,13 @@ $T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/exit"
 $T new-session -d -s app -x 100 -y 30 "'$BIN' chat -m '$MODEL' --template raw --draft '$ROOT/models/shakespeare'; echo \$? > '$TMP/exit'; sleep 60"
 check "--draft with another tokenizer: exit 1 with the message, terminal untouched" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 1 ] && $T capture-pane -pJ -t app | grep -qF \"draft model 'shakespeare' has 2048 vocabulary rows, target 'reverse' has 447; they must share one tokenizer\""
 
-# 13. outside tmux: option errors come before the terminal is touched
+# 13. --quantize q8: the model runs on 8-bit weights and still reverses
+EXTRA="--quantize q8" start >/dev/null
+keys "12 7 99 3 45 0 8 61" Enter
+check "--quantize q8: the same reply" wait_for " 61 8 0 45 3 99 7 12"
+check "--quantize q8: the log names the 8-bit weights" wait_log "^start: model reverse \\(q8\\)"
+
+# 14. outside tmux: option errors come before the terminal is touched
 printf 'name = bad\nuser = blu\n' > "$TMP/bad.theme"
 "$BIN" chat -m "$MODEL" --theme "$TMP/bad.theme" < /dev/null > "$TMP/out" 2>&1; rc=$?
 check "malformed theme: exit 1 naming file and line" sh -c "[ $rc = 1 ] && grep -qF '$TMP/bad.theme:2: user:' '$TMP/out'"
@@ -225,6 +231,8 @@ check "malformed theme: exit 1 naming file and line" sh -c "[ $rc = 1 ] && grep 
 check "chat without a terminal: exit 1 with a message" sh -c "[ $rc = 1 ] && grep -qF 'needs a terminal' '$TMP/out'"
 "$BIN" chat -m "$MODEL" --draft "$MODEL" --draft-k 17 < /dev/null > "$TMP/out" 2>&1; rc=$?
 check "--draft-k 17: usage error naming the option" sh -c "[ $rc = 2 ] && grep -qF -- '--draft-k' '$TMP/out'"
+"$BIN" chat -m "$MODEL" --quantize q4 < /dev/null > "$TMP/out" 2>&1; rc=$?
+check "--quantize q4: usage error" sh -c "[ $rc = 2 ] && grep -qF -- \"--quantize: expected q8, found 'q4'\" '$TMP/out'"
 
 echo
 echo "tui: $pass passed, $fail failed"
