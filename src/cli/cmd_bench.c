@@ -237,10 +237,13 @@ int cmd_bench(int argc, char **argv) {
     }
     const int R = (int)reps, V = cfg->n_vocab, threads = gpt2_context_n_threads(ctx);
     const int long_ok = cfg->n_ctx >= 513, n_dec = 128;
-    /* The machine's bandwidth, before and after the model runs (best of both),
-     * so a noisy neighbour during one of them does not skew the ratio. */
-    double machine_gbs = measure_in_child((size_t)1 << 30, threads, 5, 1);
+    /* The machine's bandwidth is measured right before each decode run, and
+     * the ratio taken per run: on a shared host the bandwidth itself comes
+     * and goes (31-57 GB/s seen here), so only neighbouring measurements
+     * make a ratio that holds. */
     double machine_4k_gbs = measure_in_child((size_t)1 << 30, threads, 5, 0);
+    double bw[100], ratio[100];
+    const size_t wbytes = gpt2_model_weight_bytes(m);
 
     double p128[100], p512[100] = {0}, dec[100], ttft[100] = {0}, hooked[100];
     time_prefill(ctx, ids, 32); /* warm-up: page in weights, spin up threads */
@@ -254,7 +257,9 @@ int cmd_bench(int argc, char **argv) {
             argmax(gpt2_context_logits(ctx), V);
             ttft[r] = (now_s() - t0) * 1e3;
         }
+        bw[r] = measure_in_child((size_t)1 << 30, threads, 3, 1);
         dec[r] = time_decode(ctx, ids, 32, n_dec, V);
+        ratio[r] = bw[r] > 0 ? (double)wbytes * dec[r] / 1e9 / bw[r] : 0.0;
     }
     /* verification passes: T positions after 32, as speculative decoding runs them */
     enum { N_PASS = 5 };
@@ -268,15 +273,11 @@ int cmd_bench(int argc, char **argv) {
     gpt2_context_set_hooks(ctx, NULL);
     const double mp128 = median(p128, R), mp512 = median(p512, R), mdec = median(dec, R),
                  mttft = median(ttft, R), mhooked = median(hooked, R);
-    const size_t wbytes = gpt2_model_weight_bytes(m);
-    const double decode_gbs = (double)wbytes * mdec / 1e9;
+    const double decode_gbs = (double)wbytes * mdec / 1e9, machine_gbs = median(bw, R),
+                 mratio = median(ratio, R);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double rss_mb = (double)ru.ru_maxrss / 1024.0;
-    double again = measure_in_child((size_t)1 << 30, threads, 5, 1);
-    if (again > machine_gbs) machine_gbs = again;
-    again = measure_in_child((size_t)1 << 30, threads, 5, 0);
-    if (again > machine_4k_gbs) machine_4k_gbs = again;
     if (json) {
         char p512s[32] = "null", ttfts[32] = "null"; /* not measured below 513 positions */
         if (long_ok) {
@@ -291,7 +292,7 @@ int cmd_bench(int argc, char **argv) {
                "\"pass_ms\": {\"1\": %.3f, \"2\": %.3f, \"4\": %.3f, \"8\": %.3f, \"16\": %.3f}}\n",
                mdir ? gpt2_model_name(m) : "random-124M", gpt2_dtype_name(gpt2_model_dtype(m)), threads, R,
                load_s, mp128, p512s, mdec, mhooked, ttfts, rss_mb, wbytes, decode_gbs, machine_gbs,
-               machine_4k_gbs, decode_gbs / machine_gbs, pass_ms[0], pass_ms[1], pass_ms[2], pass_ms[3],
+               machine_4k_gbs, mratio, pass_ms[0], pass_ms[1], pass_ms[2], pass_ms[3],
                pass_ms[4]);
     } else {
         printf("model        %s (%s, %d layers, %d embd, %d ctx), %d threads, median of %d\n",
@@ -301,15 +302,16 @@ int cmd_bench(int argc, char **argv) {
         printf("prefill 128  %.1f tok/s\n", mp128);
         if (long_ok) printf("prefill 512  %.1f tok/s\n", mp512);
         printf("decode       %.2f tok/s (%d tokens after 32)\n", mdec, n_dec);
-        printf("decode+hooks %.2f tok/s (every layer and head observed, %.1f%% slower)\n", mhooked,
-               100.0 * (1 - mhooked / mdec));
+        printf("decode+hooks %.2f tok/s (every layer and head observed: %+.1f%% against plain decode)\n", mhooked,
+               100.0 * (mhooked / mdec - 1));
         if (long_ok) printf("ttft 500     %.1f ms\n", mttft);
         printf("peak RSS     %.1f MB\n", rss_mb);
         printf("weights      %.1f MB read per decoded token -> %.2f GB/s\n", (double)wbytes / 1e6, decode_gbs);
         printf("machine      %.2f GB/s read bandwidth (%d threads, huge pages; %.2f GB/s on 4 KiB pages)\n",
                machine_gbs, threads, machine_4k_gbs);
-        printf("ratio        decode reads weights at %.0f%% of the machine's bandwidth\n",
-               100.0 * decode_gbs / machine_gbs);
+        printf("ratio        decode reads weights at %.0f%% of the machine's bandwidth (median of the runs'\n"
+               "             ratios, each against the bandwidth measured just before it)\n",
+               100.0 * mratio);
         printf("pass         one eval of T positions after 32, in single-token evals:");
         for (int i = 1; i < N_PASS; i++) printf(" T=%d %.2f", pass_t[i], pass_ms[i] / pass_ms[0]);
         printf(" (T=1: %.3f ms)\n", pass_ms[0]);
