@@ -139,6 +139,7 @@ static double time_decode(gpt2_context *ctx, const int32_t *ids, int n_prompt, i
  * and repeated; median of reps): the cost of a speculative verification pass. */
 static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T, int reps) {
     double t[100];
+    if (reps > 100) reps = 100;
     gpt2_context_reset(ctx);
     gpt2_context_eval(ctx, ids, n_past, NULL);
     for (int r = 0; r < reps; r++) {

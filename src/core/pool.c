@@ -31,8 +31,8 @@ struct gpt2_pool {
     /* The current job; written by the caller only while no chunk is claimable. */
     pool_fn fn;
     void *arg;
-    int n_chunks;
-    atomic_uint_fast64_t next; /* job id << 32 | next unclaimed chunk */
+    atomic_int n_chunks;
+    atomic_uint_fast64_t next; /* job id << 32 | next unclaimed chunk, or CLOSED */
     atomic_int chunks_done;
     atomic_uint job;           /* id of the newest job; workers wait for it to change */
     atomic_int sleepers;
@@ -41,16 +41,23 @@ struct gpt2_pool {
     pthread_cond_t wake;
 };
 
+/* The chunk field of `next` while pool_run sets up a job: nothing to claim. */
+#define CLOSED 0xffffffffu
+
 /* Claims and runs chunks of job `id` until none are left. A worker that wakes
- * late, after the job is over (or a newer one has begun), claims nothing. */
+ * late, after the job is over (or a newer one has begun), claims nothing: its
+ * compare-and-swap needs `next` unchanged since it read it, and pool_run
+ * closes `next` before it touches the job's fields. */
 static void run_chunks(gpt2_pool *p, unsigned id, int ith) {
     uint_fast64_t v = atomic_load_explicit(&p->next, memory_order_acquire);
     for (;;) {
-        if ((unsigned)(v >> 32) != id || (int)(v & 0xffffffffu) >= p->n_chunks) return;
+        if ((unsigned)(v >> 32) != id ||
+            (uint32_t)v >= (uint32_t)atomic_load_explicit(&p->n_chunks, memory_order_relaxed))
+            return;
         if (!atomic_compare_exchange_weak_explicit(&p->next, &v, v + 1, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;
-        p->fn(p->arg, (int)(v & 0xffffffffu), p->n_chunks, ith);
+        p->fn(p->arg, (int)(v & 0xffffffffu), atomic_load_explicit(&p->n_chunks, memory_order_relaxed), ith);
         atomic_fetch_add_explicit(&p->chunks_done, 1, memory_order_release);
         v = atomic_load_explicit(&p->next, memory_order_acquire);
     }
@@ -87,6 +94,7 @@ gpt2_pool *pool_new(int n_threads) {
     if (!p) return NULL;
     p->n_threads = n_threads;
     atomic_init(&p->next, 0);
+    atomic_init(&p->n_chunks, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     if (n_threads > 1) {
@@ -130,11 +138,15 @@ void pool_run(gpt2_pool *p, pool_fn fn, void *arg, int n_chunks) {
         for (int c = 0; c < n_chunks; c++) fn(arg, c, n_chunks, 0);
         return;
     }
-    /* Every chunk of the previous job is done, so nobody reads these now. */
+    /* Every chunk of the previous job is done, but a worker may still hold the
+     * `next` it read last, about to try one more claim against the old chunk
+     * count. Close `next` first, so that claim fails, then change the fields:
+     * nobody can claim a chunk of a job while it is being set up. */
     const unsigned id = atomic_load_explicit(&p->job, memory_order_relaxed) + 1;
+    atomic_store_explicit(&p->next, (uint_fast64_t)id << 32 | CLOSED, memory_order_seq_cst);
     p->fn = fn;
     p->arg = arg;
-    p->n_chunks = n_chunks;
+    atomic_store_explicit(&p->n_chunks, n_chunks, memory_order_relaxed);
     atomic_store_explicit(&p->chunks_done, 0, memory_order_relaxed);
     atomic_store_explicit(&p->next, (uint_fast64_t)id << 32, memory_order_release);
     atomic_store_explicit(&p->job, id, memory_order_seq_cst);
