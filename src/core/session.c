@@ -1003,16 +1003,21 @@ void gpt2_session_set_sampler_params(gpt2_session *s, gpt2_sampler_params p) {
 
 /* ---- draft mode: setup ---- */
 
+/* Replaces the draft model, its context and decoder (all NULL: none). */
+static void swap_draft(gpt2_session *s, const gpt2_model *draft, gpt2_context *dctx, gpt2_speculative *spec) {
+    gpt2_speculative_free(s->spec);
+    gpt2_context_free(s->dctx);
+    s->draft = draft;
+    s->dctx = dctx;
+    s->spec = spec;
+    s->draft_on = draft != NULL;
+    drop_queue(s);
+}
+
 gpt2_status gpt2_session_set_draft(gpt2_session *s, const gpt2_model *draft, int k, gpt2_error *err) {
     if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "set_draft: no session");
     if (!draft) {
-        gpt2_speculative_free(s->spec);
-        gpt2_context_free(s->dctx);
-        s->spec = NULL;
-        s->dctx = NULL;
-        s->draft = NULL;
-        s->draft_on = 0;
-        drop_queue(s);
+        swap_draft(s, NULL, NULL, NULL);
         return GPT2_OK;
     }
     if (k < 1 || k > GPT2_SPEC_MAX_K)
@@ -1035,14 +1040,8 @@ gpt2_status gpt2_session_set_draft(gpt2_session *s, const gpt2_model *draft, int
         gpt2_context_free(dctx);
         return st;
     }
-    gpt2_speculative_free(s->spec);
-    gpt2_context_free(s->dctx);
-    s->draft = draft;
-    s->dctx = dctx;
-    s->spec = spec;
-    s->draft_on = 1;
+    swap_draft(s, draft, dctx, spec);
     s->draft_k = k;
-    drop_queue(s);
     memset(&s->d_total, 0, sizeof s->d_total);
     return GPT2_OK;
 }
