@@ -2,8 +2,10 @@
  *
  * A context runs tokens through a model and keeps every layer's keys and
  * values, so each new token costs one position's work. Prompts go through in
- * batches of up to n_batch positions with sgemm (prefill); single tokens use
- * matrix-vector kernels (decode). Chunking never changes results beyond float
+ * batches of up to n_batch positions with sgemm (prefill); up to 16 positions
+ * (decode, a speculative verification pass) use kernels that read each weight
+ * once for all of them, and give the same floats, bit for bit, as evaluating
+ * those positions one at a time. Other chunkings change results only by float
  * rounding of the summation order.
  *
  *     gpt2_context *ctx;
