@@ -37,6 +37,10 @@ static void test_usage_errors(void **state) {
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "--quantize: expected q8, found 'q4'"));
     run_free(&r);
+    r = run(NULL, "generate -m %s -p hi --threads 0", fixture_path("models/tiny-f32"));
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--threads: expected an integer in [1, 256], found '0'"));
+    run_free(&r);
     r = run(NULL, "bench --quantize q8");
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "--quantize needs -m"));
@@ -238,6 +242,27 @@ static void test_quantize_option(void **state) {
     run_free(&a), run_free(&b);
 }
 
+/* --threads changes who computes, never what: the same ids from generate and
+ * the same loss from eval with 1 and 3 threads. */
+static void test_threads_option(void **state) {
+    (void)state;
+    const char *mdir = fixture_path("models/tiny-f32");
+    run_result a = run(NULL, "generate -m %s -p 'the cat' -n 30 --seed 5 --ids --threads 1", mdir);
+    run_result b = run(NULL, "generate -m %s -p 'the cat' -n 30 --seed 5 --ids --threads 3", mdir);
+    assert_int_equal(a.status, 0);
+    assert_int_equal(b.status, 0);
+    assert_true(strlen(a.out) > 30);
+    assert_string_equal(a.out, b.out);
+    run_free(&a), run_free(&b);
+    char *text = strdup(fixture_path("cli/tiny-f32/eval.txt"));
+    a = run(NULL, "eval -m %s --json -q --threads 1 %s", mdir, text);
+    b = run(NULL, "eval -m %s --json -q --threads 3 %s", mdir, text);
+    assert_int_equal(a.status, 0);
+    assert_string_equal(a.out, b.out);
+    run_free(&a), run_free(&b);
+    free(text);
+}
+
 /* eval reproduces the reference's sliding-window loss. */
 static void test_eval(void **state) {
     const char *model = *state;
@@ -292,6 +317,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_quantize_option),
+        cmocka_unit_test(test_threads_option),
         cmocka_unit_test(test_tokenize_published),
         cmocka_unit_test_prestate(test_topk_json, (void *)f32),
         cmocka_unit_test_prestate(test_topk_json, (void *)bf16),

@@ -39,7 +39,8 @@ typedef struct {
     double bytes, nats_per_token, bits_per_byte;
     int n_ctx, stride;
 } cli_score;
-int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, cli_score *out);
+int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, int n_threads,
+                   cli_score *out);
 
 /* The sampling options `generate` and `chat` share: their getopt_long codes,
  * table entries (needs <getopt.h>) and parsing into a gpt2_sampler_params. */
@@ -79,8 +80,12 @@ gpt2_model *cli_load_model(const char *dir);
 gpt2_model *cli_load_model_as(const char *dir, const char *quantize);
 
 /* --quantize ARG: only "q8"; sets *quantize to arg. 0 (message printed) else. */
-enum { CLI_OPT_QUANTIZE = 0x1100 };
+enum { CLI_OPT_QUANTIZE = 0x1100, CLI_OPT_THREADS };
 int cli_quantize_option(const char *arg, const char **quantize);
+
+/* --threads N: worker threads of the model's context, 1..256 (0, the
+ * default, is one per CPU). 0 (message printed) on a bad value. */
+int cli_threads_option(const char *arg, int *n_threads);
 
 /* Strict number parsing for option values: prints a usage-style message and
  * returns 0 when text is not a number in [min, max]. */

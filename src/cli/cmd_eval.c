@@ -64,13 +64,16 @@ static int score_stream(gpt2_context *ctx, eval_state *s, const int32_t *ids, si
     }
 }
 
-int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, cli_score *out) {
+int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, int n_threads,
+                   cli_score *out) {
     const int quiet = flags & CLI_SCORE_QUIET;
     int rc = EXIT_ERR;
     gpt2_context *ctx = NULL;
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
     gpt2_error err;
-    if (gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err) != GPT2_OK) {
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_threads = n_threads;
+    if (gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
         cli_error("%s", err.msg);
         return EXIT_ERR;
     }
@@ -116,10 +119,12 @@ out:
 }
 
 static int usage(void) {
-    fputs("usage: gptscope eval [-m DIR] [--heldout F] [--examples] [--json] [-q] FILE\n"
+    fputs("usage: gptscope eval [-m DIR] [--heldout F] [--examples] [--json] [-q] [--quantize q8]\n"
+          "                     [--threads N] FILE\n"
           "  Mean loss of the model on FILE: nats per token and bits per byte.\n"
           "  --heldout F   score only the last fraction F of FILE, cut where `gptscope train\n"
-          "                --val-fraction F` cuts its validation split\n",
+          "                --val-fraction F` cuts its validation split\n"
+          "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n",
           stderr);
     return EXIT_USAGE;
 }
@@ -130,11 +135,12 @@ int cmd_eval(int argc, char **argv) {
                                          {"examples", no_argument, 0, 'E'},
                                          {"json", no_argument, 0, 'j'},
                                          {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
+                                         {"threads", required_argument, 0, CLI_OPT_THREADS},
                                          {"quiet", no_argument, 0, 'q'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *mdir = NULL, *quantize = NULL;
-    int json = 0, quiet = 0, lines = 0, c;
+    int json = 0, quiet = 0, lines = 0, n_threads = 0, c;
     double heldout = 1.0;
     while ((c = getopt_long(argc, argv, "m:qh", opts, NULL)) != -1) {
         switch (c) {
@@ -144,6 +150,7 @@ int cmd_eval(int argc, char **argv) {
             break;
         case 'E': lines = 1; break;
         case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
+        case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &n_threads)) return EXIT_USAGE; break;
         case 'j': json = 1; break;
         case 'q': quiet = 1; break;
         default: return usage();
@@ -161,7 +168,7 @@ int cmd_eval(int argc, char **argv) {
         while (from > 0 && from < len && text[from - 1] != '\n') from--;
     cli_score r;
     if ((rc = cli_score_text(m, path, text + from, len - from,
-                             (quiet ? CLI_SCORE_QUIET : 0) | (lines ? CLI_SCORE_LINES : 0), &r)) != EXIT_OK)
+                             (quiet ? CLI_SCORE_QUIET : 0) | (lines ? CLI_SCORE_LINES : 0), n_threads, &r)) != EXIT_OK)
         goto out;
     if (json)
         printf("{\"file\": \"%s\", \"from_byte\": %zu, \"tokens\": %zu, \"scored\": %ld, \"bytes\": %.0f, "

@@ -10,7 +10,8 @@
 static int usage(void) {
     fputs("usage: gptscope generate [-m DIR] -p PROMPT [-n N] [--temperature T] [--top-k K]\n"
           "                         [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N]\n"
-          "                         [--seed S] [--ids] [--no-stop] [--special] [--quantize q8] [-v]\n"
+          "                         [--seed S] [--ids] [--no-stop] [--special] [--quantize q8]\n"
+          "                         [--threads N] [-v]\n"
           "                         [--draft DIR [--draft-k K] [--stats]]\n"
           "  Streams the continuation (not the prompt) to stdout. PROMPT '-' reads stdin.\n"
           "  -n N               tokens to generate (default 128)\n"
@@ -25,6 +26,8 @@ static int usage(void) {
           "  --no-stop          keep going after <|endoftext|> instead of stopping\n"
           "  --special          \"<|endoftext|>\" in the prompt is the special token\n"
           "  --quantize q8      run the -m model with 8-bit weights (converted at load)\n"
+          "  --threads N        worker threads (default: one per CPU; the output does not depend\n"
+          "                     on it; with another program busy on the cores, fewer can be faster)\n"
           "  --draft DIR        speculative sampling: the model in DIR (same tokenizer) drafts,\n"
           "                     the -m model checks; same output distribution, fewer target passes\n"
           "  --draft-k K        draft tokens per iteration, 1..16 (default 4)\n"
@@ -53,13 +56,14 @@ int cmd_generate(int argc, char **argv) {
                                          {"draft-k", required_argument, 0, O_DRAFT_K},
                                          {"stats", no_argument, 0, O_STATS},
                                          {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
+                                         {"threads", required_argument, 0, CLI_OPT_THREADS},
                                          {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *mdir = NULL, *prompt = NULL, *draft_dir = NULL, *quantize = NULL;
     long n_new = 128, draft_k = 4;
     int show_stats = 0, draft_k_given = 0;
-    int print_ids = 0, stop_at_eot = 1, flags = 0, verbose = 0, seeded = 0, c;
+    int print_ids = 0, stop_at_eot = 1, flags = 0, verbose = 0, seeded = 0, n_threads = 0, c;
     gpt2_sampler_params sp = gpt2_sampler_default_params();
     while ((c = getopt_long(argc, argv, "m:p:n:vh", opts, NULL)) != -1) {
         switch (c) {
@@ -76,6 +80,7 @@ int cmd_generate(int argc, char **argv) {
             break;
         case O_STATS: show_stats = 1; break;
         case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
+        case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &n_threads)) return EXIT_USAGE; break;
         case 'v': verbose = 1; break;
         default: {
             int r = cli_sampling_option(c, optarg, &sp, &seeded);
@@ -125,7 +130,9 @@ int cmd_generate(int argc, char **argv) {
         goto out;
     }
     gpt2_error err;
-    if (gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err) != GPT2_OK) {
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_threads = n_threads;
+    if (gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
         cli_error("%s", err.msg);
         goto out;
     }

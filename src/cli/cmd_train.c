@@ -329,7 +329,7 @@ int cmd_train(int argc, char **argv) {
         gpt2_model *m = cli_load_model(out_dir);
         if (!m) goto out;
         int src = cli_score_text(m, path, text + cut, len - cut, CLI_SCORE_QUIET | (examples ? CLI_SCORE_LINES : 0),
-                                 &score);
+                                 p.n_threads, &score);
         gpt2_model_free(m);
         if (src != EXIT_OK) {
             rc = src;

@@ -66,6 +66,13 @@ int cli_quantize_option(const char *arg, const char **quantize) {
     return 1;
 }
 
+int cli_threads_option(const char *arg, int *n_threads) {
+    long n;
+    if (!cli_parse_int("--threads", arg, 1, 256, &n)) return 0;
+    *n_threads = (int)n;
+    return 1;
+}
+
 int cli_parse_int(const char *opt, const char *text, long min, long max, long *out) {
     char *end;
     errno = 0;

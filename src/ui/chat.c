@@ -705,7 +705,7 @@ static int usage(void) {
     fputs("usage: gptscope chat [-m DIR] [--template NAME|FILE] [--theme NAME|PATH] [--log FILE]\n"
           "                     [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
           "                     [--repeat-penalty R] [--repeat-last-n N] [--seed S]\n"
-          "                     [--draft DIR [--draft-k K]] [--quantize q8]\n"
+          "                     [--draft DIR [--draft-k K]] [--quantize q8] [--threads N]\n"
           "  The full-screen chat: streams replies, sampling knobs that act mid-reply,\n"
           "  live attention heatmaps and next-token candidates. F1 in the app lists the keys.\n"
           "  --template NAME    transcript, dialogpt, raw, or a chat_template.json file\n"
@@ -717,6 +717,7 @@ static int usage(void) {
           "                     the chat model checks K tokens per pass (/draft on|off in the app)\n"
           "  --draft-k K        draft tokens per iteration, 1..16 (default 4; /set draft_k K)\n"
           "  --quantize q8      run the chat model with 8-bit weights (converted at load)\n"
+          "  --threads N        worker threads (default: one per CPU; replies do not depend on it)\n"
           "  sampling options as for generate (default seed: random)\n",
           stderr);
     return EXIT_USAGE;
@@ -755,12 +756,13 @@ int cmd_chat(int argc, char **argv) {
                                          {"draft", required_argument, 0, O_DRAFT},
                                          {"draft-k", required_argument, 0, O_DRAFT_K},
                                          {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
+                                         {"threads", required_argument, 0, CLI_OPT_THREADS},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *mdir = NULL, *tmpl_name = NULL, *theme_name = NULL, *log_path = NULL, *draft_dir = NULL,
                *quantize = NULL;
     long n_new = 256, draft_k = 4;
-    int draft_k_given = 0;
+    int draft_k_given = 0, n_threads = 0;
     int c, seeded = 0;
     gpt2_sampler_params sp = gpt2_sampler_default_params();
     optind = 1;
@@ -777,6 +779,7 @@ int cmd_chat(int argc, char **argv) {
             draft_k_given = 1;
             break;
         case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
+        case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &n_threads)) return EXIT_USAGE; break;
         default: {
             int r = cli_sampling_option(c, optarg, &sp, &seeded);
             if (r < 0) return EXIT_USAGE;
@@ -842,6 +845,7 @@ int cmd_chat(int argc, char **argv) {
     ps.sampler = sp;
     ps.max_new_tokens = (int)n_new;
     ps.chat_template = tmpl;
+    ps.context.n_threads = n_threads;
     /* prefill in chunks of at most a quarter of the context (64 at most): progress
        shows and Esc cancels between them */
     int n_ctx_model = a->cfg->n_ctx;
