@@ -1809,6 +1809,48 @@ static void test_draft_greedy_identical(void **state) {
     for (int i = 0; i < 3; i++) reply_free(&ref[i]);
 }
 
+/* A draft whose window (24) is smaller than the session's (64): drafting
+ * while the conversation fits the draft's window, plain sampling after it, and
+ * the reply is still token for token plain greedy decoding. */
+static void test_draft_short_window(void **state) {
+    (void)state;
+    gpt2_model *shortm;
+    gpt2_error err;
+    if (gpt2_model_load(fixture_path("models/tiny-short"), &shortm, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    assert_int_equal(gpt2_model_config(shortm)->n_ctx, 24);
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *p = mk(&t, 64, 256, 0, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session_set_max_new_tokens(p, 40);
+    send_ok(p, g_msgs[0]);
+    reply ref = run_reply(p, 80);
+    gpt2_session_free(p);
+    gpt2_session *s = mk(&t, 64, 256, 0, greedy(), GPT2_CONTEXT_REFUSE);
+    assert_int_equal(gpt2_session_set_draft(s, shortm, 4, &err), GPT2_OK);
+    gpt2_session_set_max_new_tokens(s, 40);
+    send_ok(s, g_msgs[0]);
+    int n_prompt;
+    gpt2_session_tokens(s, &n_prompt);
+    assert_true(n_prompt < 20); /* room to draft first */
+    dreply r = run_dreply(s, 80);
+    assert_same_reply(&ref, &r.r);
+    assert_cache_fresh(s);
+    int n_after;
+    gpt2_session_tokens(s, &n_after);
+    assert_true(n_after > 30); /* and well past the draft's window */
+    print_message("short draft: prompt %d, sequence %d; accepted %d, corrected %d, bonus %d, sampled %d\n", n_prompt,
+                  n_after, r.origins[GPT2_TOKEN_ACCEPTED], r.origins[GPT2_TOKEN_CORRECTED], r.origins[GPT2_TOKEN_BONUS],
+                  r.origins[GPT2_TOKEN_SAMPLED]);
+    assert_true(r.origins[GPT2_TOKEN_ACCEPTED] + r.origins[GPT2_TOKEN_BONUS] > 0); /* drafted early */
+    assert_true(r.origins[GPT2_TOKEN_SAMPLED] >= n_after - 24); /* plainly after */
+    gpt2_draft_stats ds;
+    gpt2_session_draft_stats(s, &ds, NULL);
+    assert_true(ds.iterations > 0 && ds.produced <= 24);
+    reply_free(&ref);
+    reply_free(&r.r);
+    gpt2_session_free(s);
+    gpt2_model_free(shortm);
+}
+
 /* Stop strings in draft mode: the same cuts as plain mode (the scenarios of
  * test_stop_strings and test_stop_at_token_start), the stop often inside a
  * queued batch: the rest of the batch is discarded and the cache then matches
@@ -2099,6 +2141,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_prefill),
         cmocka_unit_test(test_hooks),
         cmocka_unit_test_setup(test_draft_greedy_identical, no_draft),
+        cmocka_unit_test_setup(test_draft_short_window, no_draft),
         cmocka_unit_test_setup(test_draft_stop_in_batch, no_draft),
         cmocka_unit_test_setup(test_draft_params_mid_reply, no_draft),
         cmocka_unit_test_setup(test_draft_setup, no_draft),

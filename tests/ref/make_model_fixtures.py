@@ -712,6 +712,17 @@ def main():
         if name == "tiny-f32":
             make_bad_cases(os.path.join(args.out, "bad"), hp, weights, vocab, merges)
 
+    # A draft-only model with a smaller window than its targets: tiny-f32's
+    # tokenizer and weights, 24 positions (no reference files: it only drafts).
+    short = dict(TINY, n_positions=24)
+    weights = random_weights(TINY, V, 1234, untied=False)
+    weights["wpe.weight"] = weights["wpe.weight"][:24]
+    mdir = os.path.join(args.out, "models", "tiny-short")
+    write(os.path.join(mdir, "config.json"), config_json(short, V, "F32"))
+    write(os.path.join(mdir, "model.safetensors"), pack(*layout(model_tensors(short, weights, "F32", False))))
+    write(os.path.join(mdir, "vocab.json"), vocab_json(vocab))
+    write(os.path.join(mdir, "merges.txt"), merges_txt(merges))
+
     # The three tiny models share weights (up to rounding) and tokens.
     for name in ("tiny-f16", "tiny-bf16"):
         diff = np.abs(ref_logits[name] - ref_logits["tiny-f32"]).max()
