@@ -1950,24 +1950,6 @@ static void test_draft_params_mid_reply(void **state) {
     gpt2_session_free(s);
 }
 
-static void copy_edited(const char *from, const char *to, const char *edit_old, const char *edit_new) {
-    size_t len;
-    char *b = read_file(from, &len);
-    FILE *f = fopen(to, "wb");
-    assert_non_null(f);
-    char *hit = edit_old ? strstr(b, edit_old) : NULL;
-    if (edit_old) assert_non_null(hit);
-    if (hit) {
-        fwrite(b, 1, (size_t)(hit - b), f);
-        fputs(edit_new, f);
-        fputs(hit + strlen(edit_old), f);
-    } else {
-        fwrite(b, 1, len, f);
-    }
-    fclose(f);
-    free(b);
-}
-
 /* Setting up draft mode: a draft with another tokenizer is refused with the
  * decoder's message and the session unchanged; K ranges; K changed mid-reply
  * applies from the next iteration; on/off; the RNG stream is the sampler's. */
@@ -1983,7 +1965,7 @@ static void test_draft_setup(void **state) {
     for (int i = 0; i < 4; i++) {
         snprintf(from, sizeof from, "%s", fixture_path("models/tiny-f32/%s", files[i]));
         snprintf(to, sizeof to, "%s/%s", sub, files[i]);
-        copy_edited(from, to, i == 3 ? "{\"!\": 0, \"\\\"\": 1," : NULL, "{\"!\": 1, \"\\\"\": 0,");
+        copy_file_edited(from, to, i == 3 ? "{\"!\": 0, \"\\\"\": 1," : NULL, "{\"!\": 1, \"\\\"\": 0,");
     }
     gpt2_model *other;
     assert_int_equal(gpt2_model_load(sub, &other, &err), GPT2_OK);

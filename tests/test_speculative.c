@@ -553,24 +553,6 @@ static void test_kv_consistency(void **state) {
 
 /* ---- errors ---- */
 
-static void copy_file(const char *from, const char *to, const char *edit_old, const char *edit_new) {
-    size_t len;
-    char *buf = read_file(from, &len);
-    FILE *f = fopen(to, "wb");
-    assert_non_null(f);
-    char *hit = edit_old ? strstr(buf, edit_old) : NULL;
-    if (edit_old) assert_non_null(hit);
-    if (hit) {
-        fwrite(buf, 1, (size_t)(hit - buf), f);
-        fputs(edit_new, f);
-        fputs(hit + strlen(edit_old), f);
-    } else {
-        fwrite(buf, 1, len, f);
-    }
-    fclose(f);
-    free(buf);
-}
-
 static void test_tokenizer_mismatch(void **state) {
     (void)state;
     char dir[] = "/tmp/gptscope-spec-XXXXXX";
@@ -583,7 +565,7 @@ static void test_tokenizer_mismatch(void **state) {
         snprintf(from, sizeof from, "%s", fixture_path("models/tiny-f32/%s", files[i]));
         snprintf(to, sizeof to, "%s/%s", sub, files[i]);
         /* swap the ids of "!" and "\"": a valid tokenizer, different at ids 0 and 1 */
-        copy_file(from, to, i == 3 ? "{\"!\": 0, \"\\\"\": 1," : NULL, "{\"!\": 1, \"\\\"\": 0,");
+        copy_file_edited(from, to, i == 3 ? "{\"!\": 0, \"\\\"\": 1," : NULL, "{\"!\": 1, \"\\\"\": 0,");
     }
     loaded t = load("tiny-f32");
     gpt2_model *m2;

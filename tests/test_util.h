@@ -49,6 +49,26 @@ static inline void *read_file(const char *path, size_t *len) {
     return buf;
 }
 
+/* Copies file `from` to `to`, replacing the first occurrence of edit_old
+ * (which must be there) by edit_new; edit_old NULL copies it unchanged. */
+static inline void copy_file_edited(const char *from, const char *to, const char *edit_old, const char *edit_new) {
+    size_t len;
+    char *buf = read_file(from, &len);
+    FILE *f = fopen(to, "wb");
+    assert_non_null(f);
+    char *hit = edit_old ? strstr(buf, edit_old) : NULL;
+    if (edit_old) assert_non_null(hit);
+    if (hit) {
+        fwrite(buf, 1, (size_t)(hit - buf), f);
+        fputs(edit_new, f);
+        fputs(hit + strlen(edit_old), f);
+    } else {
+        fwrite(buf, 1, len, f);
+    }
+    fclose(f);
+    free(buf);
+}
+
 /* Parses whitespace-separated integers from a string into a malloc'd array. */
 static inline int32_t *parse_ids(const char *s, size_t *n) {
     size_t cap = 16, k = 0;
