@@ -1003,6 +1003,12 @@ void gpt2_session_set_sampler_params(gpt2_session *s, gpt2_sampler_params p) {
 
 /* ---- draft mode: setup ---- */
 
+static gpt2_status check_draft_k(int k, gpt2_error *err) {
+    if (k >= 1 && k <= GPT2_SPEC_MAX_K) return GPT2_OK;
+    return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "draft: K = %d draft tokens per iteration is outside [1, %d]", k,
+                     GPT2_SPEC_MAX_K);
+}
+
 /* Replaces the draft model, its context and decoder (all NULL: none). */
 static void swap_draft(gpt2_session *s, const gpt2_model *draft, gpt2_context *dctx, gpt2_speculative *spec) {
     gpt2_speculative_free(s->spec);
@@ -1020,9 +1026,7 @@ gpt2_status gpt2_session_set_draft(gpt2_session *s, const gpt2_model *draft, int
         swap_draft(s, NULL, NULL, NULL);
         return GPT2_OK;
     }
-    if (k < 1 || k > GPT2_SPEC_MAX_K)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "draft: K = %d draft tokens per iteration is outside [1, %d]",
-                         k, GPT2_SPEC_MAX_K);
+    TRY(check_draft_k(k, err));
     gpt2_context_params cp = s->cparams;
     int dpos = gpt2_model_config(draft)->n_ctx;
     cp.n_ctx = s->n_ctx < dpos ? s->n_ctx : dpos;
@@ -1059,9 +1063,7 @@ int gpt2_session_draft_enabled(const gpt2_session *s) { return s && s->spec && s
 
 gpt2_status gpt2_session_set_draft_k(gpt2_session *s, int k, gpt2_error *err) {
     if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "draft: no session");
-    if (k < 1 || k > GPT2_SPEC_MAX_K)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "draft: K = %d draft tokens per iteration is outside [1, %d]",
-                         k, GPT2_SPEC_MAX_K);
+    TRY(check_draft_k(k, err));
     s->draft_k = k;
     return GPT2_OK;
 }
