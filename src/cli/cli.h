@@ -61,6 +61,9 @@ int cli_generate_speculative(gpt2_model *m, gpt2_context *ctx, const char *draft
                              const int32_t *ids, size_t n_ids, long n_new, gpt2_sampler_params sp, int print_ids,
                              int stop_at_eot);
 
+/* Seconds on the monotonic clock, for timings. */
+double cli_now(void);
+
 /* Prints "gptscope: " + message to stderr. */
 void cli_error(const char *fmt, ...)
 #if defined(__GNUC__)

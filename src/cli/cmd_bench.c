@@ -13,12 +13,6 @@
 
 #include "cli/cli.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -63,13 +57,13 @@ static double measure_read_bandwidth(size_t bytes, int n_threads, int reps, int 
     read_job jobs[16];
     if (n_threads > 16) n_threads = 16;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = cli_now();
         for (int k = 0; k < n_threads; k++) {
             jobs[k] = (read_job){buf + n / n_threads * k, n / n_threads, 0};
             pthread_create(&th[k], NULL, read_worker, &jobs[k]);
         }
         for (int k = 0; k < n_threads; k++) pthread_join(th[k], NULL);
-        double gbs = (double)bytes / (now_s() - t0) / 1e9;
+        double gbs = (double)bytes / (cli_now() - t0) / 1e9;
         if (gbs > best) best = gbs;
     }
     free(buf);
@@ -118,21 +112,21 @@ static int argmax(const float *x, int n) {
 /* Seconds to prefill n tokens into a fresh cache. */
 static double time_prefill(gpt2_context *ctx, const int32_t *ids, int n) {
     gpt2_context_reset(ctx);
-    double t0 = now_s();
+    double t0 = cli_now();
     gpt2_context_eval(ctx, ids, n, NULL);
-    return now_s() - t0;
+    return cli_now() - t0;
 }
 
 /* Tokens/s decoding n tokens greedily after a prompt of n_prompt. */
 static double time_decode(gpt2_context *ctx, const int32_t *ids, int n_prompt, int n, int V) {
     gpt2_context_reset(ctx);
     gpt2_context_eval(ctx, ids, n_prompt, NULL);
-    double t0 = now_s();
+    double t0 = cli_now();
     for (int i = 0; i < n; i++) {
         int32_t id = argmax(gpt2_context_logits(ctx), V);
         gpt2_context_eval(ctx, &id, 1, NULL);
     }
-    return n / (now_s() - t0);
+    return n / (cli_now() - t0);
 }
 
 /* Seconds for one eval of T positions on top of n_past cached ones (rewound
@@ -144,9 +138,9 @@ static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T
     gpt2_context_eval(ctx, ids, n_past, NULL);
     for (int r = 0; r < reps; r++) {
         gpt2_context_rewind(ctx, n_past, NULL);
-        double t0 = now_s();
+        double t0 = cli_now();
         gpt2_context_eval(ctx, ids + n_past, T, NULL);
-        t[r] = now_s() - t0;
+        t[r] = cli_now() - t0;
     }
     return median(t, reps);
 }
@@ -208,9 +202,9 @@ int cmd_bench(int argc, char **argv) {
     gpt2_error err;
     double load_s = -1;
     if (mdir) {
-        double t0 = now_s();
+        double t0 = cli_now();
         m = cli_load_model_as(mdir, quantize);
-        load_s = now_s() - t0;
+        load_s = cli_now() - t0;
         if (!m) return EXIT_ERR;
     } else {
         gpt2_config cfg = {.n_layer = 12, .n_head = 12, .n_embd = 768, .n_ctx = 1024, .n_vocab = 50257,
@@ -253,10 +247,10 @@ int cmd_bench(int argc, char **argv) {
         if (long_ok) {
             p512[r] = 512 / time_prefill(ctx, ids, 512);
             gpt2_context_reset(ctx);
-            double t0 = now_s();
+            double t0 = cli_now();
             gpt2_context_eval(ctx, ids, 500, NULL);
             argmax(gpt2_context_logits(ctx), V);
-            ttft[r] = (now_s() - t0) * 1e3;
+            ttft[r] = (cli_now() - t0) * 1e3;
         }
     }
     /* Decode, plain and with every head hooked, in turns after each bandwidth

@@ -101,12 +101,6 @@ static int copy_file(const char *from, const char *to_dir, const char *name) {
     return ok;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int parse_dtype(const char *s, gpt2_dtype *dt) {
     if (strcmp(s, "f16") == 0) *dt = GPT2_DTYPE_F16;
     else if (strcmp(s, "bf16") == 0) *dt = GPT2_DTYPE_BF16;
@@ -282,23 +276,23 @@ int cmd_train(int argc, char **argv) {
             p.min_lr, p.warmup_steps, p.dropout, (unsigned long long)p.seed);
     volatile sig_atomic_t *stop = cli_interrupt_flag();
     const int eot = gpt2_tokenizer_eot(tok);
-    double t0 = now_s(), t_log = t0, elapsed_train = 0;
+    double t0 = cli_now(), t_log = t0, elapsed_train = 0;
     const int start_step = gpt2_trainer_step_count(tr); /* > 0 when resumed */
     int steps_since_log = 0;
     float loss = NAN, val_loss = NAN;
     while (gpt2_trainer_step_count(tr) < p.steps && !*stop) {
-        double ts = now_s();
+        double ts = cli_now();
         if (gpt2_trainer_step(tr, &td, &loss, &err) != GPT2_OK) {
             cli_error("%s", err.msg);
             goto out;
         }
-        elapsed_train += now_s() - ts;
+        elapsed_train += cli_now() - ts;
         steps_since_log++;
         const int step = gpt2_trainer_step_count(tr);
         const int at_eval = step % eval_every == 0 || step == p.steps;
         if (at_eval && vd.n_tokens) val_loss = gpt2_trainer_eval(tr, &vd, eval_batches);
         if (step % log_every == 0 || at_eval || step == 1) {
-            double now = now_s(), tok_s = steps_since_log * (double)p.batch_size * T / (now - t_log);
+            double now = cli_now(), tok_s = steps_since_log * (double)p.batch_size * T / (now - t_log);
             double eta = (p.steps - step) * (elapsed_train / (step - start_step));
             fprintf(stderr, "step %6d/%d  loss %.4f  val %.4f  lr %.2e  %.0f tok/s  %.0f s  eta %.0f s\n", step,
                     p.steps, loss, val_loss, gpt2_trainer_lr(tr, step - 1), tok_s, now - t0, eta);
@@ -316,7 +310,7 @@ int cmd_train(int argc, char **argv) {
         if (err.msg[0]) cli_error("%s", err.msg);
         goto out;
     }
-    const double train_s = now_s() - t0;
+    const double train_s = cli_now() - t0;
     if (*stop) {
         fprintf(stderr, "interrupted at step %d: checkpoint %s and model %s saved; --resume goes on\n",
                 gpt2_trainer_step_count(tr), ckpt, out_dir);

@@ -44,12 +44,6 @@ static int stop_requested(void *ud, int done, int wanted) {
     return *g_stop;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int cmd_train_tokenizer(int argc, char **argv) {
     static const struct option opts[] = {{"vocab-size", required_argument, 0, 'V'},
                                          {"min-frequency", required_argument, 0, 'F'},
@@ -106,9 +100,9 @@ int cmd_train_tokenizer(int argc, char **argv) {
     p.progress = stop_requested;
     gpt2_bpe_vocab *v = NULL;
     gpt2_error err;
-    double t0 = now_s();
+    double t0 = cli_now();
     gpt2_status st = gpt2_bpe_train(text, n_train, p, &v, &err);
-    double secs = now_s() - t0;
+    double secs = cli_now() - t0;
     free(text);
     if (st == GPT2_CANCELLED) {
         cli_error("interrupted; nothing written");

@@ -7,12 +7,6 @@
 
 #include "cli/cli.h"
 
-static double now_sec(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static volatile sig_atomic_t *g_stop;
 static int stop_requested(void *ud) {
     (void)ud;
@@ -33,18 +27,18 @@ static double time_target_only(gpt2_context *ctx, const int32_t *ids, size_t n_i
     memcpy(hist, ids, n_ids * sizeof *hist);
     size_t n_hist = n_ids;
     gpt2_context_reset(ctx);
-    double t0 = now_sec();
+    double t0 = cli_now();
     if (gpt2_context_eval(ctx, ids, (int)n_ids, &err) != GPT2_OK) goto out;
     for (long i = 0; i < n; i++) {
         int32_t id = gpt2_sampler_sample(smp, gpt2_context_logits(ctx), hist, n_hist);
         hist[n_hist++] = id;
         if (i + 1 < n) {
-            double te = now_sec();
+            double te = cli_now();
             if (gpt2_context_eval(ctx, &id, 1, &err) != GPT2_OK) goto out;
-            t_ev += now_sec() - te;
+            t_ev += cli_now() - te;
         }
     }
-    t = now_sec() - t0;
+    t = cli_now() - t0;
     *t_eval = n > 1 ? t_ev / (double)(n - 1) : 0.0;
 out:
     free(hist);
@@ -61,9 +55,9 @@ static double time_decode(gpt2_context *ctx, const int32_t *seq, int n_prompt, i
     double t = 0.0;
     int cnt = 0;
     for (int i = n_prompt - 1; i < n_seq - 1; i++) {
-        double t0 = now_sec();
+        double t0 = cli_now();
         if (gpt2_context_eval(ctx, seq + i, 1, &err) != GPT2_OK) return -1.0;
-        t += now_sec() - t0;
+        t += cli_now() - t0;
         cnt++;
     }
     return cnt ? t / cnt : 0.0;
@@ -77,13 +71,13 @@ static double time_pass(gpt2_context *ctx, const int32_t *seq, int n_prompt, int
     gpt2_context_reset(ctx);
     if (gpt2_context_eval(ctx, seq, n_prompt - 1, &err) != GPT2_OK) return -1.0;
     enum { REPS = 20 };
-    double t0 = now_sec();
+    double t0 = cli_now();
     for (int r = 0; r < REPS; r++) {
         if (gpt2_context_rewind(ctx, n_prompt - 1, &err) != GPT2_OK ||
             gpt2_context_eval(ctx, seq + n_prompt - 1, n, &err) != GPT2_OK)
             return -1.0;
     }
-    return (now_sec() - t0) / REPS;
+    return (cli_now() - t0) / REPS;
 }
 
 int cli_generate_speculative(gpt2_model *m, gpt2_context *ctx, const char *draft_dir, int k,
@@ -120,7 +114,7 @@ int cli_generate_speculative(gpt2_model *m, gpt2_context *ctx, const char *draft
         cli_error("%s", err.msg);
         goto out;
     }
-    double t0 = now_sec();
+    double t0 = cli_now();
     gpt2_status st = GPT2_OK;
     long produced = 0;
     gpt2_utf8_stream us = {0};
@@ -151,7 +145,7 @@ int cli_generate_speculative(gpt2_model *m, gpt2_context *ctx, const char *draft
         }
         fflush(stdout);
     }
-    double t_spec = now_sec() - t0;
+    double t_spec = cli_now() - t0;
     if (!print_ids) fwrite(buf, 1, gpt2_utf8_stream_flush(&us, buf), stdout);
     if (print_ids || isatty(STDOUT_FILENO)) putchar('\n');
     fflush(stdout);

@@ -31,12 +31,6 @@ static int g_step_delay_ms;            /* tests only: GPTSCOPE_TEST_STEP_DELAY_M
 
 static void on_signal(int sig) { g_signal = sig; }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void app_message(app *a, ui_role role, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -245,7 +239,7 @@ static const char *origin_name(gpt2_token_origin o) {
 }
 
 static void finish_reply(app *a, const gpt2_session_token *t) {
-    double dt = now_s() - a->reply_t0;
+    double dt = cli_now() - a->reply_t0;
     a->generating = 0;
     a->last_tps = dt > 0 && a->reply_tokens > 0 ? a->reply_tokens / dt : 0;
     gpt2_session_stats s = gpt2_session_get_stats(a->s);
@@ -299,7 +293,7 @@ static void do_send(app *a, const char *text) {
     gpt2_session_tokens(a->s, &n);
     logf_(a, "send: prefill %d tokens, context %d/%d", s.last_prefill, n, a->n_ctx);
     a->generating = 1;
-    a->reply_t0 = now_s();
+    a->reply_t0 = cli_now();
     a->reply_tokens = 0;
     a->heat_cursor = -1;
     a->conv_scroll = 0;
@@ -504,7 +498,7 @@ static void run_command(app *a, char *line) {
             if (nt > 0 && nt - 1 < a->turns_cap) a->turn_nnotes[nt - 1] = 0;
             a->msg[0] = '\0';
             a->generating = 1;
-            a->reply_t0 = now_s();
+            a->reply_t0 = cli_now();
             a->reply_tokens = 0;
             a->heat_cursor = -1;
             logf_(a, "regen: evaluated %d", gpt2_session_get_stats(a->s).last_call);
@@ -550,7 +544,7 @@ static void run_command(app *a, char *line) {
             gpt2_session_tokens(a->s, &n);
             app_message(a, UI_ROLE_TEXT, "loaded %s (%d turns, %d tokens)", arg1, gpt2_session_n_turns(a->s), n);
             logf_(a, "loaded %s: %d turns, %d tokens", arg1, gpt2_session_n_turns(a->s), n);
-            if (gpt2_session_replying(a->s)) a->generating = 1, a->reply_t0 = now_s(), a->reply_tokens = 0;
+            if (gpt2_session_replying(a->s)) a->generating = 1, a->reply_t0 = cli_now(), a->reply_tokens = 0;
         }
         after_change(a);
     } else {
