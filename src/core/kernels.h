@@ -22,7 +22,33 @@ typedef struct {
     const float *scale; /* Q8 only: weight = data * scale, one scale per column
                            for kernel_matmul's (K, N) weights, per row for
                            kernel_row's and kernel_matmul_t's (wte) */
+    int packed;         /* 1: tiled (kernel_pack), not row-major */
 } gpt2_matrix;
+
+/* The packed layout of a (K, N) matrix: tiles of 8 rows x 16 columns, each
+ * tile's rows one after another, tiles in row-major order of (k / 8, n / 16).
+ * Decode reads a block of 8 rows 16 columns at a time; packed, that is one
+ * sequential stream instead of eight strided ones, which the hardware
+ * prefetcher follows better. Measured here, 16-bit weights of a 124M model's
+ * layers streamed with 2 threads at 97% of the machine's read bandwidth
+ * packed, 88% row-major (one thread: 90% against 70%). F32 stays row-major,
+ * as OpenBLAS reads it in place for prefill; Q8 gained nothing measurable. */
+enum { KERNEL_TILE_ROWS = 8, KERNEL_TILE_COLS = 16 };
+
+/* Whether kernel_pack can pack m: F16 or BF16, rows and cols multiples of the
+ * tile. */
+int kernel_packable(const gpt2_matrix *m);
+
+/* Element (k, n) of a packed (K, N) matrix. */
+static inline size_t kernel_packed_index(int N, int k, int n) {
+    return ((size_t)(k / KERNEL_TILE_ROWS) * (size_t)(N / KERNEL_TILE_COLS) + (size_t)(n / KERNEL_TILE_COLS)) *
+               (KERNEL_TILE_ROWS * KERNEL_TILE_COLS) +
+           (size_t)(k % KERNEL_TILE_ROWS) * KERNEL_TILE_COLS + (size_t)(n % KERNEL_TILE_COLS);
+}
+
+/* dst (rows x cols elements of src's dtype) = src, row-major, in the packed
+ * layout; src must be kernel_packable. */
+void kernel_pack(void *dst, const gpt2_matrix *src);
 
 /* Scratch the 16-bit prefill path needs, in floats: KERNEL_SCRATCH_FLOATS.
  * Up to KERNEL_SMALL_T positions, matmuls stream W once for all positions
@@ -39,7 +65,7 @@ float gpt2_bf16_to_f32(uint16_t h);
 uint16_t gpt2_f32_to_f16(float f);  /* round to nearest even */
 uint16_t gpt2_f32_to_bf16(float f); /* round to nearest even */
 
-/* dst (n) = row r of m, widened to float. */
+/* dst (n) = row r of m, widened to float (Q8: times the row's scale). */
 void kernel_row(float *dst, const gpt2_matrix *m, int r);
 
 /* out (T, N) (+)= in (T, K) @ W (K, N) [+ bias (N)]: Conv1D weights, HF layout.

@@ -276,6 +276,45 @@ static gpt2_status bind_pass(gpt2_model *m, binder *b) {
     return GPT2_OK;
 }
 
+/* Copies the 16-bit Conv1D weights that can be packed (kernels.h) out of the
+ * map into a huge-page arena in the packed layout, releasing each source
+ * range as it goes, so that peak memory stays near one copy. F32 weights stay
+ * in the map: OpenBLAS reads them in place. */
+static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *err) {
+    const int L = m->cfg.n_layer;
+    size_t bytes = 0;
+    for (int l = 0; l < L; l++) {
+        gpt2_layer *ly = &m->layers[l];
+        const gpt2_matrix *w[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
+        for (int i = 0; i < 4; i++)
+            if (kernel_packable(w[i]))
+                bytes += ((size_t)w[i]->rows * w[i]->cols * gpt2_dtype_size(w[i]->dtype) + 63) & ~(size_t)63;
+    }
+    if (bytes == 0) return GPT2_OK;
+    unsigned char *next = m->arena = huge_alloc(bytes);
+    if (!m->arena) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for %zu MB of weights", path, bytes >> 20);
+    m->arena_bytes = m->arena_used = bytes;
+    for (int l = 0; l < L; l++) {
+        gpt2_layer *ly = &m->layers[l];
+        gpt2_matrix *w[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
+        for (int i = 0; i < 4; i++) {
+            if (!kernel_packable(w[i])) continue;
+            const size_t n = (size_t)w[i]->rows * w[i]->cols * gpt2_dtype_size(w[i]->dtype);
+            kernel_pack(next, w[i]);
+            st_release(&m->st, w[i]->data, n); /* a no-op for a copy outside the map */
+            for (int o = 0; o < m->n_owned; o++) /* a copy of a misaligned tensor */
+                if (m->owned[o] == w[i]->data) {
+                    free(m->owned[o]);
+                    m->owned[o] = NULL;
+                }
+            w[i]->data = next;
+            w[i]->packed = 1;
+            next += (n + 63) & ~(size_t)63;
+        }
+    }
+    return GPT2_OK;
+}
+
 static gpt2_status bind_all(gpt2_model *m, const char *path, gpt2_error *err) {
     const gpt2_config *c = &m->cfg;
     binder b = {.m = m, .path = path, .prefix = "", .dry = 1, .err = err};
@@ -290,7 +329,7 @@ static gpt2_status bind_all(gpt2_model *m, const char *path, gpt2_error *err) {
     if (!m->vectors || !m->layers) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
     b.arena_next = m->vectors;
     b.dry = 0;
-    if ((st = bind_pass(m, &b))) return st;
+    if ((st = bind_pass(m, &b)) || (st = pack_matrices(m, path, err))) return st;
     m->weight_bytes += vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * (size_t)c->n_embd * sizeof(float);
     return GPT2_OK;
 }
@@ -462,17 +501,22 @@ static float rand_normal(uint64_t *s, float std) {
     return (u - 2.0f) * 1.7320508f * std;
 }
 
-/* Fills the next rows x cols matrix of the model's huge-page arena. */
-static void random_matrix(gpt2_model *m, int rows, int cols, gpt2_dtype dt, uint64_t *seed, gpt2_matrix *out) {
+/* Fills the next rows x cols matrix of the model's huge-page arena, packed if
+ * `pack` and it can be, as a loaded model's would be. */
+static void random_matrix(gpt2_model *m, int rows, int cols, gpt2_dtype dt, int pack, uint64_t *seed,
+                          gpt2_matrix *out) {
     size_t n = (size_t)rows * cols, bytes = (n * gpt2_dtype_size(dt) + 63) & ~(size_t)63;
     void *buf = m->arena + m->arena_used;
     m->arena_used += bytes;
-    for (size_t i = 0; i < n; i++) {
-        float v = rand_normal(seed, 0.02f);
-        if (dt == GPT2_DTYPE_F32) ((float *)buf)[i] = v;
-        else ((uint16_t *)buf)[i] = dt == GPT2_DTYPE_F16 ? gpt2_f32_to_f16(v) : gpt2_f32_to_bf16(v);
-    }
     *out = (gpt2_matrix){.data = buf, .dtype = dt, .rows = rows, .cols = cols};
+    out->packed = pack && kernel_packable(out);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            float v = rand_normal(seed, 0.02f);
+            size_t i = out->packed ? kernel_packed_index(cols, r, c) : (size_t)r * cols + c;
+            if (dt == GPT2_DTYPE_F32) ((float *)buf)[i] = v;
+            else ((uint16_t *)buf)[i] = dt == GPT2_DTYPE_F16 ? gpt2_f32_to_f16(v) : gpt2_f32_to_bf16(v);
+        }
     m->weight_bytes += n * gpt2_dtype_size(dt);
 }
 
@@ -518,7 +562,7 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
         st = gpt2_fail(err, GPT2_ERR_NOMEM, "random model: out of memory for %zu MB of weights", m->arena_bytes >> 20);
         goto fail;
     }
-    random_matrix(m, c.n_vocab, C, dt, &seed, &m->wte);
+    random_matrix(m, c.n_vocab, C, dt, 0, &seed, &m->wte);
     m->lm_head = m->wte;
     TAKE(m->wpe, (size_t)c.n_ctx * C, rand_normal(&seed, 0.01f));
     TAKE(m->lnf_g, C, 1.0f);
@@ -533,10 +577,10 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
         TAKE(L->ln2_b, C, 0.0f);
         TAKE(L->fc_b, F, 0.0f);
         TAKE(L->fcproj_b, C, 0.0f);
-        random_matrix(m, C, 3 * C, dt, &seed, &L->attn_w);
-        random_matrix(m, C, C, dt, &seed, &L->proj_w);
-        random_matrix(m, C, F, dt, &seed, &L->fc_w);
-        random_matrix(m, F, C, dt, &seed, &L->fcproj_w);
+        random_matrix(m, C, 3 * C, dt, 1, &seed, &L->attn_w);
+        random_matrix(m, C, C, dt, 1, &seed, &L->proj_w);
+        random_matrix(m, C, F, dt, 1, &seed, &L->fc_w);
+        random_matrix(m, F, C, dt, 1, &seed, &L->fcproj_w);
     }
 #undef TAKE
     m->weight_bytes += nv * sizeof(float) - (size_t)c.n_ctx * C * sizeof(float);

@@ -261,6 +261,14 @@ fail:
     return st;
 }
 
+void st_release(const st_file *f, const void *p, size_t n) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)f->map,
+                    hi = lo + f->map_size;
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
+    if (a < lo || b > hi || a >= b) return; /* not in the map, or no whole page */
+    madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 void st_close(st_file *f) {
     for (int i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
     free(f->tensors);

@@ -39,6 +39,10 @@ typedef struct {
 gpt2_status st_open(const char *path, st_file *f, gpt2_error *err);
 void st_close(st_file *f);
 
+/* Drops the whole pages of [p, p + n), a range of f's mapping that will not be
+ * read again, from this process's memory (the file's page cache keeps them). */
+void st_release(const st_file *f, const void *p, size_t n);
+
 /* The tensor with that exact name, or NULL. */
 const st_tensor *st_find(const st_file *f, const char *name);
 
