@@ -15,7 +15,8 @@ struct gpt2_context {
     const gpt2_model *m;
     int n_ctx, n_batch, n_past;
     int logits_valid;
-    float *k_cache, *v_cache; /* (L, n_ctx, C), huge pages */
+    float *k_cache, *v_cache; /* (L, H, n_ctx, hs), huge pages: a head's keys are
+                                 one contiguous run, which decode streams */
     size_t cache_bytes;       /* of each */
     int32_t *tokens;          /* (n_ctx) */
     /* activations for one batch of up to B = n_batch positions */
@@ -140,7 +141,7 @@ static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
     gpt2_context *ctx = j->ctx;
     const gpt2_config *c = &ctx->m->cfg;
     const int C = c->n_embd, H = c->n_head, hs = C / H, p0 = j->p0, T = j->T, P = p0 + T;
-    const float *kc = ctx->k_cache + (size_t)j->l * ctx->n_ctx * C; /* (n_ctx, C) */
+    const float *kc = ctx->k_cache + (size_t)j->l * ctx->n_ctx * C; /* (H, n_ctx, hs) */
     const float *vc = ctx->v_cache + (size_t)j->l * ctx->n_ctx * C;
     const float scale = 1.0f / sqrtf((float)hs);
     int h0, h1;
@@ -148,8 +149,8 @@ static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
     pool_share(H, 1, chunk, n_chunks, &h0, &h1);
     for (int h = h0; h < h1; h++) {
         const float *q = ctx->qkv + h * hs;  /* row stride 3C */
-        const float *k = kc + h * hs;        /* row stride C */
-        const float *v = vc + h * hs;
+        const float *k = kc + (size_t)h * ctx->n_ctx * hs; /* row stride hs */
+        const float *v = vc + (size_t)h * ctx->n_ctx * hs;
         float *y = ctx->atty + h * hs;       /* row stride C */
         float *att = ctx->att + (size_t)h * ctx->n_batch * ctx->n_ctx; /* (T, P) */
         if (T <= KERNEL_SMALL_T) {
@@ -158,12 +159,12 @@ static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
             for (int t = 0; t < T; t++) {
                 float *row = att + (size_t)t * P;
                 const int n_keys = p0 + t + 1;
-                kernel_attention_row(y + (size_t)t * C, row, q + (size_t)t * 3 * C, k, v, n_keys, hs, C, scale);
+                kernel_attention_row(y + (size_t)t * C, row, q + (size_t)t * 3 * C, k, v, n_keys, hs, hs, scale);
                 memset(row + n_keys, 0, (size_t)(P - n_keys) * sizeof(float));
             }
         } else {
             /* att (T, P) = q (T, hs) k^T (hs, P) * scale, then causal softmax per row */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, P, hs, scale, q, 3 * C, k, C, 0.0f, att, P);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, P, hs, scale, q, 3 * C, k, hs, 0.0f, att, P);
             for (int t = 0; t < T; t++) {
                 float *row = att + (size_t)t * P;
                 const int n_keys = p0 + t + 1;
@@ -171,7 +172,7 @@ static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
                 memset(row + n_keys, 0, (size_t)(P - n_keys) * sizeof(float));
             }
             /* y (T, hs) = att (T, P) v (P, hs) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, P, 1.0f, att, P, v, C, 0.0f, y, C);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, P, 1.0f, att, P, v, hs, 0.0f, y, C);
         }
     }
 }
@@ -180,13 +181,16 @@ static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
  * attention over the pool, then reports the heads the observer wants. */
 static void attention(gpt2_context *ctx, int l, int p0, int T) {
     const gpt2_config *c = &ctx->m->cfg;
-    const int C = c->n_embd, H = c->n_head, P = p0 + T;
+    const int C = c->n_embd, H = c->n_head, hs = C / H, P = p0 + T;
     float *kc = ctx->k_cache + (size_t)l * ctx->n_ctx * C;
     float *vc = ctx->v_cache + (size_t)l * ctx->n_ctx * C;
-    for (int t = 0; t < T; t++) {
-        memcpy(kc + (size_t)(p0 + t) * C, ctx->qkv + (size_t)t * 3 * C + C, (size_t)C * sizeof(float));
-        memcpy(vc + (size_t)(p0 + t) * C, ctx->qkv + (size_t)t * 3 * C + 2 * C, (size_t)C * sizeof(float));
-    }
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            const float *kv = ctx->qkv + (size_t)t * 3 * C + C + h * hs; /* this head's key, then value C on */
+            const size_t at = ((size_t)h * ctx->n_ctx + p0 + t) * hs;
+            memcpy(kc + at, kv, (size_t)hs * sizeof(float));
+            memcpy(vc + at, kv + C, (size_t)hs * sizeof(float));
+        }
     attention_job job = {ctx, l, p0, T};
     pool_run(ctx->pool, attention_heads, &job, H);
     const gpt2_hooks *hk = &ctx->hooks;
