@@ -99,7 +99,7 @@ static void widen(float *dst, const void *src, gpt2_dtype dt, size_t n) {
 }
 
 /* dst (nn) = columns [n0, n0 + nn) of row k of W, widened; Q8 without its
- * scale. Packed: n0 and nn are multiples of the tile width. */
+ * scale. Packed: n0 and nn are multiples of the panel width. */
 static void widen_segment(float *dst, const gpt2_matrix *W, int k, int n0, int nn) {
     const size_t es = gpt2_dtype_size(W->dtype);
     const char *data = W->data;
@@ -107,8 +107,8 @@ static void widen_segment(float *dst, const gpt2_matrix *W, int k, int n0, int n
         widen(dst, data + ((size_t)k * W->cols + n0) * es, W->dtype, (size_t)nn);
         return;
     }
-    for (int i = 0; i < nn; i += KERNEL_TILE_COLS)
-        widen(dst + i, data + kernel_packed_index(W->cols, k, n0 + i) * es, W->dtype, KERNEL_TILE_COLS);
+    for (int i = 0; i < nn; i += KERNEL_PANEL_COLS)
+        widen(dst + i, data + kernel_packed_index(W->rows, k, n0 + i) * es, W->dtype, KERNEL_PANEL_COLS);
 }
 
 /* Row r of a row-scaled matrix (wte), widened, into dst (cols). */
@@ -119,15 +119,15 @@ static void widen_row(float *dst, const gpt2_matrix *m, int r) {
 }
 
 int kernel_packable(const gpt2_matrix *m) {
-    return (m->dtype == GPT2_DTYPE_F16 || m->dtype == GPT2_DTYPE_BF16) && m->rows % KERNEL_TILE_ROWS == 0 && m->cols % KERNEL_TILE_COLS == 0;
+    return m->dtype != GPT2_DTYPE_Q8 && m->rows % KERNEL_TILE_ROWS == 0 && m->cols % KERNEL_PANEL_COLS == 0;
 }
 
 void kernel_pack(void *dst, const gpt2_matrix *src) {
-    const size_t es = gpt2_dtype_size(src->dtype), run = KERNEL_TILE_COLS * es;
+    const size_t es = gpt2_dtype_size(src->dtype), run = KERNEL_PANEL_COLS * es;
     const char *from = src->data;
-    for (int k = 0; k < src->rows; k++)
-        for (int n = 0; n < src->cols; n += KERNEL_TILE_COLS)
-            memcpy((char *)dst + kernel_packed_index(src->cols, k, n) * es, from + ((size_t)k * src->cols + n) * es,
+    for (int n = 0; n < src->cols; n += KERNEL_PANEL_COLS) /* panel by panel: writes in order */
+        for (int k = 0; k < src->rows; k++)
+            memcpy((char *)dst + kernel_packed_index(src->rows, k, n) * es, from + ((size_t)k * src->cols + n) * es,
                    run);
 }
 
@@ -169,25 +169,20 @@ static inline __attribute__((always_inline)) void gemv_kn_body(float *y, const f
     const int N = W->cols;
     const size_t ld = (size_t)N, K = (size_t)W->rows;
     const gpt2_dtype dt = W->dtype;
-    /* Packed, the R rows of a 16-column tile lie 16 apart; row-major, ld. A
-     * packed W has no partial tiles: the k tail below is for row-major only. */
-    const size_t step = W->packed ? KERNEL_TILE_COLS : ld;
     int k = k0;
     for (; k + R <= k1; k += R) {
         const size_t base = (size_t)k * ld;
         int n = 0;
 #if defined(__AVX512F__)
-        /* Row-major, prefetch the next block of rows while this one streams:
-         * eight strided streams are more than the hardware prefetcher runs
-         * ahead on (measured: +25% decode for 16-bit weights, +10% for F32).
-         * Packed, the block is one stream and the hardware keeps up. */
+        /* Prefetch the next block of rows while this one streams: eight
+         * strided streams are more than the hardware prefetcher runs ahead on
+         * (measured: +25% decode for 16-bit weights, +10% for F32). */
         const size_t es = gpt2_dtype_size(dt), row_bytes = ld * es;
         const char *next = (const char *)W->data + (base + R * ld) * es;
-        const int prefetch = !W->packed && k + 2 * R <= k1;
+        const int prefetch = k + 2 * R <= k1;
         for (; n + 16 <= N; n += 16) {
-            const size_t at = W->packed ? kernel_packed_index(N, k, n) : base + n;
             __m512 w[R];
-            for (int r = 0; r < R; r++) w[r] = load16(W->data, dt, at + r * step);
+            for (int r = 0; r < R; r++) w[r] = load16(W->data, dt, base + r * ld + n);
             for (int t = 0; t < T; t++) {
                 const float *xt = x + t * K + k;
                 float *yt = y + t * ld + n;
@@ -199,18 +194,65 @@ static inline __attribute__((always_inline)) void gemv_kn_body(float *y, const f
                 for (int r = 0; r < R; r++) _mm_prefetch(next + r * row_bytes + n * es, _MM_HINT_T1);
         }
 #endif
-        for (; n < N; n++) {
-            const size_t at = W->packed ? kernel_packed_index(N, k, n) : base + n;
+        for (; n < N; n++)
             for (int t = 0; t < T; t++) {
                 float acc = y[t * ld + n];
-                for (int r = 0; r < R; r++) acc += x[t * K + k + r] * load1(W->data, dt, at + r * step);
+                for (int r = 0; r < R; r++) acc += x[t * K + k + r] * load1(W->data, dt, base + r * ld + n);
                 y[t * ld + n] = acc;
             }
-        }
     }
     for (; k < k1; k++)
         for (int t = 0; t < T; t++)
             for (int n = 0; n < N; n++) y[t * ld + n] += x[t * K + k] * load1(W->data, dt, (size_t)k * ld + n);
+}
+
+/* y (NT, 64) = x (NT, K) @ W[:, panel's 64 columns] for a packed W (K, N),
+ * y's rows 64 apart: the panel is read row after row, in memory order, into
+ * 4 x NT accumulators that stay in registers. Each sum is one chain over
+ * k = 0 .. K-1 whatever NT, so any T gives the same bits as T = 1. */
+static inline __attribute__((always_inline)) void gemv_panel_rows(float *y, const float *x, int NT,
+                                                                  const gpt2_matrix *W, int panel) {
+    enum { P = KERNEL_PANEL_COLS, G = KERNEL_TILE_COLS, NG = P / G, MAX_NT = 4 };
+    const int K = W->rows;
+    const gpt2_dtype dt = W->dtype;
+    const size_t p0 = (size_t)panel * K * P;
+#if defined(__AVX512F__)
+    __m512 acc[MAX_NT][NG];
+    for (int t = 0; t < NT; t++)
+        for (int g = 0; g < NG; g++) acc[t][g] = _mm512_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        const size_t row = p0 + (size_t)k * P;
+        __m512 w[NG];
+        for (int g = 0; g < NG; g++) w[g] = load16(W->data, dt, row + g * G);
+        for (int t = 0; t < NT; t++) {
+            const __m512 xv = _mm512_set1_ps(x[(size_t)t * K + k]);
+            for (int g = 0; g < NG; g++) acc[t][g] = _mm512_fmadd_ps(xv, w[g], acc[t][g]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int g = 0; g < NG; g++) _mm512_storeu_ps(y + t * P + g * G, acc[t][g]);
+#else
+    for (int t = 0; t < NT; t++)
+        for (int c = 0; c < P; c++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k++) acc += x[(size_t)t * K + k] * load1(W->data, dt, p0 + (size_t)k * P + c);
+            y[t * P + c] = acc;
+        }
+#endif
+}
+
+/* gemv_panel_rows for any T: groups of up to four positions, the panel read
+ * once per group (from cache after the first). */
+static void gemv_panel(float *y, const float *x, int T, const gpt2_matrix *W, int panel) {
+    enum { P = KERNEL_PANEL_COLS };
+    const size_t K = (size_t)W->rows;
+    int t = 0;
+    for (; t + 4 <= T; t += 4) gemv_panel_rows(y + t * P, x + t * K, 4, W, panel);
+    switch (T - t) {
+    case 3: gemv_panel_rows(y + t * P, x + t * K, 3, W, panel); break;
+    case 2: gemv_panel_rows(y + t * P, x + t * K, 2, W, panel); break;
+    case 1: gemv_panel_rows(y + t * P, x + t * K, 1, W, panel); break;
+    }
 }
 
 static void gemv_kn(float *y, const float *x, int T, const gpt2_matrix *W, int k0, int k1) {
@@ -275,6 +317,26 @@ static void matvec_part(void *arg, int chunk, int n_chunks, int ith) {
     gemv_kn(part, j->in, j->T, j->W, k0, k1);
 }
 
+/* T <= KERNEL_SMALL_T positions, packed W: chunk c computes panel c's 64
+ * columns over all rows and writes them out, so no thread waits for another's
+ * partial sums, and the result does not depend on the thread count. */
+static void matvec_panel(void *arg, int chunk, int n_chunks, int ith) {
+    enum { P = KERNEL_PANEL_COLS };
+    const matmul_job *j = arg;
+    const int N = j->W->cols, n0 = chunk * P;
+    float sum[KERNEL_SMALL_T * P];
+    (void)n_chunks, (void)ith;
+    gemv_panel(sum, j->in, j->T, j->W, chunk);
+    for (int t = 0; t < j->T; t++) {
+        float *o = j->out + (size_t)t * N + n0;
+        for (int n = 0; n < P; n++) {
+            float v = j->accumulate ? o[n] : 0.0f;
+            if (j->bias) v += j->bias[n0 + n];
+            o[n] = v + sum[t * P + n];
+        }
+    }
+}
+
 /* Chunks: weight streaming splits columns finely (cheap to claim, balances a
  * preempted thread); prefill uses few wide blocks since each sgemm call
  * repacks `in`. */
@@ -300,9 +362,14 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
         else if (j->bias)
             for (int n = n0; n < n1; n++) o[n] += j->bias[n];
     }
-    if (W->dtype == GPT2_DTYPE_F32) {
+    if (W->dtype == GPT2_DTYPE_F32 && !W->packed) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, nn, K, 1.0f, j->in, K,
                     (const float *)W->data + n0, N, 1.0f, j->out + n0, N);
+    } else if (W->dtype == GPT2_DTYPE_F32) { /* each panel is a row-major (K, 64) matrix */
+        for (int n = n0; n < n1; n += KERNEL_PANEL_COLS)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, KERNEL_PANEL_COLS, K, 1.0f, j->in, K,
+                        (const float *)W->data + kernel_packed_index(K, 0, n), KERNEL_PANEL_COLS, 1.0f,
+                        j->out + n, N);
     } else { /* widen blocks of rows of our columns (Q8: times the column's scale), then sgemm */
         /* The K block depends on the shape only, so that the summation order
          * (and so the result, bit for bit) is the same for any thread count. */
@@ -328,6 +395,10 @@ void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gp
     matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch, partials};
     if (T > KERNEL_SMALL_T) {
         pool_run(pool, matmul_part, &j, n_chunks_for(pool, T, W->cols, 128));
+        return;
+    }
+    if (W->packed) {
+        pool_run(pool, matvec_panel, &j, W->cols / KERNEL_PANEL_COLS);
         return;
     }
     /* A fixed number of row blocks, summed in a fixed order: the same result

@@ -276,10 +276,9 @@ static gpt2_status bind_pass(gpt2_model *m, binder *b) {
     return GPT2_OK;
 }
 
-/* Copies the 16-bit Conv1D weights that can be packed (kernels.h) out of the
- * map into a huge-page arena in the packed layout, releasing each source
- * range as it goes, so that peak memory stays near one copy. F32 weights stay
- * in the map: OpenBLAS reads them in place. */
+/* Copies the Conv1D weights that can be packed (kernels.h) out of the map
+ * into a huge-page arena in the packed layout, releasing each source range as
+ * it goes, so that peak memory stays near one copy. wte stays in the map. */
 static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *err) {
     const int L = m->cfg.n_layer;
     size_t bytes = 0;
@@ -513,7 +512,7 @@ static void random_matrix(gpt2_model *m, int rows, int cols, gpt2_dtype dt, int 
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) {
             float v = rand_normal(seed, 0.02f);
-            size_t i = out->packed ? kernel_packed_index(cols, r, c) : (size_t)r * cols + c;
+            size_t i = out->packed ? kernel_packed_index(rows, r, c) : (size_t)r * cols + c;
             if (dt == GPT2_DTYPE_F32) ((float *)buf)[i] = v;
             else ((uint16_t *)buf)[i] = dt == GPT2_DTYPE_F16 ? gpt2_f32_to_f16(v) : gpt2_f32_to_bf16(v);
         }
