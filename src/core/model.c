@@ -12,6 +12,7 @@
 #include "error.h"
 #include "hugemem.h"
 #include "model_internal.h"
+#include "pool.h"
 #include "rng.h"
 #include "textio.h"
 
@@ -276,41 +277,61 @@ static gpt2_status bind_pass(gpt2_model *m, binder *b) {
     return GPT2_OK;
 }
 
+typedef struct {
+    const gpt2_model *m;
+    gpt2_matrix **w; /* the matrices to pack */
+    void **dst;      /* where each goes in the arena */
+} pack_job;
+
+static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
+    const pack_job *j = arg;
+    const gpt2_matrix *w = j->w[chunk];
+    (void)n_chunks, (void)ith;
+    kernel_pack(j->dst[chunk], w);
+    st_release(&j->m->st, w->data, (size_t)w->rows * w->cols * gpt2_dtype_size(w->dtype)); /* no-op off the map */
+}
+
 /* Copies the Conv1D weights that can be packed (kernels.h) out of the map
  * into a huge-page arena in the packed layout, releasing each source range as
- * it goes, so that peak memory stays near one copy. wte stays in the map. */
+ * it goes, so that peak memory stays near one copy; wte stays in the map. On
+ * all cores: the arena's first touch costs more than the copy. */
 static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *err) {
     const int L = m->cfg.n_layer;
+    gpt2_matrix **w = malloc((size_t)L * 4 * sizeof *w);
+    void **dst = malloc((size_t)L * 4 * sizeof *dst);
+    int n = 0;
     size_t bytes = 0;
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; w && dst && l < L; l++) {
         gpt2_layer *ly = &m->layers[l];
-        const gpt2_matrix *w[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
+        gpt2_matrix *all[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
         for (int i = 0; i < 4; i++)
-            if (kernel_packable(w[i]))
-                bytes += ((size_t)w[i]->rows * w[i]->cols * gpt2_dtype_size(w[i]->dtype) + 63) & ~(size_t)63;
+            if (kernel_packable(all[i])) {
+                w[n] = all[i];
+                dst[n++] = (void *)bytes; /* an offset until the arena exists */
+                bytes += ((size_t)all[i]->rows * all[i]->cols * gpt2_dtype_size(all[i]->dtype) + 63) & ~(size_t)63;
+            }
     }
-    if (bytes == 0) return GPT2_OK;
-    unsigned char *next = m->arena = huge_alloc(bytes);
-    if (!m->arena) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for %zu MB of weights", path, bytes >> 20);
-    m->arena_bytes = m->arena_used = bytes;
-    for (int l = 0; l < L; l++) {
-        gpt2_layer *ly = &m->layers[l];
-        gpt2_matrix *w[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
-        for (int i = 0; i < 4; i++) {
-            if (!kernel_packable(w[i])) continue;
-            const size_t n = (size_t)w[i]->rows * w[i]->cols * gpt2_dtype_size(w[i]->dtype);
-            kernel_pack(next, w[i]);
-            st_release(&m->st, w[i]->data, n); /* a no-op for a copy outside the map */
-            for (int o = 0; o < m->n_owned; o++) /* a copy of a misaligned tensor */
+    gpt2_pool *pool = NULL;
+    if (w && dst && n > 0 && (m->arena = huge_alloc(bytes))) m->arena_bytes = m->arena_used = bytes;
+    if (m->arena && (pool = pool_new(pool_default_threads()))) {
+        for (int i = 0; i < n; i++) dst[i] = m->arena + (size_t)dst[i];
+        pack_job job = {m, w, dst};
+        pool_run(pool, pack_one, &job, n);
+        for (int i = 0; i < n; i++) {
+            for (int o = 0; o < m->n_owned; o++) /* the copy of a misaligned tensor */
                 if (m->owned[o] == w[i]->data) {
                     free(m->owned[o]);
                     m->owned[o] = NULL;
                 }
-            w[i]->data = next;
+            w[i]->data = dst[i];
             w[i]->packed = 1;
-            next += (n + 63) & ~(size_t)63;
         }
     }
+    const int failed = !w || !dst || (n > 0 && !pool);
+    pool_free(pool);
+    free(w);
+    free(dst);
+    if (failed) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for %zu MB of weights", path, bytes >> 20);
     return GPT2_OK;
 }
 
