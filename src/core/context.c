@@ -28,7 +28,7 @@ struct gpt2_context {
     float *att;               /* (H, B, n_ctx) scores / probabilities, per head */
     float *logits;            /* (V) of the last position */
     float *logits_all;        /* (B, V), only while an on_logits hook is set */
-    float **scratch;          /* (n_threads) x KERNEL_SCRATCH_FLOATS, only for 16-bit weights */
+    float **scratch;          /* (n_threads) x KERNEL_SCRATCH_FLOATS, unless all weights are F32 row-major */
     float *partials;          /* (KERNEL_DECODE_CHUNKS, min(B, KERNEL_SMALL_T), max(3C, F)) partial sums */
     gpt2_pool *pool;
     gpt2_hooks hooks;
@@ -38,11 +38,15 @@ gpt2_context_params gpt2_context_default_params(void) {
     return (gpt2_context_params){.n_ctx = 0, .n_batch = 256, .n_threads = 0};
 }
 
-static int any_16bit(const gpt2_model *m) {
+/* Whether prefill widens or gathers weights into scratch buffers: for any
+ * matrix not F32 row-major. */
+static int needs_scratch(const gpt2_model *m) {
     if (m->wte.dtype != GPT2_DTYPE_F32 || m->lm_head.dtype != GPT2_DTYPE_F32) return 1;
     for (int l = 0; l < m->cfg.n_layer; l++) {
-        const gpt2_layer *L = &m->layers[l];
-        if (L->attn_w.dtype || L->proj_w.dtype || L->fc_w.dtype || L->fcproj_w.dtype) return 1;
+        const gpt2_matrix *w[4] = {&m->layers[l].attn_w, &m->layers[l].proj_w, &m->layers[l].fc_w,
+                                   &m->layers[l].fcproj_w};
+        for (int i = 0; i < 4; i++)
+            if (w[i]->dtype != GPT2_DTYPE_F32 || w[i]->packed) return 1;
     }
     return 0;
 }
@@ -82,7 +86,7 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
     ctx->partials = malloc(KERNEL_DECODE_CHUNKS * small_t * (3 * C > F ? 3 * C : F) * sizeof(float));
     ctx->pool = pool_new(p.n_threads ? p.n_threads : pool_default_threads());
     int scratch_ok = 1;
-    if (ctx->pool && any_16bit(m)) {
+    if (ctx->pool && needs_scratch(m)) {
         const int nt = pool_n_threads(ctx->pool);
         ctx->scratch = calloc((size_t)nt, sizeof *ctx->scratch);
         scratch_ok = ctx->scratch != NULL;
