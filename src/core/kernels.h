@@ -28,11 +28,11 @@ typedef struct {
 /* The packed layout of a (K, N) matrix: panels of 64 columns, one after
  * another, each panel (K, 64) row-major. A panel is one contiguous run, so a
  * thread computing a panel's 64 outputs over all K rows reads one sequential
- * stream and needs no partial sums from other threads; and it is still a
- * row-major matrix (leading dimension 64) that sgemm reads in place for
- * prefill. Measured here against row-major weights split over rows (eight
- * strided streams and a serial sum of partials): +8% decode for 16-bit
- * weights, +5% for F32. Q8 stays row-major (no gain measured). */
+ * stream and needs no partial sums from other threads. Measured here in
+ * paired runs against row-major weights split over rows (eight strided
+ * streams and a serial sum of partials): decode +10-16% for 16-bit weights,
+ * +3-4% for F32; F32 prefill -2.6% (it gathers panels for sgemm). Q8 stays
+ * row-major (its decode is bound by widening; no gain measured). */
 enum { KERNEL_TILE_ROWS = 8, KERNEL_TILE_COLS = 16, KERNEL_PANEL_COLS = 64 };
 
 /* Whether kernel_pack can pack m: F32, F16 or BF16, rows a multiple of 8,
