@@ -103,10 +103,74 @@ static void test_good_models(void **state) {
     assert_non_null(strstr(err.msg, "no-such-dir"));
 }
 
+/* Logits after evaluating a fixed prompt, into out (n_vocab floats). */
+static void prompt_logits(const gpt2_model *m, float *out) {
+    gpt2_context *ctx;
+    assert_int_equal(gpt2_context_new(m, gpt2_context_default_params(), &ctx, NULL), GPT2_OK);
+    const int32_t ids[5] = {3, 14, 15, 92, 65};
+    assert_int_equal(gpt2_context_eval(ctx, ids, 5, NULL), GPT2_OK);
+    int32_t next = 35;
+    assert_int_equal(gpt2_context_eval(ctx, &next, 1, NULL), GPT2_OK);
+    memcpy(out, gpt2_context_logits(ctx), (size_t)gpt2_model_config(m)->n_vocab * sizeof(float));
+    gpt2_context_free(ctx);
+}
+
+/* Tensors at odd addresses (a header one byte longer shifts the data
+ * section): the loader copies them out of the map before packing, and the
+ * model computes the same logits, bit for bit, as the aligned original. */
+static void test_misaligned_tensors(void **state) {
+    (void)state;
+    static const char *dtypes[] = {"tiny-f32", "tiny-f16", "tiny-bf16"};
+    for (int d = 0; d < 3; d++) {
+        char dir[] = "/tmp/gptscope-misaligned-XXXXXX", path[4200];
+        assert_non_null(mkdtemp(dir));
+        static const char *other[] = {"config.json", "vocab.json", "merges.txt"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(path, sizeof path, "%s/%s", dir, other[k]);
+            copy_file_edited(fixture_path("models/%s/%s", dtypes[d], other[k]), path, NULL, NULL);
+        }
+        size_t len;
+        unsigned char *st = read_file(fixture_path("models/%s/model.safetensors", dtypes[d]), &len);
+        uint64_t hlen = 0;
+        for (int i = 7; i >= 0; i--) hlen = hlen << 8 | st[i];
+        assert_true(8 + hlen <= len);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        unsigned char grown[8];
+        for (int i = 0; i < 8; i++) grown[i] = (unsigned char)((hlen + 1) >> (8 * i));
+        fwrite(grown, 1, 8, f);
+        fwrite(st + 8, 1, hlen, f);
+        fputc(' ', f); /* JSON allows trailing whitespace */
+        fwrite(st + 8 + hlen, 1, len - 8 - hlen, f);
+        fclose(f);
+        free(st);
+        gpt2_model *aligned, *shifted;
+        gpt2_error err;
+        if (gpt2_model_load(fixture_path("models/%s", dtypes[d]), &aligned, &err) != GPT2_OK) fail_msg("%s", err.msg);
+        if (gpt2_model_load(dir, &shifted, &err) != GPT2_OK) fail_msg("%s", err.msg);
+        const int V = gpt2_model_config(aligned)->n_vocab;
+        float *want = malloc((size_t)V * sizeof(float)), *got = malloc((size_t)V * sizeof(float));
+        prompt_logits(aligned, want);
+        prompt_logits(shifted, got);
+        assert_memory_equal(want, got, (size_t)V * sizeof(float));
+        free(want), free(got);
+        gpt2_model_free(aligned);
+        gpt2_model_free(shifted);
+        for (int k = 0; k < 3; k++) {
+            snprintf(path, sizeof path, "%s/%s", dir, other[k]);
+            unlink(path);
+        }
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        unlink(path);
+        rmdir(dir);
+    }
+}
+
 int main(void) {
     char *tsv = read_file(fixture_path("bad/cases.tsv"), NULL);
     bad_case cases[128];
-    struct CMUnitTest tests[130];
+    struct CMUnitTest tests[131];
     int n = 0;
     for (char *line = strtok(tsv, "\n"); line && n < 128; line = strtok(NULL, "\n")) {
         bad_case *c = &cases[n];
@@ -123,5 +187,6 @@ int main(void) {
     }
     tests[n++] = (struct CMUnitTest){.name = "good_models", .test_func = test_good_models};
     tests[n++] = (struct CMUnitTest){.name = "special_files", .test_func = test_special_files};
+    tests[n++] = (struct CMUnitTest){.name = "misaligned_tensors", .test_func = test_misaligned_tensors};
     return _cmocka_run_group_tests("model_load", tests, (size_t)n, NULL, NULL);
 }
