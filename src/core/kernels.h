@@ -1,10 +1,10 @@
 /* kernels.h — the numeric building blocks of the forward pass (library-private).
  *
- * Weight matrices are passed as a gpt2_matrix: a pointer into the mapped file
- * plus its dtype. F32 goes straight to OpenBLAS; F16/BF16 are widened to float
- * on the fly (per row for one position, per block of rows into a scratch
- * buffer followed by sgemm for many positions), so 16-bit weights stay 16-bit
- * in memory.
+ * Weight matrices are passed as a gpt2_matrix: a pointer to the weights
+ * (in the mapped file, or packed at load, see below) plus their dtype. F16/BF16
+ * are widened to float on the fly (per row for a few positions, per block of
+ * rows into a scratch buffer followed by sgemm for many), so 16-bit weights
+ * stay 16-bit in memory.
  */
 #ifndef GPT2_CORE_KERNELS_H
 #define GPT2_CORE_KERNELS_H
@@ -33,10 +33,10 @@ typedef struct {
  * streams and a serial sum of partials): decode +10-16% for 16-bit weights,
  * +3-4% for F32; F32 prefill -2.6% (it gathers panels for sgemm). Q8 stays
  * row-major (its decode is bound by widening; no gain measured). */
-enum { KERNEL_TILE_ROWS = 8, KERNEL_TILE_COLS = 16, KERNEL_PANEL_COLS = 64 };
+enum { KERNEL_TILE_COLS = 16, KERNEL_PANEL_COLS = 64 };
 
-/* Whether kernel_pack can pack m: F32, F16 or BF16, rows a multiple of 8,
- * cols a multiple of 64 (every GPT-2 size). */
+/* Whether kernel_pack can pack m: F32, F16 or BF16 with cols a multiple of 64
+ * (every GPT-2 size). */
 int kernel_packable(const gpt2_matrix *m);
 
 /* Element (k, n) of a packed matrix of K rows. */
