@@ -124,11 +124,7 @@ static void test_misaligned_tensors(void **state) {
     for (int d = 0; d < 3; d++) {
         char dir[] = "/tmp/gptscope-misaligned-XXXXXX", path[4200];
         assert_non_null(mkdtemp(dir));
-        static const char *other[] = {"config.json", "vocab.json", "merges.txt"};
-        for (int k = 0; k < 3; k++) {
-            snprintf(path, sizeof path, "%s/%s", dir, other[k]);
-            copy_file_edited(fixture_path("models/%s/%s", dtypes[d], other[k]), path, NULL, NULL);
-        }
+        copy_fixture_model(dtypes[d], dir, 0);
         size_t len;
         unsigned char *st = read_file(fixture_path("models/%s/model.safetensors", dtypes[d]), &len);
         uint64_t hlen = 0;
@@ -157,13 +153,7 @@ static void test_misaligned_tensors(void **state) {
         free(want), free(got);
         gpt2_model_free(aligned);
         gpt2_model_free(shifted);
-        for (int k = 0; k < 3; k++) {
-            snprintf(path, sizeof path, "%s/%s", dir, other[k]);
-            unlink(path);
-        }
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        unlink(path);
-        rmdir(dir);
+        remove_model_copy(dir);
     }
 }
 

@@ -1958,22 +1958,12 @@ static void test_draft_setup(void **state) {
     gpt2_session *s = mk(&t, 64, 256, 40, greedy(), GPT2_CONTEXT_REFUSE);
     gpt2_error err;
     /* another tokenizer: ids 0 and 1 swapped */
-    char sub[128], from[512], to[512];
+    char sub[128];
     snprintf(sub, sizeof sub, "%s/other-tok", g_dir);
-    assert_int_equal(mkdir(sub, 0755), 0);
-    const char *files[] = {"config.json", "model.safetensors", "merges.txt", "vocab.json"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(from, sizeof from, "%s", fixture_path("models/tiny-f32/%s", files[i]));
-        snprintf(to, sizeof to, "%s/%s", sub, files[i]);
-        copy_file_edited(from, to, i == 3 ? "{\"!\": 0, \"\\\"\": 1," : NULL, "{\"!\": 1, \"\\\"\": 0,");
-    }
+    copy_fixture_model("tiny-f32", sub, 1);
     gpt2_model *other;
     assert_int_equal(gpt2_model_load(sub, &other, &err), GPT2_OK);
-    for (int i = 0; i < 4; i++) {
-        snprintf(to, sizeof to, "%s/%s", sub, files[i]);
-        unlink(to);
-    }
-    rmdir(sub);
+    remove_model_copy(sub);
     assert_int_equal(gpt2_session_set_draft(s, other, 4, &err), GPT2_ERR_TOKENIZER);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "draft model 'other-tok' does not share the tokenizer of target 'tiny-f32'"));

@@ -557,16 +557,9 @@ static void test_tokenizer_mismatch(void **state) {
     (void)state;
     char dir[] = "/tmp/gptscope-spec-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    char sub[256], from[512], to[512];
+    char sub[256];
     snprintf(sub, sizeof sub, "%s/other-tok", dir);
-    assert_int_equal(mkdir(sub, 0755), 0);
-    const char *files[] = {"config.json", "model.safetensors", "merges.txt", "vocab.json"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(from, sizeof from, "%s", fixture_path("models/tiny-f32/%s", files[i]));
-        snprintf(to, sizeof to, "%s/%s", sub, files[i]);
-        /* swap the ids of "!" and "\"": a valid tokenizer, different at ids 0 and 1 */
-        copy_file_edited(from, to, i == 3 ? "{\"!\": 0, \"\\\"\": 1," : NULL, "{\"!\": 1, \"\\\"\": 0,");
-    }
+    copy_fixture_model("tiny-f32", sub, 1); /* a valid tokenizer, different at ids 0 and 1 */
     loaded t = load("tiny-f32");
     gpt2_model *m2;
     gpt2_context *c2;
@@ -591,11 +584,7 @@ static void test_tokenizer_mismatch(void **state) {
     gpt2_context_free(c2);
     gpt2_model_free(m2);
     unload(&t);
-    for (int i = 0; i < 4; i++) {
-        snprintf(to, sizeof to, "%s/%s", sub, files[i]);
-        unlink(to);
-    }
-    rmdir(sub);
+    remove_model_copy(sub);
     rmdir(dir);
 }
 

@@ -2,6 +2,7 @@
 #ifndef GPTSCOPE_TEST_UTIL_H
 #define GPTSCOPE_TEST_UTIL_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The value of an environment variable the test needs; fails the test if unset. */
@@ -67,6 +69,32 @@ static inline void copy_file_edited(const char *from, const char *to, const char
     }
     fclose(f);
     free(buf);
+}
+
+static const char *const model_files[4] = {"config.json", "model.safetensors", "merges.txt", "vocab.json"};
+
+/* Makes directory dir (new, or empty) a copy of fixture model `name`; with swap_ids, the ids
+ * of "!" and "\"" in vocab.json swapped: a valid tokenizer, different at ids 0
+ * and 1. */
+static inline void copy_fixture_model(const char *name, const char *dir, int swap_ids) {
+    char from[4200], to[4200];
+    if (mkdir(dir, 0755) != 0) assert_int_equal(errno, EEXIST);
+    for (int i = 0; i < 4; i++) {
+        snprintf(from, sizeof from, "%s", fixture_path("models/%s/%s", name, model_files[i]));
+        snprintf(to, sizeof to, "%s/%s", dir, model_files[i]);
+        const int edit = swap_ids && i == 3;
+        copy_file_edited(from, to, edit ? "{\"!\": 0, \"\\\"\": 1," : NULL, "{\"!\": 1, \"\\\"\": 0,");
+    }
+}
+
+/* Removes a directory copy_fixture_model made. */
+static inline void remove_model_copy(const char *dir) {
+    char path[4200];
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, model_files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
 }
 
 /* Parses whitespace-separated integers from a string into a malloc'd array. */
