@@ -279,15 +279,15 @@ static gpt2_status bind_pass(gpt2_model *m, binder *b) {
 
 typedef struct {
     const gpt2_model *m;
-    gpt2_matrix **w; /* the matrices to pack */
-    void **dst;      /* where each goes in the arena */
+    gpt2_matrix **w;     /* the matrices to pack */
+    const size_t *at;    /* where each goes, bytes into m->arena */
 } pack_job;
 
 static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
     const pack_job *j = arg;
     const gpt2_matrix *w = j->w[chunk];
     (void)n_chunks, (void)ith;
-    kernel_pack(j->dst[chunk], w);
+    kernel_pack(j->m->arena + j->at[chunk], w);
     st_release(&j->m->st, w->data, (size_t)w->rows * w->cols * gpt2_dtype_size(w->dtype)); /* no-op off the map */
 }
 
@@ -298,24 +298,23 @@ static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
 static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *err) {
     const int L = m->cfg.n_layer;
     gpt2_matrix **w = malloc((size_t)L * 4 * sizeof *w);
-    void **dst = malloc((size_t)L * 4 * sizeof *dst);
+    size_t *at = malloc((size_t)L * 4 * sizeof *at);
     int n = 0;
     size_t bytes = 0;
-    for (int l = 0; w && dst && l < L; l++) {
+    for (int l = 0; w && at && l < L; l++) {
         gpt2_layer *ly = &m->layers[l];
         gpt2_matrix *all[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
         for (int i = 0; i < 4; i++)
             if (kernel_packable(all[i])) {
                 w[n] = all[i];
-                dst[n++] = (void *)bytes; /* an offset until the arena exists */
+                at[n++] = bytes;
                 bytes += ((size_t)all[i]->rows * all[i]->cols * gpt2_dtype_size(all[i]->dtype) + 63) & ~(size_t)63;
             }
     }
     gpt2_pool *pool = NULL;
-    if (w && dst && n > 0 && (m->arena = huge_alloc(bytes))) m->arena_bytes = m->arena_used = bytes;
+    if (w && at && n > 0 && (m->arena = huge_alloc(bytes))) m->arena_bytes = m->arena_used = bytes;
     if (m->arena && (pool = pool_new(pool_default_threads()))) {
-        for (int i = 0; i < n; i++) dst[i] = m->arena + (size_t)dst[i];
-        pack_job job = {m, w, dst};
+        pack_job job = {m, w, at};
         pool_run(pool, pack_one, &job, n);
         for (int i = 0; i < n; i++) {
             for (int o = 0; o < m->n_owned; o++) /* the copy of a misaligned tensor */
@@ -323,14 +322,14 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
                     free(m->owned[o]);
                     m->owned[o] = NULL;
                 }
-            w[i]->data = dst[i];
+            w[i]->data = m->arena + at[i];
             w[i]->packed = 1;
         }
     }
-    const int failed = !w || !dst || (n > 0 && !pool);
+    const int failed = !w || !at || (n > 0 && !pool);
     pool_free(pool);
     free(w);
-    free(dst);
+    free(at);
     if (failed) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for %zu MB of weights", path, bytes >> 20);
     return GPT2_OK;
 }
