@@ -263,6 +263,48 @@ static void test_threads_option(void **state) {
     free(text);
 }
 
+static double json_number(const cJSON *j, const char *key) {
+    const cJSON *v = cJSON_GetObjectItem(j, key);
+    if (!cJSON_IsNumber(v)) fail_msg("bench --json: \"%s\" is missing or not a number", key);
+    return v->valuedouble;
+}
+
+/* bench on the bundled model: every figure present, the probe's figures real
+ * (a probe that never answered reads 0), the ratio between its quartiles, and
+ * the weight bytes per token as GPT-2's shapes give them. Too few positions
+ * is a clean error. No figure is judged for speed. */
+static void test_bench_json(void **state) {
+    (void)state;
+    run_result r = run(NULL, "bench -m models/shakespeare --reps 1 --json");
+    assert_int_equal(r.status, 0);
+    cJSON *j = cJSON_Parse(r.out);
+    assert_non_null(j);
+    static const char *positive[] = {"prefill_128_tok_s", "decode_tok_s", "decode_hooked_tok_s", "peak_rss_mb",
+                                     "decode_read_gb_s", "machine_read_gb_s", "machine_read_4k_gb_s",
+                                     "decode_bandwidth_ratio"};
+    for (size_t i = 0; i < sizeof positive / sizeof *positive; i++) assert_true(json_number(j, positive[i]) > 0);
+    /* 256 positions: no 512-token figures */
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "prefill_512_tok_s")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "ttft_500_ms")));
+    const double q1 = json_number(j, "decode_bandwidth_ratio_q1"), q3 = json_number(j, "decode_bandwidth_ratio_q3"),
+                 ratio = json_number(j, "decode_bandwidth_ratio");
+    assert_true(q1 <= ratio && ratio <= q3);
+    /* 6 layers of 384, 2048 tokens, F16 matrices (12 C^2 per layer, and the
+     * tied embedding V C), F32 vectors (ln 4C, biases 3C + C + 4C + C per
+     * layer, ln_f 2C; wpe is read one row per token, so not counted) */
+    const double C = 384, L = 6, V = 2048;
+    const double bytes = 2 * (12 * C * C * L + V * C) + 4 * (L * 13 * C + 2 * C);
+    assert_true(json_number(j, "weight_bytes_per_token") == bytes);
+    const double implied = bytes * json_number(j, "decode_tok_s") / 1e9;
+    assert_true(fabs(json_number(j, "decode_read_gb_s") - implied) < 0.01 + 1e-3 * implied);
+    cJSON_Delete(j);
+    run_free(&r);
+    r = run(NULL, "bench -m %s", fixture_path("models/tiny-f32"));
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "at least 160 positions"));
+    run_free(&r);
+}
+
 /* eval reproduces the reference's sliding-window loss. */
 static void test_eval(void **state) {
     const char *model = *state;
@@ -327,6 +369,7 @@ int main(void) {
         cmocka_unit_test_prestate(test_eval, (void *)f32),
         cmocka_unit_test_prestate(test_eval, (void *)bf16),
         cmocka_unit_test(test_bad_models),
+        cmocka_unit_test(test_bench_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

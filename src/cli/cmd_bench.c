@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <time.h>
@@ -18,10 +19,15 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n) {
+/* The q-quantile of v (sorted in place), interpolating between neighbours. */
+static double quantile(double *v, int n, double q) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    const double at = q * (n - 1);
+    const int i = (int)at;
+    return i + 1 < n ? v[i] + (at - i) * (v[i + 1] - v[i]) : v[n - 1];
 }
+
+static double median(double *v, int n) { return quantile(v, n, 0.5); }
 
 /* --- machine read bandwidth: threads summing disjoint halves of a buffer --- */
 
@@ -42,55 +48,88 @@ static void *read_worker(void *arg) {
     return NULL;
 }
 
-/* Best of `reps` passes over `bytes` of memory with n_threads readers, GB/s,
- * on 2 MiB pages (huge) or on whatever malloc gives (4 KiB pages here). */
-static double measure_read_bandwidth(size_t bytes, int n_threads, int reps, int huge) {
-    size_t n = bytes / sizeof(float);
-    float *buf = huge ? aligned_alloc((size_t)2 << 20, n * sizeof(float)) : malloc(n * sizeof(float));
-    if (!buf) return 0;
-#ifdef MADV_HUGEPAGE
-    if (huge) madvise(buf, n * sizeof(float), MADV_HUGEPAGE);
-#endif
-    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
-    double best = 0;
+/* One pass over n floats with n_threads readers (at most 16), GB/s. */
+static double read_pass(const float *buf, size_t n, int n_threads) {
     pthread_t th[16];
     read_job jobs[16];
     if (n_threads > 16) n_threads = 16;
-    for (int r = 0; r < reps; r++) {
-        double t0 = cli_now();
-        for (int k = 0; k < n_threads; k++) {
-            jobs[k] = (read_job){buf + n / n_threads * k, n / n_threads, 0};
-            pthread_create(&th[k], NULL, read_worker, &jobs[k]);
-        }
-        for (int k = 0; k < n_threads; k++) pthread_join(th[k], NULL);
-        double gbs = (double)bytes / (cli_now() - t0) / 1e9;
-        if (gbs > best) best = gbs;
+    double t0 = cli_now();
+    for (int k = 0; k < n_threads; k++) {
+        jobs[k] = (read_job){buf + n / n_threads * k, n / n_threads, 0};
+        pthread_create(&th[k], NULL, read_worker, &jobs[k]);
     }
-    free(buf);
-    return best;
+    for (int k = 0; k < n_threads; k++) pthread_join(th[k], NULL);
+    return (double)(n * sizeof(float)) / (cli_now() - t0) / 1e9;
 }
 
-/* The probe in a child process, so its 1 GiB buffer never counts toward this
- * process's peak RSS. Returns 0 if the child could not report. */
-static double measure_in_child(size_t bytes, int n_threads, int reps, int huge) {
-    int fd[2];
-    if (pipe(fd) != 0) return 0;
+/* The probe: a child process holding the buffer (so its gigabyte never counts
+ * toward this process's peak RSS) that reads it once per request. Passes can
+ * then alternate with decode blocks a few hundred milliseconds long, and each
+ * block is compared with the pass just before it: on this shared host the
+ * bandwidth drifts by a third within seconds. */
+typedef struct {
+    pid_t pid;
+    int fd; /* a socket: one byte asks for a pass, a double comes back */
+} probe;
+
+static void probe_stop(probe *pr) {
+    if (pr->fd >= 0) close(pr->fd); /* the child reads end-of-file and exits */
+    if (pr->pid > 0) waitpid(pr->pid, NULL, 0);
+    pr->pid = -1;
+    pr->fd = -1;
+}
+
+/* 0 if no child could be started (the figures then read 0). */
+static int probe_start(probe *pr, size_t bytes, int n_threads, int huge) {
+    int sv[2];
+    pr->pid = -1;
+    pr->fd = -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 0;
     pid_t pid = fork();
     if (pid == 0) {
-        close(fd[0]);
-        double gbs = measure_read_bandwidth(bytes, n_threads, reps, huge);
-        ssize_t w = write(fd[1], &gbs, sizeof gbs);
-        _exit(w == (ssize_t)sizeof gbs ? 0 : 1);
+        close(sv[0]);
+        size_t n = bytes / sizeof(float);
+        float *buf = huge ? aligned_alloc((size_t)2 << 20, n * sizeof(float)) : malloc(n * sizeof(float));
+        if (!buf) _exit(1);
+#ifdef MADV_HUGEPAGE
+        if (huge) madvise(buf, n * sizeof(float), MADV_HUGEPAGE);
+#endif
+        for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
+        char req = 'p'; /* the first pass says "ready": no decode runs beside the filling */
+        do {
+            double gbs = read_pass(buf, n, n_threads);
+            if (write(sv[1], &gbs, sizeof gbs) != (ssize_t)sizeof gbs) break;
+        } while (read(sv[1], &req, 1) == 1);
+        _exit(0);
     }
-    close(fd[1]);
+    close(sv[1]);
+    if (pid < 0) {
+        close(sv[0]);
+        return 0;
+    }
+    pr->pid = pid;
+    pr->fd = sv[0];
+    double ready;
+    if (recv(pr->fd, &ready, sizeof ready, MSG_WAITALL) != (ssize_t)sizeof ready) {
+        probe_stop(pr);
+        return 0;
+    }
+    return 1;
+}
+
+/* GB/s of one pass; 0 if the child is gone. */
+static double probe_pass(probe *pr) {
     double gbs = 0;
-    if (pid < 0 || read(fd[0], &gbs, sizeof gbs) != (ssize_t)sizeof gbs) gbs = 0;
-    close(fd[0]);
-    if (pid > 0) waitpid(pid, NULL, 0);
+    if (pr->fd < 0 || send(pr->fd, "p", 1, MSG_NOSIGNAL) != 1) return 0;
+    if (recv(pr->fd, &gbs, sizeof gbs, MSG_WAITALL) != (ssize_t)sizeof gbs) return 0;
     return gbs;
 }
 
 /* --- model timings ----------------------------------------------------------- */
+
+/* Decode: this many tokens after a 32-token prompt; blocks of DECODE_BLOCK
+ * (a few hundred ms on 124M), N_BLOCKS of them per paired measurement. */
+enum { DECODE_TOKENS = 128, DECODE_BLOCK = 16, N_BLOCKS = DECODE_TOKENS / DECODE_BLOCK };
 
 static int want_every_head(void *ud, int l, int h) {
     (void)ud, (void)l, (void)h;
@@ -117,43 +156,71 @@ static double time_prefill(gpt2_context *ctx, const int32_t *ids, int n) {
     return cli_now() - t0;
 }
 
+/* Rewinds to n_prompt when `count` more tokens would take the cache past
+ * n_prompt + span: long measurements cycle over the positions that a plain
+ * decode of span tokens covers (and fit any model bench accepts). */
+static void make_room(gpt2_context *ctx, int n_prompt, int span, int count) {
+    if (gpt2_context_n_past(ctx) + count > n_prompt + span) gpt2_context_rewind(ctx, n_prompt, NULL);
+}
+
+/* `count` greedy tokens; right after a rewind, the first is the prompt's next id. */
+static void decode_tokens(gpt2_context *ctx, const int32_t *ids, int n_prompt, int V, int count) {
+    for (int i = 0; i < count; i++) {
+        const float *logits = gpt2_context_logits(ctx);
+        int32_t id = logits ? argmax(logits, V) : ids[n_prompt];
+        gpt2_context_eval(ctx, &id, 1, NULL);
+    }
+}
+
 /* Tokens/s decoding n tokens greedily after a prompt of n_prompt. */
 static double time_decode(gpt2_context *ctx, const int32_t *ids, int n_prompt, int n, int V) {
     gpt2_context_reset(ctx);
     gpt2_context_eval(ctx, ids, n_prompt, NULL);
     double t0 = cli_now();
-    for (int i = 0; i < n; i++) {
-        int32_t id = argmax(gpt2_context_logits(ctx), V);
-        gpt2_context_eval(ctx, &id, 1, NULL);
-    }
+    decode_tokens(ctx, ids, n_prompt, V, n);
     return n / (cli_now() - t0);
 }
 
-/* Decodes 2n tokens after a prompt of n_prompt in blocks of 16, with and
- * without `hooks` in turns (starting with the hooked block if hooked_first),
- * so both halves see the same machine; tokens/s of each half. */
-static void time_decode_hooked(gpt2_context *ctx, const int32_t *ids, int n_prompt, int n, int V,
-                               const gpt2_hooks *hooks, int hooked_first, double *plain_tok_s,
-                               double *hooked_tok_s) {
-    enum { BLOCK = 16 };
-    double secs[2] = {0, 0};
-    int count[2] = {0, 0};
+/* The decode's bandwidth against the machine's: n_blocks blocks of
+ * DECODE_BLOCK tokens at positions n_prompt .. n_prompt + span, each timed
+ * right after one probe pass and one untimed token (which refills the caches
+ * and wakes the pool after the pass). Per block, the pass's GB/s goes to
+ * gbs[] and the decode's weight bytes per second over it to ratio[]. */
+static void decode_against_probe(gpt2_context *ctx, const int32_t *ids, int n_prompt, int span, int V,
+                                 int n_blocks, probe *pr, size_t weight_bytes, double *gbs, double *ratio) {
     gpt2_context_reset(ctx);
     gpt2_context_eval(ctx, ids, n_prompt, NULL);
-    for (int b = 0; b < 2 * ((n + BLOCK - 1) / BLOCK); b++) {
+    for (int b = 0; b < n_blocks; b++) {
+        make_room(ctx, n_prompt, span, 1 + DECODE_BLOCK);
+        gbs[b] = probe_pass(pr);
+        decode_tokens(ctx, ids, n_prompt, V, 1);
+        double t0 = cli_now();
+        decode_tokens(ctx, ids, n_prompt, V, DECODE_BLOCK);
+        double dt = cli_now() - t0;
+        ratio[b] = gbs[b] > 0 ? (double)weight_bytes * DECODE_BLOCK / dt / 1e9 / gbs[b] : 0.0;
+    }
+}
+
+/* 2 * n_blocks blocks of DECODE_BLOCK tokens at positions n_prompt ..
+ * n_prompt + span, with and without `hooks` in turns (the hooked one first
+ * if hooked_first), so both halves see the same machine; tokens/s of each. */
+static void time_decode_hooked(gpt2_context *ctx, const int32_t *ids, int n_prompt, int span, int V, int n_blocks,
+                               const gpt2_hooks *hooks, int hooked_first, double *plain_tok_s,
+                               double *hooked_tok_s) {
+    double secs[2] = {0, 0};
+    gpt2_context_reset(ctx);
+    gpt2_context_eval(ctx, ids, n_prompt, NULL);
+    for (int b = 0; b < 2 * n_blocks; b++) {
         const int with = (b + hooked_first) % 2;
         gpt2_context_set_hooks(ctx, with ? hooks : NULL);
+        make_room(ctx, n_prompt, span, DECODE_BLOCK);
         double t0 = cli_now();
-        for (int i = 0; i < BLOCK; i++) {
-            int32_t id = argmax(gpt2_context_logits(ctx), V);
-            gpt2_context_eval(ctx, &id, 1, NULL);
-        }
+        decode_tokens(ctx, ids, n_prompt, V, DECODE_BLOCK);
         secs[with] += cli_now() - t0;
-        count[with] += BLOCK;
     }
     gpt2_context_set_hooks(ctx, NULL);
-    *plain_tok_s = count[0] / secs[0];
-    *hooked_tok_s = count[1] / secs[1];
+    *plain_tok_s = n_blocks * DECODE_BLOCK / secs[0];
+    *hooked_tok_s = n_blocks * DECODE_BLOCK / secs[1];
 }
 
 /* Seconds for one eval of T positions on top of n_past cached ones (rewound
@@ -258,13 +325,13 @@ int cmd_bench(int argc, char **argv) {
         ids[i] = (int32_t)((s >> 33) % (uint64_t)cfg->n_vocab);
     }
     const int R = (int)reps, V = cfg->n_vocab, threads = gpt2_context_n_threads(ctx);
-    const int long_ok = cfg->n_ctx >= 513, n_dec = 128;
-    /* The machine's bandwidth is measured right before each decode run, and
-     * the ratio taken per run: on a shared host the bandwidth itself comes
-     * and goes (31-57 GB/s seen here), so only neighbouring measurements
-     * make a ratio that holds. */
-    double machine_4k_gbs = measure_in_child((size_t)1 << 30, threads, 5, 0);
-    double bw[100], ratio[100];
+    const int long_ok = cfg->n_ctx >= 513, n_dec = DECODE_TOKENS;
+    probe pr;
+    double bw_4k[5];
+    probe_start(&pr, (size_t)1 << 30, threads, 0);
+    for (int i = 0; i < 5; i++) bw_4k[i] = probe_pass(&pr);
+    probe_stop(&pr);
+    const double machine_4k_gbs = median(bw_4k, 5);
     const size_t wbytes = gpt2_model_weight_bytes(m);
 
     double p128[100], p512[100] = {0}, dec[100], ttft[100] = {0}, hooked[100], hook_ratio[100];
@@ -280,22 +347,23 @@ int cmd_bench(int argc, char **argv) {
             ttft[r] = (cli_now() - t0) * 1e3;
         }
     }
-    /* Decode after each bandwidth probe and a short untimed decode (the
-     * probe's freed gigabyte disturbs the memory system for a moment). The
-     * hooks' cost: plain and hooked blocks of 16 tokens in turns within one
-     * decode, so that both see the same machine (separate runs here differ
-     * by more than the cost). */
+    /* Decode tok/s: 128 tokens straight, as a user sees them. The bandwidth
+     * ratio: blocks each after a probe pass (see probe). The hooks' cost:
+     * plain and hooked blocks in turns within one decode, so that both see
+     * the same machine (separate runs here differ by more than the cost). */
+    double bw[100 * N_BLOCKS], ratio[100 * N_BLOCKS];
     float sink = 0;
     gpt2_hooks hooks = {.user_data = &sink, .want_attention = want_every_head, .on_attention = sink_attention};
+    probe_start(&pr, (size_t)1 << 30, threads, 1);
     for (int r = 0; r < R; r++) {
-        bw[r] = measure_in_child((size_t)1 << 30, threads, 3, 1);
         time_decode(ctx, ids, 32, 32, V);
         dec[r] = time_decode(ctx, ids, 32, n_dec, V);
-        ratio[r] = bw[r] > 0 ? (double)wbytes * dec[r] / 1e9 / bw[r] : 0.0;
+        decode_against_probe(ctx, ids, 32, n_dec, V, N_BLOCKS, &pr, wbytes, bw + r * N_BLOCKS, ratio + r * N_BLOCKS);
         double plain_tok_s;
-        time_decode_hooked(ctx, ids, 32, n_dec, V, &hooks, r % 2, &plain_tok_s, &hooked[r]);
+        time_decode_hooked(ctx, ids, 32, n_dec, V, N_BLOCKS, &hooks, r % 2, &plain_tok_s, &hooked[r]);
         hook_ratio[r] = hooked[r] / plain_tok_s;
     }
+    probe_stop(&pr);
     /* verification passes: T positions after 32, as speculative decoding runs them */
     enum { N_PASS = 5 };
     static const int pass_t[N_PASS] = {1, 2, 4, 8, 16};
@@ -303,8 +371,9 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < N_PASS; i++) pass_ms[i] = time_pass(ctx, ids, 32, pass_t[i], 10 * R) * 1e3;
     const double mp128 = median(p128, R), mp512 = median(p512, R), mdec = median(dec, R),
                  mttft = median(ttft, R), mhooked = median(hooked, R), mhook_ratio = median(hook_ratio, R);
-    const double decode_gbs = (double)wbytes * mdec / 1e9, machine_gbs = median(bw, R),
-                 mratio = median(ratio, R);
+    const double decode_gbs = (double)wbytes * mdec / 1e9, machine_gbs = median(bw, R * N_BLOCKS),
+                 ratio_q1 = quantile(ratio, R * N_BLOCKS, 0.25), mratio = median(ratio, R * N_BLOCKS),
+                 ratio_q3 = quantile(ratio, R * N_BLOCKS, 0.75);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     const double rss_mb = (double)ru.ru_maxrss / 1024.0;
@@ -319,10 +388,11 @@ int cmd_bench(int argc, char **argv) {
                "\"decode_hooked_tok_s\": %.2f, \"decode_hooked_ratio\": %.3f, \"ttft_500_ms\": %s, \"peak_rss_mb\": %.1f, "
                "\"weight_bytes_per_token\": %zu, \"decode_read_gb_s\": %.2f, \"machine_read_gb_s\": %.2f, "
                "\"machine_read_4k_gb_s\": %.2f, \"decode_bandwidth_ratio\": %.3f, "
+               "\"decode_bandwidth_ratio_q1\": %.3f, \"decode_bandwidth_ratio_q3\": %.3f, "
                "\"pass_ms\": {\"1\": %.3f, \"2\": %.3f, \"4\": %.3f, \"8\": %.3f, \"16\": %.3f}}\n",
                mdir ? gpt2_model_name(m) : "random-124M", gpt2_dtype_name(gpt2_model_dtype(m)), threads, R,
                load_s, mp128, p512s, mdec, mhooked, mhook_ratio, ttfts, rss_mb, wbytes, decode_gbs, machine_gbs,
-               machine_4k_gbs, mratio, pass_ms[0], pass_ms[1], pass_ms[2], pass_ms[3],
+               machine_4k_gbs, mratio, ratio_q1, ratio_q3, pass_ms[0], pass_ms[1], pass_ms[2], pass_ms[3],
                pass_ms[4]);
     } else {
         printf("model        %s (%s, %d layers, %d embd, %d ctx), %d threads, median of %d\n",
@@ -339,9 +409,9 @@ int cmd_bench(int argc, char **argv) {
         printf("weights      %.1f MB read per decoded token -> %.2f GB/s\n", (double)wbytes / 1e6, decode_gbs);
         printf("machine      %.2f GB/s read bandwidth (%d threads, huge pages; %.2f GB/s on 4 KiB pages)\n",
                machine_gbs, threads, machine_4k_gbs);
-        printf("ratio        decode reads weights at %.0f%% of the machine's bandwidth (median of the runs'\n"
-               "             ratios, each against the bandwidth measured just before it)\n",
-               100.0 * mratio);
+        printf("ratio        decode reads weights at %.0f%% of the machine's bandwidth (median of %d blocks of\n"
+               "             %d tokens, each against a probe pass just before it; quartiles %.0f-%.0f%%)\n",
+               100.0 * mratio, R * N_BLOCKS, DECODE_BLOCK, 100.0 * ratio_q1, 100.0 * ratio_q3);
         printf("pass         one eval of T positions after 32, in single-token evals:");
         for (int i = 1; i < N_PASS; i++) printf(" T=%d %.2f", pass_t[i], pass_ms[i] / pass_ms[0]);
         printf(" (T=1: %.3f ms)\n", pass_ms[0]);
