@@ -79,6 +79,7 @@ static int setup_f32(void **s) { return setup(s, "tiny-f32"); }
 static int setup_f16(void **s) { return setup(s, "tiny-f16"); }
 static int setup_bf16(void **s) { return setup(s, "tiny-bf16"); }
 static int setup_prefix(void **s) { return setup(s, "tiny-prefix-lmhead"); }
+static int setup_head64(void **s) { return setup(s, "tiny-head64"); }
 
 /* A model loaded, then quantized to 8 bits at load as --quantize q8 does. */
 static int setup_quantized(void **state, const char *name) {
@@ -563,6 +564,7 @@ int main(void) {
         MODEL_TESTS(setup_prefix),
         MODEL_TESTS(setup_q8grid),
         MODEL_TESTS(setup_prefix_q8grid),
+        MODEL_TESTS(setup_head64),
         cmocka_unit_test_setup_teardown(test_q8_drift, setup_f32, teardown),
         cmocka_unit_test_setup_teardown(test_q8_drift, setup_prefix, teardown),
         cmocka_unit_test_setup_teardown(test_hooks_filter, setup_f32, teardown),

@@ -284,6 +284,9 @@ TINY = dict(n_layer=2, n_head=4, n_embd=64, n_positions=64, eps=1e-5)
 # The second model uses a larger epsilon so that a C side ignoring
 # layer_norm_epsilon from config.json is caught.
 PREFIX = dict(n_layer=3, n_head=2, n_embd=32, n_positions=64, eps=1e-3)
+# Heads 64 wide, as in every GPT-2 (the tiny models' are 16): q, k and v of
+# a head are then exactly one 64-column panel each of the packed c_attn.
+HEAD64 = dict(n_layer=2, n_head=2, n_embd=128, n_positions=64, eps=1e-5)
 
 MODELS = [
     # name, hparams, dtype, weight seed, token seed, prefixed names + untied lm_head
@@ -297,6 +300,7 @@ MODELS = [
     # kernels must match the reference as closely as F32 does
     ("tiny-q8grid", TINY, "F32", 1234, 100, False),
     ("tiny-prefix-q8grid", PREFIX, "F32", 4321, 200, True),
+    ("tiny-head64", HEAD64, "F32", 5678, 300, False),
 ]
 
 
