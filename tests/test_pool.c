@@ -4,6 +4,7 @@
  * changing sizes make workers get preempted at every point of a claim. */
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "core/pool.h"
 #include "test_util.h"
@@ -81,10 +82,74 @@ static void test_share(void **state) {
         }
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A job whose worker stalls in the first chunk it gets until every other
+ * chunk is done: only the caller taking over the worker's share (from its far
+ * end) can finish them. The caller's own share runs first, in order. */
+typedef struct {
+    atomic_int runs[MAX_CHUNKS];
+    atomic_int done;
+    atomic_int worker_stalled; /* 1 once the worker began its first chunk */
+    int timed_out;
+    int caller_order[MAX_CHUNKS], n_caller;
+} stall_job;
+
+static void stall_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    stall_job *j = arg;
+    (void)n_chunks;
+    atomic_fetch_add(&j->runs[chunk], 1);
+    if (ith == 0) {
+        j->caller_order[j->n_caller++] = chunk;
+        /* give the worker time to take its first chunk */
+        const double t0 = now_s();
+        while (chunk == 0 && !atomic_load(&j->worker_stalled) && now_s() - t0 < 2) continue;
+    }
+    if (ith == 1 && atomic_exchange(&j->worker_stalled, 1) == 0) {
+        const double t0 = now_s();
+        while (atomic_load(&j->done) < MAX_CHUNKS - 1)
+            if (now_s() - t0 > 10) {
+                j->timed_out = 1;
+                break;
+            }
+    }
+    atomic_fetch_add(&j->done, 1);
+}
+
+static void test_shares_and_stealing(void **state) {
+    (void)state;
+    gpt2_pool *p = pool_new(2);
+    assert_non_null(p);
+    int stalls = 0;
+    for (int rep = 0; rep < 50; rep++) {
+        stall_job j = {.n_caller = 0, .timed_out = 0};
+        for (int c = 0; c < MAX_CHUNKS; c++) atomic_init(&j.runs[c], 0);
+        atomic_init(&j.done, 0);
+        atomic_init(&j.worker_stalled, 0);
+        pool_run(p, stall_chunk, &j, MAX_CHUNKS);
+        assert_false(j.timed_out);
+        for (int c = 0; c < MAX_CHUNKS; c++) assert_int_equal(atomic_load(&j.runs[c]), 1);
+        /* the caller's share is the first half, taken in order */
+        assert_true(j.n_caller >= MAX_CHUNKS / 2);
+        for (int i = 0; i < MAX_CHUNKS / 2; i++) assert_int_equal(j.caller_order[i], i);
+        /* what it took over came from the far end of the worker's share, downwards */
+        for (int i = MAX_CHUNKS / 2; i < j.n_caller; i++) assert_int_equal(j.caller_order[i], MAX_CHUNKS - 1 - (i - MAX_CHUNKS / 2));
+        stalls += atomic_load(&j.worker_stalled);
+    }
+    print_message("the worker stalled in %d of 50 jobs; the caller finished its share each time\n", stalls);
+    assert_true(stalls > 0); /* the takeover really ran */
+    pool_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_chunk_once),
         cmocka_unit_test(test_share),
+        cmocka_unit_test(test_shares_and_stealing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* pool.c — fixed thread pool: chunks claimed from an atomic counter, workers spin then sleep. */
+/* pool.c — fixed thread pool: each thread takes its own run of chunks, then steals; workers spin then sleep. */
 #include "pool.h"
 
 #include <pthread.h>
@@ -25,14 +25,26 @@ typedef struct {
     pthread_t thread;
 } worker;
 
+/* One thread's share of the current job: chunks [lo, hi) and the job's id in
+ * one word, so claims are one compare-and-swap and a claim made against an
+ * older job fails. Owner and thieves rarely touch the same slot, so each lives
+ * on its own cache line. */
+typedef struct {
+    _Alignas(64) atomic_uint_fast64_t word; /* id (24 bits) | lo (20) | hi (20) */
+} slot;
+
+#define CHUNK_BITS 20
+#define CHUNK_MASK ((1u << CHUNK_BITS) - 1)
+#define ID_MASK 0xffffffu
+
 struct gpt2_pool {
     int n_threads;
     worker *workers;           /* (n_threads - 1) */
+    slot *slots;               /* (n_threads) */
     /* The current job; written by the caller only while no chunk is claimable. */
     pool_fn fn;
     void *arg;
-    atomic_int n_chunks;
-    atomic_uint_fast64_t next; /* job id << 32 | next unclaimed chunk, or CLOSED */
+    int n_chunks;
     atomic_int chunks_done;
     atomic_uint job;           /* id of the newest job; workers wait for it to change */
     atomic_int sleepers;
@@ -41,26 +53,42 @@ struct gpt2_pool {
     pthread_cond_t wake;
 };
 
-/* The chunk field of `next` while pool_run sets up a job: nothing to claim. */
-#define CLOSED 0xffffffffu
+static uint_fast64_t slot_word(unsigned id, unsigned lo, unsigned hi) {
+    return (uint_fast64_t)(id & ID_MASK) << (2 * CHUNK_BITS) | (uint_fast64_t)lo << CHUNK_BITS | hi;
+}
 
-/* Claims and runs chunks of job `id` until none are left. A worker that wakes
- * late, after the job is over (or a newer one has begun), claims nothing: its
- * compare-and-swap needs `next` unchanged since it read it, and pool_run
- * closes `next` before it touches the job's fields. */
-static void run_chunks(gpt2_pool *p, unsigned id, int ith) {
-    uint_fast64_t v = atomic_load_explicit(&p->next, memory_order_acquire);
+/* Claims the first chunk of a slot (its owner) or the last (a thief) for job
+ * id; -1 when it has none left or belongs to another job. */
+static int claim(slot *s, unsigned id, int last) {
+    uint_fast64_t v = atomic_load_explicit(&s->word, memory_order_acquire);
     for (;;) {
-        if ((unsigned)(v >> 32) != id ||
-            (uint32_t)v >= (uint32_t)atomic_load_explicit(&p->n_chunks, memory_order_relaxed))
-            return;
-        if (!atomic_compare_exchange_weak_explicit(&p->next, &v, v + 1, memory_order_acq_rel,
-                                                   memory_order_acquire))
-            continue;
-        p->fn(p->arg, (int)(v & 0xffffffffu), atomic_load_explicit(&p->n_chunks, memory_order_relaxed), ith);
-        atomic_fetch_add_explicit(&p->chunks_done, 1, memory_order_release);
-        v = atomic_load_explicit(&p->next, memory_order_acquire);
+        const unsigned lo = (unsigned)(v >> CHUNK_BITS) & CHUNK_MASK, hi = (unsigned)v & CHUNK_MASK;
+        if ((unsigned)(v >> (2 * CHUNK_BITS)) != (id & ID_MASK) || lo >= hi) return -1;
+        const uint_fast64_t taken = last ? slot_word(id, lo, hi - 1) : slot_word(id, lo + 1, hi);
+        if (atomic_compare_exchange_weak_explicit(&s->word, &v, taken, memory_order_acq_rel, memory_order_acquire))
+            return (int)(last ? hi - 1 : lo);
     }
+}
+
+/* Runs the chunks of job `id` this thread can get: its own share first, in
+ * order, then the others' from their far ends. Each thread so reads one run
+ * of consecutive chunks (consecutive weight panels are consecutive memory, and
+ * a long run streams faster than many short ones when the host's bandwidth is
+ * high), while a preempted thread's remainder is still taken over. The count
+ * done is added once, when nothing is left to claim. */
+static void run_chunks(gpt2_pool *p, unsigned id, int ith) {
+    const int nt = p->n_threads;
+    int done = 0, c;
+    while ((c = claim(&p->slots[ith], id, 0)) >= 0) {
+        p->fn(p->arg, c, p->n_chunks, ith);
+        done++;
+    }
+    for (int k = 1; k < nt; k++)
+        while ((c = claim(&p->slots[(ith + k) % nt], id, 1)) >= 0) {
+            p->fn(p->arg, c, p->n_chunks, ith);
+            done++;
+        }
+    if (done) atomic_fetch_add_explicit(&p->chunks_done, done, memory_order_release);
 }
 
 static void *worker_main(void *arg) {
@@ -93,8 +121,12 @@ gpt2_pool *pool_new(int n_threads) {
     gpt2_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n_threads = n_threads;
-    atomic_init(&p->next, 0);
-    atomic_init(&p->n_chunks, 0);
+    p->slots = aligned_alloc(_Alignof(slot), (size_t)n_threads * sizeof *p->slots);
+    if (!p->slots) {
+        free(p);
+        return NULL;
+    }
+    for (int i = 0; i < n_threads; i++) atomic_init(&p->slots[i].word, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     if (n_threads > 1) {
@@ -127,6 +159,7 @@ void pool_free(gpt2_pool *p) {
     }
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
+    free(p->slots);
     free(p);
 }
 
@@ -134,21 +167,25 @@ int pool_n_threads(const gpt2_pool *p) { return p->n_threads; }
 
 void pool_run(gpt2_pool *p, pool_fn fn, void *arg, int n_chunks) {
     if (n_chunks <= 0) return;
-    if (p->n_threads == 1 || n_chunks == 1) {
+    /* inline: one thread, one chunk, or more chunks than a slot can count
+     * (no engine job comes near 2^20) */
+    if (p->n_threads == 1 || n_chunks == 1 || (unsigned)n_chunks > CHUNK_MASK) {
         for (int c = 0; c < n_chunks; c++) fn(arg, c, n_chunks, 0);
         return;
     }
-    /* Every chunk of the previous job is done, but a worker may still hold the
-     * `next` it read last, about to try one more claim against the old chunk
-     * count. Close `next` first, so that claim fails, then change the fields:
-     * nobody can claim a chunk of a job while it is being set up. */
+    /* Every chunk of the previous job is done, so every slot is empty and no
+     * claim can succeed while the fields change; the slots, written last with
+     * release, publish them to whoever claims. */
     const unsigned id = atomic_load_explicit(&p->job, memory_order_relaxed) + 1;
-    atomic_store_explicit(&p->next, (uint_fast64_t)id << 32 | CLOSED, memory_order_seq_cst);
+    const int nt = p->n_threads;
     p->fn = fn;
     p->arg = arg;
-    atomic_store_explicit(&p->n_chunks, n_chunks, memory_order_relaxed);
+    p->n_chunks = n_chunks;
     atomic_store_explicit(&p->chunks_done, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->next, (uint_fast64_t)id << 32, memory_order_release);
+    for (int i = 0; i < nt; i++)
+        atomic_store_explicit(&p->slots[i].word,
+                              slot_word(id, (unsigned)((long)n_chunks * i / nt), (unsigned)((long)n_chunks * (i + 1) / nt)),
+                              memory_order_release);
     atomic_store_explicit(&p->job, id, memory_order_seq_cst);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);

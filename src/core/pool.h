@@ -2,9 +2,11 @@
  * (library-private).
  *
  * pool_run(p, fn, arg, n_chunks) calls fn(arg, chunk, n_chunks, ith) once for
- * every chunk in [0, n_chunks); threads (the caller is ith 0) claim chunks from
- * an atomic counter, so a thread the OS preempts delays at most the chunk it
- * holds while the others take the rest. Idle workers spin briefly (so the
+ * every chunk in [0, n_chunks), on any thread (the caller is ith 0). Thread i
+ * first runs its own share, chunks [n i / nt, n (i + 1) / nt) in order, then
+ * takes the chunks others have not reached from the far end of their shares:
+ * each thread streams one run of consecutive weight panels, and a thread the
+ * OS preempts delays at most the chunk it holds. Idle workers spin briefly (so the
  * back-to-back jobs of a token cost no wake-up), then sleep, so an idle pool
  * burns no CPU. OpenBLAS runs single-threaded inside the chunks, so two thread
  * pools never compete for the cores.
