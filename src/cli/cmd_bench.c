@@ -246,7 +246,8 @@ static int usage(void) {
           "  (q8: drawn in F32, then quantized to 8 bits as --quantize q8 does).\n"
           "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
           "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
-          "  decode's implied weight bandwidth next to this machine's measured bandwidth,\n"
+          "  decode's weight bandwidth against this machine's read bandwidth (blocks of\n"
+          "  16 tokens, each right after a read pass over 1 GiB: median and quartiles),\n"
           "  and the cost of one eval of T = 2..16 positions (a speculative verification\n"
           "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
           "  512-token figures.\n",
