@@ -48,7 +48,7 @@ struct gpt2_pool {
     atomic_int chunks_done;
     atomic_uint job;           /* id of the newest job; workers wait for it to change */
     atomic_int sleepers;
-    int stop;
+    atomic_int stop;
     pthread_mutex_t mu;
     pthread_cond_t wake;
 };
@@ -74,8 +74,10 @@ static int claim(slot *s, unsigned id, int last) {
  * order, then the others' from their far ends. Each thread so reads one run
  * of consecutive chunks (consecutive weight panels are consecutive memory, and
  * a long run streams faster than many short ones when the host's bandwidth is
- * high), while a preempted thread's remainder is still taken over. The count
- * done is added once, when nothing is left to claim. */
+ * high), while a preempted thread's remainder is still taken over. The own
+ * share's count is added once, as soon as it is done (not per chunk: the
+ * counter's cache line would travel between cores each time); a stolen
+ * chunk's, right after it. */
 static void run_chunks(gpt2_pool *p, unsigned id, int ith) {
     const int nt = p->n_threads;
     int done = 0, c;
@@ -83,12 +85,12 @@ static void run_chunks(gpt2_pool *p, unsigned id, int ith) {
         p->fn(p->arg, c, p->n_chunks, ith);
         done++;
     }
+    if (done) atomic_fetch_add_explicit(&p->chunks_done, done, memory_order_release);
     for (int k = 1; k < nt; k++)
         while ((c = claim(&p->slots[(ith + k) % nt], id, 1)) >= 0) {
             p->fn(p->arg, c, p->n_chunks, ith);
-            done++;
+            atomic_fetch_add_explicit(&p->chunks_done, 1, memory_order_release);
         }
-    if (done) atomic_fetch_add_explicit(&p->chunks_done, done, memory_order_release);
 }
 
 static void *worker_main(void *arg) {
