@@ -172,6 +172,12 @@ static double time_prefill(gpt2_context *ctx, const int32_t *ids, int n) {
     return cli_now() - t0;
 }
 
+/* A fresh cache holding the first n_prompt ids. */
+static void restart(gpt2_context *ctx, const int32_t *ids, int n_prompt) {
+    gpt2_context_reset(ctx);
+    gpt2_context_eval(ctx, ids, n_prompt, NULL);
+}
+
 /* Rewinds to n_prompt when `count` more tokens would take the cache past
  * n_prompt + span: long measurements cycle over the positions that a plain
  * decode of span tokens covers (and fit any model bench accepts). */
@@ -196,8 +202,7 @@ static void decode_tokens(gpt2_context *ctx, const int32_t *ids, int n_prompt, i
 
 /* Tokens/s decoding n tokens greedily after a prompt of n_prompt. */
 static double time_decode(gpt2_context *ctx, const int32_t *ids, int n_prompt, int n, int V) {
-    gpt2_context_reset(ctx);
-    gpt2_context_eval(ctx, ids, n_prompt, NULL);
+    restart(ctx, ids, n_prompt);
     double t0 = cli_now();
     decode_tokens(ctx, ids, n_prompt, V, n);
     return n / (cli_now() - t0);
@@ -210,8 +215,7 @@ static double time_decode(gpt2_context *ctx, const int32_t *ids, int n_prompt, i
  * gbs[] and the decode's weight bytes per second over it to ratio[]. */
 static void decode_against_probe(gpt2_context *ctx, const int32_t *ids, int n_prompt, int span, int V,
                                  int n_blocks, probe *pr, size_t weight_bytes, double *gbs, double *ratio) {
-    gpt2_context_reset(ctx);
-    gpt2_context_eval(ctx, ids, n_prompt, NULL);
+    restart(ctx, ids, n_prompt);
     for (int b = 0; b < n_blocks; b++) {
         make_room(ctx, n_prompt, span, 1 + DECODE_BLOCK);
         gbs[b] = probe_pass(pr);
@@ -230,8 +234,7 @@ static void time_decode_hooked(gpt2_context *ctx, const int32_t *ids, int n_prom
                                const gpt2_hooks *hooks, int hooked_first, double *plain_tok_s,
                                double *hooked_tok_s) {
     double secs[2] = {0, 0};
-    gpt2_context_reset(ctx);
-    gpt2_context_eval(ctx, ids, n_prompt, NULL);
+    restart(ctx, ids, n_prompt);
     for (int b = 0; b < 2 * n_blocks; b++) {
         const int with = (b + hooked_first) % 2;
         gpt2_context_set_hooks(ctx, with ? hooks : NULL);
@@ -250,8 +253,7 @@ static void time_decode_hooked(gpt2_context *ctx, const int32_t *ids, int n_prom
 static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T, int reps) {
     double t[100];
     if (reps > 100) reps = 100;
-    gpt2_context_reset(ctx);
-    gpt2_context_eval(ctx, ids, n_past, NULL);
+    restart(ctx, ids, n_past);
     for (int r = 0; r < reps; r++) {
         gpt2_context_rewind(ctx, n_past, NULL);
         double t0 = cli_now();

@@ -184,10 +184,11 @@ void pool_run(gpt2_pool *p, pool_fn fn, void *arg, int n_chunks) {
     p->arg = arg;
     p->n_chunks = n_chunks;
     atomic_store_explicit(&p->chunks_done, 0, memory_order_relaxed);
-    for (int i = 0; i < nt; i++)
-        atomic_store_explicit(&p->slots[i].word,
-                              slot_word(id, (unsigned)((long)n_chunks * i / nt), (unsigned)((long)n_chunks * (i + 1) / nt)),
-                              memory_order_release);
+    for (int i = 0; i < nt; i++) {
+        int lo, hi;
+        pool_share(n_chunks, 1, i, nt, &lo, &hi);
+        atomic_store_explicit(&p->slots[i].word, slot_word(id, (unsigned)lo, (unsigned)hi), memory_order_release);
+    }
     atomic_store_explicit(&p->job, id, memory_order_seq_cst);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
