@@ -2,8 +2,13 @@
  * kernel_pack puts each element, and kernel_matmul on a packed matrix against
  * a plain double-precision product and against the row-major matrix, for
  * decode (T = 1), small batches (T <= 16, bit-identical to T = 1 calls) and
- * prefill (sgemm). */
+ * prefill (sgemm); and that the sgemm calls a matmul makes do not depend on
+ * the thread count. */
+#define _GNU_SOURCE /* RTLD_NEXT */
+#include <cblas.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 
 #include "core/kernels.h"
 #include "core/pool.h"
@@ -125,10 +130,109 @@ static void test_packed_matmul(void **state) {
     pool_free(pool);
 }
 
+/* Every sgemm call of the kernels comes here first (this definition takes
+ * precedence over OpenBLAS's for the statically linked library), is recorded
+ * while `recording`, and goes on to OpenBLAS. An sgemm kernel may round a
+ * column differently depending on where it falls in the call (OpenBLAS's
+ * Haswell kernels do at block edges), so results are the same for any thread
+ * count only if the calls are: this checks that by construction, whatever
+ * kernel the machine's OpenBLAS picks. */
+typedef struct { int m, n, k, lda, ldb, ldc; const float *a, *b; float *c; } sgemm_call;
+static sgemm_call calls[4096];
+static int n_calls, recording;
+static const float *scratch_lo, *scratch_hi; /* B inside any thread's scratch: recorded as NULL */
+static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cblas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta, const enum CBLAS_TRANSPOSE tb,
+                 const blasint m, const blasint n, const blasint k, const float alpha, const float *a,
+                 const blasint lda, const float *b, const blasint ldb, const float beta, float *c,
+                 const blasint ldc) {
+    typedef void (*sgemm_fn)(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE, const enum CBLAS_TRANSPOSE,
+                             const blasint, const blasint, const blasint, const float, const float *, const blasint,
+                             const float *, const blasint, const float, float *, const blasint);
+    static sgemm_fn real;
+    pthread_mutex_lock(&calls_lock);
+    if (!real) real = (sgemm_fn)dlsym(RTLD_NEXT, "cblas_sgemm");
+    if (!real) {
+        fprintf(stderr, "test_kernels: OpenBLAS's cblas_sgemm not found: %s\n", dlerror());
+        abort();
+    }
+    if (recording && n_calls < 4096) {
+        const float *bb = b >= scratch_lo && b < scratch_hi ? NULL : b;
+        calls[n_calls++] = (sgemm_call){(int)m, (int)n, (int)k, (int)lda, (int)ldb, (int)ldc, a, bb, c};
+    }
+    pthread_mutex_unlock(&calls_lock);
+    real(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static int call_cmp(const void *x, const void *y) {
+    const sgemm_call *p = x, *q = y;
+    if (p->c != q->c) return p->c < q->c ? -1 : 1;
+    if (p->a != q->a) return p->a < q->a ? -1 : 1;
+    if (p->b != q->b) return p->b < q->b ? -1 : 1;
+    return memcmp(p, q, offsetof(sgemm_call, a));
+}
+
+/* Prefill-sized matmuls (GPT-2's widths: 768, 2304, 3072 columns; the LM head
+ * over 1000 rows) with 1 to 4 threads: the same sgemm calls, whichever
+ * thread makes them, and the same bits out. */
+static void test_prefill_split_fixed(void **state) {
+    (void)state;
+    enum { T = 40, K = 64, MAXT = 4 };
+    const int widths[] = {768, 2304, 3072};
+    float *scratch_all = malloc((size_t)MAXT * KERNEL_SCRATCH_FLOATS * sizeof(float)), *scratch[MAXT];
+    assert_non_null(scratch_all);
+    for (int i = 0; i < MAXT; i++) scratch[i] = scratch_all + (size_t)i * KERNEL_SCRATCH_FLOATS;
+    scratch_lo = scratch_all, scratch_hi = scratch_all + (size_t)MAXT * KERNEL_SCRATCH_FLOATS;
+    float *in = malloc((size_t)T * 3072 * sizeof(float));
+    for (int i = 0; i < T * 3072; i++) in[i] = uniform();
+    static sgemm_call first[4096];
+    for (int wi = 0; wi < 4; wi++)
+        for (int packed = 0; packed < 2; packed++) {
+            const int lm = wi == 3, N = lm ? 1000 : widths[wi]; /* LM head: W (N, K), row-major only */
+            if (lm && packed) continue;
+            void *w = random_matrix(GPT2_DTYPE_F32, lm ? N : K, lm ? K : N);
+            gpt2_matrix m = {.data = w, .dtype = GPT2_DTYPE_F32, .rows = lm ? N : K, .cols = lm ? K : N};
+            void *pw = NULL;
+            if (packed) {
+                pw = malloc((size_t)K * N * sizeof(float));
+                kernel_pack(pw, &m);
+                m.data = pw, m.packed = 1;
+            }
+            float *out = malloc((size_t)T * N * sizeof(float)), *out1 = malloc((size_t)T * N * sizeof(float));
+            int n_first = 0;
+            for (int nt = 1; nt <= MAXT; nt++) {
+                gpt2_pool *pool = pool_new(nt);
+                assert_non_null(pool);
+                n_calls = 0, recording = 1;
+                if (lm) kernel_matmul_t(pool, out, N, in, T, &m, scratch);
+                else kernel_matmul(pool, out, in, T, &m, NULL, 0, scratch, NULL);
+                recording = 0;
+                pool_free(pool);
+                assert_true(n_calls > 0 && n_calls < 4096);
+                qsort(calls, (size_t)n_calls, sizeof *calls, call_cmp);
+                if (nt == 1) {
+                    assert_true(n_calls > 1); /* several blocks to share out */
+                    memcpy(first, calls, (size_t)n_calls * sizeof *calls), n_first = n_calls;
+                    memcpy(out1, out, (size_t)T * N * sizeof(float));
+                    continue;
+                }
+                assert_int_equal(n_calls, n_first);
+                for (int i = 0; i < n_calls; i++) assert_int_equal(call_cmp(&calls[i], &first[i]), 0);
+                assert_memory_equal(out, out1, (size_t)T * N * sizeof(float));
+            }
+            free(w), free(pw), free(out), free(out1);
+        }
+    free(in), free(scratch_all);
+}
+
 int main(void) {
+    /* as gpt2_context_new does; this call also keeps OpenBLAS linked for RTLD_NEXT */
+    openblas_set_num_threads(1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack_layout),
         cmocka_unit_test(test_packed_matmul),
+        cmocka_unit_test(test_prefill_split_fixed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -339,10 +339,15 @@ static void matvec_panel(void *arg, int chunk, int n_chunks, int ith) {
 
 /* Chunks: weight streaming splits columns finely (cheap to claim, balances a
  * preempted thread); prefill uses few wide blocks since each sgemm call
- * repacks `in`. */
-static int n_chunks_for(const gpt2_pool *pool, int T, int n_items, int fine) {
-    int nt = pool_n_threads(pool), n = T <= KERNEL_SMALL_T ? (n_items + fine - 1) / fine : nt;
+ * repacks `in`. Either way the count depends on the shape alone, never on the
+ * thread count: an sgemm kernel may sum the columns at a block's edge in
+ * another order than those inside it (OpenBLAS's Haswell kernels do), so a
+ * split by threads would make the result depend on --threads. Whatever thread
+ * runs a chunk makes the same call on the same data. */
+static int n_chunks_for(int T, int n_items, int fine) {
+    int n = T <= KERNEL_SMALL_T ? (n_items + fine - 1) / fine : (n_items + KERNEL_PREFILL_COLS - 1) / KERNEL_PREFILL_COLS;
     int most = (n_items + 63) / 64;
+    if (n > KERNEL_PREFILL_BLOCKS && T > KERNEL_SMALL_T) n = KERNEL_PREFILL_BLOCKS;
     return n < 1 ? 1 : n > most ? most : n;
 }
 
@@ -391,7 +396,7 @@ void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gp
                    int accumulate, float **scratch, float *partials) {
     matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch, partials};
     if (T > KERNEL_SMALL_T) {
-        pool_run(pool, matmul_part, &j, n_chunks_for(pool, T, W->cols, 128));
+        pool_run(pool, matmul_part, &j, n_chunks_for(T, W->cols, 128));
         return;
     }
     if (W->packed) {
@@ -452,7 +457,7 @@ static void matmul_t_part(void *arg, int chunk, int n_chunks, int ith) {
 void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W,
                      float **scratch) {
     matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch, NULL};
-    pool_run(pool, matmul_t_part, &j, n_chunks_for(pool, T, W->rows, 1024));
+    pool_run(pool, matmul_t_part, &j, n_chunks_for(T, W->rows, 1024));
 }
 
 /* --- attention ------------------------------------------------------------ */

@@ -56,6 +56,12 @@ void kernel_pack(void *dst, const gpt2_matrix *src);
  * past it they widen blocks of W and call sgemm (prefill). */
 enum { KERNEL_SCRATCH_FLOATS = 1 << 20, KERNEL_DECODE_CHUNKS = 8, KERNEL_SMALL_T = 16 };
 
+/* Prefill splits a matmul's N outputs into at most KERNEL_PREFILL_BLOCKS
+ * blocks of at least KERNEL_PREFILL_COLS columns (multiples of 64), fixed by
+ * N: enough to keep a few threads busy, few enough that repacking the
+ * activations for each sgemm call stays cheap. */
+enum { KERNEL_PREFILL_BLOCKS = 12, KERNEL_PREFILL_COLS = 128 };
+
 /* Bytes per element of a weight dtype. */
 static inline size_t gpt2_dtype_size(gpt2_dtype dt) { return dt == GPT2_DTYPE_F32 ? 4 : dt == GPT2_DTYPE_Q8 ? 1 : 2; }
 
@@ -71,9 +77,9 @@ void kernel_row(float *dst, const gpt2_matrix *m, int r);
  * accumulate: add to out instead of overwriting. For T <= KERNEL_SMALL_T the
  * pool's threads take blocks of rows of W, read in memory order, into
  * `partials`, summed in a fixed order afterwards: each position's result is
- * bit-identical to a T = 1 call. Past that they split the N columns
- * (single-threaded sgemm per column block; scratch[ith], KERNEL_SCRATCH_FLOATS
- * each, widens 16-bit W). */
+ * bit-identical to a T = 1 call. Past that they split the N columns into
+ * blocks fixed by N (single-threaded sgemm per column block; scratch[ith],
+ * KERNEL_SCRATCH_FLOATS each, widens 16-bit W). */
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                    int accumulate, float **scratch, float *partials);
 
