@@ -31,6 +31,12 @@
  *   3. cancel(n_done, n_total): after the batch; non-zero stops the eval with
  *      GPT2_CANCELLED. The positions already evaluated stay in the cache, and
  *      gpt2_context_n_past tells how many; logits are those of the last one.
+ * interrupt() is asked before every layer of every batch, so that a stop
+ * request (Ctrl-C) is seen within one layer's work even when the prompt is
+ * one big batch; non-zero abandons the batch in progress (none of its
+ * positions is added; hooks may have seen some of its layers) and the eval
+ * returns GPT2_CANCELLED with the state of the last complete batch, as above.
+ * Keep it cheap: read a flag.
  * With no hooks set nothing is captured and nothing costs extra. The buffers
  * passed to hooks are valid only during the call. Hooks are always called on
  * the thread that called gpt2_context_eval, never concurrently.
@@ -66,6 +72,7 @@ typedef struct {
     void (*on_residual)(void *user_data, int layer, int pos, const float *x, int n_embd);
     void (*on_logits)(void *user_data, int pos, const float *logits, int n_vocab);
     int (*cancel)(void *user_data, int n_done, int n_total);
+    int (*interrupt)(void *user_data);
 } gpt2_hooks;
 
 typedef struct gpt2_context gpt2_context;
@@ -85,7 +92,9 @@ gpt2_hooks gpt2_context_get_hooks(const gpt2_context *ctx);
 
 /* Runs n tokens at positions n_past .. n_past + n - 1. Fails without changing
  * anything if a token id is out of range or n_past + n exceeds n_ctx
- * (GPT2_ERR_CONTEXT_FULL). */
+ * (GPT2_ERR_CONTEXT_FULL). Fails with GPT2_ERR_FORMAT, naming the model, when
+ * a batch's logits are not finite (weights holding NaN or Inf): that batch is
+ * not added, the logits are unavailable. */
 gpt2_status gpt2_context_eval(gpt2_context *ctx, const int32_t *tokens, int n, gpt2_error *err);
 
 /* Logits after the last evaluated token: (n_vocab). NULL before any eval. */

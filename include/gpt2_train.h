@@ -87,6 +87,13 @@ float gpt2_trainer_lr(const gpt2_trainer *tr, int step);  /* the schedule */
  * stretches to the new total). steps >= step_count. */
 gpt2_status gpt2_trainer_set_steps(gpt2_trainer *tr, int steps, gpt2_error *err);
 
+/* interrupt(user_data) is asked before each layer's forward and backward
+ * work (keep it cheap: read a flag); non-zero stops the step or evaluation in
+ * progress, which then returns GPT2_CANCELLED (gpt2_trainer_eval: NAN) and
+ * leaves the trainer as it was before the step: a checkpoint saved then and
+ * resumed goes on exactly as an uninterrupted run. NULL removes it. */
+void gpt2_trainer_set_interrupt(gpt2_trainer *tr, int (*interrupt)(void *user_data), void *user_data);
+
 /* One optimizer step on a batch sampled from data. *loss: the batch's mean
  * loss before the update (nats per predicted token). */
 gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *data, float *loss, gpt2_error *err);

@@ -549,6 +549,67 @@ static void test_threads_identical(void **state) {
     free(first);
 }
 
+/* interrupt: asked before every layer; says stop on its `at`-th call. */
+typedef struct {
+    int calls, at;
+} interrupter;
+
+static int interrupt_at(void *ud) {
+    interrupter *it = ud;
+    return ++it->calls == it->at;
+}
+
+/* A stop request in the middle of a batch abandons that batch alone: the
+ * earlier batch stays, with its logits, and going on gives the reference. */
+static void test_interrupt(void **state) {
+    const fixture *f = *state;
+    gpt2_context *ctx = new_ctx(f, 8, 0);
+    interrupter it = {.at = f->L + 2}; /* the second layer of the second batch */
+    gpt2_hooks h = {.user_data = &it, .interrupt = interrupt_at};
+    gpt2_context_set_hooks(ctx, &h);
+    gpt2_error err;
+    assert_int_equal(gpt2_context_eval(ctx, f->tokens, f->T, &err), GPT2_CANCELLED);
+    assert_non_null(strstr(err.msg, "interrupted"));
+    assert_int_equal(it.calls, f->L + 2);
+    assert_int_equal(gpt2_context_n_past(ctx), 8);
+    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + 7 * (size_t)f->V, f->V) < TOL_LOGIT);
+    it.at = 0; /* never again */
+    eval_ok(ctx, f->tokens + 8, f->T - 8);
+    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + (size_t)(f->T - 1) * f->V, f->V) < TOL_LOGIT);
+    /* a one-batch prompt is stopped too: the only stop point inside it is a layer */
+    gpt2_context_reset(ctx);
+    it = (interrupter){.at = 1};
+    gpt2_context_set_hooks(ctx, &h);
+    assert_int_equal(gpt2_context_eval(ctx, f->tokens, 4, &err), GPT2_CANCELLED);
+    assert_int_equal(gpt2_context_n_past(ctx), 0);
+    assert_null(gpt2_context_logits(ctx));
+    gpt2_context_free(ctx);
+}
+
+/* Weights that are not finite: a bias is refused at load, naming the tensor;
+ * a NaN inside a matrix (not scanned at load) is caught in the first logits,
+ * naming the model, and the batch is not added. Fixtures: nonfinite/. */
+static void test_nonfinite_weights(void **state) {
+    (void)state;
+    gpt2_model *m = NULL;
+    gpt2_error err;
+    assert_int_equal(gpt2_model_load(fixture_path("nonfinite/inf-bias"), &m, &err), GPT2_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "h.0.attn.c_attn.bias"));
+    assert_non_null(strstr(err.msg, "inf"));
+    assert_non_null(strstr(err.msg, "element 7"));
+    assert_int_equal(gpt2_model_load(fixture_path("nonfinite/nan-matrix"), &m, &err), GPT2_OK);
+    gpt2_context *ctx;
+    assert_int_equal(gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err), GPT2_OK);
+    const int32_t ids[3] = {1, 2, 3};
+    assert_int_equal(gpt2_context_eval(ctx, ids, 3, &err), GPT2_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "nan-matrix"));
+    assert_non_null(strstr(err.msg, "NaN or Inf"));
+    assert_int_equal(gpt2_context_n_past(ctx), 0);
+    assert_null(gpt2_context_logits(ctx));
+    gpt2_context_free(ctx);
+    gpt2_model_free(m);
+}
+
 #define MODEL_TESTS(setup_fn)                                                       \
     cmocka_unit_test_setup_teardown(test_matches_reference, setup_fn, teardown),    \
     cmocka_unit_test_setup_teardown(test_incremental_and_chunked, setup_fn, teardown), \
@@ -569,6 +630,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_q8_drift, setup_prefix, teardown),
         cmocka_unit_test_setup_teardown(test_hooks_filter, setup_f32, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup_f16, teardown),
+        cmocka_unit_test_setup_teardown(test_interrupt, setup_f32, teardown),
+        cmocka_unit_test_setup_teardown(test_interrupt, setup_head64, teardown),
+        cmocka_unit_test(test_nonfinite_weights),
         cmocka_unit_test_setup_teardown(test_context_limit, setup_f32, teardown),
         cmocka_unit_test(test_random_model),
         cmocka_unit_test(test_small_batch_bit_identical),

@@ -287,11 +287,49 @@ static void test_bad_params(void **state) {
     assert_int_equal(gpt2_text_split("abcdefghij", 10, 0.9), 9);
 }
 
+static int interrupt_at(void *ud) {
+    int *left = ud;
+    return --*left == 0;
+}
+
+/* A step interrupted in its forward or its backward pass is undone: step count,
+ * RNG and weights as before, so the run goes on as if it had never started
+ * (the same weights as an uninterrupted twin, bit for bit, with dropout). */
+static void test_interrupt_step(void **state) {
+    (void)state;
+    gpt2_train_params p = tiny_params();
+    p.dropout = 0.2f, p.steps = 4, p.warmup_steps = 1;
+    int32_t ids[200];
+    uint64_t s = 5;
+    for (int i = 0; i < 200; i++) ids[i] = (int32_t)(lcg(&s) % 13);
+    gpt2_train_data d = {ids, 200, 0};
+    gpt2_trainer *a, *b;
+    gpt2_error err;
+    float loss;
+    assert_int_equal(gpt2_trainer_new(&p, &a, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(&p, &b, &err), GPT2_OK);
+    for (int i = 0; i < 4; i++) assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
+    const int stops[2] = {2, p.n_layer + 1}; /* layer 1's forward; the last layer's backward */
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
+        int left = stops[k];
+        gpt2_trainer_set_interrupt(b, interrupt_at, &left);
+        assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_CANCELLED);
+        assert_non_null(strstr(err.msg, k ? "backward" : "forward"));
+        assert_int_equal(gpt2_trainer_step_count(b), k + 1);
+        gpt2_trainer_set_interrupt(b, NULL, NULL);
+    }
+    for (int i = 0; i < 2; i++) assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
+    assert_same_params(a, b);
+    gpt2_trainer_free(a);
+    gpt2_trainer_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradient_check), cmocka_unit_test(test_loss_falls),
         cmocka_unit_test(test_resume_exact),   cmocka_unit_test(test_export_matches_engine),
-        cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_bad_params),     cmocka_unit_test(test_interrupt_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

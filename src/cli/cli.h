@@ -95,9 +95,12 @@ int cli_threads_option(const char *arg, int *n_threads);
 int cli_parse_int(const char *opt, const char *text, long min, long max, long *out);
 int cli_parse_float(const char *opt, const char *text, double min, double max, double *out);
 
-/* Reads all of a stream (or a file when path is given) into a malloc'd
- * buffer. Returns NULL after printing an error. */
-char *cli_read_all(FILE *f, const char *path, size_t *len);
+/* Reads all of a stream (or a file when path is given) into a malloc'd,
+ * NUL-terminated buffer of at most `limit` bytes: a longer input (a huge file,
+ * /dev/zero) is refused as soon as it passes the limit, before it can fill
+ * memory. Returns NULL after printing an error. The usual limits: */
+enum { CLI_TEXT_MAX = 256 << 20, CLI_PROMPT_MAX = 1 << 20 };
+char *cli_read_all(FILE *f, const char *path, size_t limit, size_t *len);
 
 /* Encodes text; on failure prints the tokenizer's message. Returns 0 on error. */
 int cli_encode(const gpt2_tokenizer *tok, const char *text, size_t len, int flags, int32_t **ids, size_t *n);

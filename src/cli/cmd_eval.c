@@ -38,8 +38,9 @@ static void score(void *ud, int pos, const float *logits, int n_vocab) {
     s->n_scored++;
 }
 
-static int stop_requested(void *ud, int done, int total) {
-    (void)ud, (void)done, (void)total;
+/* Asked before each layer: Ctrl-C stops a window's batch within one layer. */
+static int stop_requested(void *ud) {
+    (void)ud;
     return *g_stop;
 }
 
@@ -79,7 +80,7 @@ int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len
     }
     eval_state s = {0};
     g_stop = cli_interrupt_flag();
-    gpt2_hooks hooks = {.user_data = &s, .on_logits = score, .cancel = stop_requested};
+    gpt2_hooks hooks = {.user_data = &s, .on_logits = score, .interrupt = stop_requested};
     gpt2_context_set_hooks(ctx, &hooks);
     *out = (cli_score){.n_ctx = gpt2_context_n_ctx(ctx)};
     out->stride = out->n_ctx > 1 ? out->n_ctx / 2 : 1;
@@ -97,6 +98,9 @@ int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len
                 out->tokens += n;
                 rc = score_stream(ctx, &s, ids, n, quiet);
                 free(ids);
+                if (rc == 130)
+                    fprintf(stderr, "\ngptscope: eval interrupted after scoring %ld of the first %zu tokens; no result\n",
+                            s.n_scored, out->tokens);
                 if (rc != EXIT_OK) goto out;
                 rc = EXIT_ERR;
             } else
@@ -160,7 +164,7 @@ int cmd_eval(int argc, char **argv) {
     const char *path = argv[optind];
     int rc = EXIT_ERR;
     size_t len = 0;
-    char *text = cli_read_all(NULL, path, &len);
+    char *text = cli_read_all(NULL, path, CLI_TEXT_MAX, &len);
     gpt2_model *m = text ? cli_load_model_as(cli_model_dir(mdir), quantize) : NULL;
     if (!m) goto out;
     size_t from = heldout < 1.0 ? gpt2_text_split(text, len, 1.0 - heldout) : 0;

@@ -38,8 +38,9 @@ static int usage(void) {
 }
 
 static volatile sig_atomic_t *g_stop;
-static int cancel_on_signal(void *ud, int done, int total) {
-    (void)ud, (void)done, (void)total;
+/* Asked before each layer: Ctrl-C stops even a long prompt within a layer's work. */
+static int stop_requested(void *ud) {
+    (void)ud;
     return *g_stop;
 }
 
@@ -98,7 +99,7 @@ int cmd_generate(int argc, char **argv) {
     if (verbose) fprintf(stderr, "seed %llu\n", (unsigned long long)sp.seed);
 
     size_t plen;
-    char *ptext = strcmp(prompt, "-") == 0 ? cli_read_all(stdin, NULL, &plen) : strdup(prompt);
+    char *ptext = strcmp(prompt, "-") == 0 ? cli_read_all(stdin, NULL, CLI_PROMPT_MAX, &plen) : strdup(prompt);
     if (!ptext) return EXIT_ERR;
     if (strcmp(prompt, "-") != 0) plen = strlen(ptext);
 
@@ -150,10 +151,12 @@ int cmd_generate(int argc, char **argv) {
     memcpy(hist, ids, n_ids * sizeof *hist);
     size_t n_hist = n_ids;
     g_stop = cli_interrupt_flag();
-    gpt2_hooks hooks = {.cancel = cancel_on_signal};
+    gpt2_hooks hooks = {.interrupt = stop_requested};
     gpt2_context_set_hooks(ctx, &hooks);
     gpt2_status st = gpt2_context_eval(ctx, ids, (int)n_ids, &err);
     if (st == GPT2_CANCELLED) {
+        fprintf(stderr, "gptscope: generate interrupted while reading the %zu-token prompt; nothing generated\n",
+                n_ids);
         rc = 130;
         goto out;
     }
@@ -163,7 +166,8 @@ int cmd_generate(int argc, char **argv) {
     }
     gpt2_utf8_stream us = {0};
     char buf[3 * (256 + 4) + 16];
-    for (long i = 0; i < n_new && !*g_stop; i++) {
+    long i = 0;
+    for (; i < n_new && !*g_stop; i++) {
         int32_t id = gpt2_sampler_sample(smp, gpt2_context_logits(ctx), hist, n_hist);
         if (id == eot && stop_at_eot) break;
         hist[n_hist++] = id;
@@ -179,6 +183,10 @@ int cmd_generate(int argc, char **argv) {
         }
         fflush(stdout);
         if (i + 1 < n_new && (st = gpt2_context_eval(ctx, &id, 1, &err)) != GPT2_OK) {
+            if (st == GPT2_CANCELLED) { /* Ctrl-C: the token was printed */
+                i++;
+                break;
+            }
             cli_error("%s", err.msg);
             goto out;
         }
@@ -186,6 +194,8 @@ int cmd_generate(int argc, char **argv) {
     if (!print_ids) fwrite(buf, 1, gpt2_utf8_stream_flush(&us, buf), stdout);
     if (print_ids || isatty(STDOUT_FILENO)) putchar('\n');
     rc = *g_stop ? 130 : EXIT_OK;
+    fflush(stdout);
+    if (*g_stop) fprintf(stderr, "gptscope: generate interrupted after %ld of %ld tokens\n", i, n_new);
 out:
     fflush(stdout);
     free(hist);

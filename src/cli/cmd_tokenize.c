@@ -34,7 +34,7 @@ int cmd_tokenize(int argc, char **argv) {
     }
     if (optind != argc) return usage();
     size_t len;
-    char *input = text ? strdup(text) : cli_read_all(stdin, NULL, &len);
+    char *input = text ? strdup(text) : cli_read_all(stdin, NULL, CLI_TEXT_MAX, &len);
     if (!input) return EXIT_ERR;
     if (text) len = strlen(text);
     gpt2_error err;

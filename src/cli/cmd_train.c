@@ -91,7 +91,7 @@ static int copy_file(const char *from, const char *to_dir, const char *name) {
     char to[4096];
     snprintf(to, sizeof to, "%s/%s", to_dir, name);
     size_t len;
-    char *data = cli_read_all(NULL, from, &len);
+    char *data = cli_read_all(NULL, from, CLI_TEXT_MAX, &len);
     if (!data) return 0;
     FILE *f = fopen(to, "wb");
     int ok = f && fwrite(data, 1, len, f) == len;
@@ -126,6 +126,9 @@ static int export_model(gpt2_trainer *tr, const char *out_dir, const char *tok_d
     snprintf(from, sizeof from, "%s/merges.txt", tok_dir);
     return copy_file(from, out_dir, "merges.txt");
 }
+
+/* Asked before each layer of a step: Ctrl-C stops within one layer's work. */
+static int stop_requested(void *flag) { return *(volatile sig_atomic_t *)flag; }
 
 int cmd_train(int argc, char **argv) {
     enum {
@@ -224,7 +227,7 @@ int cmd_train(int argc, char **argv) {
         cli_error("%s", err.msg);
         goto out;
     }
-    if (!(text = cli_read_all(NULL, path, &len))) goto out;
+    if (!(text = cli_read_all(NULL, path, CLI_TEXT_MAX, &len))) goto out;
     /* the split: examples cut at a line start so no example straddles it */
     size_t cut = gpt2_text_split(text, len, 1.0 - valf);
     if (examples)
@@ -275,6 +278,7 @@ int cmd_train(int argc, char **argv) {
             valf * 100, len - cut, examples ? ", one example per line" : "", p.steps, p.batch_size, T, p.lr,
             p.min_lr, p.warmup_steps, p.dropout, (unsigned long long)p.seed);
     volatile sig_atomic_t *stop = cli_interrupt_flag();
+    gpt2_trainer_set_interrupt(tr, stop_requested, (void *)stop);
     const int eot = gpt2_tokenizer_eot(tok);
     double t0 = cli_now(), t_log = t0, elapsed_train = 0;
     const int start_step = gpt2_trainer_step_count(tr); /* > 0 when resumed */
@@ -282,15 +286,19 @@ int cmd_train(int argc, char **argv) {
     float loss = NAN, val_loss = NAN;
     while (gpt2_trainer_step_count(tr) < p.steps && !*stop) {
         double ts = cli_now();
-        if (gpt2_trainer_step(tr, &td, &loss, &err) != GPT2_OK) {
+        gpt2_status sst = gpt2_trainer_step(tr, &td, &loss, &err);
+        if (sst == GPT2_CANCELLED) break; /* Ctrl-C mid-step: the step is undone */
+        if (sst != GPT2_OK) {
             cli_error("%s", err.msg);
             goto out;
         }
         elapsed_train += cli_now() - ts;
+        if (*stop) break;
         steps_since_log++;
         const int step = gpt2_trainer_step_count(tr);
         const int at_eval = step % eval_every == 0 || step == p.steps;
         if (at_eval && vd.n_tokens) val_loss = gpt2_trainer_eval(tr, &vd, eval_batches);
+        if (*stop) break; /* the held-out figure was cut short */
         if (step % log_every == 0 || at_eval || step == 1) {
             double now = cli_now(), tok_s = steps_since_log * (double)p.batch_size * T / (now - t_log);
             double eta = (p.steps - step) * (elapsed_train / (step - start_step));
@@ -306,14 +314,17 @@ int cmd_train(int argc, char **argv) {
             if (!export_model(tr, out_dir, tok_dir, dt, eot)) goto out;
         }
     }
+    if (*stop)
+        fprintf(stderr, "interrupted after step %d of %d; saving the checkpoint and the model\n",
+                gpt2_trainer_step_count(tr), p.steps);
     if (gpt2_trainer_save(tr, ckpt, data_hash, &err) != GPT2_OK || !export_model(tr, out_dir, tok_dir, dt, eot)) {
         if (err.msg[0]) cli_error("%s", err.msg);
         goto out;
     }
     const double train_s = cli_now() - t0;
     if (*stop) {
-        fprintf(stderr, "interrupted at step %d: checkpoint %s and model %s saved; --resume goes on\n",
-                gpt2_trainer_step_count(tr), ckpt, out_dir);
+        fprintf(stderr, "saved checkpoint %s and model %s; --resume goes on from step %d\n", ckpt, out_dir,
+                gpt2_trainer_step_count(tr));
         rc = 130;
         goto out;
     }

@@ -84,7 +84,7 @@ int cmd_train_tokenizer(int argc, char **argv) {
     const char *path = argv[optind];
     int from_stdin = strcmp(path, "-") == 0;
     size_t len;
-    char *text = cli_read_all(stdin, from_stdin ? NULL : path, &len);
+    char *text = cli_read_all(stdin, from_stdin ? NULL : path, CLI_TEXT_MAX, &len);
     if (!text) return EXIT_ERR;
     size_t n_train = utf8_cut((const unsigned char *)text, len, (size_t)((double)len * fraction));
     if (n_train == 0) {

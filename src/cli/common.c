@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <stdint.h>
 
 #include "cli/cli.h"
 
@@ -104,28 +106,47 @@ int cli_parse_float(const char *opt, const char *text, double min, double max, d
     return 1;
 }
 
-char *cli_read_all(FILE *f, const char *path, size_t *len) {
+/* "256 MiB", "1 MiB", or bytes */
+static void format_size(char *out, size_t n, size_t bytes) {
+    if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) snprintf(out, n, "%zu MiB", bytes >> 20);
+    else snprintf(out, n, "%zu bytes", bytes);
+}
+
+char *cli_read_all(FILE *f, const char *path, size_t limit, size_t *len) {
     FILE *own = NULL;
+    const char *name = path ? path : "stdin";
+    char lim[32];
+    format_size(lim, sizeof lim, limit);
     if (path && !(f = own = fopen(path, "rb"))) {
         cli_error("%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uintmax_t)st.st_size > limit) {
+        cli_error("%s: %jd bytes is more than the %s this command reads into memory (split the text)", name,
+                  (intmax_t)st.st_size, lim);
+        if (own) fclose(own);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     while (buf) {
         n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
+        if (n < cap - 1 || n > limit) break;
         char *grown = realloc(buf, cap *= 2);
-        if (!grown) {
-            free(buf);
-            buf = NULL;
-        }
+        if (!grown) free(buf);
         buf = grown;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), err = errno;
     if (own) fclose(own);
+    if (buf && n > limit) {
+        cli_error("%s: more than the %s this command reads into memory (split the text)", name, lim);
+        free(buf);
+        return NULL;
+    }
     if (!buf || bad) {
-        cli_error("%s: %s", path ? path : "stdin", buf ? "read error" : "out of memory");
+        if (buf) cli_error("%s: read error: %s", name, strerror(err));
+        else cli_error("%s: out of memory after %zu bytes", name, n);
         free(buf);
         return NULL;
     }

@@ -110,6 +110,8 @@ int cli_generate_speculative(gpt2_model *m, gpt2_context *ctx, const char *draft
     spp.k = k;
     spp.sampling = sp;
     spp.cancel = stop_requested;
+    /* the decoder forwards the context's hooks: this one stops a long prompt mid-batch */
+    gpt2_context_set_hooks(ctx, &(gpt2_hooks){.interrupt = stop_requested});
     if (gpt2_speculative_new(ctx, dctx, spp, &sd, &err) != GPT2_OK) {
         cli_error("%s", err.msg);
         goto out;
@@ -191,11 +193,17 @@ int cli_generate_speculative(gpt2_model *m, gpt2_context *ctx, const char *draft
                 s.iterations ? (s.seconds - s.draft_seconds - s.target_seconds) / s.iterations * 1e3 : 0.0);
     }
     rc = *g_stop ? 130 : EXIT_OK;
+    if (*g_stop) fprintf(stderr, "gptscope: generate interrupted after %ld of %ld tokens\n", produced, n_new);
     goto out;
 fail:
+    if (!print_ids) fwrite(buf, 1, gpt2_utf8_stream_flush(&us, buf), stdout);
     fflush(stdout);
-    if (st == GPT2_CANCELLED) rc = 130;
-    else cli_error("%s", err.msg);
+    if (st == GPT2_CANCELLED) {
+        rc = 130;
+        fprintf(stderr, "\ngptscope: generate interrupted after %ld of %ld tokens%s\n", produced, n_new,
+                produced ? "" : " (while reading the prompt)");
+    } else
+        cli_error("%s", err.msg);
 out:
     gpt2_speculative_free(sd);
     gpt2_context_free(dctx);

@@ -252,8 +252,17 @@ static void gelu(gpt2_context *ctx, float *x, int T) {
     else pool_run(ctx->pool, gelu_rows, &j, row_chunks(T));
 }
 
-/* Runs one batch of T <= n_batch tokens at positions n_past ... */
-static void forward_batch(gpt2_context *ctx, const int32_t *tokens, int T) {
+/* The index of the first non-finite value in x (n), or -1. */
+static long first_nonfinite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return (long)i;
+    return -1;
+}
+
+/* Runs one batch of T <= n_batch tokens at positions n_past ... On
+ * GPT2_CANCELLED (the interrupt hook) or non-finite logits (weights holding
+ * NaN or Inf) n_past is unchanged. */
+static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T, gpt2_error *err) {
     const gpt2_model *m = ctx->m;
     const gpt2_config *c = &m->cfg;
     const int C = c->n_embd, V = c->n_vocab, p0 = ctx->n_past;
@@ -266,6 +275,8 @@ static void forward_batch(gpt2_context *ctx, const int32_t *tokens, int T) {
     }
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
+        if (hk->interrupt && hk->interrupt(hk->user_data))
+            return gpt2_fail(err, GPT2_CANCELLED, "interrupted in layer %d of a batch of %d tokens", l, T);
         layernorm(ctx, ctx->xn, ctx->x, L->ln1_g, L->ln1_b, T);
         kernel_matmul(ctx->pool, ctx->qkv, ctx->xn, T, &L->attn_w, L->attn_b, 0, ctx->scratch, ctx->partials);
         attention(ctx, l, p0, T);
@@ -277,19 +288,34 @@ static void forward_batch(gpt2_context *ctx, const int32_t *tokens, int T) {
         if (hk->on_residual && (!hk->want_residual || hk->want_residual(hk->user_data, l)))
             for (int t = 0; t < T; t++) hk->on_residual(hk->user_data, l, p0 + t, ctx->x + (size_t)t * C, C);
     }
+    const float *rows = ctx->logits; /* (T or 1, V): what gets checked */
+    int n_rows = 1;
     if (hk->on_logits && ctx->logits_all) {
         layernorm(ctx, ctx->xn, ctx->x, m->lnf_g, m->lnf_b, T);
         kernel_matmul_t(ctx->pool, ctx->logits_all, V, ctx->xn, T, &m->lm_head, ctx->scratch);
-        for (int t = 0; t < T; t++) hk->on_logits(hk->user_data, p0 + t, ctx->logits_all + (size_t)t * V, V);
-        memcpy(ctx->logits, ctx->logits_all + (size_t)(T - 1) * V, (size_t)V * sizeof(float));
+        rows = ctx->logits_all, n_rows = T;
     } else {
         const float *last = ctx->x + (size_t)(T - 1) * C;
         layernorm(ctx, ctx->xn, last, m->lnf_g, m->lnf_b, 1);
         kernel_matmul_t(ctx->pool, ctx->logits, V, ctx->xn, 1, &m->lm_head, ctx->scratch);
     }
+    /* NaN or Inf weights make every later result meaningless: stop at the first */
+    long bad = first_nonfinite(rows, (size_t)n_rows * V);
+    if (bad >= 0) {
+        ctx->logits_valid = 0;
+        return gpt2_fail(err, GPT2_ERR_FORMAT,
+                         "model %s: the logit of token %ld at position %ld is %f: its weights hold NaN or Inf "
+                         "values",
+                         gpt2_model_name(m), bad % V, p0 + (rows == ctx->logits ? T - 1 : bad / V), rows[bad]);
+    }
+    if (rows == ctx->logits_all) {
+        for (int t = 0; t < T; t++) hk->on_logits(hk->user_data, p0 + t, ctx->logits_all + (size_t)t * V, V);
+        memcpy(ctx->logits, ctx->logits_all + (size_t)(T - 1) * V, (size_t)V * sizeof(float));
+    }
     memcpy(ctx->tokens + p0, tokens, (size_t)T * sizeof(int32_t));
     ctx->n_past += T;
     ctx->logits_valid = 1;
+    return GPT2_OK;
 }
 
 gpt2_status gpt2_context_eval(gpt2_context *ctx, const int32_t *tokens, int n, gpt2_error *err) {
@@ -310,7 +336,8 @@ gpt2_status gpt2_context_eval(gpt2_context *ctx, const int32_t *tokens, int n, g
     }
     for (int done = 0; done < n;) {
         int T = n - done < ctx->n_batch ? n - done : ctx->n_batch;
-        forward_batch(ctx, tokens + done, T);
+        gpt2_status st = forward_batch(ctx, tokens + done, T, err);
+        if (st != GPT2_OK) return st;
         done += T;
         if (ctx->hooks.cancel && done < n && ctx->hooks.cancel(ctx->hooks.user_data, done, n))
             return gpt2_fail(err, GPT2_CANCELLED, "cancelled after %d of %d tokens", done, n);

@@ -197,6 +197,9 @@ static gpt2_status bind_vector(binder *b, const char *name, int n_dims, int64_t 
             memcpy(&h, src + 2 * i, 2);
             dst[i] = dt == GPT2_DTYPE_F16 ? gpt2_f16_to_f32(h) : gpt2_bf16_to_f32(h);
         }
+        if (!isfinite(dst[i])) /* cheap here; matrices are checked through the logits (context.c) */
+            return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s%s' holds %f at element %zu: weights must be finite",
+                             b->path, b->prefix, name, dst[i], i);
     }
     *out = dst;
     return GPT2_OK;
@@ -279,54 +282,68 @@ static gpt2_status bind_pass(gpt2_model *m, binder *b) {
 
 typedef struct {
     const gpt2_model *m;
-    gpt2_matrix **w;     /* the matrices to pack */
+    gpt2_matrix **w;     /* the matrices to copy: n_plain row-major (wte, head), then Conv1D weights */
     const size_t *at;    /* where each goes, bytes into m->arena */
+    int n_plain;
 } pack_job;
+
+/* Whether chunk i of j is packed: a Conv1D weight kernel_pack takes (wte and
+ * the head are read by rows, and stay row-major). */
+static int packs(const pack_job *j, int i) { return i >= j->n_plain && kernel_packable(j->w[i]); }
+
+static size_t matrix_bytes(const gpt2_matrix *w) { return (size_t)w->rows * w->cols * gpt2_dtype_size(w->dtype); }
 
 static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
     const pack_job *j = arg;
     const gpt2_matrix *w = j->w[chunk];
     (void)n_chunks, (void)ith;
-    kernel_pack(j->m->arena + j->at[chunk], w);
-    st_release(&j->m->st, w->data, (size_t)w->rows * w->cols * gpt2_dtype_size(w->dtype)); /* no-op off the map */
+    if (packs(j, chunk)) kernel_pack(j->m->arena + j->at[chunk], w);
+    else memcpy(j->m->arena + j->at[chunk], w->data, matrix_bytes(w));
+    st_release(&j->m->st, w->data, matrix_bytes(w)); /* no-op off the map */
 }
 
-/* Copies the Conv1D weights that can be packed (kernels.h) out of the map
- * into a huge-page arena in the packed layout, releasing each source range as
- * it goes, so that peak memory stays near one copy; wte stays in the map. On
- * all cores: the arena's first touch costs more than the copy. */
+/* Copies every weight matrix out of the map into one huge-page arena: the
+ * Conv1D weights that can be packed (kernels.h) in the packed layout, wte
+ * (and an untied head) as they are. Each source range is released as it is
+ * copied, so peak memory stays near one copy, and the file is unmapped after:
+ * once loaded, a model never reads its file again, so a file truncated or
+ * rewritten while in use (cp over it) cannot fault the process. On all cores:
+ * the arena's first touch costs more than the copy. */
 static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *err) {
-    const int L = m->cfg.n_layer;
-    gpt2_matrix **w = malloc((size_t)L * 4 * sizeof *w);
-    size_t *at = malloc((size_t)L * 4 * sizeof *at);
+    const int L = m->cfg.n_layer, untied = m->lm_head.data != m->wte.data;
+    gpt2_matrix **w = malloc(((size_t)L * 4 + 2) * sizeof *w);
+    size_t *at = malloc(((size_t)L * 4 + 2) * sizeof *at);
     int n = 0;
     size_t bytes = 0;
-    for (int l = 0; w && at && l < L; l++) {
-        gpt2_layer *ly = &m->layers[l];
-        gpt2_matrix *all[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
-        for (int i = 0; i < 4; i++)
-            if (kernel_packable(all[i])) {
-                w[n] = all[i];
-                at[n++] = bytes;
-                bytes += ((size_t)all[i]->rows * all[i]->cols * gpt2_dtype_size(all[i]->dtype) + 63) & ~(size_t)63;
-            }
-    }
-    gpt2_pool *pool = NULL;
-    if (w && at && n > 0 && (m->arena = huge_alloc(bytes))) m->arena_bytes = m->arena_used = bytes;
-    if (m->arena && (pool = pool_new(pool_default_threads()))) {
-        pack_job job = {m, w, at};
-        pool_run(pool, pack_one, &job, n);
+    if (w && at) {
+        w[n++] = &m->wte;
+        if (untied) w[n++] = &m->lm_head;
+        for (int l = 0; l < L; l++) {
+            gpt2_layer *ly = &m->layers[l];
+            gpt2_matrix *all[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
+            for (int i = 0; i < 4; i++) w[n++] = all[i];
+        }
         for (int i = 0; i < n; i++) {
-            for (int o = 0; o < m->n_owned; o++) /* the copy of a misaligned tensor */
-                if (m->owned[o] == w[i]->data) {
-                    free(m->owned[o]);
-                    m->owned[o] = NULL;
-                }
-            w[i]->data = m->arena + at[i];
-            w[i]->packed = 1;
+            at[i] = bytes;
+            bytes += (matrix_bytes(w[i]) + 63) & ~(size_t)63;
         }
     }
-    const int failed = !w || !at || (n > 0 && !pool);
+    gpt2_pool *pool = NULL;
+    if (w && at && (m->arena = huge_alloc(bytes))) m->arena_bytes = m->arena_used = bytes;
+    if (m->arena && (pool = pool_new(pool_default_threads()))) {
+        pack_job job = {m, w, at, 1 + untied};
+        pool_run(pool, pack_one, &job, n);
+        for (int i = 0; i < n; i++) {
+            w[i]->packed = packs(&job, i);
+            w[i]->data = m->arena + at[i];
+        }
+        if (!untied) m->lm_head = m->wte;
+        for (int o = 0; o < m->n_owned; o++) free(m->owned[o]); /* copies of misaligned tensors */
+        free(m->owned);
+        m->owned = NULL, m->n_owned = 0;
+        st_close(&m->st);
+    }
+    const int failed = !w || !at || !pool;
     pool_free(pool);
     free(w);
     free(at);

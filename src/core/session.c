@@ -191,6 +191,11 @@ static int tr_cancel(void *ud, int done, int total) {
     return s->user_hooks.cancel ? s->user_hooks.cancel(s->user_hooks.user_data, done, total) : 0;
 }
 
+static int tr_interrupt(void *ud) {
+    gpt2_session *s = ud;
+    return s->user_hooks.interrupt(s->user_hooks.user_data);
+}
+
 /* Installs trampolines exactly where the user has hooks (an unset hook costs
  * nothing in the context), and the cancel one during a long call. */
 static void apply_hooks(gpt2_session *s) {
@@ -201,7 +206,8 @@ static void apply_hooks(gpt2_session *s) {
                     .want_residual = u->want_residual ? tr_want_residual : NULL,
                     .on_residual = u->on_residual ? tr_on_residual : NULL,
                     .on_logits = u->on_logits ? tr_on_logits : NULL,
-                    .cancel = u->cancel || s->progress ? tr_cancel : NULL};
+                    .cancel = u->cancel || s->progress ? tr_cancel : NULL,
+                    .interrupt = u->interrupt ? tr_interrupt : NULL};
     gpt2_context_set_hooks(s->ctx, &h);
 }
 

@@ -442,6 +442,11 @@ static int ch_cancel(void *ud, int done, int total) {
     return c->saved.cancel ? c->saved.cancel(c->saved.user_data, done, total) : 0;
 }
 
+static int ch_interrupt(void *ud) {
+    const hook_chain *c = ud;
+    return c->saved.interrupt(c->saved.user_data);
+}
+
 /* gpt2_context_eval of tokens[0..n) in ctx with the decoder's hooks chained
  * in front of the caller's (installed only where someone listens, so that an
  * unset hook still costs nothing); the caller's hooks are restored after. */
@@ -459,7 +464,8 @@ static gpt2_status eval_chained(gpt2_speculative *sd, gpt2_context *ctx, const i
                     .want_residual = u->want_residual ? ch_want_residual : NULL,
                     .on_residual = u->on_residual ? ch_on_residual : NULL,
                     .on_logits = capture || u->on_logits ? ch_on_logits : NULL,
-                    .cancel = c.cancel || u->cancel ? ch_cancel : NULL};
+                    .cancel = c.cancel || u->cancel ? ch_cancel : NULL,
+                    .interrupt = u->interrupt ? ch_interrupt : NULL};
     gpt2_context_set_hooks(ctx, &h);
     gpt2_status st = gpt2_context_eval(ctx, tokens, n, err);
     gpt2_context_set_hooks(ctx, &c.saved);

@@ -535,6 +535,13 @@ static void ce_chunk(void *arg, int chunk, int n_chunks, int ith) {
 
 /* --- forward and backward ------------------------------------------------------ */
 
+static int interrupted(gpt2_trainer *tr) { return tr->interrupt && tr->interrupt(tr->interrupt_ud); }
+
+void gpt2_trainer_set_interrupt(gpt2_trainer *tr, int (*interrupt)(void *user_data), void *user_data) {
+    tr->interrupt = interrupt;
+    tr->interrupt_ud = user_data;
+}
+
 gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int32_t *targets, int B, int T,
                               int backward, float *loss_out, gpt2_error *err) {
     const gpt2_train_params *p = &tr->p;
@@ -565,6 +572,7 @@ gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int
         float *ln1 = tr->ln1 + l * lBTC, *qkv = tr->qkv + 3 * l * lBTC, *att = tr->att + l * lATT;
         float *atty = tr->atty + l * lBTC, *res2 = tr->res2 + l * lBTC, *ln2 = tr->ln2 + l * lBTC;
         float *fch = tr->fch + 4 * l * lBTC, *fchg = tr->fchg + 4 * l * lBTC, *res3 = tr->res3 + l * lBTC;
+        if (interrupted(tr)) return gpt2_fail(err, GPT2_CANCELLED, "train: interrupted in layer %d's forward", l);
         layernorm_forward(tr, ln1, tr->ln1_stats + 2 * l * lBT, in, LT(tr, P, l, LN1_W), LT(tr, P, l, LN1_B), BT);
         matmul_forward(tr, qkv, ln1, LT(tr, P, l, QKV_W), LT(tr, P, l, QKV_B), BT, 3 * C, C);
         attn_job aj = {.tr = tr, .qkv = qkv, .att = att, .y = atty, .B = B, .T = T};
@@ -603,6 +611,7 @@ gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int
         float *ln1 = tr->ln1 + l * lBTC, *qkv = tr->qkv + 3 * l * lBTC, *att = tr->att + l * lATT;
         float *atty = tr->atty + l * lBTC, *res2 = tr->res2 + l * lBTC, *ln2 = tr->ln2 + l * lBTC;
         float *fch = tr->fch + 4 * l * lBTC, *fchg = tr->fchg + 4 * l * lBTC;
+        if (interrupted(tr)) return gpt2_fail(err, GPT2_CANCELLED, "train: interrupted in layer %d's backward", l);
         /* MLP branch: res3 = res2 + drop(gelu(ln2 Wfc^T + bfc) Wproj^T + bproj) */
         memcpy(tr->dbuf, tr->dres, BTC * sizeof(float));
         dropout(tr, tr->dbuf, BTC, 2 + 2 * l);
@@ -729,12 +738,14 @@ gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float 
     gpt2_status st = check_data(tr, d, &T, &n_seq, err);
     if (st != GPT2_OK) return st;
     const int B = tr->p.batch_size;
+    const uint64_t rng_before = tr->rng; /* an interrupted step is undone, so a resume repeats it */
     for (int b = 0; b < B; b++) {
         size_t k = rng_next(&tr->rng) % n_seq;
         fill_seq(tr, d, b, T, d->example_len ? k * (size_t)d->example_len : k);
     }
     tr->dropout_key = rng_next(&tr->rng);
     st = gpt2_trainer_loss(tr, tr->inputs, tr->targets, B, T, 1, loss, err);
+    if (st == GPT2_CANCELLED) tr->rng = rng_before;
     if (st != GPT2_OK) return st;
     if (!isfinite(*loss))
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: loss became %f at step %d (learning rate too high?)",

@@ -26,6 +26,8 @@ struct gpt2_trainer {
     uint64_t dropout_key;  /* this step's dropout masks */
     int dropout_on;
     float last_grad_norm;
+    int (*interrupt)(void *user_data); /* asked before each layer's work; see gpt2_trainer_set_interrupt */
+    void *interrupt_ud;
 
     int n_tensors;
     size_t *offset;        /* (n_tensors + 1) into params */

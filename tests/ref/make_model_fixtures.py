@@ -680,7 +680,7 @@ def main():
     ap.add_argument("--out", required=True, help="fixture directory")
     args = ap.parse_args()
     t0 = time.time()
-    for sub in ("models", "ref", "bad"):  # only the subdirectories this script owns
+    for sub in ("models", "ref", "bad", "nonfinite"):  # only the subdirectories this script owns
         shutil.rmtree(os.path.join(args.out, sub), ignore_errors=True)
 
     vocab, merges = train_bpe(TRAIN_TEXT, N_MERGES)
@@ -726,6 +726,19 @@ def main():
     write(os.path.join(mdir, "model.safetensors"), pack(*layout(model_tensors(short, weights, "F32", False))))
     write(os.path.join(mdir, "vocab.json"), vocab_json(vocab))
     write(os.path.join(mdir, "merges.txt"), merges_txt(merges))
+
+    # Weights that are not finite: NaN in one element of a block matrix (only
+    # the logits can tell), and +Inf in a bias (checked at load).
+    for case, tensor, idx, value in [("nan-matrix", "h.1.mlp.c_fc.weight", (3, 5), np.nan),
+                                     ("inf-bias", "h.0.attn.c_attn.bias", (7,), np.inf)]:
+        weights = random_weights(TINY, V, 1234, untied=False)
+        weights[tensor] = weights[tensor].copy()
+        weights[tensor][idx] = value
+        mdir = os.path.join(args.out, "nonfinite", case)
+        write(os.path.join(mdir, "config.json"), config_json(TINY, V, "F32"))
+        write(os.path.join(mdir, "model.safetensors"), pack(*layout(model_tensors(TINY, weights, "F32", False))))
+        write(os.path.join(mdir, "vocab.json"), vocab_json(vocab))
+        write(os.path.join(mdir, "merges.txt"), merges_txt(merges))
 
     # The three tiny models share weights (up to rounding) and tokens.
     for name in ("tiny-f16", "tiny-bf16"):
