@@ -41,6 +41,8 @@ wait_log() {
     return 1
 }
 check() { name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+# for sh -c checks: until the pane's shell has written the tty modes after the app exited
+WAIT_STTY="i=0; while ! grep -q icanon '$TMP/stty' 2>/dev/null && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done"
 keys() { $T send-keys -t app "$@"; }
 # start [ENV...]: a fresh app in a 100x30 pane (with the options in $EXTRA);
 # the exit status and the tty modes after it land in $TMP/exit and $TMP/stty
@@ -115,7 +117,8 @@ check "resized back: conversation kept" wait_for " 61 8 0 45 3 99 7 12"
 keys F1
 check "F1 opens the help" wait_for "keys and commands"
 keys x
-check "a key closes the help" sh -c "sleep 0.2; ! $T capture-pane -p -t app | grep -qF 'keys and commands'"
+check "a key closes the help: the panes are back" wait_for "attention  layer"
+check "a key closes the help: the help is gone" sh -c "! $T capture-pane -p -t app | grep -qF 'keys and commands'"
 
 # 6. themes, a multi-line message, /quit: exit status 0, terminal restored
 keys "/theme light" Enter
@@ -132,12 +135,14 @@ keys C-a M-f "X"
 check "emacs keys: Alt-F moves by word" wait_for "> /themeX nosuch"
 keys C-u "a" C-j "b"
 check "Ctrl-J again after editing" wait_for "a↵b"
-keys C-c
-check "Ctrl-C clears the line" sh -c "sleep 0.2; ! $T capture-pane -p -t app | grep -qF 'a↵b'"
+keys C-c "z"
+check "Ctrl-C clears the line: typing starts afresh" wait_for "> z"
+check "Ctrl-C clears the line" sh -c "! $T capture-pane -p -t app | grep -qF 'a↵b'"
+keys C-u
 
 keys "/quit" Enter
 check "/quit exits with status 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
-check "/quit restores the tty (icanon, echo)" sh -c "sleep 0.2; grep -q ' icanon' '$TMP/stty' && grep -q ' echo ' '$TMP/stty'"
+check "/quit restores the tty (icanon, echo)" sh -c "$WAIT_STTY; grep -q ' icanon' '$TMP/stty' && grep -q ' echo ' '$TMP/stty'"
 check "history kept under XDG_STATE_HOME" grep -qF "12 7 99 3 45 0 8 61" "$TMP/state/gptscope/history"
 
 # 7. mid-reply: slowed to 150 ms a token (keys are read while it waits)
@@ -173,7 +178,7 @@ check "cancelled: the context is unchanged" wait_for "ctx 0/16"
 pid=$(app_pid)
 if [ -n "$pid" ]; then kill -TERM "$pid"; fi
 check "SIGTERM: exits 143" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 143 ]"
-check "SIGTERM: tty restored" sh -c "sleep 0.2; grep -q ' icanon' '$TMP/stty' && grep -q ' echo ' '$TMP/stty'"
+check "SIGTERM: tty restored" sh -c "$WAIT_STTY; grep -q ' icanon' '$TMP/stty' && grep -q ' echo ' '$TMP/stty'"
 
 # 11. gptscope with no arguments on a terminal opens the chat
 #     (models/reverse plus a chat_template.json: the default "transcript" template does not fit its 16 positions)
