@@ -33,7 +33,11 @@ static void usage(FILE *out) {
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
     fputs("\nEvery command takes -m DIR, a model directory in the Hugging Face GPT-2 layout;\n"
-          "without it, $GPTSCOPE_MODEL or the bundled models/shakespeare is used.\n",
+          "without it, $GPTSCOPE_MODEL or the bundled models/shakespeare is used.\n"
+#ifdef GPTSCOPE_HAVE_CHAT
+          "Options without a command (gptscope -m DIR ...) open the chat with them.\n"
+#endif
+          ,
           out);
 }
 
@@ -59,6 +63,12 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(cmd, commands[i].name) == 0) exit(commands[i].run(argc - 1, argv + 1));
+#ifdef GPTSCOPE_HAVE_CHAT
+    if (cmd[0] == '-') { /* options and no command (gptscope -m DIR): the chat, as with no arguments */
+        argv[0] = "chat";
+        exit(cmd_chat(argc, argv));
+    }
+#endif
     fprintf(stderr, "gptscope: unknown command '%s'\n\n", cmd);
     usage(stderr);
     exit(EXIT_USAGE);

@@ -97,12 +97,43 @@ static void test_bars(void **state) {
     assert_string_equal(ui_percent(0, pct), "  0.0%");
 }
 
+/* Feeds bytes one at a time; returns the code points as "U+XXXX " joined. */
+static const char *decoded(const char *bytes, size_t n) {
+    static char out[512];
+    ui_utf8_input in = {0};
+    uint32_t cp[2];
+    size_t o = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        int k = ui_utf8_push(&in, (unsigned char)bytes[i], cp);
+        for (int j = 0; j < k; j++) o += (size_t)snprintf(out + o, sizeof out - o, "%04X ", (unsigned)cp[j]);
+    }
+    if (ui_utf8_flush(&in, cp)) o += (size_t)snprintf(out + o, sizeof out - o, "%04X ", (unsigned)cp[0]);
+    return out;
+}
+
+/* A paste with an invalid byte keeps every valid byte around it (the bug:
+ * "AB\xffCD" arrived as "AB"); expectations written from the UTF-8 definition. */
+static void test_utf8_input(void **state) {
+    (void)state;
+    assert_string_equal(decoded("AB\xff" "CD", 5), "0041 0042 FFFD 0043 0044 ");
+    assert_string_equal(decoded("\xc3\xa9t\xc3\xa9", 5), "00E9 0074 00E9 ");
+    assert_string_equal(decoded("\xe2\x82\xac", 3), "20AC ");          /* the euro sign */
+    assert_string_equal(decoded("\xf0\x9f\x98\x80", 4), "1F600 ");     /* an emoji */
+    assert_string_equal(decoded("\xe2\x82" "A", 3), "FFFD 0041 ");      /* cut short, then ASCII */
+    assert_string_equal(decoded("\xc3\xc3\xa9", 3), "FFFD 00E9 ");      /* cut short by a new lead */
+    assert_string_equal(decoded("\x80\xbf", 2), "FFFD FFFD ");          /* lone continuation bytes */
+    assert_string_equal(decoded("\xc0\xaf", 2), "FFFD FFFD ");          /* C0 never begins a character */
+    assert_string_equal(decoded("\xed\xa0\x80", 3), "FFFD ");          /* a surrogate, encoded */
+    assert_string_equal(decoded("\xe2\x82", 2), "FFFD ");               /* the input stops mid-character */
+}
+
 int main(void) {
     if (!setlocale(LC_ALL, "C.UTF-8")) setlocale(LC_ALL, "en_US.UTF-8");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wrap_words),       cmocka_unit_test(test_wrap_newlines_and_empty),
         cmocka_unit_test(test_wrap_utf8_widths), cmocka_unit_test(test_wrap_counts_without_output),
-        cmocka_unit_test(test_bars),
+        cmocka_unit_test(test_bars),             cmocka_unit_test(test_utf8_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

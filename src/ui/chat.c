@@ -210,10 +210,10 @@ static int progress_cb(void *ud, int done, int total) {
     int r, cancel = 0;
     if (g_step_delay_ms > 0) { /* tests: slow prefill down too, still listening */
         wtimeout(stdscr, g_step_delay_ms);
-        if (get_wch(&ch) == OK && (ch == 27 || ch == 3)) cancel = 1;
+        if (term_get_key(&ch) == OK && (ch == 27 || ch == 3)) cancel = 1;
     }
     nodelay(stdscr, TRUE);
-    while ((r = get_wch(&ch)) != ERR) {
+    while ((r = term_get_key(&ch)) != ERR) {
         if (r == OK && (ch == 27 || ch == 3)) cancel = 1;
     }
     return cancel;
@@ -571,7 +571,7 @@ static void handle_line(app *a, char *line) {
 
 /* ---- keys ---- */
 
-/* One key (code from get_wch). Returns nonzero when the screen needs a redraw. */
+/* One key (code from term_get_key). Returns nonzero when the screen needs a redraw. */
 static int handle_key(app *a, int key, int is_code) {
     if (is_code && key == KEY_RESIZE) {
         screen_layout(a);
@@ -590,7 +590,7 @@ static int handle_key(app *a, int key, int is_code) {
     if (!is_code && key == 27) {
         wint_t nx;
         nodelay(stdscr, TRUE);
-        int r = get_wch(&nx);
+        int r = term_get_key(&nx);
         if (r == OK && (nx == '\r' || nx == '\n')) {
             if (a->focus == PANE_INPUT) input_insert_newline();
             return 1;
@@ -844,8 +844,18 @@ int cmd_chat(int argc, char **argv) {
        shows and Esc cancels between them */
     int n_ctx_model = a->cfg->n_ctx;
     ps.context.n_batch = n_ctx_model / 4 < 1 ? 1 : n_ctx_model / 4 > 64 ? 64 : n_ctx_model / 4;
-    if (gpt2_session_new(a->model, ps, &a->s, &err) != GPT2_OK) {
-        cli_error("%s", err.msg);
+    gpt2_status sst = gpt2_session_new(a->model, ps, &a->s, &err);
+    if (sst == GPT2_ERR_CONTEXT_FULL && !tmpl_name) {
+        /* a model too small for its default template's preamble (models/reverse:
+           16 positions) still chats, on the raw template, and says so */
+        const char *wanted = tmpl->name;
+        ps.chat_template = gpt2_chat_template_builtin("raw");
+        if ((sst = gpt2_session_new(a->model, ps, &a->s, &err)) == GPT2_OK)
+            snprintf(a->msg, sizeof a->msg, "template raw: the %.80s template's preamble does not fit the %d positions "
+                     "of %.80s (--template chooses another)", wanted, a->cfg->n_ctx, a->model_name);
+    }
+    if (sst != GPT2_OK) {
+        cli_error("%s%s", err.msg, sst == GPT2_ERR_CONTEXT_FULL ? " (--template raw has no preamble)" : "");
         goto out;
     }
     if (draft_dir) { /* a bad or mismatched draft fails here, before the terminal is touched */
@@ -899,6 +909,7 @@ int cmd_chat(int argc, char **argv) {
 
     /* tests only: wait this long between tokens (keys are still read while waiting),
        so that the tmux tests can act in the middle of a reply of the tiny model */
+    unsigned seen_invalid = 0;
     while (!a->quit && !g_signal) {
         int dirty = 0;
         wint_t ch;
@@ -906,10 +917,15 @@ int cmd_chat(int argc, char **argv) {
         /* waiting: block up to 100 ms for a key; generating: only take what is there */
         if (a->generating && g_step_delay_ms <= 0) nodelay(stdscr, TRUE);
         else nodelay(stdscr, FALSE), wtimeout(stdscr, a->generating ? g_step_delay_ms : 100);
-        while ((r = get_wch(&ch)) != ERR) {
+        while ((r = term_get_key(&ch)) != ERR) {
             dirty |= handle_key(a, (int)ch, r == KEY_CODE_YES);
             if (a->quit || g_signal) break;
             nodelay(stdscr, TRUE);
+        }
+        if (term_invalid_bytes() != seen_invalid) {
+            seen_invalid = term_invalid_bytes();
+            app_message(a, UI_ROLE_NOTICE, "the input held bytes that are not UTF-8: each is shown and sent as \uFFFD (U+FFFD)");
+            dirty = 1;
         }
         if (a->quit || g_signal) break;
         if (a->generating) {

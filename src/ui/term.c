@@ -116,6 +116,45 @@ void term_end(void) {
 
 int term_active(void) { return T.active; }
 
+/* Decoded keys not handed out yet: a byte can complete one character and
+ * show an earlier one invalid at once. */
+static struct {
+    ui_utf8_input in;
+    wint_t q[3];
+    int q_code[3], n;
+    unsigned invalid;
+} K;
+
+static void key_queue(wint_t c, int code) {
+    if (!code && c == 0xFFFD) K.invalid++;
+    K.q[K.n] = c, K.q_code[K.n++] = code;
+}
+
+int term_get_key(wint_t *ch) {
+    while (K.n == 0) {
+        int c = wgetch(stdscr);
+        uint32_t cp[2];
+        if (c == ERR) { /* nothing more waiting: a character cut short is invalid */
+            if (!ui_utf8_flush(&K.in, cp)) return ERR;
+            key_queue(cp[0], 0);
+        } else if (c > 0xFF) { /* KEY_*: after whatever was held */
+            if (ui_utf8_flush(&K.in, cp)) key_queue(cp[0], 0);
+            key_queue((wint_t)c, 1);
+        } else {
+            int n = ui_utf8_push(&K.in, (unsigned char)c, cp);
+            for (int i = 0; i < n; i++) key_queue(cp[i], 0);
+        }
+    }
+    *ch = K.q[0];
+    int code = K.q_code[0];
+    K.n--;
+    memmove(K.q, K.q + 1, (size_t)K.n * sizeof *K.q);
+    memmove(K.q_code, K.q_code + 1, (size_t)K.n * sizeof *K.q_code);
+    return code ? KEY_CODE_YES : OK;
+}
+
+unsigned term_invalid_bytes(void) { return K.invalid; }
+
 void term_set_theme(const ui_theme *theme) {
     T.theme = *theme;
     if (T.active) setup_pairs();

@@ -22,6 +22,14 @@ int term_init(const ui_theme *theme, char *err, size_t errlen);
 void term_end(void);
 int term_active(void);
 
+/* The next key, as get_wch reports it (OK and a character, KEY_CODE_YES and a
+ * KEY_* code, ERR when none is waiting, within stdscr's timeout), but decoded
+ * from bytes here: ncurses' get_wch drops an invalid UTF-8 byte together with
+ * the bytes after it (a paste lost its end); here each invalid byte becomes
+ * U+FFFD and every valid one is kept. term_invalid_bytes() counts them. */
+int term_get_key(wint_t *ch);
+unsigned term_invalid_bytes(void);
+
 /* Replaces the theme (re-initialises the colour pairs). */
 void term_set_theme(const ui_theme *theme);
 const ui_theme *term_theme(void);

@@ -32,6 +32,22 @@ int ui_cp_width(uint32_t cp);
 /* Columns of len bytes of text (no line breaks assumed: '\n' counts 1). */
 int ui_text_width(const char *s, size_t len);
 
+/* Input arriving one byte at a time (keys, a paste), decoded as it comes.
+ * Each byte yields 0, 1 or 2 code points: a character once its last byte is
+ * in, U+FFFD for a byte that cannot begin or continue one (and then the byte
+ * that showed it, if it begins a character itself). A valid byte is never
+ * lost to an invalid one before it. */
+typedef struct {
+    unsigned char buf[4];
+    int n, need; /* bytes held, bytes the held character takes */
+} ui_utf8_input;
+
+int ui_utf8_push(ui_utf8_input *in, unsigned char byte, uint32_t out[2]);
+
+/* A character left incomplete (the input stopped): 1 and U+FFFD in *out; 0 if
+ * nothing is held. */
+int ui_utf8_flush(ui_utf8_input *in, uint32_t *out);
+
 /* ---- word wrapping ------------------------------------------------------ */
 
 typedef struct {

@@ -62,6 +62,39 @@ int ui_text_width(const char *s, size_t len) {
     return w;
 }
 
+/* Bytes a character beginning with lead takes; 0 when lead cannot begin one. */
+static int utf8_len(unsigned char lead) {
+    return lead < 0x80 ? 1 : lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3
+         : lead >= 0xF0 && lead <= 0xF4                  ? 4 : 0;
+}
+
+int ui_utf8_push(ui_utf8_input *in, unsigned char byte, uint32_t out[2]) {
+    int n_out = 0;
+    if (in->n > 0 && (byte & 0xC0) != 0x80) { /* the held character ends early */
+        out[n_out++] = 0xFFFD;
+        in->n = 0;
+    }
+    if (in->n == 0) {
+        in->need = utf8_len(byte);
+        if (in->need == 0) {
+            out[n_out++] = 0xFFFD;
+            return n_out;
+        }
+    }
+    in->buf[in->n++] = byte;
+    if (in->n < in->need) return n_out;
+    ui_utf8_decode((const char *)in->buf, (size_t)in->n, &out[n_out++]); /* U+FFFD if overlong etc. */
+    in->n = 0;
+    return n_out;
+}
+
+int ui_utf8_flush(ui_utf8_input *in, uint32_t *out) {
+    if (in->n == 0) return 0;
+    in->n = 0;
+    *out = 0xFFFD;
+    return 1;
+}
+
 static void put_line(ui_line *out, int max, int *n, size_t start, size_t end, int cols) {
     if (*n < max) out[*n] = (ui_line){.start = start, .end = end, .cols = cols};
     (*n)++;

@@ -228,7 +228,22 @@ keys "12 7 99 3 45 0 8 61" Enter
 check "--quantize q8: the same reply" wait_for " 61 8 0 45 3 99 7 12"
 check "--quantize q8: the log names the 8-bit weights" wait_log "^start: model reverse \\(q8\\)"
 
-# 14. outside tmux: option errors come before the terminal is touched
+# 14. a paste with a byte that is not UTF-8 keeps every other byte (ncurses' get_wch dropped the rest)
+start >/dev/null
+$T send-keys -t app -H 41 42 ff 43 44
+check "paste with an invalid byte: every valid byte kept, the bad one shown" wait_for "> AB�CD"
+check "paste with an invalid byte: a notice says so" wait_for "not UTF-8"
+
+# 15. options without a command open the chat; a model too small for the
+#     default template's preamble falls back to raw and says so
+$T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/exit"
+$T new-session -d -s app -x 160 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' -m '$MODEL'; echo \$? > '$TMP/exit'; sleep 60"
+check "gptscope -m DIR: the chat" wait_for "attention  layer" 10
+check "too small for the transcript template: raw, with a notice" wait_for "template raw: the transcript template's preamble does not fit the 16 positions of reverse"
+keys "/quit" Enter
+check "gptscope -m DIR: /quit exits 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
+
+# 16. outside tmux: option errors come before the terminal is touched
 printf 'name = bad\nuser = blu\n' > "$TMP/bad.theme"
 "$BIN" chat -m "$MODEL" --theme "$TMP/bad.theme" < /dev/null > "$TMP/out" 2>&1; rc=$?
 check "malformed theme: exit 1 naming file and line" sh -c "[ $rc = 1 ] && grep -qF '$TMP/bad.theme:2: user:' '$TMP/out'"
