@@ -92,6 +92,8 @@ struct app {
     int focus;       /* PANE_* with focusable set */
     int too_small;
     int help;        /* the help screen is open */
+    int help_top;    /* its first line shown (it scrolls when taller than the screen) */
+    int msg_rows;    /* rows the message line takes in the layout (a long one wraps, up to 3) */
     int conf_view;   /* colour tokens by probability */
     int conv_scroll; /* lines scrolled back from the bottom */
     int sp_sel;      /* selected sampling item */
@@ -128,12 +130,17 @@ void app_apply_sampling(app *a, int item, int dir, int big);
 void app_set_layer(app *a, int layer);
 void app_set_head(app *a, int head);
 void app_draw_help(app *a);
+/* A key while the help is open: 1 if it scrolled the help (Up, Down, PgUp,
+ * PgDn, Home, End), 0 if it is a key that closes it. */
+int app_help_scroll(app *a, int key);
 /* text of one token for display: control chars and spaces made visible */
 void app_token_label(const app *a, int32_t id, char *buf, size_t cap);
 
 /* the screen manager (screen.c) */
 void screen_layout(app *a);           /* (re)creates the panes' windows for LINES x COLS */
 void screen_draw(app *a);             /* draws every pane (or "window too small") and the help */
+/* the message (or a prefill's progress) wrapped into the top rows of w */
+void screen_draw_message(app *a, WINDOW *w, int width);
 void screen_focus_next(app *a, int dir);
 
 /* the input line: GNU readline's callback interface (input.c) */

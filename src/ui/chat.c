@@ -256,6 +256,9 @@ static void finish_reply(app *a, const gpt2_session_token *t) {
                  ds.tokens_per_pass);
     logf_(a, "reply: %d tokens (%s), %.1f tok/s, evaluated %d, context %d/%d%s", a->reply_tokens,
           gpt2_reply_end_name(t->end), a->last_tps, s.last_reply, n, a->n_ctx, draft);
+    if (t->end == GPT2_REPLY_CONTEXT_FULL)
+        app_message(a, UI_ROLE_NOTICE, "the reply was cut short: the context window of %d tokens is full "
+                    "(the next message drops the oldest turns; /undo or /reset make room now)", a->n_ctx);
     if (a->log && tr.text) {
         fputs("reply-text: ", a->log);
         fwrite(tr.text, 1, tr.len, a->log);
@@ -469,12 +472,14 @@ static void run_command(app *a, char *line) {
     char *arg1 = strtok_r(NULL, " \t", &save);
     char *arg2 = strtok_r(NULL, " \t", &save);
     gpt2_error err;
+    a->msg[0] = '\0'; /* an earlier message is stale now; each command says what it did */
     if (!strcmp(cmd, "/quit") || !strcmp(cmd, "/q") || !strcmp(cmd, "/exit")) {
         a->quit = 1;
     } else if (!strcmp(cmd, "/help") || !strcmp(cmd, "/?")) {
         a->help = 1;
     } else if (!strcmp(cmd, "/conf")) {
         a->conf_view = !a->conf_view;
+        app_message(a, UI_ROLE_TEXT, "confidence view %s", a->conf_view ? "on (F2 or /conf turns it off)" : "off");
     } else if (!strcmp(cmd, "/reset")) {
         if (a->generating) do_stop(a);
         if (gpt2_session_reset(a->s, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
@@ -501,6 +506,7 @@ static void run_command(app *a, char *line) {
             a->reply_t0 = cli_now();
             a->reply_tokens = 0;
             a->heat_cursor = -1;
+            app_message(a, UI_ROLE_TEXT, "regenerating the last reply");
             logf_(a, "regen: evaluated %d", gpt2_session_get_stats(a->s).last_call);
         }
         after_change(a);
@@ -508,15 +514,26 @@ static void run_command(app *a, char *line) {
         cmd_set(a, arg1, arg2);
     } else if (!strcmp(cmd, "/layer")) {
         double v;
-        if (!arg1 || !parse_num(arg1, &v) || v < 0 || v >= a->cfg->n_layer)
+        if (!arg1 || !parse_num(arg1, &v) || v < 0 || v >= a->cfg->n_layer || v != floor(v))
             app_message(a, UI_ROLE_ERROR, "usage: /layer N (0..%d)", a->cfg->n_layer - 1);
-        else app_set_layer(a, (int)v), logf_(a, "layer %d", a->layer);
+        else {
+            app_set_layer(a, (int)v);
+            app_message(a, UI_ROLE_TEXT, "inspector: layer %d (layers 0-%d)", a->layer, a->cfg->n_layer - 1);
+            logf_(a, "layer %d", a->layer);
+        }
     } else if (!strcmp(cmd, "/head")) {
         double v;
-        if (arg1 && (!strcmp(arg1, "avg") || !strcmp(arg1, "average"))) a->head = -1, logf_(a, "head avg");
-        else if (!arg1 || !parse_num(arg1, &v) || v < 0 || v >= a->cfg->n_head)
+        if (arg1 && (!strcmp(arg1, "avg") || !strcmp(arg1, "average"))) {
+            a->head = -1;
+            app_message(a, UI_ROLE_TEXT, "inspector: the average of the %d heads", a->cfg->n_head);
+            logf_(a, "head avg");
+        } else if (!arg1 || !parse_num(arg1, &v) || v < 0 || v >= a->cfg->n_head || v != floor(v)) {
             app_message(a, UI_ROLE_ERROR, "usage: /head N (0..%d) or /head avg", a->cfg->n_head - 1);
-        else a->head = (int)v, logf_(a, "head %d", a->head);
+        } else {
+            a->head = (int)v;
+            app_message(a, UI_ROLE_TEXT, "inspector: head %d (heads 0-%d)", a->head, a->cfg->n_head - 1);
+            logf_(a, "head %d", a->head);
+        }
     } else if (!strcmp(cmd, "/theme")) {
         ui_theme th;
         char e[512];
@@ -578,8 +595,8 @@ static int handle_key(app *a, int key, int is_code) {
         clearok(curscr, TRUE);
         return 1;
     }
-    if (a->help) { /* any key closes the help */
-        a->help = 0;
+    if (a->help) { /* the arrows scroll it; any other key closes it */
+        if (!(is_code && app_help_scroll(a, key))) a->help = 0, a->help_top = 0;
         return 1;
     }
     if (a->too_small) {
@@ -606,10 +623,8 @@ static int handle_key(app *a, int key, int is_code) {
     }
     if (!is_code && key == 3) { /* Ctrl-C */
         if (a->generating) do_stop(a);
-        else {
-            input_clear();
-            a->msg[0] = '\0';
-        }
+        else if (!input_empty()) input_clear(), a->msg[0] = '\0';
+        else app_message(a, UI_ROLE_NOTICE, "Ctrl-C stops a reply and clears the line; /quit (or Ctrl-D on an empty line) quits");
         return 1;
     }
     if (is_code) {

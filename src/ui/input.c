@@ -50,7 +50,8 @@ void input_draw_line(pane *p) {
     int len = rl_end, point = rl_point;
     const char *pr = *prompt ? prompt : "> ";
     attr_t pa = term_attr(UI_ROLE_USER);
-    int pc = term_put(p->win, 1, 0, pr, strlen(pr), p->w, pa);
+    const int y = p->h - 1; /* the last row: the message lines are above it */
+    int pc = term_put(p->win, y, 0, pr, strlen(pr), p->w, pa);
     int avail = p->w - pc - 1;
     if (avail < 1) return;
     /* display columns of each byte offset: newlines shown as U+21B5 */
@@ -72,13 +73,13 @@ void input_draw_line(pane *p) {
         int cw = ui_cp_width(cp);
         if (col >= skip) {
             if (x + cw > p->w) break;
-            if (cp == '\n') x += term_put(p->win, 1, x, "\u21B5", 3, 1, term_attr(UI_ROLE_DIM));
-            else x += term_put(p->win, 1, x, buf + i, (size_t)nb, p->w - x, ta);
+            if (cp == '\n') x += term_put(p->win, y, x, "\u21B5", 3, 1, term_attr(UI_ROLE_DIM));
+            else x += term_put(p->win, y, x, buf + i, (size_t)nb, p->w - x, ta);
         }
         col += cw;
         i += nb;
     }
-    wmove(p->win, 1, pc + cur_col - skip < p->w ? pc + cur_col - skip : p->w - 1);
+    wmove(p->win, y, pc + cur_col - skip < p->w ? pc + cur_col - skip : p->w - 1);
 }
 
 static void in_redisplay(void) {

@@ -115,12 +115,49 @@ static void conv_draw_text(app *a, WINDOW *w, int y, int x, int maxc, int ti, co
     }
 }
 
+/* The speaker a template's prefix names ("ROMEO:\n" -> "ROMEO"): its text
+ * without surrounding blanks and a final colon, if short and on one line;
+ * else "". */
+static void speaker(const char *prefix, char *out, size_t cap) {
+    out[0] = '\0';
+    if (!prefix) return;
+    while (*prefix == ' ' || *prefix == '\n') prefix++;
+    size_t n = strlen(prefix);
+    while (n && (prefix[n - 1] == ' ' || prefix[n - 1] == '\n')) n--;
+    if (n && prefix[n - 1] == ':') n--;
+    if (n == 0 || n >= cap || n > 24 || memchr(prefix, '\n', n)) return;
+    memcpy(out, prefix, n);
+    out[n] = '\0';
+}
+
+/* "you" / the model's name, with the template's speakers when it names them:
+ * "you, as ROMEO", "shakespeare, as JULIET". */
+static void role_label(const app *a, int user, char *out, size_t cap) {
+    const gpt2_chat_template *t = gpt2_session_template(a->s);
+    char who[32];
+    speaker(user ? t->user_prefix : t->assistant_prefix, who, sizeof who);
+    const char *base = user ? "you" : a->model_name;
+    if (who[0]) snprintf(out, cap, "%.40s, as %s", base, who);
+    else snprintf(out, cap, "%.40s", base);
+}
+
+/* The confidence view's legend on the pane's last row: what each colour means. */
+static void conf_legend(pane *p) {
+    int c = term_printf(p->win, p->h - 1, 0, p->w - 1, term_attr(UI_ROLE_DIM), "confidence (F2): ");
+    c += term_printf(p->win, p->h - 1, c, p->w - 1 - c, term_attr(UI_ROLE_CONF_LOW), "p < 20%%");
+    c += term_printf(p->win, p->h - 1, c, p->w - 1 - c, term_attr(UI_ROLE_DIM), "  ");
+    c += term_printf(p->win, p->h - 1, c, p->w - 1 - c, term_attr(UI_ROLE_CONF_MID), "20-60%%");
+    c += term_printf(p->win, p->h - 1, c, p->w - 1 - c, term_attr(UI_ROLE_DIM), "  ");
+    term_printf(p->win, p->h - 1, c, p->w - 1 - c, term_attr(UI_ROLE_CONF_HIGH), "p >= 60%%");
+}
+
 static void conv_draw(pane *p) {
     app *a = p->a;
     werase(p->win);
     conv_line *L = NULL;
     int n = conv_layout(a, p->w - 1, &L);
-    int h = p->h;
+    int h = a->conf_view && p->h > 2 ? p->h - 1 : p->h; /* the legend's row */
+    if (h < p->h) conf_legend(p);
     int max_scroll = n - h > 0 ? n - h : 0;
     if (a->conv_scroll > max_scroll) a->conv_scroll = max_scroll;
     if (a->conv_scroll < 0) a->conv_scroll = 0;
@@ -129,8 +166,13 @@ static void conv_draw(pane *p) {
     if (n == 0) {
         term_printf(p->win, 1, 2, p->w - 3, term_attr(UI_ROLE_DIM), "Type a message and press Enter.");
         term_printf(p->win, 2, 2, p->w - 3, term_attr(UI_ROLE_DIM), "F1 or ? (on an empty line): help");
-        term_printf(p->win, 3, 2, p->w - 3, term_attr(UI_ROLE_DIM), "template: %s",
-                    gpt2_session_template(a->s)->name);
+        const gpt2_chat_template *tp = gpt2_session_template(a->s);
+        char you[32], them[32];
+        speaker(tp->user_prefix, you, sizeof you), speaker(tp->assistant_prefix, them, sizeof them);
+        term_printf(p->win, 3, 2, p->w - 3, term_attr(UI_ROLE_DIM), "template: %s", tp->name);
+        if (you[0] && them[0])
+            term_printf(p->win, 4, 2, p->w - 3, term_attr(UI_ROLE_DIM), "you speak as %s, %.40s as %s", you,
+                        a->model_name, them);
     }
     for (int r = 0; r < h && first + r < n; r++) {
         conv_line *l = &L[first + r];
@@ -139,7 +181,8 @@ static void conv_draw(pane *p) {
             int ti = -1 - l->turn;
             gpt2_turn t;
             gpt2_session_turn(a->s, ti, &t);
-            const char *who = t.role == GPT2_ROLE_USER ? "you" : a->model_name;
+            char who[96];
+            role_label(a, t.role == GPT2_ROLE_USER, who, sizeof who);
             attr_t at = term_attr((ui_role)l->label_role) | A_BOLD;
             int c = term_printf(p->win, r, 0, p->w - 1, at, "%s", who);
             if (!t.in_context)
@@ -279,9 +322,9 @@ static void inspector_draw(pane *p) {
     char title[96];
     int top_l = a->cfg->n_layer - 1, top_h = a->cfg->n_head - 1;
     if (a->head >= 0)
-        snprintf(title, sizeof title, "attention  layer %d/%d  head %d/%d", a->layer, top_l, a->head, top_h);
+        snprintf(title, sizeof title, "attention  layer %d (0-%d)  head %d (0-%d)", a->layer, top_l, a->head, top_h);
     else
-        snprintf(title, sizeof title, "attention  layer %d/%d  average of heads", a->layer, top_l);
+        snprintf(title, sizeof title, "attention  layer %d (0-%d)  average of heads", a->layer, top_l);
     draw_title(p, title);
     left_border(p);
 
@@ -322,7 +365,8 @@ static void inspector_draw(pane *p) {
             for (int i = 0; i < m && c < p->w - 2; i++) {
                 if (wts[i] != wts[i] || wts[i] < 0) continue;
                 app_token_label(a, toks[idx[i]], lab, sizeof lab);
-                c += term_printf(p->win, y, 1 + c, p->w - 2 - c, term_attr(UI_ROLE_TEXT), " %s %.2f", lab, (double)wts[i]);
+                c += term_printf(p->win, y, 1 + c, p->w - 2 - c, term_attr(UI_ROLE_TEXT), " #%d %s %.2f", idx[i], lab,
+                                 (double)wts[i]);
             }
             free(tmp);
         }
@@ -334,6 +378,13 @@ static void inspector_draw(pane *p) {
     if (a->heat_cursor >= 0 && v.cursor >= 0 && a->snaps[v.cursor].valid && a->snaps[v.cursor].chosen == toks[v.cursor]) {
         sn = &a->snaps[v.cursor];
         at_pos = v.cursor;
+    }
+    const int none_here = a->heat_cursor >= 0 && v.cursor >= 0 && at_pos < 0;
+    if (none_here && y < p->h) { /* a prompt token, or one from before a context drop or /load */
+        term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " #%d: no candidates recorded", v.cursor);
+        term_printf(p->win, y + 1 < p->h ? y + 1 : y, 1, p->w - 2, term_attr(UI_ROLE_DIM),
+                    " (only for tokens sampled since the last context drop or /load)");
+        return;
     }
     if (y < p->h) {
         const gpt2_sampler_params *sp = &sn->params;
@@ -407,10 +458,8 @@ const pane_ops inspector_pane_ops = {
 static void input_draw(pane *p) {
     app *a = p->a;
     werase(p->win);
-    if (a->prefill_msg[0])
-        term_printf(p->win, 0, 0, p->w, term_attr(UI_ROLE_NOTICE), "%s", a->prefill_msg);
-    else if (a->msg[0])
-        term_printf(p->win, 0, 0, p->w, term_attr((ui_role)a->msg_role), "%s", a->msg);
+    if (a->prefill_msg[0] || a->msg[0])
+        screen_draw_message(a, p->win, p->w);
     else {
         wattrset(p->win, term_attr(UI_ROLE_BORDER));
         mvwhline(p->win, 0, 0, ACS_HLINE, p->w);

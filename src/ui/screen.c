@@ -5,8 +5,20 @@
 
 #include "ui/app.h"
 
+/* The message line's text: a prefill's progress, else the last message. */
+static const char *message_text(const app *a) { return a->prefill_msg[0] ? a->prefill_msg : a->msg; }
+
+/* Rows the message takes at width W: wrapped, up to 3 (the rest is cut). */
+static int message_rows(const app *a, int W) {
+    const char *m = message_text(a);
+    if (!*m || W < 1) return 1;
+    int n = ui_wrap(m, strlen(m), W, NULL, 0);
+    return n < 1 ? 1 : n > 3 ? 3 : n;
+}
+
 void screen_layout(app *a) {
     int H = LINES, W = COLS;
+    a->msg_rows = message_rows(a, W);
     a->too_small = H < 12 || W < 50;
     for (int i = 0; i < N_PANES; i++) {
         pane *p = &a->panes[i];
@@ -14,13 +26,13 @@ void screen_layout(app *a) {
     }
     if (a->too_small) return;
     int right = W >= 100 ? W * 45 / 100 : W >= 72 ? 36 : 0;
-    int top_h = H - 3;
+    int top_h = H - 2 - a->msg_rows;
     int samp_h = right ? 5 : 0;
     struct { int y, x, h, w; } g[N_PANES] = {
         [PANE_CONV] = {0, 0, top_h, W - right},
         [PANE_SAMPLING] = {0, W - right, samp_h, right},
         [PANE_INSPECTOR] = {samp_h, W - right, top_h - samp_h, right},
-        [PANE_INPUT] = {top_h, 0, 2, W},
+        [PANE_INPUT] = {top_h, 0, a->msg_rows + 1, W},
         [PANE_STATUS] = {H - 1, 0, 1, W},
     };
     for (int i = 0; i < N_PANES; i++) {
@@ -32,49 +44,102 @@ void screen_layout(app *a) {
     if (!a->panes[a->focus].win) a->focus = PANE_INPUT;
 }
 
+/* At most 76 columns, so that the box fits 80; taller than the screen, it scrolls. */
 static const char *help_lines[] = {
     "gptscope chat \u2014 keys and commands",
     "",
-    "Enter            send the message          Ctrl-J / Alt-Enter  new line in the message",
-    "Esc / Ctrl-C     stop the reply (text kept), cancel a prefill; Ctrl-C also clears the line",
-    "Tab / Shift-Tab  focus: input \u2192 conversation \u2192 sampling \u2192 inspector",
-    "PgUp / PgDn      scroll the conversation (any focus but sampling/inspector); mouse wheel too",
-    "F1, ?            this help (? when the input line is empty or another pane has focus)",
-    "F2               confidence view: colour reply tokens by their probability",
-    "Draft mode       accepted draft tokens in the draft colour, the target's corrections in",
-    "                 draft-fix, underlined where drafts were rejected; status: k, r, tokens/pass",
-    "F3 / F4          previous / next layer        F5 / F6  previous / next head (then average)",
-    "F7               average of heads on/off      Ctrl-L   redraw",
-    "Ctrl-D           quit (on an empty line)",
-    "Input line       emacs keys (readline): Ctrl-A/E/B/F/K/U/W, Alt-B/F, Up/Down history, Ctrl-R search",
-    "Conversation     Up/Down/PgUp/PgDn scroll, Home/End top/bottom",
-    "Sampling         Up/Down pick a knob, Left/Right (or -/+) change it, PgUp/PgDn by 10 steps",
-    "Inspector        Up/Down/PgUp/PgDn move the query cursor (shows that token's candidates),",
-    "                 End follow the newest token, Left/Right or h/H head, l/L layer, a average",
+    "Enter         send the message     Ctrl-J, Alt-Enter  a new line in it",
+    "Esc           stop the reply (its text is kept), or cancel a prefill",
+    "Ctrl-C        the same; on the input line it also clears the line",
+    "Ctrl-D        quit (on an empty line); /quit too",
+    "Tab, S-Tab    focus: input \u2192 conversation \u2192 sampling \u2192 inspector",
+    "PgUp, PgDn    scroll the conversation (mouse wheel too)",
+    "F1, ?         this help (? when the line is empty or another pane has focus)",
+    "F2            confidence view: reply tokens coloured by their probability",
+    "F3, F4        previous / next layer of the inspector",
+    "F5, F6        previous / next head (past the last: the average of heads)",
+    "F7            average of heads on/off       Ctrl-L  redraw the screen",
     "",
-    "/help  /reset  /regen  /undo  /quit",
-    "/set NAME VALUE  temperature top-k top-p min-p repeat-penalty repeat-last-n max-tokens seed",
-    "/layer N   /head N|avg   /theme NAME|PATH   /template NAME|PATH (transcript dialogpt raw model)",
-    "/save FILE   /load FILE   /conf (confidence view)",
-    "/draft on|off|DIR  speculative sampling with a draft model   /set draft_k K (1..16)",
+    "Input line    emacs keys (readline): Ctrl-A/E/B/F/K/U/W, Alt-B/F,",
+    "              Up/Down history, Ctrl-R search",
+    "Conversation  Up/Down/PgUp/PgDn scroll, Home/End top/bottom",
+    "Sampling      Up/Down pick a knob, Left/Right (or -/+) change it,",
+    "              PgUp/PgDn by 10 steps",
+    "Inspector     Up/Down/PgUp/PgDn move the query cursor (that token's",
+    "              candidates), End follows the newest token,",
+    "              Left/Right or h/H head, l/L layer, a average",
+    "Draft mode    accepted draft tokens in the draft colour, the target's",
+    "              corrections in draft-fix, underlined where drafts were",
+    "              rejected; the status bar shows k, r and tokens per pass",
     "",
-    "Press any key to close.",
+    "/help /reset /regen /undo /quit",
+    "/set NAME VALUE   temperature top-k top-p min-p repeat-penalty",
+    "                  repeat-last-n max-tokens seed draft_k (each with the",
+    "                  range its command-line option takes)",
+    "/layer N   /head N|avg   /conf (confidence view on/off)",
+    "/theme NAME|PATH    dark light high-contrast, or a .theme file",
+    "/template NAME|PATH transcript dialogpt raw model, or a .json file",
+    "/save FILE   /load FILE   (~ is your home directory)",
+    "/draft on|off|DIR   speculative sampling with a draft model",
 };
 
+enum { HELP_W = 80 };
+
+/* Lines of help that fit the box now (the screen's height less the border
+ * and the footer line). */
+static int help_rows(void) { return LINES - 3 < 1 ? 1 : LINES - 3; }
+
+int app_help_scroll(app *a, int key) {
+    const int n = (int)(sizeof help_lines / sizeof *help_lines), rows = help_rows();
+    const int most = n > rows ? n - rows : 0;
+    int top = a->help_top;
+    switch (key) {
+    case KEY_UP: top--; break;
+    case KEY_DOWN: top++; break;
+    case KEY_PPAGE: top -= rows - 1; break;
+    case KEY_NPAGE: top += rows - 1; break;
+    case KEY_HOME: top = 0; break;
+    case KEY_END: top = most; break;
+    default: return 0;
+    }
+    a->help_top = top < 0 ? 0 : top > most ? most : top;
+    return 1;
+}
+
 void app_draw_help(app *a) {
-    int n = (int)(sizeof help_lines / sizeof *help_lines);
-    int h = n + 2 < LINES ? n + 2 : LINES, w = COLS - 2 > 96 ? 96 : COLS - 2;
-    if (w < 10 || h < 3) return;
+    const int n = (int)(sizeof help_lines / sizeof *help_lines);
+    int rows = help_rows();
+    if (rows > n) rows = n;
+    if (a->help_top > n - rows) a->help_top = n - rows;
+    int h = rows + 3, w = COLS < HELP_W ? COLS : HELP_W;
+    if (w < 20 || h < 4) return;
     WINDOW *win = newwin(h, w, (LINES - h) / 2, (COLS - w) / 2);
     if (!win) return;
     wbkgdset(win, ' ' | term_attr(UI_ROLE_TEXT));
     werase(win);
     wattrset(win, term_attr(UI_ROLE_BORDER));
     box(win, 0, 0);
-    for (int i = 0; i < n && i + 1 < h - 1; i++)
-        term_printf(win, i + 1, 2, w - 4, term_attr(i == 0 ? UI_ROLE_TITLE : UI_ROLE_TEXT), "%s", help_lines[i]);
+    for (int i = 0; i < rows; i++) {
+        const int li = a->help_top + i;
+        term_printf(win, i + 1, 2, w - 4, term_attr(li == 0 ? UI_ROLE_TITLE : UI_ROLE_TEXT), "%s", help_lines[li]);
+    }
+    char foot[128];
+    if (rows < n)
+        snprintf(foot, sizeof foot, "lines %d-%d of %d: \u2191\u2193 PgUp PgDn scroll; any other key closes",
+                 a->help_top + 1, a->help_top + rows, n);
+    else
+        snprintf(foot, sizeof foot, "Press any key to close.");
+    term_printf(win, rows + 1, 2, w - 4, term_attr(UI_ROLE_DIM), "%s", foot);
     wnoutrefresh(win);
     delwin(win);
+}
+
+void screen_draw_message(app *a, WINDOW *w, int width) {
+    const char *m = message_text(a);
+    ui_line lines[3];
+    int n = ui_wrap(m, strlen(m), width, lines, 3);
+    attr_t at = term_attr(a->prefill_msg[0] ? UI_ROLE_NOTICE : (ui_role)a->msg_role);
+    for (int i = 0; i < n && i < 3; i++) term_put(w, i, 0, m + lines[i].start, lines[i].end - lines[i].start, width, at);
 }
 
 void screen_draw(app *a) {
@@ -87,6 +152,7 @@ void screen_draw(app *a) {
         doupdate();
         return;
     }
+    if (message_rows(a, COLS) != a->msg_rows) screen_layout(a); /* a longer or shorter message */
     wnoutrefresh(stdscr); /* so that get_wch's implicit refresh of stdscr never paints over the panes */
     for (int i = 0; i < N_PANES; i++) {
         pane *p = &a->panes[i];

@@ -69,16 +69,21 @@ check "reply streams in the conversation" wait_for " 61 8 0 45 3 99 7 12"
 check "log: prefill 8 tokens, reply 8 tokens" sh -c "wait_log() { :; }; grep -q 'send: prefill 8 tokens' '$TMP/log' && grep -q 'reply: 8 tokens' '$TMP/log'"
 check "next-token panel lists candidates" wait_for "99.6%"
 check "status shows tokens computed by the turn" wait_for "turn: prefill 8, reply 8"
+check "a reply cut short by the full context says so" wait_for "the reply was cut short: the context window of 16 tokens is full"
 
 # 2. layers and heads
 keys F4 F6
-check "F4/F6: layer 1, head 1" wait_for "layer 1/1  head 1/3"
+check "F4/F6: layer 1, head 1" wait_for "layer 1 (0-1)  head 1 (0-3)"
 keys "/head avg" Enter
 check "/head avg: average of heads" wait_for "average of heads"
 keys "/layer 0" Enter "/head 2" Enter
-check "/layer 0 /head 2" wait_for "layer 0/1  head 2/3"
+check "/layer 0 /head 2" wait_for "layer 0 (0-1)  head 2 (0-3)"
 keys "/layer 9" Enter
 check "/layer out of range: usage message" wait_for "usage: /layer N (0..1)"
+keys "/layer 1" Enter
+check "/layer 1 after an error: confirmed" wait_for "inspector: layer 1 (layers 0-1)"
+check "/layer 1 after an error: the error is gone" sh -c "! $T capture-pane -p -t app | grep -qF 'usage: /layer'"
+keys "/layer 0" Enter
 
 # focus and the panes' own keys
 keys Tab Tab Right
@@ -138,7 +143,8 @@ check "Ctrl-J again after editing" wait_for "a↵b"
 keys C-c "z"
 check "Ctrl-C clears the line: typing starts afresh" wait_for "> z"
 check "Ctrl-C clears the line" sh -c "! $T capture-pane -p -t app | grep -qF 'a↵b'"
-keys C-u
+keys C-u C-c
+check "Ctrl-C on an empty line says how to quit" wait_for "/quit (or Ctrl-D on an empty line) quits"
 
 keys "/quit" Enter
 check "/quit exits with status 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
@@ -186,7 +192,7 @@ mkdir -p "$TMP/model" && for f in "$MODEL"/*; do ln -s "$f" "$TMP/model/"; done
 echo '{"name": "plain"}' > "$TMP/model/chat_template.json"
 $T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/exit"
 $T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' GPTSCOPE_MODEL='$TMP/model' '$BIN'; echo \$? > '$TMP/exit'; sleep 60"
-check "no arguments on a terminal: the chat" wait_for "attention  layer 0/1" 10
+check "no arguments on a terminal: the chat" wait_for "attention  layer 0 (0-1)" 10
 keys "/quit" Enter
 check "no arguments: /quit exits 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
 
@@ -243,7 +249,15 @@ check "too small for the transcript template: raw, with a notice" wait_for "temp
 keys "/quit" Enter
 check "gptscope -m DIR: /quit exits 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
 
-# 16. outside tmux: option errors come before the terminal is touched
+# 16. the template's speakers label the turns; the confidence view has a legend
+$T kill-server >/dev/null 2>&1; sleep 0.2
+$T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' chat -m '$ROOT/models/shakespeare' --seed 1; sleep 60"
+check "the speakers the template names" wait_for "you speak as ROMEO, shakespeare as JULIET" 10
+keys F2
+check "the confidence view's legend" wait_for "confidence (F2): p < 20%  20-60%  p >= 60%"
+keys "/quit" Enter
+
+# 17. outside tmux: option errors come before the terminal is touched
 printf 'name = bad\nuser = blu\n' > "$TMP/bad.theme"
 "$BIN" chat -m "$MODEL" --theme "$TMP/bad.theme" < /dev/null > "$TMP/out" 2>&1; rc=$?
 check "malformed theme: exit 1 naming file and line" sh -c "[ $rc = 1 ] && grep -qF '$TMP/bad.theme:2: user:' '$TMP/out'"
