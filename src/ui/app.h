@@ -106,7 +106,8 @@ struct app {
 
     /* reply timing */
     double reply_t0;
-    int reply_tokens;
+    int reply_tokens;  /* tokens the current (or last) reply kept */
+    int turn_prefill;  /* tokens evaluated before it: its send's prefill, or regen's re-evaluation */
     double last_tps;
     char prefill_msg[128];
 

@@ -295,6 +295,7 @@ static void do_send(app *a, const char *text) {
     int n;
     gpt2_session_tokens(a->s, &n);
     logf_(a, "send: prefill %d tokens, context %d/%d", s.last_prefill, n, a->n_ctx);
+    a->turn_prefill = s.last_prefill;
     a->generating = 1;
     a->reply_t0 = cli_now();
     a->reply_tokens = 0;
@@ -505,6 +506,7 @@ static void run_command(app *a, char *line) {
             a->generating = 1;
             a->reply_t0 = cli_now();
             a->reply_tokens = 0;
+            a->turn_prefill = gpt2_session_get_stats(a->s).last_call;
             a->heat_cursor = -1;
             app_message(a, UI_ROLE_TEXT, "regenerating the last reply");
             logf_(a, "regen: evaluated %d", gpt2_session_get_stats(a->s).last_call);
@@ -561,7 +563,8 @@ static void run_command(app *a, char *line) {
             gpt2_session_tokens(a->s, &n);
             app_message(a, UI_ROLE_TEXT, "loaded %s (%d turns, %d tokens)", arg1, gpt2_session_n_turns(a->s), n);
             logf_(a, "loaded %s: %d turns, %d tokens", arg1, gpt2_session_n_turns(a->s), n);
-            if (gpt2_session_replying(a->s)) a->generating = 1, a->reply_t0 = cli_now(), a->reply_tokens = 0;
+            a->turn_prefill = gpt2_session_get_stats(a->s).last_call, a->reply_tokens = 0;
+            if (gpt2_session_replying(a->s)) a->generating = 1, a->reply_t0 = cli_now();
         }
         after_change(a);
     } else {

@@ -478,7 +478,6 @@ static void status_draw(pane *p) {
     term_fill(p->win, 0, 0, p->w, at);
     int n_tok = 0;
     gpt2_session_tokens(a->s, &n_tok);
-    gpt2_session_stats st = gpt2_session_get_stats(a->s);
     char buf[512], draft[96] = "";
     if (gpt2_session_draft_enabled(a->s)) { /* the current (or last) reply's figures */
         gpt2_draft_stats ds;
@@ -491,10 +490,11 @@ static void status_draw(pane *p) {
     } else if (gpt2_session_draft_model(a->s)) {
         snprintf(draft, sizeof draft, " \u2502 draft off");
     }
-    /* whole tokens per second past 100: room for the draft figures at 100 columns */
+    /* the reply's kept tokens (the tokens evaluated for it, draft passes and
+       rejected drafts included, are in the --log) */
     int n = snprintf(buf, sizeof buf, " %s \u2502 ctx %d/%d \u2502 %.*f tok/s \u2502 turn: prefill %d, reply %d%s",
-                     a->model_name, n_tok, a->n_ctx, a->last_tps >= 100 ? 0 : 1, a->last_tps, st.last_prefill,
-                     st.last_reply, draft);
+                     a->model_name, n_tok, a->n_ctx, a->last_tps >= 100 ? 0 : 1, a->last_tps, a->turn_prefill,
+                     a->reply_tokens, draft);
     if (n < 0) return;
     int c = term_put(p->win, 0, 0, buf, strlen(buf), p->w, at);
     const char *hint = a->generating ? " \u2502 Esc stops" : " \u2502 F1 help"; /* when it fits */

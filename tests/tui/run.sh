@@ -212,6 +212,7 @@ check "/set draft_k 2: the sampling panel" wait_for "draft-k 2"
 keys "/regen" Enter
 check "/set draft_k 2: same reply, 2.7 tokens per pass" wait_for "draft k2 r 1.00 2.7 tok/pass"
 check "/set draft_k 2: log" wait_log "^reply: 8 tokens .*draft k2 r 1.00 2.67 tok/pass"
+check "draft mode: the status bar counts the reply's tokens, not the evaluated ones; /regen's prefill is its own" wait_for "turn: prefill 1, reply 8 │"
 keys "/set draft_k 17" Enter
 check "/set draft_k 17: out of range" wait_for "/set draft_k: K = 17 is outside 1..16"
 keys "/draft off" Enter
