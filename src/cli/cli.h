@@ -71,6 +71,38 @@ void cli_error(const char *fmt, ...)
 #endif
     ;
 
+/* s in gpt2_text_escape's form (control bytes and invalid UTF-8 as \xNN),
+ * for paths and names echoed on stdout; one of 4 static buffers in turn, cut
+ * with "..." past 1 KiB. cli_error escapes its whole message itself. */
+const char *cli_show(const char *s);
+
+/* A command's usage text: for --help on stdout, returning EXIT_OK; else on
+ * stderr, returning EXIT_USAGE. */
+int cli_usage(int help, const char *text);
+
+/* A usage error: one line "gptscope: MESSAGE" saying what is missing or
+ * wrong, then the usage text, on stderr. Returns EXIT_USAGE. */
+int cli_usage_error(const char *text, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Required options, as pairs (const char *name, int given) ending with NULL:
+ * EXIT_OK when all were given, else the usage error "CMD needs --head H" (or
+ * "-p PROMPT and --head H") and EXIT_USAGE. */
+int cli_required(const char *text, const char *cmd, ...);
+
+/* After option parsing: EXIT_OK when exactly `want` (0 or 1) positional
+ * arguments, named `name` ("FILE"), follow; else the usage error saying which
+ * is missing or unexpected, and EXIT_USAGE. */
+int cli_positional(const char *text, const char *cmd, int argc, char *const argv[], int want, const char *name);
+
+/* The usage error for what getopt_long returned on a bad option: '?' (an
+ * unknown option) or ':' (a missing value; the optstring starts with ':').
+ * main() sets opterr to 0, so getopt prints nothing itself. */
+int cli_option_error(int c, char *const argv[], const char *text);
+
 /* The model directory: -m if given, else $GPTSCOPE_MODEL, else the bundled
  * models/shakespeare next to the executable. */
 const char *cli_model_dir(const char *opt_m);

@@ -263,21 +263,18 @@ static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T
     return median(t, reps);
 }
 
-static int usage(void) {
-    fputs("usage: gptscope bench [-m DIR [--quantize q8]] [--dtype f32|f16|bf16|q8] [--reps N] [--threads N]\n"
-          "                      [--json]\n"
-          "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory\n"
-          "  (q8: drawn in F32, then quantized to 8 bits as --quantize q8 does).\n"
-          "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
-          "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
-          "  decode's weight bandwidth against this machine's read bandwidth (blocks of\n"
-          "  16 tokens, each right after a read pass over 1 GiB: median and quartiles),\n"
-          "  and the cost of one eval of T = 2..16 positions (a speculative verification\n"
-          "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
-          "  512-token figures.\n",
-          stderr);
-    return EXIT_USAGE;
-}
+static const char usage_text[] =
+    "usage: gptscope bench [-m DIR [--quantize q8]] [--dtype f32|f16|bf16|q8] [--reps N] [--threads N]\n"
+    "                      [--json]\n"
+    "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory\n"
+    "  (q8: drawn in F32, then quantized to 8 bits as --quantize q8 does).\n"
+    "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
+    "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
+    "  decode's weight bandwidth against this machine's read bandwidth (blocks of\n"
+    "  16 tokens, each right after a read pass over 1 GiB: median and quartiles),\n"
+    "  and the cost of one eval of T = 2..16 positions (a speculative verification\n"
+    "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
+    "  512-token figures.\n";
 
 int cmd_bench(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
@@ -290,9 +287,9 @@ int cmd_bench(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     const char *mdir = NULL, *quantize = NULL;
     gpt2_dtype dtype = GPT2_DTYPE_F32;
-    long reps = 3, n_threads = 0;
-    int json = 0, c;
-    while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+    long reps = 3;
+    int json = 0, n_threads = 0, c;
+    while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': mdir = optarg; break;
         case 'd':
@@ -306,13 +303,15 @@ int cmd_bench(int argc, char **argv) {
             }
             break;
         case 'r': if (!cli_parse_int("--reps", optarg, 1, 100, &reps)) return EXIT_USAGE; break;
-        case 't': if (!cli_parse_int("--threads", optarg, 1, 256, &n_threads)) return EXIT_USAGE; break;
+        case 't': if (!cli_threads_option(optarg, &n_threads)) return EXIT_USAGE; break;
         case 'j': json = 1; break;
         case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
-        default: return usage();
+        case 'h': return cli_usage(1, usage_text);
+        default: return cli_option_error(c, argv, usage_text);
         }
     }
-    if (optind != argc) return usage();
+    int rc = cli_positional(usage_text, "bench", argc, argv, 0, "");
+    if (rc != EXIT_OK) return rc;
     if (quantize && !mdir) {
         cli_error("--quantize needs -m DIR; the random model takes --dtype q8");
         return EXIT_USAGE;
@@ -450,7 +449,7 @@ int cmd_bench(int argc, char **argv) {
                pass_ms[4]);
     } else {
         printf("model        %s (%s, %d layers, %d embd, %d ctx), %d threads, median of %d\n",
-               mdir ? gpt2_model_name(m) : "random GPT-2 124M shape", gpt2_dtype_name(gpt2_model_dtype(m)),
+               mdir ? cli_show(gpt2_model_name(m)) : "random GPT-2 124M shape", gpt2_dtype_name(gpt2_model_dtype(m)),
                cfg->n_layer, cfg->n_embd, cfg->n_ctx, threads, R);
         if (load_s >= 0) printf("load         %.3f s\n", load_s);
         printf("prefill 128  %.1f tok/s\n", mp128);

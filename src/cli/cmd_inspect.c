@@ -8,7 +8,7 @@
 
 typedef struct {
     const char *mdir, *prompt;
-    int flags, json;
+    int flags, json, n_threads;
 } inspect_args;
 
 /* Encodes the prompt (at least one token); prints the error and returns 0 on failure. */
@@ -22,10 +22,13 @@ static int encode_prompt(const gpt2_model *m, const inspect_args *a, int32_t **i
 }
 
 /* Runs the prompt through a new context with the given hooks; NULL on error. */
-static gpt2_context *eval_prompt(const gpt2_model *m, const int32_t *ids, size_t n, const gpt2_hooks *hooks) {
+static gpt2_context *eval_prompt(const gpt2_model *m, const inspect_args *a, const int32_t *ids, size_t n,
+                                 const gpt2_hooks *hooks) {
     gpt2_context *ctx = NULL;
     gpt2_error err;
-    if (gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err) != GPT2_OK) {
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_threads = a->n_threads;
+    if (gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
         cli_error("%s", err.msg);
         return NULL;
     }
@@ -57,13 +60,11 @@ static int by_logit_desc(const void *a, const void *b) {
     return x->id - y->id;
 }
 
-static int topk_usage(void) {
-    fputs("usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special] [--quantize q8]\n"
-          "  The next-token distribution after PROMPT (temperature 1, no filtering):\n"
-          "  the K most likely tokens (default 10) with logit and probability.\n",
-          stderr);
-    return EXIT_USAGE;
-}
+static const char topk_usage[] =
+    "usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special] [--quantize q8] [--threads N]\n"
+    "  The next-token distribution after PROMPT (temperature 1, no filtering):\n"
+    "  the K most likely tokens (default 10) with logit and probability.\n"
+    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n";
 
 int cmd_topk(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
@@ -71,13 +72,14 @@ int cmd_topk(int argc, char **argv) {
                                          {"json", no_argument, 0, 'j'},
                                          {"special", no_argument, 0, 's'},
                                          {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
+                                         {"threads", required_argument, 0, CLI_OPT_THREADS},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     inspect_args a = {0};
     const char *quantize = NULL;
     long k = 10;
     int c;
-    while ((c = getopt_long(argc, argv, "m:p:k:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:k:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': a.mdir = optarg; break;
         case 'p': a.prompt = optarg; break;
@@ -85,17 +87,21 @@ int cmd_topk(int argc, char **argv) {
         case 'j': a.json = 1; break;
         case 's': a.flags |= GPT2_ENCODE_SPECIAL; break;
         case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
-        default: return topk_usage();
+        case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &a.n_threads)) return EXIT_USAGE; break;
+        case 'h': return cli_usage(1, topk_usage);
+        default: return cli_option_error(c, argv, topk_usage);
         }
     }
-    if (optind != argc || !a.prompt) return topk_usage();
+    int rc = cli_positional(topk_usage, "topk", argc, argv, 0, "");
+    if (rc == EXIT_OK) rc = cli_required(topk_usage, "topk", "-p PROMPT", !!a.prompt, NULL);
+    if (rc != EXIT_OK) return rc;
     int32_t *ids = NULL;
     size_t n = 0;
     scored *all = NULL;
     gpt2_context *ctx = NULL;
-    int rc = EXIT_ERR;
+    rc = EXIT_ERR;
     gpt2_model *m = cli_load_model_as(cli_model_dir(a.mdir), quantize);
-    if (!m || !encode_prompt(m, &a, &ids, &n) || !(ctx = eval_prompt(m, ids, n, NULL))) goto out;
+    if (!m || !encode_prompt(m, &a, &ids, &n) || !(ctx = eval_prompt(m, &a, ids, n, NULL))) goto out;
     const int V = gpt2_model_config(m)->n_vocab;
     const float *logits = gpt2_context_logits(ctx);
     all = malloc((size_t)V * sizeof *all);
@@ -154,13 +160,11 @@ static void keep_row(void *ud, int layer, int head, int pos, const float *probs,
         memcpy(cap->w + (size_t)pos * cap->T, probs, (size_t)n_keys * sizeof(float));
 }
 
-static int attention_usage(void) {
-    fputs("usage: gptscope attention [-m DIR] -p PROMPT --layer L --head H [--json] [--special]\n"
-          "  One head's causal attention matrix over the prompt: row i is query token i,\n"
-          "  column j key token j (0 for j > i). Layers and heads count from 0.\n",
-          stderr);
-    return EXIT_USAGE;
-}
+static const char attention_usage[] =
+    "usage: gptscope attention [-m DIR] -p PROMPT --layer L --head H [--json] [--special] [--threads N]\n"
+    "  One head's causal attention matrix over the prompt: row i is query token i,\n"
+    "  column j key token j (0 for j > i). Layers and heads count from 0.\n"
+    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n";
 
 int cmd_attention(int argc, char **argv) {
     enum { O_LAYER = 256, O_HEAD };
@@ -170,12 +174,13 @@ int cmd_attention(int argc, char **argv) {
                                          {"head", required_argument, 0, O_HEAD},
                                          {"json", no_argument, 0, 'j'},
                                          {"special", no_argument, 0, 's'},
+                                         {"threads", required_argument, 0, CLI_OPT_THREADS},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     inspect_args a = {0};
     long layer = -1, head = -1;
     int c;
-    while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': a.mdir = optarg; break;
         case 'p': a.prompt = optarg; break;
@@ -183,11 +188,17 @@ int cmd_attention(int argc, char **argv) {
         case O_HEAD: if (!cli_parse_int("--head", optarg, 0, 1 << 20, &head)) return EXIT_USAGE; break;
         case 'j': a.json = 1; break;
         case 's': a.flags |= GPT2_ENCODE_SPECIAL; break;
-        default: return attention_usage();
+        case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &a.n_threads)) return EXIT_USAGE; break;
+        case 'h': return cli_usage(1, attention_usage);
+        default: return cli_option_error(c, argv, attention_usage);
         }
     }
-    if (optind != argc || !a.prompt || layer < 0 || head < 0) return attention_usage();
-    int rc = EXIT_ERR;
+    int rc = cli_positional(attention_usage, "attention", argc, argv, 0, "");
+    if (rc == EXIT_OK)
+        rc = cli_required(attention_usage, "attention", "-p PROMPT", !!a.prompt, "--layer L", layer >= 0, "--head H",
+                          head >= 0, NULL);
+    if (rc != EXIT_OK) return rc;
+    rc = EXIT_ERR;
     int32_t *ids = NULL;
     size_t n = 0;
     gpt2_context *ctx = NULL;
@@ -207,7 +218,7 @@ int cmd_attention(int argc, char **argv) {
         cli_error("out of memory for a %zu x %zu attention matrix", n, n);
         goto out;
     }
-    if (!(ctx = eval_prompt(m, ids, n, &hooks))) goto out;
+    if (!(ctx = eval_prompt(m, &a, ids, n, &hooks))) goto out;
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
     const int T = cap.T;
     if (a.json) {

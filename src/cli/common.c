@@ -1,23 +1,81 @@
 /* common.c — option parsing, model loading and JSON output shared by the subcommands. */
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 
 void cli_error(const char *fmt, ...) {
+    char raw[4096], shown[4096];
     va_list ap;
     va_start(ap, fmt);
-    fputs("gptscope: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* paths and values from argv and files: no raw control byte reaches the terminal */
+    fprintf(stderr, "gptscope: %s\n", gpt2_text_escape(raw, strlen(raw), shown, sizeof shown));
+}
+
+const char *cli_show(const char *s) {
+    static char bufs[4][1024];
+    static int slot;
+    return gpt2_text_escape(s, strlen(s), bufs[slot++ & 3], sizeof bufs[0]);
+}
+
+int cli_usage(int help, const char *text) {
+    fputs(text, help ? stdout : stderr);
+    return help ? EXIT_OK : EXIT_USAGE;
+}
+
+int cli_usage_error(const char *text, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cli_error("%s", msg);
+    return cli_usage(0, text);
+}
+
+int cli_required(const char *text, const char *cmd, ...) {
+    const char *missing[8];
+    int n = 0;
+    va_list ap;
+    va_start(ap, cmd);
+    for (const char *name; (name = va_arg(ap, const char *)) != NULL;)
+        if (!va_arg(ap, int) && n < 8) missing[n++] = name;
+    va_end(ap);
+    if (n == 0) return EXIT_OK;
+    char list[512] = "";
+    for (int i = 0; i < n; i++) /* "A", "A and B", "A, B and C" */
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ",
+                 missing[i]);
+    return cli_usage_error(text, "%s needs %s", cmd, list);
+}
+
+int cli_positional(const char *text, const char *cmd, int argc, char *const argv[], int want, const char *name) {
+    const int found = argc - optind;
+    if (found == want) return EXIT_OK;
+    if (found < want) return cli_usage_error(text, "%s needs %s", cmd, name);
+    if (want == 0) return cli_usage_error(text, "%s: unexpected argument '%s'", cmd, argv[optind]);
+    return cli_usage_error(text, "%s takes one %s, found %d arguments (the second: '%s')", cmd, name, found,
+                           argv[optind + 1]);
+}
+
+int cli_option_error(int c, char *const argv[], const char *text) {
+    const char *word = argv[optind - 1]; /* argv[0] is the command's name */
+    if (c == ':') return cli_usage_error(text, "%s: option '%s' needs a value", argv[0], word);
+    if (optopt > 0 && optopt < 256 && word[0] == '-' && word[1] != '-')
+        return cli_usage_error(text, "%s: unknown option '-%c'", argv[0], optopt);
+    return cli_usage_error(text, "%s: unknown option '%s'", argv[0], word);
 }
 
 const char *cli_model_dir(const char *opt_m) {
@@ -104,10 +162,21 @@ int cli_parse_float(const char *opt, const char *text, double min, double max, d
     return 1;
 }
 
+/* fopen opens a directory for reading; only the reads fail ("read error") */
+static int is_directory(FILE *f) {
+    struct stat sb;
+    return fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
 char *cli_read_all(FILE *f, const char *path, size_t *len) {
     FILE *own = NULL;
     if (path && !(f = own = fopen(path, "rb"))) {
         cli_error("%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (own && is_directory(own)) {
+        cli_error("%s: is a directory, expected a file", path);
+        fclose(own);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -217,9 +286,11 @@ int cli_sampling_option(int c, const char *arg, gpt2_sampler_params *sp, int *se
         return 1;
     case CLI_OPT_SEED: {
         char *end;
+        errno = 0;
         unsigned long long s = strtoull(arg, &end, 10);
-        if (end == arg || *end || arg[0] == '-') {
-            cli_error("--seed: expected a non-negative integer, found '%s'", arg);
+        /* digits only: strtoull takes "-1" and " 5", and clamps what overflows to the maximum */
+        if (!isdigit((unsigned char)arg[0]) || *end || errno == ERANGE) {
+            cli_error("--seed: expected an integer in [0, %llu], found '%s'", (unsigned long long)UINT64_MAX, arg);
             return -1;
         }
         sp->seed = s;
