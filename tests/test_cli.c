@@ -447,14 +447,27 @@ static double json_number(const cJSON *j, const char *key) {
     return v->valuedouble;
 }
 
-/* bench on the bundled model: every figure present, the probe's figures real
+/* bench on the bundled model, through a link named sh"k\ (the name comes back
+ * exactly, parsed by Python's json): every figure present, the probe's figures real
  * (a probe that never answered reads 0), the ratio between its quartiles, and
  * the weight bytes per token as GPT-2's shapes give them. Too few positions
  * is a clean error. No figure is judged for speed. */
 static void test_bench_json(void **state) {
     (void)state;
-    run_result r = run(NULL, "bench -m models/shakespeare --reps 1 --json");
+    /* through a directory named with a quote and a backslash: the name comes back exactly */
+    char dir[] = "/tmp/gptscope-bench-XXXXXX", link[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(link, sizeof link, "%s/sh\"k\\", dir);
+    char *target = realpath("models/shakespeare", NULL);
+    assert_non_null(target);
+    assert_int_equal(symlink(target, link), 0);
+    free(target);
+    run_result r = run(NULL, "bench -m %s --reps 1 --json", sq(link));
     assert_int_equal(r.status, 0);
+    py_check("bench --json", r.out, hex_let("name", "sh\"k\\", 5), "j['model'] == arg['name'].decode()",
+             "'model_bytes' not in j", "j['dtype'] == 'f16' and j['reps'] == 1", NULL);
+    unlink(link);
+    rmdir(dir);
     cJSON *j = cJSON_Parse(r.out);
     assert_non_null(j);
     static const char *positive[] = {"prefill_128_tok_s", "decode_tok_s", "decode_hooked_tok_s", "peak_rss_mb",

@@ -171,11 +171,17 @@ int cmd_eval(int argc, char **argv) {
     if ((rc = cli_score_text(m, path, text + from, len - from,
                              (quiet ? CLI_SCORE_QUIET : 0) | (lines ? CLI_SCORE_LINES : 0), n_threads, &r)) != EXIT_OK)
         goto out;
-    if (json)
-        printf("{\"file\": \"%s\", \"from_byte\": %zu, \"tokens\": %zu, \"scored\": %ld, \"bytes\": %.0f, "
-               "\"nats_per_token\": %.6f, \"bits_per_byte\": %.6f}\n",
-               path, from, r.tokens, r.scored, r.bytes, r.nats_per_token, r.bits_per_byte);
-    else
+    if (json) {
+        cJSON *root = cJSON_CreateObject();
+        cli_json_text(root, "file", path, strlen(path));
+        cli_json_number(root, "from_byte", (double)from);
+        cli_json_number(root, "tokens", (double)r.tokens);
+        cli_json_number(root, "scored", (double)r.scored);
+        cli_json_number(root, "bytes", r.bytes);
+        cli_json_number(root, "nats_per_token", r.nats_per_token);
+        cli_json_number(root, "bits_per_byte", r.bits_per_byte);
+        rc = cli_json_print(root);
+    } else
         printf("%s: %.4f nats/token, %.4f bits/byte (%ld tokens scored, %.0f bytes from byte %zu, context %d, "
                "stride %d)\n",
                cli_show(path), r.nats_per_token, r.bits_per_byte, r.scored, r.bytes, from, r.n_ctx, r.stride);

@@ -41,10 +41,10 @@ static gpt2_context *eval_prompt(const gpt2_model *m, const inspect_args *a, con
     return ctx;
 }
 
-static void print_token(FILE *out, const gpt2_tokenizer *tok, int32_t id) {
-    size_t bl;
+static void print_token(const gpt2_tokenizer *tok, int32_t id) {
+    size_t bl = 0;
     const char *b = gpt2_tokenizer_token_bytes(tok, id, &bl);
-    cli_json_string(out, b ? b : "", bl);
+    cli_print_piece(b ? b : "", b ? bl : 0);
 }
 
 /* --- topk ----------------------------------------------------------------- */
@@ -54,10 +54,33 @@ typedef struct {
     float logit;
 } scored;
 
+/* Highest logit first, NaN last (so that the order stays total), ties by id. */
 static int by_logit_desc(const void *a, const void *b) {
     const scored *x = a, *y = b;
-    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    const int xn = isnan(x->logit), yn = isnan(y->logit);
+    if (xn != yn) return xn - yn;
+    if (!xn && x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
     return x->id - y->id;
+}
+
+/* The first k of the sorted candidates; softmax with the given max and sum. */
+static int topk_report(const scored *all, long k, double max, double sum, const gpt2_tokenizer *tok, int json) {
+    cJSON *root = json ? cJSON_CreateArray() : NULL;
+    for (long i = 0; i < k; i++) {
+        const double p = exp((double)all[i].logit - max) / sum;
+        if (json) {
+            cJSON *e = cli_json_new_object(root);
+            cli_json_number(e, "id", all[i].id);
+            cli_json_token(e, "token", tok, all[i].id);
+            cli_json_number(e, "logit", all[i].logit);
+            cli_json_number(e, "prob", p);
+        } else {
+            printf("%6d  %9.4f  %8.5f  ", all[i].id, all[i].logit, p);
+            print_token(tok, all[i].id);
+            putchar('\n');
+        }
+    }
+    return json ? cli_json_print(root) : EXIT_OK;
 }
 
 static const char topk_usage[] =
@@ -114,26 +137,7 @@ int cmd_topk(int argc, char **argv) {
     for (int i = 0; i < V; i++) sum += exp((double)logits[i] - max);
     qsort(all, (size_t)V, sizeof *all, by_logit_desc);
     if (k > V) k = V;
-    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
-    if (a.json) putchar('[');
-    for (long i = 0; i < k; i++) {
-        double p = exp((double)all[i].logit - max) / sum;
-        if (a.json) {
-            printf("%s{\"id\": %d, \"token\": ", i ? ", " : "", all[i].id);
-            print_token(stdout, tok, all[i].id);
-            fputs(", \"logit\": ", stdout);
-            cli_json_float(stdout, all[i].logit);
-            fputs(", \"prob\": ", stdout);
-            cli_json_float(stdout, p);
-            putchar('}');
-        } else {
-            printf("%6d  %9.4f  %8.5f  ", all[i].id, all[i].logit, p);
-            print_token(stdout, tok, all[i].id);
-            putchar('\n');
-        }
-    }
-    if (a.json) puts("]");
-    rc = EXIT_OK;
+    rc = topk_report(all, k, max, sum, gpt2_model_tokenizer(m), a.json);
 out:
     free(all);
     free(ids);
@@ -158,6 +162,24 @@ static void keep_row(void *ud, int layer, int head, int pos, const float *probs,
     att_capture *cap = ud;
     if (layer == cap->layer && head == cap->head && pos < cap->T)
         memcpy(cap->w + (size_t)pos * cap->T, probs, (size_t)n_keys * sizeof(float));
+}
+
+static int attention_report(const att_capture *cap, const int32_t *ids, const gpt2_tokenizer *tok, int json) {
+    const int T = cap->T;
+    if (json) {
+        cJSON *root = cJSON_CreateObject();
+        cli_json_tokens(root, tok, ids, (size_t)T);
+        cli_json_matrix(root, "weights", cap->w, T, T);
+        return cli_json_print(root);
+    }
+    for (int i = 0; i < T; i++) {
+        printf("%4d ", i);
+        print_token(tok, ids[i]);
+        putchar('\t');
+        for (int j = 0; j <= i; j++) printf(j ? " %.4f" : "%.4f", cap->w[(size_t)i * T + j]);
+        putchar('\n');
+    }
+    return EXIT_OK;
 }
 
 static const char attention_usage[] =
@@ -219,36 +241,7 @@ int cmd_attention(int argc, char **argv) {
         goto out;
     }
     if (!(ctx = eval_prompt(m, &a, ids, n, &hooks))) goto out;
-    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
-    const int T = cap.T;
-    if (a.json) {
-        fputs("{\"tokens\": [", stdout);
-        for (int i = 0; i < T; i++) {
-            if (i) fputs(", ", stdout);
-            print_token(stdout, tok, ids[i]);
-        }
-        fputs("], \"ids\": [", stdout);
-        for (int i = 0; i < T; i++) printf(i ? ", %d" : "%d", ids[i]);
-        fputs("], \"weights\": [", stdout);
-        for (int i = 0; i < T; i++) {
-            fputs(i ? ", [" : "[", stdout);
-            for (int j = 0; j < T; j++) {
-                if (j) fputs(", ", stdout);
-                cli_json_float(stdout, cap.w[(size_t)i * T + j]);
-            }
-            putchar(']');
-        }
-        puts("]}");
-    } else {
-        for (int i = 0; i < T; i++) {
-            printf("%4d ", i);
-            print_token(stdout, tok, ids[i]);
-            putchar('\t');
-            for (int j = 0; j <= i; j++) printf(j ? " %.4f" : "%.4f", cap.w[(size_t)i * T + j]);
-            putchar('\n');
-        }
-    }
-    rc = EXIT_OK;
+    rc = attention_report(&cap, ids, gpt2_model_tokenizer(m), a.json);
 out:
     free(cap.w);
     free(ids);

@@ -6,50 +6,38 @@
 #include "cli/cli.h"
 
 static const char usage_text[] =
-    "usage: gptscope tokenize [-m DIR] [--text STR] [--special] [--pieces]\n"
+    "usage: gptscope tokenize [-m DIR] [--text STR] [--special] [--pieces | --json]\n"
     "  Reads UTF-8 text from stdin (or --text) and prints its token ids on one line.\n"
     "  --special   treat \"<|endoftext|>\" in the text as the special token\n"
     "  --pieces    print each token's text instead, in double quotes: \\n \\t \\r \\\\ \\\" and\n"
-    "              \\xNN for control bytes and bytes that are not valid UTF-8\n";
-
-/* One token's bytes as a quoted piece: gpt2_text_escape's form, plus \\ and \"
- * so that the quotes delimit it. */
-static void print_piece(const char *b, size_t n) {
-    const size_t cap = 4 * n + 1;
-    char *shown = malloc(cap);
-    if (!shown) return;
-    putchar('"');
-    for (size_t at = 0; at < n;) {
-        size_t run = 0; /* '\\' and '"' are ASCII: cutting there splits no character */
-        while (at + run < n && b[at + run] != '\\' && b[at + run] != '"') run++;
-        fputs(gpt2_text_escape(b + at, run, shown, cap), stdout);
-        if ((at += run) < n) printf("\\%c", b[at++]);
-    }
-    putchar('"');
-    free(shown);
-}
+    "              \\xNN for control bytes and bytes that are not valid UTF-8\n"
+    "  --json      {\"ids\": [...], \"tokens\": [...]}, and \"tokens_bytes\" when a token's\n"
+    "              bytes are not valid UTF-8 on their own (README: JSON output)\n";
 
 int cmd_tokenize(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"text", required_argument, 0, 't'},
                                          {"special", no_argument, 0, 's'},
                                          {"pieces", no_argument, 0, 'P'},
+                                         {"json", no_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *mdir = NULL, *text = NULL;
-    int flags = 0, pieces = 0, c;
+    int flags = 0, pieces = 0, json = 0, c;
     while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': mdir = optarg; break;
         case 't': text = optarg; break;
         case 's': flags |= GPT2_ENCODE_SPECIAL; break;
         case 'P': pieces = 1; break;
+        case 'j': json = 1; break;
         case 'h': return cli_usage(1, usage_text);
         default: return cli_option_error(c, argv, usage_text);
         }
     }
     int rc = cli_positional(usage_text, "tokenize", argc, argv, 0, "");
     if (rc != EXIT_OK) return rc;
+    if (pieces && json) return cli_usage_error(usage_text, "tokenize: --pieces and --json exclude each other");
     size_t len;
     char *input = text ? strdup(text) : cli_read_all(stdin, NULL, &len);
     if (!input) return EXIT_ERR;
@@ -64,13 +52,18 @@ int cmd_tokenize(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n = 0;
     rc = EXIT_ERR;
-    if (cli_encode(tok, input, len, flags, &ids, &n)) {
+    const int encoded = cli_encode(tok, input, len, flags, &ids, &n);
+    if (encoded && json) {
+        cJSON *root = cJSON_CreateObject();
+        cli_json_tokens(root, tok, ids, n);
+        rc = cli_json_print(root);
+    } else if (encoded) {
         for (size_t i = 0; i < n; i++) {
             if (i) putchar(' ');
             if (pieces) {
                 size_t bl;
                 const char *b = gpt2_tokenizer_token_bytes(tok, ids[i], &bl);
-                print_piece(b, bl);
+                cli_print_piece(b, bl);
             } else {
                 printf("%d", ids[i]);
             }

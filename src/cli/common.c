@@ -1,9 +1,8 @@
-/* common.c — option parsing, model loading and JSON output shared by the subcommands. */
+/* common.c — option parsing, usage, messages and model loading shared by the subcommands. */
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -212,32 +211,19 @@ int cli_encode(const gpt2_tokenizer *tok, const char *text, size_t len, int flag
     return 1;
 }
 
-void cli_json_string(FILE *out, const char *s, size_t len) {
-    char *clean = malloc(3 * (len + 4) + 12);
-    if (!clean) {
-        fputs("\"\"", out);
-        return;
+void cli_print_piece(const char *b, size_t n) {
+    const size_t cap = 4 * n + 1;
+    char *shown = malloc(cap);
+    if (!shown) return;
+    putchar('"');
+    for (size_t at = 0; at < n;) {
+        size_t run = 0; /* '\\' and '"' are ASCII: cutting there splits no character */
+        while (at + run < n && b[at + run] != '\\' && b[at + run] != '"') run++;
+        fputs(gpt2_text_escape(b + at, run, shown, cap), stdout);
+        if ((at += run) < n) printf("\\%c", b[at++]);
     }
-    gpt2_utf8_stream us = {0};
-    size_t n = gpt2_utf8_stream_push(&us, s, len, clean);
-    n += gpt2_utf8_stream_flush(&us, clean + n);
-    fputc('"', out);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)clean[i];
-        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-        else if (c == '\n') fputs("\\n", out);
-        else if (c == '\t') fputs("\\t", out);
-        else if (c == '\r') fputs("\\r", out);
-        else if (c < 0x20 || c == 0x7f) fprintf(out, "\\u%04x", c);
-        else fputc(c, out);
-    }
-    fputc('"', out);
-    free(clean);
-}
-
-void cli_json_float(FILE *out, double v) {
-    if (isfinite(v)) fprintf(out, "%.9g", v);
-    else fputs("null", out);
+    putchar('"');
+    free(shown);
 }
 
 static volatile sig_atomic_t interrupted;
