@@ -81,7 +81,7 @@ static void test_usage_errors_say_what(void **state) {
         {"topk -m %s", "topk needs -p PROMPT"},
         {"generate -m %s -n 3", "generate needs -p PROMPT"},
         {"eval -m %s", "eval needs a FILE to score"},
-        {"eval -m %s a.txt b.txt", "eval takes one a FILE to score, found 2 arguments (the second: 'b.txt')"},
+        {"eval -m %s a.txt b.txt", "eval: unexpected argument 'b.txt' (a FILE to score, one only)"},
         {"tokenize -m %s stray", "tokenize: unexpected argument 'stray'"},
         {"topk -m %s -p x --bogus", "topk: unknown option '--bogus'"},
         {"topk -m %s -p x -Z", "topk: unknown option '-Z'"},

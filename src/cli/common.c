@@ -65,8 +65,7 @@ int cli_positional(const char *text, const char *cmd, int argc, char *const argv
     if (found == want) return EXIT_OK;
     if (found < want) return cli_usage_error(text, "%s needs %s", cmd, name);
     if (want == 0) return cli_usage_error(text, "%s: unexpected argument '%s'", cmd, argv[optind]);
-    return cli_usage_error(text, "%s takes one %s, found %d arguments (the second: '%s')", cmd, name, found,
-                           argv[optind + 1]);
+    return cli_usage_error(text, "%s: unexpected argument '%s' (%s, one only)", cmd, argv[optind + want], name);
 }
 
 int cli_option_error(int c, char *const argv[], const char *text) {
