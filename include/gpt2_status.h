@@ -16,6 +16,8 @@
 #ifndef GPT2_STATUS_H
 #define GPT2_STATUS_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -41,6 +43,17 @@ typedef struct {
 
 /* A short fixed name for a status, e.g. "format error". */
 const char *gpt2_status_name(gpt2_status status);
+
+/* Writes n bytes of s to out (cap bytes, always NUL-terminated) in a form
+ * fit for a one-line message on a terminal, so that untrusted bytes (a file
+ * name, a value from a file) can never move the cursor or retitle a window:
+ * valid UTF-8 passes through; newline, tab and carriage return read \n \t
+ * \r; every other control character (C0, DEL, C1 U+0080..U+009F) and every
+ * byte that is not part of valid UTF-8 reads \xNN, byte by byte. Backslashes
+ * stay as they are, so escaping a message twice changes nothing. Output that
+ * does not fit is cut between characters and ends in "...". Every gpt2_error
+ * message has been through it. Returns out. */
+char *gpt2_text_escape(const char *s, size_t n, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
 /* main.c — gptscope's entry point: dispatches to a subcommand. The only place that exits. */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,7 @@ int main(int argc, char **argv) {
         printf("gptscope %s\n", GPTSCOPE_VERSION);
         exit(EXIT_OK);
     }
+    opterr = 0; /* the commands report bad options themselves (cli_option_error) */
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(cmd, commands[i].name) == 0) exit(commands[i].run(argc - 1, argv + 1));
 #ifdef GPTSCOPE_HAVE_CHAT
@@ -69,7 +71,8 @@ int main(int argc, char **argv) {
         exit(cmd_chat(argc, argv));
     }
 #endif
-    fprintf(stderr, "gptscope: unknown command '%s'\n\n", cmd);
+    cli_error("unknown command '%s'", cmd);
+    fputc('\n', stderr);
     usage(stderr);
     exit(EXIT_USAGE);
 }

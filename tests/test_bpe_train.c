@@ -572,9 +572,9 @@ static void test_cli(void **state) {
                          "train-tokenizer --vocab-size 300 --train-fraction 1.5 -o %s %s",
                          "train-tokenizer --vocab-size 300 --min-frequency 0 -o %s %s",
                          "train-tokenizer --vocab-size 300 %s%s"};
-    const char *why[] = {"--vocab-size is required", "--vocab-size: expected an integer in [257",
+    const char *why[] = {"train-tokenizer needs --vocab-size N", "--vocab-size: expected an integer in [257",
                          "--train-fraction: expected a number in (0, 1]", "--train-fraction",
-                         "--min-frequency", "-o DIR is required"};
+                         "--min-frequency", "train-tokenizer needs -o DIR"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         r = run(bad[i], i == 5 ? "" : out, file);
         if (r.status != 2 || !strstr(r.err, why[i]))

@@ -51,6 +51,161 @@ static void test_usage_errors(void **state) {
     run_free(&r);
 }
 
+/* COMMAND --help: the usage on stdout, status 0, nothing on stderr. */
+static void test_help(void **state) {
+    (void)state;
+    static const char *cmds[] = {"tokenize", "generate", "topk", "attention", "eval",
+                                 "bench", "train", "train-tokenizer", "chat"};
+    run_result top = run(NULL, "--help");
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "  %s ", cmds[i]);
+        if (!strstr(top.out, want)) continue; /* chat: built only with ncursesw and readline */
+        run_result r = run(NULL, "%s --help", cmds[i]);
+        snprintf(want, sizeof want, "usage: gptscope %s ", cmds[i]);
+        if (r.status != 0 || strncmp(r.out, want, strlen(want)) != 0 || r.err[0])
+            fail_msg("%s --help: status %d, stdout '%.60s', stderr '%s'", cmds[i], r.status, r.out, r.err);
+        run_free(&r);
+    }
+    run_free(&top);
+}
+
+/* A usage error says what is missing or wrong (then the usage), on stderr, status 2. */
+static void test_usage_errors_say_what(void **state) {
+    (void)state;
+    const char *m = fixture_path("models/tiny-f32");
+    static const struct { const char *args, *want; } cases[] = {
+        {"attention -m %s -p x --layer 0", "gptscope: attention needs --head H\nusage: gptscope attention"},
+        {"attention -m %s --layer 0", "attention needs -p PROMPT and --head H"},
+        {"attention -m %s", "attention needs -p PROMPT, --layer L and --head H"},
+        {"topk -m %s", "topk needs -p PROMPT"},
+        {"generate -m %s -n 3", "generate needs -p PROMPT"},
+        {"eval -m %s", "eval needs a FILE to score"},
+        {"eval -m %s a.txt b.txt", "eval: unexpected argument 'b.txt' (a FILE to score, one only)"},
+        {"tokenize -m %s stray", "tokenize: unexpected argument 'stray'"},
+        {"topk -m %s -p x --bogus", "topk: unknown option '--bogus'"},
+        {"topk -m %s -p x -Z", "topk: unknown option '-Z'"},
+        {"topk -m %s -p", "topk: option '-p' needs a value"},
+        {"attention -m %s -p x --layer 0 --head", "attention: option '--head' needs a value"},
+        {"train-tokenizer corpus.txt", "train-tokenizer needs --vocab-size N and -o DIR"},
+        {"train -o out corpus.txt", "train needs --tokenizer DIR"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        run_result r = run(NULL, cases[i].args, m);
+        if (r.status != 2 || !strstr(r.err, cases[i].want) || r.out[0])
+            fail_msg("`%s`: status %d, stderr:\n%s\nexpected status 2 and '%s'", cases[i].args, r.status, r.err,
+                     cases[i].want);
+        run_free(&r);
+    }
+}
+
+/* Values out of range are refused with the range, never clamped; a directory
+ * given as a file says it is one (it said "read error"). */
+static void test_refusals_say_why(void **state) {
+    (void)state;
+    const char *m = fixture_path("models/tiny-f32");
+    run_result r = run(NULL, "generate -m %s -p x -n 1 --seed 99999999999999999999999", m);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--seed: expected an integer in [0, 18446744073709551615], found "
+                                  "'99999999999999999999999'"));
+    run_free(&r);
+    r = run(NULL, "generate -m %s -p x -n 1 --seed -1", m);
+    assert_int_equal(r.status, 2);
+    run_free(&r);
+    /* the largest seed is taken: same ids twice */
+    run_result a = run(NULL, "generate -m %s -p x -n 5 --ids --seed 18446744073709551615", m);
+    run_result b = run(NULL, "generate -m %s -p x -n 5 --ids --seed 18446744073709551615", m);
+    assert_int_equal(a.status, 0);
+    assert_string_equal(a.out, b.out);
+    run_free(&a), run_free(&b);
+    r = run(NULL, "eval -m %s %s", m, fixture_path("models"));
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "/models: is a directory, expected a file")) fail_msg("stderr: %s", r.err);
+    run_free(&r);
+}
+
+/* stderr/stdout text holds no raw control byte but the line ends. */
+static void assert_no_raw_controls(const char *what, const char *text) {
+    for (const char *c = text; *c; c++)
+        if (((unsigned char)*c < 0x20 && *c != '\n') || *c == 0x7f)
+            fail_msg("%s: raw control byte 0x%02x in:\n%s", what, *c, text);
+}
+
+/* Untrusted bytes never reach the terminal raw: a path with a newline and a
+ * colour escape, in errors (from the CLI and from the library) and in eval's
+ * report; a theme file's OSC value through chat. */
+static void test_hostile_bytes_escaped(void **state) {
+    (void)state;
+    const char *m = fixture_path("models/tiny-f32");
+    const char *evil = "/nonexistent/evil\n\x1b[31mred\x1b]0;t\a";
+    run_result r = run(NULL, "eval -m %s %s", m, sq(evil));
+    assert_int_equal(r.status, 1);
+    assert_no_raw_controls("eval", r.err);
+    assert_non_null(strstr(r.err, "/nonexistent/evil\\n\\x1b[31mred\\x1b]0;t\\x07: cannot open"));
+    run_free(&r);
+    r = run(NULL, "generate -m %s -p x", sq(evil));
+    assert_int_equal(r.status, 1);
+    assert_no_raw_controls("generate -m", r.err);
+    assert_non_null(strstr(r.err, "evil\\n\\x1b[31mred"));
+    run_free(&r);
+    /* a real file with such a name: eval's report line names it escaped */
+    char dir[] = "/tmp/gptscope-evil-XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/e\x1b[2Jx\n.txt", dir);
+    char *text = read_file(fixture_path("cli/tiny-f32/eval.txt"), NULL);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    r = run(NULL, "eval -q -m %s %s", m, sq(path));
+    assert_int_equal(r.status, 0);
+    assert_no_raw_controls("eval report", r.out);
+    assert_non_null(strstr(r.out, "e\\x1b[2Jx\\n.txt: "));
+    run_free(&r);
+    unlink(path);
+    /* chat refuses a bad theme before it touches the terminal */
+    run_result top = run(NULL, "--help");
+    if (strstr(top.out, "  chat ")) {
+        snprintf(path, sizeof path, "%s/t\x1b[31m.theme", dir);
+        f = fopen(path, "wb");
+        assert_non_null(f);
+        fputs("text = \x1b]0;x\a\n", f);
+        fclose(f);
+        r = run(NULL, "chat -m %s --theme %s", m, sq(path));
+        assert_int_equal(r.status, 1);
+        assert_no_raw_controls("chat --theme", r.err);
+        assert_non_null(strstr(r.err, "t\\x1b[31m.theme:1: text: '\\x1b]0;x\\x07' is not a colour"));
+        run_free(&r);
+        unlink(path);
+    }
+    run_free(&top);
+    rmdir(dir);
+    free(text);
+}
+
+/* tokenize --pieces: bytes that are not valid UTF-8 are told apart (\xe9 is
+ * not \xff; both used to print as U+FFFD), control bytes escaped, quotes and
+ * backslashes escaped so that the quotes delimit each piece. The ids are the
+ * published GPT-2 ones for these bytes (OpenAI's byte-level vocabulary). */
+static void test_tokenize_pieces_escaped(void **state) {
+    (void)state;
+    const char *dir = test_env("GPT2_TOKENIZER_DIR");
+    run_result r = run("\xe9\xff\x1b\"\\", "tokenize -m %s", dir);
+    /* bytes e9 ff 1b 22 5c, each its own token: GPT-2's byte tokens are ids 0..255 in
+     * bytes_to_unicode order ('!'..'~' 0..93, a1..ac 94..105, ae..ff 106..187, then the
+     * others from 00: 188..) */
+    assert_string_equal(r.out, "165 187 215 1 59\n");
+    run_free(&r);
+    r = run("\xe9\xff\x1b\"\\", "tokenize -m %s --pieces", dir);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "\"\\xe9\" \"\\xff\" \"\\x1b\" \"\\\"\" \"\\\\\"\n");
+    run_free(&r);
+    r = run(NULL, "tokenize -m %s --pieces --text 'caf\xc3\xa9 \tx'", dir);
+    /* pieces of ids 66 1878 2634 220 197 87 (tests/ref/bpe_ref.py): valid UTF-8 as is */
+    assert_string_equal(r.out, "\"c\" \"af\" \"\xc3\xa9\" \" \" \"\\t\" \"x\"\n");
+    run_free(&r);
+}
+
 /* Published GPT-2 ids (OpenAI's encoder), through argv and through stdin. */
 static void test_tokenize_published(void **state) {
     (void)state;
@@ -263,20 +418,56 @@ static void test_threads_option(void **state) {
     free(text);
 }
 
+/* topk and attention take --threads; their output does not depend on it
+ * (the engine computes bit-identical results for any thread count). */
+static void test_inspect_threads(void **state) {
+    (void)state;
+    const char *mdir = fixture_path("models/tiny-f32");
+    char *prompt = read_file(fixture_path("cli/tiny-f32/prompt.txt"), NULL);
+    static const char *cmds[] = {"topk -k 50", "topk -k 20 --json", "attention --layer 1 --head 2 --json"};
+    for (int i = 0; i < 3; i++) {
+        run_result a = run(NULL, "%s -m %s -p %s --threads 1", cmds[i], mdir, sq(prompt));
+        run_result b = run(NULL, "%s -m %s -p %s --threads 2", cmds[i], mdir, sq(prompt));
+        assert_int_equal(a.status, 0);
+        assert_int_equal(b.status, 0);
+        assert_true(strlen(a.out) > 100);
+        assert_string_equal(a.out, b.out);
+        run_free(&a), run_free(&b);
+    }
+    run_result r = run(NULL, "topk -m %s -p x --threads 0", mdir);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--threads: expected an integer in [1, 256], found '0'"));
+    run_free(&r);
+    free(prompt);
+}
+
 static double json_number(const cJSON *j, const char *key) {
     const cJSON *v = cJSON_GetObjectItem(j, key);
     if (!cJSON_IsNumber(v)) fail_msg("bench --json: \"%s\" is missing or not a number", key);
     return v->valuedouble;
 }
 
-/* bench on the bundled model: every figure present, the probe's figures real
+/* bench on the bundled model, through a link named sh"k\ (the name comes back
+ * exactly, parsed by Python's json): every figure present, the probe's figures real
  * (a probe that never answered reads 0), the ratio between its quartiles, and
  * the weight bytes per token as GPT-2's shapes give them. Too few positions
  * is a clean error. No figure is judged for speed. */
 static void test_bench_json(void **state) {
     (void)state;
-    run_result r = run(NULL, "bench -m models/shakespeare --reps 1 --json");
+    /* through a directory named with a quote and a backslash: the name comes back exactly */
+    char dir[] = "/tmp/gptscope-bench-XXXXXX", link[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(link, sizeof link, "%s/sh\"k\\", dir);
+    char *target = realpath("models/shakespeare", NULL);
+    assert_non_null(target);
+    assert_int_equal(symlink(target, link), 0);
+    free(target);
+    run_result r = run(NULL, "bench -m %s --reps 1 --json", sq(link));
     assert_int_equal(r.status, 0);
+    py_check("bench --json", r.out, hex_let("name", "sh\"k\\", 5), "j['model'] == arg['name'].decode()",
+             "'model_bytes' not in j", "j['dtype'] == 'f16' and j['reps'] == 1", NULL);
+    unlink(link);
+    rmdir(dir);
     cJSON *j = cJSON_Parse(r.out);
     assert_non_null(j);
     static const char *positive[] = {"prefill_128_tok_s", "decode_tok_s", "decode_hooked_tok_s", "peak_rss_mb",
@@ -358,6 +549,12 @@ int main(void) {
     static const char *f32 = "tiny-f32", *bf16 = "tiny-bf16";
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_usage_errors_say_what),
+        cmocka_unit_test(test_refusals_say_why),
+        cmocka_unit_test(test_hostile_bytes_escaped),
+        cmocka_unit_test(test_tokenize_pieces_escaped),
+        cmocka_unit_test(test_inspect_threads),
         cmocka_unit_test(test_quantize_option),
         cmocka_unit_test(test_threads_option),
         cmocka_unit_test(test_tokenize_published),

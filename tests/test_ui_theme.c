@@ -7,7 +7,10 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ui/ui_logic.h"
 
@@ -65,6 +68,59 @@ static void test_parse_errors_name_file_and_line(void **state) {
     expect_error("name = a b\n", "x.theme:1: name: expected one word");
 }
 
+/* Messages that say what is wrong: a '#' value that is no colour (it used to
+ * read "has no value", the '#' having started a comment), with the accepted forms. */
+static void test_error_messages_say_what(void **state) {
+    (void)state;
+    expect_error("text = #zzzzzz\n", "x.theme:1: text: '#zzzzzz' is not a colour");
+    expect_error("text = #zzzzzz\n", "#rrggbb");
+    expect_error("user = red on #zzzzzz\n", "x.theme:1: user: '#zzzzzz' is not a colour");
+    expect_error("user = blu\n", "expected default, black, red");
+    expect_error("text = # a comment only\n", "x.theme:1: 'text' has no value");
+}
+
+static void assert_no_control_bytes(const char *msg) {
+    for (const char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) fail_msg("raw control byte 0x%02x in '%s'", *c, msg);
+}
+
+/* Values and paths from the user's files are shown escaped, never raw: an
+ * OSC title sequence as a colour, a name with a screen-clearing escape, a
+ * path with a newline and a colour escape. */
+static void test_hostile_bytes_escaped(void **state) {
+    (void)state;
+    ui_theme t;
+    char err[512] = "";
+    assert_int_equal(parse("text = \x1b]0;x\a\n", &t, err), -1);
+    assert_no_control_bytes(err);
+    assert_non_null(strstr(err, "x.theme:1: text: '\\x1b]0;x\\x07' is not a colour"));
+    assert_int_equal(parse("name = \x1b[2J\xff\n", &t, err), -1);
+    assert_no_control_bytes(err);
+    assert_non_null(strstr(err, "name: '\\x1b[2J\\xff' has control characters"));
+    assert_int_equal(ui_theme_parse("text = red\n", 11, "evil\n\x1b[31m.theme", &t, err, sizeof err), 0);
+    assert_int_equal(ui_theme_parse("text = bad\n", 11, "evil\n\x1b[31m.theme", &t, err, sizeof err), -1);
+    assert_no_control_bytes(err);
+    assert_non_null(strstr(err, "evil\\n\\x1b[31m.theme:1: text: 'bad'"));
+    assert_int_equal(ui_theme_load("/nonexistent/evil\n\x1b[31m.theme", NULL, &t, err, sizeof err), -1);
+    assert_no_control_bytes(err);
+    assert_non_null(strstr(err, "/nonexistent/evil\\n\\x1b[31m.theme: cannot open theme"));
+}
+
+/* A directory in place of a theme file says so (it read "larger than 64 KiB"). */
+static void test_directory_theme(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gptscope-theme-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/x.theme", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    ui_theme t;
+    char err[512] = "";
+    assert_int_equal(ui_theme_load(path, NULL, &t, err, sizeof err), -1);
+    if (!strstr(err, "x.theme: is a directory, expected a theme file")) fail_msg("message: %s", err);
+    rmdir(path);
+    rmdir(dir);
+}
+
 static void test_colors(void **state) {
     (void)state;
     ui_color c;
@@ -108,6 +164,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_roles), cmocka_unit_test(test_parse_errors_name_file_and_line),
         cmocka_unit_test(test_colors), cmocka_unit_test(test_bundled_themes),
+        cmocka_unit_test(test_error_messages_say_what), cmocka_unit_test(test_hostile_bytes_escaped),
+        cmocka_unit_test(test_directory_theme),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,8 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include <cjson/cJSON.h>
+
 #include "gpt2.h"
 
 enum { EXIT_OK = 0, EXIT_ERR = 1, EXIT_USAGE = 2 };
@@ -71,6 +73,38 @@ void cli_error(const char *fmt, ...)
 #endif
     ;
 
+/* s in gpt2_text_escape's form (control bytes and invalid UTF-8 as \xNN),
+ * for paths and names echoed on stdout; one of 4 static buffers in turn, cut
+ * with "..." past 1 KiB. cli_error escapes its whole message itself. */
+const char *cli_show(const char *s);
+
+/* A command's usage text: for --help on stdout, returning EXIT_OK; else on
+ * stderr, returning EXIT_USAGE. */
+int cli_usage(int help, const char *text);
+
+/* A usage error: one line "gptscope: MESSAGE" saying what is missing or
+ * wrong, then the usage text, on stderr. Returns EXIT_USAGE. */
+int cli_usage_error(const char *text, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Required options, as pairs (const char *name, int given) ending with NULL:
+ * EXIT_OK when all were given, else the usage error "CMD needs --head H" (or
+ * "-p PROMPT and --head H") and EXIT_USAGE. */
+int cli_required(const char *text, const char *cmd, ...);
+
+/* After option parsing: EXIT_OK when exactly `want` (0 or 1) positional
+ * arguments, named `name` ("FILE"), follow; else the usage error saying which
+ * is missing or unexpected, and EXIT_USAGE. */
+int cli_positional(const char *text, const char *cmd, int argc, char *const argv[], int want, const char *name);
+
+/* The usage error for what getopt_long returned on a bad option: '?' (an
+ * unknown option) or ':' (a missing value; the optstring starts with ':').
+ * main() sets opterr to 0, so getopt prints nothing itself. */
+int cli_option_error(int c, char *const argv[], const char *text);
+
 /* The model directory: -m if given, else $GPTSCOPE_MODEL, else the bundled
  * models/shakespeare next to the executable. */
 const char *cli_model_dir(const char *opt_m);
@@ -105,11 +139,41 @@ char *cli_read_all(FILE *f, const char *path, size_t limit, size_t *len);
 /* Encodes text; on failure prints the tokenizer's message. Returns 0 on error. */
 int cli_encode(const gpt2_tokenizer *tok, const char *text, size_t len, int flags, int32_t **ids, size_t *n);
 
-/* Writes s as a JSON string literal: invalid UTF-8 becomes U+FFFD. */
-void cli_json_string(FILE *out, const char *s, size_t len);
+/* JSON output (json.c), built with cJSON. Text is a JSON string; where its
+ * bytes are not valid UTF-8 or hold a NUL, those read U+FFFD and a sibling
+ * KEY_bytes lists every byte (0..255), so the exact bytes come back. A NaN or
+ * infinite number is null with a sibling KEY_nonfinite: "nan", "inf" or
+ * "-inf". An allocation that fails is remembered and reported by
+ * cli_json_print. */
+void cli_json_text(cJSON *obj, const char *key, const char *s, size_t n);
+void cli_json_number(cJSON *obj, const char *key, double v);
 
-/* Writes a float as JSON (no NaN/Inf in JSON: those print as null). */
-void cli_json_float(FILE *out, double v);
+/* obj takes item under key (item freed if that fails); null under key. */
+void cli_json_add(cJSON *obj, const char *key, cJSON *item);
+void cli_json_null(cJSON *obj, const char *key);
+
+/* A new object appended to the array arr (NULL if that failed). */
+cJSON *cli_json_new_object(cJSON *arr);
+
+/* One token's text under key (with key_bytes when needed). */
+void cli_json_token(cJSON *obj, const char *key, const gpt2_tokenizer *tok, int32_t id);
+
+/* "ids": [...], "tokens": [...] and, when some token's text is not exact,
+ * "tokens_bytes": [null or [bytes], ...] with one entry per token. */
+void cli_json_tokens(cJSON *obj, const gpt2_tokenizer *tok, const int32_t *ids, size_t n);
+
+/* key: rows x cols floats as nested arrays (row-major w); the cells that are
+ * not finite are null and listed in key_nonfinite as [row, col, "nan"]. */
+void cli_json_matrix(cJSON *obj, const char *key, const float *w, int rows, int cols);
+
+/* Prints root on one line to stdout and frees it: EXIT_OK, or EXIT_ERR (a
+ * message printed) when building it ran out of memory. */
+int cli_json_print(cJSON *root);
+
+/* A token's (or any) bytes in double quotes on stdout, for people: valid
+ * UTF-8 as is, \n \t \r \\ \" and \xNN for other control bytes and bytes that
+ * are not valid UTF-8 (gpt2_text_escape's form, quotes and backslashes added). */
+void cli_print_piece(const char *b, size_t n);
 
 /* Installs a SIGINT/SIGTERM handler that only sets a flag; returns the flag. */
 volatile sig_atomic_t *cli_interrupt_flag(void);

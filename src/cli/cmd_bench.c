@@ -2,6 +2,7 @@
  * machine's own read bandwidth measured in the same run, so that the ratio
  * decode bandwidth / machine bandwidth holds on a noisy machine. */
 #include <getopt.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,21 +264,66 @@ static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T
     return median(t, reps);
 }
 
-static int usage(void) {
-    fputs("usage: gptscope bench [-m DIR [--quantize q8]] [--dtype f32|f16|bf16|q8] [--reps N] [--threads N]\n"
-          "                      [--json]\n"
-          "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory\n"
-          "  (q8: drawn in F32, then quantized to 8 bits as --quantize q8 does).\n"
-          "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
-          "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
-          "  decode's weight bandwidth against this machine's read bandwidth (blocks of\n"
-          "  16 tokens, each right after a read pass over 1 GiB: median and quartiles),\n"
-          "  and the cost of one eval of T = 2..16 positions (a speculative verification\n"
-          "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
-          "  512-token figures.\n",
-          stderr);
-    return EXIT_USAGE;
+/* bench's figures for --json. Those not measured are null: load_s for the
+ * random model, the 512-token figures for a model with fewer positions, the
+ * bandwidth figures when the probe never answered. */
+typedef struct {
+    const char *model, *dtype;
+    int threads, reps, loaded, long_ok, probe_ok, probe_4k_ok;
+    double load_s, prefill_128, prefill_512, decode, decode_hooked, hooked_ratio, ttft_500_ms, rss_mb;
+    size_t weight_bytes;
+    double decode_gbs, machine_gbs, machine_4k_gbs, ratio, ratio_q1, ratio_q3, pass_ms[5];
+} bench_figures;
+
+/* v rounded to `decimals` places (the figures' precision); null when not measured. */
+static void figure(cJSON *obj, const char *key, int measured, double v, int decimals) {
+    if (!measured) {
+        cli_json_null(obj, key);
+        return;
+    }
+    const double scale = pow(10, decimals);
+    cli_json_number(obj, key, round(v * scale) / scale);
 }
+
+static int bench_json(const bench_figures *f) {
+    cJSON *root = cJSON_CreateObject(), *pass = cJSON_CreateObject();
+    cli_json_text(root, "model", f->model, strlen(f->model));
+    cli_json_text(root, "dtype", f->dtype, strlen(f->dtype));
+    cli_json_number(root, "threads", f->threads);
+    cli_json_number(root, "reps", f->reps);
+    figure(root, "load_s", f->loaded, f->load_s, 4);
+    figure(root, "prefill_128_tok_s", 1, f->prefill_128, 1);
+    figure(root, "prefill_512_tok_s", f->long_ok, f->prefill_512, 1);
+    figure(root, "decode_tok_s", 1, f->decode, 2);
+    figure(root, "decode_hooked_tok_s", 1, f->decode_hooked, 2);
+    figure(root, "decode_hooked_ratio", 1, f->hooked_ratio, 3);
+    figure(root, "ttft_500_ms", f->long_ok, f->ttft_500_ms, 1);
+    figure(root, "peak_rss_mb", 1, f->rss_mb, 1);
+    cli_json_number(root, "weight_bytes_per_token", (double)f->weight_bytes);
+    figure(root, "decode_read_gb_s", 1, f->decode_gbs, 2);
+    figure(root, "machine_read_gb_s", f->probe_ok, f->machine_gbs, 2);
+    figure(root, "machine_read_4k_gb_s", f->probe_4k_ok, f->machine_4k_gbs, 2);
+    figure(root, "decode_bandwidth_ratio", f->probe_ok, f->ratio, 3);
+    figure(root, "decode_bandwidth_ratio_q1", f->probe_ok, f->ratio_q1, 3);
+    figure(root, "decode_bandwidth_ratio_q3", f->probe_ok, f->ratio_q3, 3);
+    static const char *const t[5] = {"1", "2", "4", "8", "16"};
+    for (int i = 0; i < 5; i++) figure(pass, t[i], 1, f->pass_ms[i], 3);
+    cli_json_add(root, "pass_ms", pass);
+    return cli_json_print(root);
+}
+
+static const char usage_text[] =
+    "usage: gptscope bench [-m DIR [--quantize q8]] [--dtype f32|f16|bf16|q8] [--reps N] [--threads N]\n"
+    "                      [--json]\n"
+    "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory\n"
+    "  (q8: drawn in F32, then quantized to 8 bits as --quantize q8 does).\n"
+    "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
+    "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
+    "  decode's weight bandwidth against this machine's read bandwidth (blocks of\n"
+    "  16 tokens, each right after a read pass over 1 GiB: median and quartiles),\n"
+    "  and the cost of one eval of T = 2..16 positions (a speculative verification\n"
+    "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
+    "  512-token figures.\n";
 
 int cmd_bench(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
@@ -290,9 +336,9 @@ int cmd_bench(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     const char *mdir = NULL, *quantize = NULL;
     gpt2_dtype dtype = GPT2_DTYPE_F32;
-    long reps = 3, n_threads = 0;
-    int json = 0, c;
-    while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+    long reps = 3;
+    int json = 0, n_threads = 0, c;
+    while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': mdir = optarg; break;
         case 'd':
@@ -306,13 +352,15 @@ int cmd_bench(int argc, char **argv) {
             }
             break;
         case 'r': if (!cli_parse_int("--reps", optarg, 1, 100, &reps)) return EXIT_USAGE; break;
-        case 't': if (!cli_parse_int("--threads", optarg, 1, 256, &n_threads)) return EXIT_USAGE; break;
+        case 't': if (!cli_threads_option(optarg, &n_threads)) return EXIT_USAGE; break;
         case 'j': json = 1; break;
         case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
-        default: return usage();
+        case 'h': return cli_usage(1, usage_text);
+        default: return cli_option_error(c, argv, usage_text);
         }
     }
-    if (optind != argc) return usage();
+    int rc = cli_positional(usage_text, "bench", argc, argv, 0, "");
+    if (rc != EXIT_OK) return rc;
     if (quantize && !mdir) {
         cli_error("--quantize needs -m DIR; the random model takes --dtype q8");
         return EXIT_USAGE;
@@ -424,33 +472,17 @@ int cmd_bench(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru);
     const double rss_mb = (double)ru.ru_maxrss / 1024.0;
     if (json) {
-        char p512s[32] = "null", ttfts[32] = "null"; /* not measured below 513 positions */
-        char gbs[32] = "null", gbs4k[32] = "null", ratios[96] = "null, \"decode_bandwidth_ratio_q1\": null, "
-                                                                  "\"decode_bandwidth_ratio_q3\": null";
-        if (long_ok) {
-            snprintf(p512s, sizeof p512s, "%.1f", mp512);
-            snprintf(ttfts, sizeof ttfts, "%.1f", mttft);
-        }
-        if (n_ok) { /* null when the probe never answered */
-            snprintf(gbs, sizeof gbs, "%.2f", machine_gbs);
-            snprintf(ratios, sizeof ratios,
-                     "%.3f, \"decode_bandwidth_ratio_q1\": %.3f, \"decode_bandwidth_ratio_q3\": %.3f", mratio,
-                     ratio_q1, ratio_q3);
-        }
-        if (n_4k) snprintf(gbs4k, sizeof gbs4k, "%.2f", machine_4k_gbs);
-        printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"threads\": %d, \"reps\": %d, \"load_s\": %.4f, "
-               "\"prefill_128_tok_s\": %.1f, \"prefill_512_tok_s\": %s, \"decode_tok_s\": %.2f, "
-               "\"decode_hooked_tok_s\": %.2f, \"decode_hooked_ratio\": %.3f, \"ttft_500_ms\": %s, \"peak_rss_mb\": %.1f, "
-               "\"weight_bytes_per_token\": %zu, \"decode_read_gb_s\": %.2f, \"machine_read_gb_s\": %s, "
-               "\"machine_read_4k_gb_s\": %s, \"decode_bandwidth_ratio\": %s, "
-               "\"pass_ms\": {\"1\": %.3f, \"2\": %.3f, \"4\": %.3f, \"8\": %.3f, \"16\": %.3f}}\n",
-               mdir ? gpt2_model_name(m) : "random-124M", gpt2_dtype_name(gpt2_model_dtype(m)), threads, R,
-               load_s, mp128, p512s, mdec, mhooked, mhook_ratio, ttfts, rss_mb, wbytes, decode_gbs, gbs, gbs4k,
-               ratios, pass_ms[0], pass_ms[1], pass_ms[2], pass_ms[3],
-               pass_ms[4]);
+        bench_figures f = {mdir ? gpt2_model_name(m) : "random-124M", gpt2_dtype_name(gpt2_model_dtype(m)),
+                           threads, R, mdir != NULL, long_ok, n_ok > 0, n_4k > 0, load_s, mp128, mp512, mdec,
+                           mhooked, mhook_ratio, mttft, rss_mb, wbytes, decode_gbs, machine_gbs, machine_4k_gbs,
+                           mratio, ratio_q1, ratio_q3, {pass_ms[0], pass_ms[1], pass_ms[2], pass_ms[3], pass_ms[4]}};
+        rc = bench_json(&f);
+        gpt2_context_free(ctx);
+        gpt2_model_free(m);
+        return rc;
     } else {
         printf("model        %s (%s, %d layers, %d embd, %d ctx), %d threads, median of %d\n",
-               mdir ? gpt2_model_name(m) : "random GPT-2 124M shape", gpt2_dtype_name(gpt2_model_dtype(m)),
+               mdir ? cli_show(gpt2_model_name(m)) : "random GPT-2 124M shape", gpt2_dtype_name(gpt2_model_dtype(m)),
                cfg->n_layer, cfg->n_embd, cfg->n_ctx, threads, R);
         if (load_s >= 0) printf("load         %.3f s\n", load_s);
         printf("prefill 128  %.1f tok/s\n", mp128);

@@ -122,16 +122,15 @@ out:
     return rc;
 }
 
-static int usage(void) {
-    fputs("usage: gptscope eval [-m DIR] [--heldout F] [--examples] [--json] [-q] [--quantize q8]\n"
-          "                     [--threads N] FILE\n"
-          "  Mean loss of the model on FILE: nats per token and bits per byte.\n"
-          "  --heldout F   score only the last fraction F of FILE, cut where `gptscope train\n"
-          "                --val-fraction F` cuts its validation split\n"
-          "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n",
-          stderr);
-    return EXIT_USAGE;
-}
+static const char usage_text[] =
+    "usage: gptscope eval [-m DIR] [--heldout F] [--examples] [--json] [-q] [--quantize q8]\n"
+    "                     [--threads N] FILE\n"
+    "  Mean loss of the model on FILE: nats per token and bits per byte.\n"
+    "  --heldout F   score only the last fraction F of FILE, cut where `gptscope train\n"
+    "                --val-fraction F` cuts its validation split\n"
+    "  --examples    score each line on its own\n"
+    "  -q            no progress line on stderr\n"
+    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n";
 
 int cmd_eval(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
@@ -146,7 +145,7 @@ int cmd_eval(int argc, char **argv) {
     const char *mdir = NULL, *quantize = NULL;
     int json = 0, quiet = 0, lines = 0, n_threads = 0, c;
     double heldout = 1.0;
-    while ((c = getopt_long(argc, argv, "m:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'm': mdir = optarg; break;
         case 'H':
@@ -157,12 +156,14 @@ int cmd_eval(int argc, char **argv) {
         case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &n_threads)) return EXIT_USAGE; break;
         case 'j': json = 1; break;
         case 'q': quiet = 1; break;
-        default: return usage();
+        case 'h': return cli_usage(1, usage_text);
+        default: return cli_option_error(c, argv, usage_text);
         }
     }
-    if (optind + 1 != argc) return usage();
+    int rc = cli_positional(usage_text, "eval", argc, argv, 1, "a FILE to score");
+    if (rc != EXIT_OK) return rc;
     const char *path = argv[optind];
-    int rc = EXIT_ERR;
+    rc = EXIT_ERR;
     size_t len = 0;
     char *text = cli_read_all(NULL, path, CLI_TEXT_MAX, &len);
     gpt2_model *m = text ? cli_load_model_as(cli_model_dir(mdir), quantize) : NULL;
@@ -174,14 +175,20 @@ int cmd_eval(int argc, char **argv) {
     if ((rc = cli_score_text(m, path, text + from, len - from,
                              (quiet ? CLI_SCORE_QUIET : 0) | (lines ? CLI_SCORE_LINES : 0), n_threads, &r)) != EXIT_OK)
         goto out;
-    if (json)
-        printf("{\"file\": \"%s\", \"from_byte\": %zu, \"tokens\": %zu, \"scored\": %ld, \"bytes\": %.0f, "
-               "\"nats_per_token\": %.6f, \"bits_per_byte\": %.6f}\n",
-               path, from, r.tokens, r.scored, r.bytes, r.nats_per_token, r.bits_per_byte);
-    else
+    if (json) {
+        cJSON *root = cJSON_CreateObject();
+        cli_json_text(root, "file", path, strlen(path));
+        cli_json_number(root, "from_byte", (double)from);
+        cli_json_number(root, "tokens", (double)r.tokens);
+        cli_json_number(root, "scored", (double)r.scored);
+        cli_json_number(root, "bytes", r.bytes);
+        cli_json_number(root, "nats_per_token", r.nats_per_token);
+        cli_json_number(root, "bits_per_byte", r.bits_per_byte);
+        rc = cli_json_print(root);
+    } else
         printf("%s: %.4f nats/token, %.4f bits/byte (%ld tokens scored, %.0f bytes from byte %zu, context %d, "
                "stride %d)\n",
-               path, r.nats_per_token, r.bits_per_byte, r.scored, r.bytes, from, r.n_ctx, r.stride);
+               cli_show(path), r.nats_per_token, r.bits_per_byte, r.scored, r.bytes, from, r.n_ctx, r.stride);
 out:
     free(text);
     gpt2_model_free(m);

@@ -7,35 +7,32 @@
 
 #include "cli/cli.h"
 
-static int usage(void) {
-    fputs("usage: gptscope generate [-m DIR] -p PROMPT [-n N] [--temperature T] [--top-k K]\n"
-          "                         [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N]\n"
-          "                         [--seed S] [--ids] [--no-stop] [--special] [--quantize q8]\n"
-          "                         [--threads N] [-v]\n"
-          "                         [--draft DIR [--draft-k K] [--stats]]\n"
-          "  Streams the continuation (not the prompt) to stdout. PROMPT '-' reads stdin.\n"
-          "  -n N               tokens to generate (default 128)\n"
-          "  --temperature T    0 = greedy (default 0.8)\n"
-          "  --top-k K          keep the K most likely tokens, 0 = off (default 40)\n"
-          "  --top-p P          nucleus: smallest set with mass >= P, 1 = off (default 0.95)\n"
-          "  --min-p P          drop tokens below P x the top probability, 0 = off (default 0.05)\n"
-          "  --repeat-penalty R CTRL-style penalty on recent tokens, (default 1 = off)\n"
-          "  --repeat-last-n N  how many recent tokens the penalty sees (default 64)\n"
-          "  --seed S           RNG seed (default: random; -v prints it)\n"
-          "  --ids              print generated token ids instead of text\n"
-          "  --no-stop          keep going after <|endoftext|> instead of stopping\n"
-          "  --special          \"<|endoftext|>\" in the prompt is the special token\n"
-          "  --quantize q8      run the -m model with 8-bit weights (converted at load)\n"
-          "  --threads N        worker threads (default: one per CPU; the output does not depend\n"
-          "                     on it; with another program busy on the cores, fewer can be faster)\n"
-          "  --draft DIR        speculative sampling: the model in DIR (same tokenizer) drafts,\n"
-          "                     the -m model checks; same output distribution, fewer target passes\n"
-          "  --draft-k K        draft tokens per iteration, 1..16 (default 4)\n"
-          "  --stats            with --draft: print acceptance rate, tokens per target pass and the\n"
-          "                     speedup over target-only decoding (which it also runs) to stderr\n",
-          stderr);
-    return EXIT_USAGE;
-}
+static const char usage_text[] =
+    "usage: gptscope generate [-m DIR] -p PROMPT [-n N] [--temperature T] [--top-k K]\n"
+    "                         [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N]\n"
+    "                         [--seed S] [--ids] [--no-stop] [--special] [--quantize q8]\n"
+    "                         [--threads N] [-v]\n"
+    "                         [--draft DIR [--draft-k K] [--stats]]\n"
+    "  Streams the continuation (not the prompt) to stdout. PROMPT '-' reads stdin.\n"
+    "  -n N               tokens to generate (default 128)\n"
+    "  --temperature T    0 = greedy (default 0.8)\n"
+    "  --top-k K          keep the K most likely tokens, 0 = off (default 40)\n"
+    "  --top-p P          nucleus: smallest set with mass >= P, 1 = off (default 0.95)\n"
+    "  --min-p P          drop tokens below P x the top probability, 0 = off (default 0.05)\n"
+    "  --repeat-penalty R CTRL-style penalty on recent tokens, (default 1 = off)\n"
+    "  --repeat-last-n N  how many recent tokens the penalty sees (default 64)\n"
+    "  --seed S           RNG seed (default: random; -v prints it)\n"
+    "  --ids              print generated token ids instead of text\n"
+    "  --no-stop          keep going after <|endoftext|> instead of stopping\n"
+    "  --special          \"<|endoftext|>\" in the prompt is the special token\n"
+    "  --quantize q8      run the -m model with 8-bit weights (converted at load)\n"
+    "  --threads N        worker threads (default: one per CPU; the output does not depend\n"
+    "                     on it; with another program busy on the cores, fewer can be faster)\n"
+    "  --draft DIR        speculative sampling: the model in DIR (same tokenizer) drafts,\n"
+    "                     the -m model checks; same output distribution, fewer target passes\n"
+    "  --draft-k K        draft tokens per iteration, 1..16 (default 4)\n"
+    "  --stats            with --draft: print acceptance rate, tokens per target pass and the\n"
+    "                     speedup over target-only decoding (which it also runs) to stderr\n";
 
 static volatile sig_atomic_t *g_stop;
 /* Asked before each layer: Ctrl-C stops even a long prompt within a layer's work. */
@@ -66,7 +63,7 @@ int cmd_generate(int argc, char **argv) {
     int show_stats = 0, draft_k_given = 0;
     int print_ids = 0, stop_at_eot = 1, flags = 0, verbose = 0, seeded = 0, n_threads = 0, c;
     gpt2_sampler_params sp = gpt2_sampler_default_params();
-    while ((c = getopt_long(argc, argv, "m:p:n:vh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:n:vh", opts, NULL)) != -1) {
         switch (c) {
         case 'm': mdir = optarg; break;
         case 'p': prompt = optarg; break;
@@ -83,14 +80,17 @@ int cmd_generate(int argc, char **argv) {
         case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
         case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &n_threads)) return EXIT_USAGE; break;
         case 'v': verbose = 1; break;
+        case 'h': return cli_usage(1, usage_text);
         default: {
             int r = cli_sampling_option(c, optarg, &sp, &seeded);
             if (r < 0) return EXIT_USAGE;
-            if (r == 0) return usage();
+            if (r == 0) return cli_option_error(c, argv, usage_text);
         }
         }
     }
-    if (optind != argc || !prompt) return usage();
+    int rc = cli_positional(usage_text, "generate", argc, argv, 0, "");
+    if (rc == EXIT_OK) rc = cli_required(usage_text, "generate", "-p PROMPT (or -p - to read it from stdin)", !!prompt, NULL);
+    if (rc != EXIT_OK) return rc;
     if (!draft_dir && (show_stats || draft_k_given)) {
         cli_error("--draft-k and --stats need --draft DIR");
         return EXIT_USAGE;
@@ -103,7 +103,7 @@ int cmd_generate(int argc, char **argv) {
     if (!ptext) return EXIT_ERR;
     if (strcmp(prompt, "-") != 0) plen = strlen(ptext);
 
-    int rc = EXIT_ERR;
+    rc = EXIT_ERR;
     gpt2_model *m = cli_load_model_as(cli_model_dir(mdir), quantize);
     gpt2_context *ctx = NULL;
     gpt2_sampler *smp = NULL;

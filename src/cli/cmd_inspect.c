@@ -8,7 +8,7 @@
 
 typedef struct {
     const char *mdir, *prompt;
-    int flags, json;
+    int flags, json, n_threads;
 } inspect_args;
 
 /* Encodes the prompt (at least one token); prints the error and returns 0 on failure. */
@@ -22,10 +22,13 @@ static int encode_prompt(const gpt2_model *m, const inspect_args *a, int32_t **i
 }
 
 /* Runs the prompt through a new context with the given hooks; NULL on error. */
-static gpt2_context *eval_prompt(const gpt2_model *m, const int32_t *ids, size_t n, const gpt2_hooks *hooks) {
+static gpt2_context *eval_prompt(const gpt2_model *m, const inspect_args *a, const int32_t *ids, size_t n,
+                                 const gpt2_hooks *hooks) {
     gpt2_context *ctx = NULL;
     gpt2_error err;
-    if (gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err) != GPT2_OK) {
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_threads = a->n_threads;
+    if (gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
         cli_error("%s", err.msg);
         return NULL;
     }
@@ -38,10 +41,10 @@ static gpt2_context *eval_prompt(const gpt2_model *m, const int32_t *ids, size_t
     return ctx;
 }
 
-static void print_token(FILE *out, const gpt2_tokenizer *tok, int32_t id) {
-    size_t bl;
+static void print_token(const gpt2_tokenizer *tok, int32_t id) {
+    size_t bl = 0;
     const char *b = gpt2_tokenizer_token_bytes(tok, id, &bl);
-    cli_json_string(out, b ? b : "", bl);
+    cli_print_piece(b ? b : "", b ? bl : 0);
 }
 
 /* --- topk ----------------------------------------------------------------- */
@@ -51,19 +54,40 @@ typedef struct {
     float logit;
 } scored;
 
+/* Highest logit first, NaN last (so that the order stays total), ties by id. */
 static int by_logit_desc(const void *a, const void *b) {
     const scored *x = a, *y = b;
-    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    const int xn = isnan(x->logit), yn = isnan(y->logit);
+    if (xn != yn) return xn - yn;
+    if (!xn && x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
     return x->id - y->id;
 }
 
-static int topk_usage(void) {
-    fputs("usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special] [--quantize q8]\n"
-          "  The next-token distribution after PROMPT (temperature 1, no filtering):\n"
-          "  the K most likely tokens (default 10) with logit and probability.\n",
-          stderr);
-    return EXIT_USAGE;
+/* The first k of the sorted candidates; softmax with the given max and sum. */
+static int topk_report(const scored *all, long k, double max, double sum, const gpt2_tokenizer *tok, int json) {
+    cJSON *root = json ? cJSON_CreateArray() : NULL;
+    for (long i = 0; i < k; i++) {
+        const double p = exp((double)all[i].logit - max) / sum;
+        if (json) {
+            cJSON *e = cli_json_new_object(root);
+            cli_json_number(e, "id", all[i].id);
+            cli_json_token(e, "token", tok, all[i].id);
+            cli_json_number(e, "logit", all[i].logit);
+            cli_json_number(e, "prob", p);
+        } else {
+            printf("%6d  %9.4f  %8.5f  ", all[i].id, all[i].logit, p);
+            print_token(tok, all[i].id);
+            putchar('\n');
+        }
+    }
+    return json ? cli_json_print(root) : EXIT_OK;
 }
+
+static const char topk_usage[] =
+    "usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special] [--quantize q8] [--threads N]\n"
+    "  The next-token distribution after PROMPT (temperature 1, no filtering):\n"
+    "  the K most likely tokens (default 10) with logit and probability.\n"
+    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n";
 
 int cmd_topk(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
@@ -71,13 +95,14 @@ int cmd_topk(int argc, char **argv) {
                                          {"json", no_argument, 0, 'j'},
                                          {"special", no_argument, 0, 's'},
                                          {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
+                                         {"threads", required_argument, 0, CLI_OPT_THREADS},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     inspect_args a = {0};
     const char *quantize = NULL;
     long k = 10;
     int c;
-    while ((c = getopt_long(argc, argv, "m:p:k:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:k:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': a.mdir = optarg; break;
         case 'p': a.prompt = optarg; break;
@@ -85,17 +110,21 @@ int cmd_topk(int argc, char **argv) {
         case 'j': a.json = 1; break;
         case 's': a.flags |= GPT2_ENCODE_SPECIAL; break;
         case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
-        default: return topk_usage();
+        case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &a.n_threads)) return EXIT_USAGE; break;
+        case 'h': return cli_usage(1, topk_usage);
+        default: return cli_option_error(c, argv, topk_usage);
         }
     }
-    if (optind != argc || !a.prompt) return topk_usage();
+    int rc = cli_positional(topk_usage, "topk", argc, argv, 0, "");
+    if (rc == EXIT_OK) rc = cli_required(topk_usage, "topk", "-p PROMPT", !!a.prompt, NULL);
+    if (rc != EXIT_OK) return rc;
     int32_t *ids = NULL;
     size_t n = 0;
     scored *all = NULL;
     gpt2_context *ctx = NULL;
-    int rc = EXIT_ERR;
+    rc = EXIT_ERR;
     gpt2_model *m = cli_load_model_as(cli_model_dir(a.mdir), quantize);
-    if (!m || !encode_prompt(m, &a, &ids, &n) || !(ctx = eval_prompt(m, ids, n, NULL))) goto out;
+    if (!m || !encode_prompt(m, &a, &ids, &n) || !(ctx = eval_prompt(m, &a, ids, n, NULL))) goto out;
     const int V = gpt2_model_config(m)->n_vocab;
     const float *logits = gpt2_context_logits(ctx);
     all = malloc((size_t)V * sizeof *all);
@@ -108,26 +137,7 @@ int cmd_topk(int argc, char **argv) {
     for (int i = 0; i < V; i++) sum += exp((double)logits[i] - max);
     qsort(all, (size_t)V, sizeof *all, by_logit_desc);
     if (k > V) k = V;
-    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
-    if (a.json) putchar('[');
-    for (long i = 0; i < k; i++) {
-        double p = exp((double)all[i].logit - max) / sum;
-        if (a.json) {
-            printf("%s{\"id\": %d, \"token\": ", i ? ", " : "", all[i].id);
-            print_token(stdout, tok, all[i].id);
-            fputs(", \"logit\": ", stdout);
-            cli_json_float(stdout, all[i].logit);
-            fputs(", \"prob\": ", stdout);
-            cli_json_float(stdout, p);
-            putchar('}');
-        } else {
-            printf("%6d  %9.4f  %8.5f  ", all[i].id, all[i].logit, p);
-            print_token(stdout, tok, all[i].id);
-            putchar('\n');
-        }
-    }
-    if (a.json) puts("]");
-    rc = EXIT_OK;
+    rc = topk_report(all, k, max, sum, gpt2_model_tokenizer(m), a.json);
 out:
     free(all);
     free(ids);
@@ -154,13 +164,29 @@ static void keep_row(void *ud, int layer, int head, int pos, const float *probs,
         memcpy(cap->w + (size_t)pos * cap->T, probs, (size_t)n_keys * sizeof(float));
 }
 
-static int attention_usage(void) {
-    fputs("usage: gptscope attention [-m DIR] -p PROMPT --layer L --head H [--json] [--special]\n"
-          "  One head's causal attention matrix over the prompt: row i is query token i,\n"
-          "  column j key token j (0 for j > i). Layers and heads count from 0.\n",
-          stderr);
-    return EXIT_USAGE;
+static int attention_report(const att_capture *cap, const int32_t *ids, const gpt2_tokenizer *tok, int json) {
+    const int T = cap->T;
+    if (json) {
+        cJSON *root = cJSON_CreateObject();
+        cli_json_tokens(root, tok, ids, (size_t)T);
+        cli_json_matrix(root, "weights", cap->w, T, T);
+        return cli_json_print(root);
+    }
+    for (int i = 0; i < T; i++) {
+        printf("%4d ", i);
+        print_token(tok, ids[i]);
+        putchar('\t');
+        for (int j = 0; j <= i; j++) printf(j ? " %.4f" : "%.4f", cap->w[(size_t)i * T + j]);
+        putchar('\n');
+    }
+    return EXIT_OK;
 }
+
+static const char attention_usage[] =
+    "usage: gptscope attention [-m DIR] -p PROMPT --layer L --head H [--json] [--special] [--threads N]\n"
+    "  One head's causal attention matrix over the prompt: row i is query token i,\n"
+    "  column j key token j (0 for j > i). Layers and heads count from 0.\n"
+    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n";
 
 int cmd_attention(int argc, char **argv) {
     enum { O_LAYER = 256, O_HEAD };
@@ -170,12 +196,13 @@ int cmd_attention(int argc, char **argv) {
                                          {"head", required_argument, 0, O_HEAD},
                                          {"json", no_argument, 0, 'j'},
                                          {"special", no_argument, 0, 's'},
+                                         {"threads", required_argument, 0, CLI_OPT_THREADS},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     inspect_args a = {0};
     long layer = -1, head = -1;
     int c;
-    while ((c = getopt_long(argc, argv, "m:p:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:p:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': a.mdir = optarg; break;
         case 'p': a.prompt = optarg; break;
@@ -183,11 +210,17 @@ int cmd_attention(int argc, char **argv) {
         case O_HEAD: if (!cli_parse_int("--head", optarg, 0, 1 << 20, &head)) return EXIT_USAGE; break;
         case 'j': a.json = 1; break;
         case 's': a.flags |= GPT2_ENCODE_SPECIAL; break;
-        default: return attention_usage();
+        case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &a.n_threads)) return EXIT_USAGE; break;
+        case 'h': return cli_usage(1, attention_usage);
+        default: return cli_option_error(c, argv, attention_usage);
         }
     }
-    if (optind != argc || !a.prompt || layer < 0 || head < 0) return attention_usage();
-    int rc = EXIT_ERR;
+    int rc = cli_positional(attention_usage, "attention", argc, argv, 0, "");
+    if (rc == EXIT_OK)
+        rc = cli_required(attention_usage, "attention", "-p PROMPT", !!a.prompt, "--layer L", layer >= 0, "--head H",
+                          head >= 0, NULL);
+    if (rc != EXIT_OK) return rc;
+    rc = EXIT_ERR;
     int32_t *ids = NULL;
     size_t n = 0;
     gpt2_context *ctx = NULL;
@@ -207,37 +240,8 @@ int cmd_attention(int argc, char **argv) {
         cli_error("out of memory for a %zu x %zu attention matrix", n, n);
         goto out;
     }
-    if (!(ctx = eval_prompt(m, ids, n, &hooks))) goto out;
-    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
-    const int T = cap.T;
-    if (a.json) {
-        fputs("{\"tokens\": [", stdout);
-        for (int i = 0; i < T; i++) {
-            if (i) fputs(", ", stdout);
-            print_token(stdout, tok, ids[i]);
-        }
-        fputs("], \"ids\": [", stdout);
-        for (int i = 0; i < T; i++) printf(i ? ", %d" : "%d", ids[i]);
-        fputs("], \"weights\": [", stdout);
-        for (int i = 0; i < T; i++) {
-            fputs(i ? ", [" : "[", stdout);
-            for (int j = 0; j < T; j++) {
-                if (j) fputs(", ", stdout);
-                cli_json_float(stdout, cap.w[(size_t)i * T + j]);
-            }
-            putchar(']');
-        }
-        puts("]}");
-    } else {
-        for (int i = 0; i < T; i++) {
-            printf("%4d ", i);
-            print_token(stdout, tok, ids[i]);
-            putchar('\t');
-            for (int j = 0; j <= i; j++) printf(j ? " %.4f" : "%.4f", cap.w[(size_t)i * T + j]);
-            putchar('\n');
-        }
-    }
-    rc = EXIT_OK;
+    if (!(ctx = eval_prompt(m, &a, ids, n, &hooks))) goto out;
+    rc = attention_report(&cap, ids, gpt2_model_tokenizer(m), a.json);
 out:
     free(cap.w);
     free(ids);

@@ -20,25 +20,22 @@
 
 #include "cli/cli.h"
 
-static int usage(void) {
-    fputs("usage: gptscope train --tokenizer DIR -o OUT [options] FILE\n"
-          "  Trains a GPT-2-architecture model on FILE and writes OUT/{config.json,\n"
-          "  model.safetensors,vocab.json,merges.txt}. The last --val-fraction of FILE\n"
-          "  is held out for validation.\n"
-          "model:     --layers N (4) --heads N (4) --embd N (128) --block N (128)\n"
-          "training:  --batch N (16) --steps N (1000) --lr X (1e-3) --min-lr X (lr/10)\n"
-          "           --warmup N (steps/10) --weight-decay X (0.1) --beta2 X (0.99)\n"
-          "           --clip X (1.0) --dropout X (0.1) --seed N (1337) --threads N (all)\n"
-          "data:      --val-fraction F (0.1)\n"
-          "           --examples      each line of FILE is one example; all lines must be\n"
-          "                           the same number of tokens (at most block + 1)\n"
-          "progress:  --eval-every N (100) --eval-batches N (20) --log-every N (10)\n"
-          "output:    --dtype f16|bf16|f32 (f16) --checkpoint FILE (OUT/checkpoint.bin)\n"
-          "           --resume        continue from the checkpoint (model options ignored;\n"
-          "                           --steps may extend the run)\n",
-          stderr);
-    return EXIT_USAGE;
-}
+static const char usage_text[] =
+    "usage: gptscope train --tokenizer DIR -o OUT [options] FILE\n"
+    "  Trains a GPT-2-architecture model on FILE and writes OUT/{config.json,\n"
+    "  model.safetensors,vocab.json,merges.txt}. The last --val-fraction of FILE\n"
+    "  is held out for validation.\n"
+    "model:     --layers N (4) --heads N (4) --embd N (128) --block N (128)\n"
+    "training:  --batch N (16) --steps N (1000) --lr X (1e-3) --min-lr X (lr/10)\n"
+    "           --warmup N (steps/10) --weight-decay X (0.1) --beta2 X (0.99)\n"
+    "           --clip X (1.0) --dropout X (0.1) --seed N (1337) --threads N (all)\n"
+    "data:      --val-fraction F (0.1)\n"
+    "           --examples      each line of FILE is one example; all lines must be\n"
+    "                           the same number of tokens (at most block + 1)\n"
+    "progress:  --eval-every N (100) --eval-batches N (20) --log-every N (10)\n"
+    "output:    --dtype f16|bf16|f32 (f16) --checkpoint FILE (OUT/checkpoint.bin)\n"
+    "           --resume        continue from the checkpoint (model options ignored;\n"
+    "                           --steps may extend the run)\n";
 
 typedef struct {
     int32_t *ids;
@@ -165,7 +162,7 @@ int cmd_train(int argc, char **argv) {
 #define FLT_OPT(name, lo, hi, field) \
     if (!cli_parse_float(name, optarg, lo, hi, &d)) return EXIT_USAGE; \
     field = (float)d;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out_dir = optarg; break;
         case O_TOK: tok_dir = optarg; break;
@@ -199,12 +196,15 @@ int cmd_train(int argc, char **argv) {
             break;
         case O_CKPT: ckpt_opt = optarg; break;
         case O_RESUME: resume = 1; break;
-        default: return usage();
+        case 'h': return cli_usage(1, usage_text);
+        default: return cli_option_error(c, argv, usage_text);
         }
     }
 #undef INT_OPT
 #undef FLT_OPT
-    if (optind + 1 != argc || !out_dir || !tok_dir) return usage();
+    int bad = cli_positional(usage_text, "train", argc, argv, 1, "a FILE to train on");
+    if (!bad) bad = cli_required(usage_text, "train", "--tokenizer DIR", !!tok_dir, "-o OUT", !!out_dir, NULL);
+    if (bad) return bad;
     if (!set_minlr) p.min_lr = p.lr / 10;
     if (!set_warmup) p.warmup_steps = p.steps / 10;
     const char *path = argv[optind];
@@ -261,7 +261,7 @@ int cmd_train(int argc, char **argv) {
             goto out;
         }
         p = *gpt2_trainer_params(tr);
-        fprintf(stderr, "resumed %s at step %d of %d\n", ckpt, gpt2_trainer_step_count(tr), p.steps);
+        fprintf(stderr, "resumed %s at step %d of %d\n", cli_show(ckpt), gpt2_trainer_step_count(tr), p.steps);
     } else if (gpt2_trainer_new(&p, &tr, &err) != GPT2_OK) {
         cli_error("%s", err.msg);
         goto out;
@@ -323,8 +323,8 @@ int cmd_train(int argc, char **argv) {
     }
     const double train_s = cli_now() - t0;
     if (*stop) {
-        fprintf(stderr, "saved checkpoint %s and model %s; --resume goes on from step %d\n", ckpt, out_dir,
-                gpt2_trainer_step_count(tr));
+        fprintf(stderr, "saved checkpoint %s and model %s; --resume goes on from step %d\n", cli_show(ckpt),
+                cli_show(out_dir), gpt2_trainer_step_count(tr));
         rc = 130;
         goto out;
     }
@@ -342,8 +342,9 @@ int cmd_train(int argc, char **argv) {
         }
         printf("held-out %.0f%% of %s: %.4f nats/token, %.4f bits/byte (%ld tokens scored%s)\n"
                "  reproduce: gptscope eval -m %s --heldout %g%s %s\n",
-               valf * 100, path, score.nats_per_token, score.bits_per_byte, score.scored,
-               examples ? ", each line on its own" : "", out_dir, valf, examples ? " --examples" : "", path);
+               valf * 100, cli_show(path), score.nats_per_token, score.bits_per_byte, score.scored,
+               examples ? ", each line on its own" : "", cli_show(out_dir), valf, examples ? " --examples" : "",
+               cli_show(path));
     }
     char jpath[4096];
     snprintf(jpath, sizeof jpath, "%s/training.json", out_dir);

@@ -7,20 +7,17 @@
 
 #include "cli/cli.h"
 
-static int usage(void) {
-    fputs("usage: gptscope train-tokenizer --vocab-size N [--min-frequency F]\n"
-          "                                [--train-fraction X] -o DIR FILE\n"
-          "  Learns GPT-2-style byte-level BPE from FILE (- for stdin) and writes\n"
-          "  DIR/vocab.json and DIR/merges.txt (DIR is created if missing).\n"
-          "  --vocab-size N       tokens in all: 256 bytes + merges + <|endoftext|> (>= 257)\n"
-          "  --min-frequency F    stop early once the best pair occurs fewer than F times\n"
-          "                       (default 2)\n"
-          "  --train-fraction X   learn only from the first X of FILE's bytes, cut at a\n"
-          "                       character boundary (0 < X <= 1, default 1)\n"
-          "  -o, --output DIR     where to write the vocabulary\n",
-          stderr);
-    return EXIT_USAGE;
-}
+static const char usage_text[] =
+    "usage: gptscope train-tokenizer --vocab-size N [--min-frequency F]\n"
+    "                                [--train-fraction X] -o DIR FILE\n"
+    "  Learns GPT-2-style byte-level BPE from FILE (- for stdin) and writes\n"
+    "  DIR/vocab.json and DIR/merges.txt (DIR is created if missing).\n"
+    "  --vocab-size N       tokens in all: 256 bytes + merges + <|endoftext|> (>= 257)\n"
+    "  --min-frequency F    stop early once the best pair occurs fewer than F times\n"
+    "                       (default 2)\n"
+    "  --train-fraction X   learn only from the first X of FILE's bytes, cut at a\n"
+    "                       character boundary (0 < X <= 1, default 1)\n"
+    "  -o, --output DIR     where to write the vocabulary\n";
 
 /* The largest cut <= n that does not split a UTF-8 character of s[0, len). */
 static size_t utf8_cut(const unsigned char *s, size_t len, size_t n) {
@@ -56,7 +53,7 @@ int cmd_train_tokenizer(int argc, char **argv) {
     long vocab_size = 0, min_freq = (long)p.min_frequency;
     double fraction = 1.0;
     int c;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'V':
             if (!cli_parse_int("--vocab-size", optarg, GPT2_BPE_MIN_VOCAB, GPT2_BPE_MAX_VOCAB, &vocab_size))
@@ -73,14 +70,14 @@ int cmd_train_tokenizer(int argc, char **argv) {
             }
             break;
         case 'o': out_dir = optarg; break;
-        default: return usage();
+        case 'h': return cli_usage(1, usage_text);
+        default: return cli_option_error(c, argv, usage_text);
         }
     }
-    if (optind + 1 != argc || !out_dir || !vocab_size) {
-        if (optind + 1 == argc && !vocab_size) cli_error("--vocab-size is required");
-        else if (optind + 1 == argc && !out_dir) cli_error("-o DIR is required");
-        return usage();
-    }
+    int rc = cli_positional(usage_text, "train-tokenizer", argc, argv, 1, "a FILE to learn from (- for stdin)");
+    if (rc == EXIT_OK)
+        rc = cli_required(usage_text, "train-tokenizer", "--vocab-size N", vocab_size != 0, "-o DIR", !!out_dir, NULL);
+    if (rc != EXIT_OK) return rc;
     const char *path = argv[optind];
     int from_stdin = strcmp(path, "-") == 0;
     size_t len;
@@ -123,13 +120,13 @@ int cmd_train_tokenizer(int argc, char **argv) {
            s->n_merges, secs, s->n_vocab, s->n_merges);
     if (n_train < len)
         printf("from the first %zu of %zu bytes of %s (%.1f%%)\n", n_train, len,
-               from_stdin ? "stdin" : path, 100.0 * (double)n_train / (double)len);
+               from_stdin ? "stdin" : cli_show(path), 100.0 * (double)n_train / (double)len);
     else
-        printf("from all %zu bytes of %s\n", len, from_stdin ? "stdin" : path);
+        printf("from all %zu bytes of %s\n", len, from_stdin ? "stdin" : cli_show(path));
     printf("%zu pieces, %zu distinct; the training text is %lld tokens, %.3f bytes per token\n",
            s->n_pieces, s->n_unique_pieces, (long long)s->n_tokens,
            (double)s->n_bytes / (double)s->n_tokens);
-    printf("wrote %s/vocab.json and %s/merges.txt\n", out_dir, out_dir);
+    printf("wrote %s/vocab.json and %s/merges.txt\n", cli_show(out_dir), cli_show(out_dir));
     if (s->stop == GPT2_BPE_STOP_MIN_FREQUENCY)
         cli_error("note: %d tokens, fewer than the %ld asked: the most frequent pair left occurs "
                   "%lld time%s, below --min-frequency %ld",

@@ -1,11 +1,13 @@
-/* common.c — option parsing, model loading and JSON output shared by the subcommands. */
+/* common.c — option parsing, usage, messages and model loading shared by the subcommands. */
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -14,12 +16,66 @@
 #include "cli/cli.h"
 
 void cli_error(const char *fmt, ...) {
+    char raw[4096], shown[4096];
     va_list ap;
     va_start(ap, fmt);
-    fputs("gptscope: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* paths and values from argv and files: no raw control byte reaches the terminal */
+    fprintf(stderr, "gptscope: %s\n", gpt2_text_escape(raw, strlen(raw), shown, sizeof shown));
+}
+
+const char *cli_show(const char *s) {
+    static char bufs[4][1024];
+    static int slot;
+    return gpt2_text_escape(s, strlen(s), bufs[slot++ & 3], sizeof bufs[0]);
+}
+
+int cli_usage(int help, const char *text) {
+    fputs(text, help ? stdout : stderr);
+    return help ? EXIT_OK : EXIT_USAGE;
+}
+
+int cli_usage_error(const char *text, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cli_error("%s", msg);
+    return cli_usage(0, text);
+}
+
+int cli_required(const char *text, const char *cmd, ...) {
+    const char *missing[8];
+    int n = 0;
+    va_list ap;
+    va_start(ap, cmd);
+    for (const char *name; (name = va_arg(ap, const char *)) != NULL;)
+        if (!va_arg(ap, int) && n < 8) missing[n++] = name;
+    va_end(ap);
+    if (n == 0) return EXIT_OK;
+    char list[512] = "";
+    for (int i = 0; i < n; i++) /* "A", "A and B", "A, B and C" */
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ",
+                 missing[i]);
+    return cli_usage_error(text, "%s needs %s", cmd, list);
+}
+
+int cli_positional(const char *text, const char *cmd, int argc, char *const argv[], int want, const char *name) {
+    const int found = argc - optind;
+    if (found == want) return EXIT_OK;
+    if (found < want) return cli_usage_error(text, "%s needs %s", cmd, name);
+    if (want == 0) return cli_usage_error(text, "%s: unexpected argument '%s'", cmd, argv[optind]);
+    return cli_usage_error(text, "%s: unexpected argument '%s' (%s, one only)", cmd, argv[optind + want], name);
+}
+
+int cli_option_error(int c, char *const argv[], const char *text) {
+    const char *word = argv[optind - 1]; /* argv[0] is the command's name */
+    if (c == ':') return cli_usage_error(text, "%s: option '%s' needs a value", argv[0], word);
+    if (optopt > 0 && optopt < 256 && word[0] == '-' && word[1] != '-')
+        return cli_usage_error(text, "%s: unknown option '-%c'", argv[0], optopt);
+    return cli_usage_error(text, "%s: unknown option '%s'", argv[0], word);
 }
 
 const char *cli_model_dir(const char *opt_m) {
@@ -122,6 +178,11 @@ char *cli_read_all(FILE *f, const char *path, size_t limit, size_t *len) {
         return NULL;
     }
     struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) { /* fopen opens one; only the reads fail */
+        cli_error("%s: is a directory, expected a file", name);
+        if (own) fclose(own);
+        return NULL;
+    }
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uintmax_t)st.st_size > limit) {
         cli_error("%s: %jd bytes is more than the %s this command reads into memory (split the text)", name,
                   (intmax_t)st.st_size, lim);
@@ -164,32 +225,19 @@ int cli_encode(const gpt2_tokenizer *tok, const char *text, size_t len, int flag
     return 1;
 }
 
-void cli_json_string(FILE *out, const char *s, size_t len) {
-    char *clean = malloc(3 * (len + 4) + 12);
-    if (!clean) {
-        fputs("\"\"", out);
-        return;
+void cli_print_piece(const char *b, size_t n) {
+    const size_t cap = 4 * n + 1;
+    char *shown = malloc(cap);
+    if (!shown) return;
+    putchar('"');
+    for (size_t at = 0; at < n;) {
+        size_t run = 0; /* '\\' and '"' are ASCII: cutting there splits no character */
+        while (at + run < n && b[at + run] != '\\' && b[at + run] != '"') run++;
+        fputs(gpt2_text_escape(b + at, run, shown, cap), stdout);
+        if ((at += run) < n) printf("\\%c", b[at++]);
     }
-    gpt2_utf8_stream us = {0};
-    size_t n = gpt2_utf8_stream_push(&us, s, len, clean);
-    n += gpt2_utf8_stream_flush(&us, clean + n);
-    fputc('"', out);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)clean[i];
-        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-        else if (c == '\n') fputs("\\n", out);
-        else if (c == '\t') fputs("\\t", out);
-        else if (c == '\r') fputs("\\r", out);
-        else if (c < 0x20 || c == 0x7f) fprintf(out, "\\u%04x", c);
-        else fputc(c, out);
-    }
-    fputc('"', out);
-    free(clean);
-}
-
-void cli_json_float(FILE *out, double v) {
-    if (isfinite(v)) fprintf(out, "%.9g", v);
-    else fputs("null", out);
+    putchar('"');
+    free(shown);
 }
 
 static volatile sig_atomic_t interrupted;
@@ -238,9 +286,11 @@ int cli_sampling_option(int c, const char *arg, gpt2_sampler_params *sp, int *se
         return 1;
     case CLI_OPT_SEED: {
         char *end;
+        errno = 0;
         unsigned long long s = strtoull(arg, &end, 10);
-        if (end == arg || *end || arg[0] == '-') {
-            cli_error("--seed: expected a non-negative integer, found '%s'", arg);
+        /* digits only: strtoull takes "-1" and " 5", and clamps what overflows to the maximum */
+        if (!isdigit((unsigned char)arg[0]) || *end || errno == ERANGE) {
+            cli_error("--seed: expected an integer in [0, %llu], found '%s'", (unsigned long long)UINT64_MAX, arg);
             return -1;
         }
         sp->seed = s;

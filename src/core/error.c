@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 const char *gpt2_status_name(gpt2_status status) {
     switch (status) {
@@ -21,10 +22,14 @@ const char *gpt2_status_name(gpt2_status status) {
 
 gpt2_status gpt2_fail(gpt2_error *err, gpt2_status status, const char *fmt, ...) {
     if (err) {
+        /* paths and values from files go into messages: escaped here, so that
+         * no caller ever prints a raw control byte from them */
+        char raw[2 * GPT2_ERROR_MSG_MAX];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        gpt2_text_escape(raw, strlen(raw), err->msg, sizeof err->msg);
         err->status = status;
     }
     return status;

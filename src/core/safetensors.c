@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -28,15 +29,66 @@ static int dtype_size(const char *dt) {
     return 0;
 }
 
-/* A JSON number that is an exact integer in [0, 2^53]. */
-static int json_u53(const cJSON *j, uint64_t *out) {
-    if (!cJSON_IsNumber(j)) return 0;
-    double v = j->valuedouble;
-    if (!(v >= 0.0) || v > 9007199254740992.0 || floor(v) != v) return 0;
-    *out = (uint64_t)v;
-    return 1;
+/* 2^53: above it a JSON number (a double) no longer holds every integer. */
+#define ST_EXACT_MAX 9007199254740992.0
+
+static const char *json_type_name(const cJSON *j) {
+    return cJSON_IsString(j) ? "a string" : cJSON_IsArray(j) ? "an array" : cJSON_IsObject(j) ? "an object"
+         : cJSON_IsBool(j) ? "a boolean" : cJSON_IsNull(j) ? "null" : "missing";
 }
 
+/* A JSON number that is an exact integer in [0, 2^53]: 1 and *out set. Else 0
+ * and why it is not, for a message ("= -5 is negative", "is a string"...). */
+static int json_u53(const cJSON *j, uint64_t *out, char *why, size_t cap) {
+    if (!cJSON_IsNumber(j)) {
+        snprintf(why, cap, "is %s, expected a non-negative integer", json_type_name(j));
+        return 0;
+    }
+    const double v = j->valuedouble;
+    if (v < 0.0) snprintf(why, cap, "= %.17g is negative, expected a non-negative integer", v);
+    else if (floor(v) != v) snprintf(why, cap, "= %.17g is not an integer", v);
+    else if (v > ST_EXACT_MAX && v < 18446744073709551616.0)
+        snprintf(why, cap, "= %llu is too large: at most 2^53 = 9007199254740992 (the largest integer a JSON "
+                           "number holds exactly)", (unsigned long long)v);
+    else if (v > ST_EXACT_MAX)
+        snprintf(why, cap, "= %.17g is too large: at most 2^53 = 9007199254740992 (the largest integer a JSON "
+                           "number holds exactly)", v);
+    else {
+        *out = (uint64_t)v;
+        return 1;
+    }
+    return 0;
+}
+
+/* Checks data_offsets: [begin, end] within the data section's data_size bytes. */
+static gpt2_status parse_offsets(const char *path, const char *name, const cJSON *offs, uint64_t data_size,
+                                 uint64_t *begin, uint64_t *end, gpt2_error *err) {
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': data_offsets must be an array [begin, end], found %s",
+                         path, name, cJSON_IsArray(offs) ? "an array of another length" : json_type_name(offs));
+    const cJSON *e = offs->child;
+    uint64_t *v[2] = {begin, end};
+    char why[160];
+    for (int i = 0; i < 2; i++, e = e->next) {
+        if (json_u53(e, v[i], why, sizeof why)) continue;
+        if (cJSON_IsNumber(e) && e->valuedouble > ST_EXACT_MAX) /* past 2^53 is past any real file */
+            return gpt2_fail(err, GPT2_ERR_FORMAT,
+                             "%s: tensor '%s': data_offsets[%d] %s, and past the end of the data section (%llu bytes)",
+                             path, name, i, why, (unsigned long long)data_size);
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': data_offsets[%d] %s", path, name, i, why);
+    }
+    if (*begin > *end)
+        return gpt2_fail(err, GPT2_ERR_FORMAT,
+                         "%s: tensor '%s': data_offsets = [%llu, %llu]: begin is after end, expected [begin, end]", path,
+                         name, (unsigned long long)*begin, (unsigned long long)*end);
+    if (*end > data_size)
+        return gpt2_fail(err, GPT2_ERR_FORMAT,
+                         "%s: tensor '%s': bytes [%llu, %llu) lie outside the data section of %llu bytes "
+                         "(file truncated?)",
+                         path, name, (unsigned long long)*begin, (unsigned long long)*end,
+                         (unsigned long long)data_size);
+    return GPT2_OK;
+}
 
 static int cmp_name(const void *a, const void *b) {
     return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name);
@@ -77,9 +129,9 @@ static gpt2_status parse_entry(const char *path, const cJSON *e, const uint8_t *
     int d = 0;
     for (const cJSON *s = shape->child; s; s = s->next, d++) {
         uint64_t v;
-        if (!json_u53(s, &v))
-            return gpt2_fail(err, GPT2_ERR_FORMAT,
-                             "%s: tensor '%s': shape[%d] is not a non-negative integer", path, name, d);
+        char why[160];
+        if (!json_u53(s, &v, why, sizeof why))
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tensor '%s': shape[%d] %s", path, name, d, why);
         t->shape[d] = (int64_t)v;
         if (v != 0 && n_elem > UINT64_MAX / 16 / v)
             return gpt2_fail(err, GPT2_ERR_FORMAT,
@@ -88,17 +140,8 @@ static gpt2_status parse_entry(const char *path, const cJSON *e, const uint8_t *
         n_elem *= v;
     }
     uint64_t begin, end;
-    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_u53(offs->child, &begin) ||
-        !json_u53(offs->child->next, &end) || begin > end)
-        return gpt2_fail(err, GPT2_ERR_FORMAT,
-                         "%s: tensor '%s': data_offsets must be [begin, end] with 0 <= begin <= end",
-                         path, name);
-    if (end > data_size)
-        return gpt2_fail(err, GPT2_ERR_FORMAT,
-                         "%s: tensor '%s': bytes [%llu, %llu) lie outside the data section of %llu bytes "
-                         "(file truncated?)",
-                         path, name, (unsigned long long)begin, (unsigned long long)end,
-                         (unsigned long long)data_size);
+    gpt2_status st = parse_offsets(path, name, offs, data_size, &begin, &end, err);
+    if (st != GPT2_OK) return st;
     if (end - begin != n_elem * (uint64_t)es)
         return gpt2_fail(err, GPT2_ERR_FORMAT,
                          "%s: tensor '%s': %s of shape with %llu elements needs %llu bytes, data_offsets span %llu",

@@ -83,13 +83,5 @@ long text_json_nul(const char *text, size_t len) {
 }
 
 const char *text_show(const char *s, size_t n, char buf[TEXT_SHOW_BUF]) {
-    size_t i = 0, lim = n > TEXT_SHOW_MAX ? TEXT_SHOW_MAX : n;
-    while (lim < n && lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80) lim--;
-    for (; i < lim; i++) buf[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7F) ? '?' : s[i];
-    if (lim < n) {
-        memcpy(buf + i, "...", 3);
-        i += 3;
-    }
-    buf[i] = '\0';
-    return buf;
+    return gpt2_text_escape(s, n, buf, TEXT_SHOW_BUF);
 }

@@ -22,8 +22,9 @@ long text_json_nul(const char *text, size_t len);
 
 enum { TEXT_SHOW_MAX = 60, TEXT_SHOW_BUF = TEXT_SHOW_MAX + 4 };
 
-/* n bytes of s fit for a one-line message, in buf: at most TEXT_SHOW_MAX
- * bytes (not cutting a UTF-8 character), control bytes as '?', "..." when cut. */
+/* n bytes of s fit for a one-line message, in buf: gpt2_text_escape's form
+ * (control bytes and invalid UTF-8 as \xNN), cut to TEXT_SHOW_BUF - 1 bytes
+ * with "..." when longer. */
 const char *text_show(const char *s, size_t n, char buf[TEXT_SHOW_BUF]);
 
 #endif

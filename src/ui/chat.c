@@ -713,7 +713,8 @@ static void find_themes_dir(app *a) {
     snprintf(a->themes_dir, sizeof a->themes_dir, "themes");
 }
 
-static int usage(void) {
+/* --help: on stdout, status 0; a usage error: on stderr, EXIT_USAGE */
+static int usage(int help) {
     fputs("usage: gptscope chat [-m DIR] [--template NAME|FILE] [--theme NAME|PATH] [--log FILE]\n"
           "                     [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
           "                     [--repeat-penalty R] [--repeat-last-n N] [--seed S]\n"
@@ -731,8 +732,8 @@ static int usage(void) {
           "  --quantize q8      run the chat model with 8-bit weights (converted at load)\n"
           "  --threads N        worker threads (default: one per CPU; replies do not depend on it)\n"
           "  sampling options as for generate (default seed: random)\n",
-          stderr);
-    return EXIT_USAGE;
+          help ? stdout : stderr);
+    return help ? EXIT_OK : EXIT_USAGE;
 }
 
 static void app_free_panes(app *a) {
@@ -778,7 +779,7 @@ int cmd_chat(int argc, char **argv) {
     int c, seeded = 0;
     gpt2_sampler_params sp = gpt2_sampler_default_params();
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:n:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":m:n:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': mdir = optarg; break;
         case 'n': if (!cli_parse_int("-n", optarg, 0, 1 << 20, &n_new)) return EXIT_USAGE; break;
@@ -792,14 +793,15 @@ int cmd_chat(int argc, char **argv) {
             break;
         case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
         case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &n_threads)) return EXIT_USAGE; break;
+        case 'h': return usage(1);
         default: {
             int r = cli_sampling_option(c, optarg, &sp, &seeded);
             if (r < 0) return EXIT_USAGE;
-            if (r == 0) return usage();
+            if (r == 0) return cli_option_error(c, argv, ""), usage(0);
         }
         }
     }
-    if (optind != argc) return usage();
+    if (cli_positional("", "chat", argc, argv, 0, "") != EXIT_OK) return usage(0);
     if (draft_k_given && !draft_dir) {
         cli_error("--draft-k needs --draft DIR");
         return EXIT_USAGE;

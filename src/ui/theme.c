@@ -8,11 +8,15 @@
  * bright-NAME, grey, an index 0..255, or #rrggbb. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "gpt2_status.h"
 #include "ui/ui_logic.h"
 
 static const char *role_names[UI_ROLE_COUNT] = {
@@ -147,17 +151,47 @@ void ui_theme_default(ui_theme *t) {
 
 /* ---- parsing ---- */
 
-static int fail(char *err, size_t errlen, const char *path, int line, const char *fmt, ...) {
-    int o = snprintf(err, errlen, "%s:%d: ", path, line);
-    if (o < 0 || (size_t)o >= errlen) return -1;
+/* prefix + the formatted message into err, escaped (gpt2_text_escape): the
+ * path and the values quoted come from the user's files and must not reach
+ * the terminal raw. */
+static int theme_error(char *err, size_t errlen, const char *prefix, const char *fmt, va_list ap) {
+    char raw[1536];
+    int o = snprintf(raw, sizeof raw, "%s", prefix);
+    if (o >= 0 && (size_t)o < sizeof raw) vsnprintf(raw + o, sizeof raw - (size_t)o, fmt, ap);
+    gpt2_text_escape(raw, strlen(raw), err, errlen);
+    return -1;
+}
+
+static int load_error(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err + o, errlen - (size_t)o, fmt, ap);
+    theme_error(err, errlen, "", fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* "PATH:LINE: message" */
+static int fail(char *err, size_t errlen, const char *path, int line, const char *fmt, ...) {
+    char where[1040];
+    snprintf(where, sizeof where, "%.1024s:%d: ", path, line);
+    va_list ap;
+    va_start(ap, fmt);
+    theme_error(err, errlen, where, fmt, ap);
     va_end(ap);
     return -1;
 }
 
 enum { MAX_WORDS = 24 };
+
+#define COLOUR_FORMS "expected default, black, red, green, yellow, blue, magenta, cyan, white, bright-NAME, grey, 0..255 or #rrggbb"
+
+/* A line whose value is missing but whose comment begins with a word glued to
+ * the '#' ("text = #zzzzzz"): that word was meant as a colour, so say that. */
+static int not_a_colour(char *err, size_t errlen, const char *path, int line, const char *key, const char *word) {
+    return fail(err, errlen, path, line,
+                "%s: '#%s' is not a colour (" COLOUR_FORMS "; a '#' not followed by a hex digit starts a comment)",
+                key, word);
+}
 
 int ui_theme_parse(const char *text, size_t len, const char *path, ui_theme *t, char *err, size_t errlen) {
     ui_theme th;
@@ -176,9 +210,12 @@ int ui_theme_parse(const char *text, size_t len, const char *path, ui_theme *t, 
         pos = e < len ? e + 1 : e;
         if (memchr(line, '\0', ll)) return fail(err, errlen, path, lineno, "NUL byte in the line");
         /* '#' starts a comment unless a hex digit follows it (a #rrggbb colour) */
-        char *hash = strchr(line, '#');
+        char *hash = strchr(line, '#'), glued[64] = "";
         while (hash && isxdigit((unsigned char)hash[1])) hash = strchr(hash + 1, '#');
-        if (hash) *hash = '\0';
+        if (hash) {
+            sscanf(hash + 1, "%63[^ \t\r#]", glued);
+            *hash = '\0';
+        }
         char *words[MAX_WORDS];
         int nw = 0;
         for (char *tok = strtok(line, " \t\r"); tok; tok = strtok(NULL, " \t\r")) {
@@ -202,9 +239,16 @@ int ui_theme_parse(const char *text, size_t len, const char *path, ui_theme *t, 
         if (!*key) return fail(err, errlen, path, lineno, "missing name before '='");
         char **vals = words + first;
         int nv = nw - first;
+        if (nv < 1 && glued[0] && strcmp(key, "name") != 0)
+            return not_a_colour(err, errlen, path, lineno, key, glued);
         if (nv < 1) return fail(err, errlen, path, lineno, "'%s' has no value", key);
         if (strcmp(key, "name") == 0) {
             if (nv != 1) return fail(err, errlen, path, lineno, "name: expected one word");
+            char shown[sizeof th.name * 4];
+            gpt2_text_escape(vals[0], strlen(vals[0]), shown, sizeof shown);
+            if (strcmp(shown, vals[0]) != 0) /* the app shows the name: no control bytes */
+                return fail(err, errlen, path, lineno, "name: '%s' has control characters or invalid UTF-8, "
+                            "expected printable text", vals[0]);
             snprintf(th.name, sizeof th.name, "%s", vals[0]);
             continue;
         }
@@ -213,7 +257,7 @@ int ui_theme_parse(const char *text, size_t len, const char *path, ui_theme *t, 
                 return fail(err, errlen, path, lineno, "heat: expected 2 to %d colours, found %d", UI_HEAT_MAX, nv);
             for (int i = 0; i < nv; i++)
                 if (ui_color_parse(vals[i], &th.heat[i]) != 0)
-                    return fail(err, errlen, path, lineno, "heat: '%s' is not a colour", vals[i]);
+                    return fail(err, errlen, path, lineno, "heat: '%s' is not a colour (" COLOUR_FORMS ")", vals[i]);
             th.n_heat = nv;
             continue;
         }
@@ -229,12 +273,16 @@ int ui_theme_parse(const char *text, size_t len, const char *path, ui_theme *t, 
             else if (strcmp(w, "underline") == 0) st.attrs |= UI_ATTR_UNDERLINE;
             else if (strcmp(w, "reverse") == 0) st.attrs |= UI_ATTR_REVERSE;
             else if (strcmp(w, "on") == 0) {
+                if (i + 1 >= nv && glued[0]) return not_a_colour(err, errlen, path, lineno, key, glued);
                 if (i + 1 >= nv) return fail(err, errlen, path, lineno, "%s: 'on' needs a background colour", key);
                 if (ui_color_parse(vals[++i], &st.bg) != 0)
-                    return fail(err, errlen, path, lineno, "%s: '%s' is not a colour", key, vals[i]);
+                    return fail(err, errlen, path, lineno, "%s: '%s' is not a colour (" COLOUR_FORMS ")", key, vals[i]);
             } else if (!have_fg) {
                 if (ui_color_parse(w, &st.fg) != 0)
-                    return fail(err, errlen, path, lineno, "%s: '%s' is not a colour or attribute", key, w);
+                    return fail(err, errlen, path, lineno,
+                                "%s: '%s' is not a colour or attribute (" COLOUR_FORMS
+                                "; attributes: bold, dim, underline, reverse)",
+                                key, w);
                 have_fg = 1;
             } else {
                 return fail(err, errlen, path, lineno, "%s: unexpected '%s' (background colours follow 'on')", key, w);
@@ -246,6 +294,39 @@ int ui_theme_parse(const char *text, size_t len, const char *path, ui_theme *t, 
     return 0;
 }
 
+/* Reads a theme file of at most 64 KiB into a malloc'd buffer; -1 with the message in err. */
+static int read_theme(const char *path, char **text, size_t *len, char *err, size_t errlen) {
+    /* O_NONBLOCK: a FIFO must not hang the open; it is refused below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return load_error(err, errlen, "%s: cannot open theme: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return load_error(err, errlen, "%s: %s, expected a theme file", path,
+                          S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
+    }
+    if (sb.st_size >= 1 << 16) {
+        close(fd);
+        return load_error(err, errlen, "%s: %lld bytes, more than the 64 KiB a theme file may have", path,
+                          (long long)sb.st_size);
+    }
+    char *buf = malloc(1 << 16);
+    size_t n = 0;
+    ssize_t got = 1;
+    while (buf && got > 0 && n < 1 << 16) /* one byte more than fits: a file that grew */
+        if ((got = read(fd, buf + n, (1 << 16) - n)) > 0) n += (size_t)got;
+    int e = errno;
+    close(fd);
+    if (!buf || got < 0 || n >= 1 << 16) {
+        free(buf);
+        return load_error(err, errlen, "%s: %s", path,
+                          !buf ? "out of memory" : got < 0 ? strerror(e) : "more than the 64 KiB a theme file may have");
+    }
+    *text = buf;
+    *len = n;
+    return 0;
+}
+
 int ui_theme_load(const char *name_or_path, const char *themes_dir, ui_theme *t, char *err, size_t errlen) {
     char path[4096];
     size_t nl = strlen(name_or_path);
@@ -253,27 +334,10 @@ int ui_theme_load(const char *name_or_path, const char *themes_dir, ui_theme *t,
         snprintf(path, sizeof path, "%s", name_or_path);
     else
         snprintf(path, sizeof path, "%s/%s.theme", themes_dir ? themes_dir : "themes", name_or_path);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open theme: %s", path, strerror(errno));
-        return -1;
-    }
-    char *buf = malloc(1 << 16);
-    if (!buf) {
-        fclose(f);
-        snprintf(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    size_t n = fread(buf, 1, (1 << 16) - 1, f);
-    int big = !feof(f);
-    fclose(f);
-    int rc;
-    if (big) {
-        snprintf(err, errlen, "%s: theme file larger than 64 KiB", path);
-        rc = -1;
-    } else {
-        rc = ui_theme_parse(buf, n, path, t, err, errlen);
-    }
+    char *buf = NULL;
+    size_t n = 0;
+    if (read_theme(path, &buf, &n, err, errlen) != 0) return -1;
+    int rc = ui_theme_parse(buf, n, path, t, err, errlen);
     free(buf);
     return rc;
 }

@@ -454,7 +454,7 @@ def write_reference(model_dir, ref_dir, seed, eot):
 # ----------------------------------------------------------------------------
 # malformed model directories
 
-# name, status, file the message must name, keyword the message must contain
+# name, status, file the message must name, keywords the message must contain (joined by " && ")
 BAD_CASES = [
     ("st_empty", "format", "model.safetensors", "0 bytes"),
     ("st_short", "format", "model.safetensors", "8-byte header"),
@@ -498,6 +498,10 @@ BAD_CASES = [
     ("tok_vocab_nul", "tokenizer", "vocab.json", "NUL"),
     ("tok_vocab_trailing", "tokenizer", "vocab.json", "JSON"),
     ("tok_merge_ctrl", "tokenizer", "merges.txt", "not in the vocabulary"),
+    # messages that said the wrong thing: "is not a non-negative integer", "must be [begin, end]"
+    ("st_shape_huge", "format", "model.safetensors", "shape[0] = 4611686018427387904 is too large: at most 2^53"),
+    ("st_offsets_huge", "format", "model.safetensors",
+     "data_offsets[1] = 1152921504606846976 is too large: at most 2^53 && past the end of the data section"),
 ]
 
 
@@ -661,6 +665,12 @@ def make_bad_cases(bad_dir, hp, weights, vocab, merges):
     files["tok_vocab_nul"] = {"vocab.json": vocab_with(lambda v: v.__setitem__("zq\u0000zq", V))}
     files["tok_vocab_trailing"] = {"vocab.json": vocab_with(lambda v: None) + "x"}
     files["tok_merge_ctrl"] = {"merges.txt": good["merges.txt"] + "\x1b[31mred x\n"}
+    h = hcopy()
+    h["wpe.weight"]["shape"] = [2 ** 62, 4]
+    files["st_shape_huge"] = {"model.safetensors": st_with(h)}
+    h = hcopy()
+    h["ln_f.bias"]["data_offsets"] = [h["ln_f.bias"]["data_offsets"][0], 2 ** 60]
+    files["st_offsets_huge"] = {"model.safetensors": st_with(h)}
 
     assert [c[0] for c in BAD_CASES] == list(files), "case list and builders disagree"
     for case, changes in files.items():
