@@ -93,10 +93,9 @@ static int copy_file(const char *from, const char *to_dir, const char *name) {
     size_t len;
     char *data = cli_read_all(NULL, from, &len);
     if (!data) return 0;
-    FILE *f = fopen(to, "wb");
-    int ok = f && fwrite(data, 1, len, f) == len;
-    if (f && fclose(f) != 0) ok = 0;
-    if (!ok) cli_error("%s: cannot write: %s", to, strerror(errno));
+    gpt2_error err;
+    int ok = gpt2_fileio_write_bytes(to, data, len, &err) == GPT2_OK;
+    if (!ok) cli_error("%s", err.msg);
     free(data);
     return ok;
 }

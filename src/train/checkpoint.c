@@ -13,10 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/textio.h"
+#include "gpt2_fileio.h"
 #include "train/train_internal.h"
 
 enum { CKPT_VERSION = 1, CKPT_FIELDS = 23 };
@@ -65,38 +65,31 @@ static void unpack(const uint64_t *f, gpt2_train_params *p, int *step, uint64_t 
     *step = (int)f[18], *rng = f[19], *data_hash = f[20], *n_params = f[21];
 }
 
-gpt2_status gpt2_trainer_save(const gpt2_trainer *tr, const char *path, uint64_t data_hash, gpt2_error *err) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "checkpoint path is too long");
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+typedef struct {
+    const gpt2_trainer *tr;
+    uint64_t data_hash;
+} ckpt_job;
+
+static gpt2_status put_checkpoint(FILE *f, void *user, gpt2_error *err) {
+    const ckpt_job *j = user;
     fnv h = {0xcbf29ce484222325ull};
     uint32_t head[2] = {CKPT_VERSION, CKPT_FIELDS};
     uint64_t fields[CKPT_FIELDS];
-    pack(tr, data_hash, fields);
-    int ok = fwrite(CKPT_MAGIC, 8, 1, f) == 1 && fwrite(head, sizeof head, 1, f) == 1 &&
-             fwrite(fields, sizeof fields, 1, f) == 1;
+    pack(j->tr, j->data_hash, fields);
+    fwrite(CKPT_MAGIC, 8, 1, f), fwrite(head, sizeof head, 1, f), fwrite(fields, sizeof fields, 1, f);
     fnv_add(&h, CKPT_MAGIC, 8), fnv_add(&h, head, sizeof head), fnv_add(&h, fields, sizeof fields);
-    const float *arrays[3] = {tr->params, tr->m, tr->v};
-    for (int a = 0; a < 3 && ok; a++) {
-        ok = fwrite(arrays[a], sizeof(float), tr->n_params, f) == tr->n_params;
-        fnv_add(&h, arrays[a], tr->n_params * sizeof(float));
+    const float *arrays[3] = {j->tr->params, j->tr->m, j->tr->v};
+    for (int a = 0; a < 3; a++) {
+        fwrite(arrays[a], sizeof(float), j->tr->n_params, f);
+        fnv_add(&h, arrays[a], j->tr->n_params * sizeof(float));
     }
-    ok = ok && fwrite(&h.h, 8, 1, f) == 1;
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int close_failed = fclose(f) != 0;
-    if (!ok || close_failed) {
-        int e = errno;
-        unlink(tmp);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(e));
-    }
+    fwrite(&h.h, 8, 1, f);
     return GPT2_OK;
+}
+
+gpt2_status gpt2_trainer_save(const gpt2_trainer *tr, const char *path, uint64_t data_hash, gpt2_error *err) {
+    ckpt_job j = {tr, data_hash};
+    return gpt2_fileio_write_atomic(path, put_checkpoint, &j, err);
 }
 
 gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **out, uint64_t *data_hash,
