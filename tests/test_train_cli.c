@@ -6,6 +6,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
+#include "checkpoint_craft.h"
 #include "cli_run.h"
 #include "test_util.h"
 
@@ -194,9 +195,30 @@ static void test_train_errors(void **state) {
     assert_non_null(strstr(r.err, "step      5/5"));
     run_free(&r);
 
-    /* a truncated checkpoint: the reason, not a crash */
-    char ckpt[300];
+    /* a checkpoint with a valid checksum but step 2^64-1 (once "resumed at
+       step -1", trained to NaN and exported over the model): refused, and the
+       model and checkpoint on disk keep their bytes */
+    char ckpt[300], weights[300];
     snprintf(ckpt, sizeof ckpt, "%s/checkpoint.bin", model);
+    snprintf(weights, sizeof weights, "%s/model.safetensors", model);
+    size_t ck_len, w_len, len;
+    char *ck = read_file(ckpt, &ck_len), *w = read_file(weights, &w_len);
+    const uint64_t u64max = UINT64_MAX;
+    ckpt_craft(ckpt, ck, ck_len, CKPT_FIELD0 + CKPT_STEP_FIELD * 8, &u64max, 8);
+    char *crafted = read_file(ckpt, &len);
+    r = run(NULL, "train --examples --resume --tokenizer %s -o %s --steps 6 %s", model, model, data);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "step = 18446744073709551615 is out of range")) fail_msg("stderr: %s", r.err);
+    assert_null(strstr(r.err, "resumed"));
+    run_free(&r);
+    char *now = read_file(weights, &len);
+    assert_true(len == w_len && memcmp(now, w, len) == 0);
+    free(now);
+    now = read_file(ckpt, &len);
+    assert_true(len == ck_len && memcmp(now, crafted, len) == 0);
+    free(now), free(crafted), free(ck), free(w);
+
+    /* a truncated checkpoint: the reason, not a crash */
     assert_int_equal(truncate(ckpt, 1000), 0);
     r = run(NULL, "train --examples --resume --tokenizer %s -o %s --steps 6 %s", model, model, data);
     assert_int_equal(r.status, 1);

@@ -2,7 +2,7 @@
  * config.json and model.safetensors (tensor names without the "transformer."
  * prefix, Conv1D weights stored (in, out), the head tied to wte). Each file is
  * written through gpt2_fileio (temporary file, rename), so a reader never sees
- * half a file.
+ * half a file, and a model with a non-finite weight is never written.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -128,6 +128,10 @@ gpt2_status gpt2_trainer_export(const gpt2_trainer *tr, const char *dir, gpt2_dt
                                 gpt2_error *err) {
     if (dtype != GPT2_DTYPE_F32 && dtype != GPT2_DTYPE_F16 && dtype != GPT2_DTYPE_BF16)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "export: unknown dtype %d", (int)dtype);
+    char bad[256];
+    if (!trainer_values_ok(tr, 0, bad, sizeof bad))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                         "%s: model not exported: %s (training diverged?); the files there are kept", dir, bad);
     gpt2_status st = write_safetensors(tr, dir, dtype, err);
     return st == GPT2_OK ? write_config(tr, dir, dtype, eot, err) : st;
 }
