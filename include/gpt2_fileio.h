@@ -61,9 +61,9 @@ extern "C" {
  * calls need no checking here: fileio checks the stream afterwards. */
 typedef gpt2_status (*gpt2_fileio_write_fn)(FILE *f, void *user, gpt2_error *err);
 
-/* Replaces the file at path with what write puts (see above). GPT2_ERR_IO
- * naming the path on failure, or write's own status and message. */
-gpt2_status gpt2_fileio_write_atomic(const char *path, gpt2_fileio_write_fn write, void *user, gpt2_error *err);
+/* Replaces the file at path with what fill puts (see above). GPT2_ERR_IO
+ * naming the path on failure, or fill's own status and message. */
+gpt2_status gpt2_fileio_write_atomic(const char *path, gpt2_fileio_write_fn fill, void *user, gpt2_error *err);
 
 /* The same for len bytes of data. */
 gpt2_status gpt2_fileio_write_bytes(const char *path, const void *data, size_t len, gpt2_error *err);

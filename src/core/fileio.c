@@ -154,9 +154,9 @@ static void sync_dir(const char *dir) {
     }
 }
 
-/* Runs write into the open temporary file, then flush, fsync, close; the
+/* Runs fill into the open temporary file, then flush, fsync, close; the
  * stream is closed whatever happens. */
-static gpt2_status fill_temp(int fd, const char *path, gpt2_fileio_write_fn write, void *user, gpt2_error *err) {
+static gpt2_status fill_temp(int fd, const char *path, gpt2_fileio_write_fn fill, void *user, gpt2_error *err) {
     FILE *f = fdopen(fd, "wb");
     if (!f) {
         int e = errno;
@@ -164,7 +164,7 @@ static gpt2_status fill_temp(int fd, const char *path, gpt2_fileio_write_fn writ
         return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot write: %s", path, strerror(e));
     }
     errno = 0;
-    gpt2_status st = write(f, user, err);
+    gpt2_status st = fill(f, user, err);
     const char *what = NULL;
     if (st == GPT2_OK && (fflush(f) != 0 || ferror(f))) what = "cannot write";
     else if (st == GPT2_OK && fsync(fd) != 0) what = "cannot sync";
@@ -174,8 +174,8 @@ static gpt2_status fill_temp(int fd, const char *path, gpt2_fileio_write_fn writ
     return st;
 }
 
-gpt2_status gpt2_fileio_write_atomic(const char *path, gpt2_fileio_write_fn write, void *user, gpt2_error *err) {
-    if (!path || !*path || !write) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "fileio: no path or no writer");
+gpt2_status gpt2_fileio_write_atomic(const char *path, gpt2_fileio_write_fn fill, void *user, gpt2_error *err) {
+    if (!path || !*path || !fill) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "fileio: no path or no writer");
     char *target = NULL, *dir = NULL, *tmp = NULL;
     int exists;
     struct stat sb;
@@ -206,7 +206,7 @@ gpt2_status gpt2_fileio_write_atomic(const char *path, gpt2_fileio_write_fn writ
         st = gpt2_fail(err, GPT2_ERR_IO, "%s: cannot set the mode of the new file: %s", path, strerror(errno));
         close(fd);
     } else {
-        st = fill_temp(fd, path, write, user, err);
+        st = fill_temp(fd, path, fill, user, err);
     }
     if (st == GPT2_OK && rename(tmp, target) != 0)
         st = gpt2_fail(err, GPT2_ERR_IO, "%s: cannot rename the new file over %s: %s", path, target,
