@@ -10,4 +10,5 @@
 #include "gpt2_speculative.h"
 #include "gpt2_session.h"
 #include "gpt2_bpe_train.h"
+#include "gpt2_fileio.h"
 #endif

@@ -115,9 +115,12 @@
  * byte as U+FFFD and "text_base64" holds the exact bytes. An assistant turn's
  * "ids" are its reply tokens; load uses them when the file's model and n_vocab
  * match the session's (they must then decode to the text exactly) and
- * otherwise encodes the text. The file is written to a temporary file in the
- * same directory (mode 0600), fsynced, and renamed over the target, so a crash
- * leaves either the old file or the new one. Load reads and checks everything
+ * otherwise encodes the text. The file is written through gpt2_fileio (see
+ * gpt2_fileio.h): a temporary file beside the target, fsynced and renamed over
+ * it, so a crash leaves either the old file or the new one; a symbolic link is
+ * written through to its target, a directory, device, FIFO or socket is
+ * refused, an existing file keeps its mode and a new one gets 0666 less the
+ * umask (the chat's --log holds the same text under the same rule). Load reads and checks everything
  * before it changes anything; on success the session is in the saved state:
  * same conversation, template, parameters, policy and RNG state, the cache
  * recomputed, a reply in progress continuing where it was, so the same calls

@@ -105,15 +105,21 @@ float gpt2_trainer_eval(gpt2_trainer *tr, const gpt2_train_data *data, int max_b
 
 /* Checkpoints hold the params, the trainer's state (step, RNG, Adam moments)
  * and a caller-chosen hash of the data, so a resume can refuse other data.
- * Written atomically (temporary file, then rename). */
+ * Written atomically (gpt2_fileio). Save refuses a trainer with a non-finite
+ * value (GPT2_ERR_INVALID_ARG, naming the tensor and index) and leaves the
+ * file there as it was. Resume refuses (GPT2_ERR_FORMAT, naming the field) a
+ * damaged or truncated file, settings out of range, a step past the run's
+ * steps, and non-finite weights or moments. */
 gpt2_status gpt2_trainer_save(const gpt2_trainer *tr, const char *path, uint64_t data_hash, gpt2_error *err);
 gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **out, uint64_t *data_hash,
                                 gpt2_error *err);
 
 /* Writes dir/config.json and dir/model.safetensors in the Hugging Face GPT-2
  * layout (Conv1D weights as (in, out), tied head: no lm_head.weight), weights
- * in dtype. eot: the end-of-text id for bos/eos in config.json, or -1. The
- * tokenizer files are the caller's to add. */
+ * in dtype, each atomically (gpt2_fileio). eot: the end-of-text id for bos/eos
+ * in config.json, or -1. The tokenizer files are the caller's to add. A model
+ * with a non-finite weight is not written (GPT2_ERR_INVALID_ARG); the files
+ * there stay as they were. */
 gpt2_status gpt2_trainer_export(const gpt2_trainer *tr, const char *dir, gpt2_dtype dtype, int eot,
                                 gpt2_error *err);
 

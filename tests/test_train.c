@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "gpt2.h"
+#include "checkpoint_craft.h"
 #include "gpt2_train.h"
 #include "test_util.h"
 
@@ -172,6 +173,106 @@ static void test_resume_exact(void **state) {
     gpt2_trainer_free(a);
 }
 
+/* Checkpoints with a valid checksum but values no run can have are refused
+ * on load, naming the field: a step past the end (2^64-1 once "resumed at
+ * step -1"), sizes beyond int, non-finite settings, weights or moments. */
+static void test_crafted_checkpoints(void **state) {
+    (void)state;
+    gpt2_train_params p = tiny_params();
+    p.steps = 6;
+    gpt2_trainer *tr, *c = NULL;
+    gpt2_error err;
+    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    char path[] = "/tmp/gptscope-ckpt-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(gpt2_trainer_save(tr, path, 5, &err), GPT2_OK);
+    size_t len, n = 0;
+    char *orig = read_file(path, &len);
+    for (int i = 0; i < gpt2_trainer_n_tensors(tr); i++) n += gpt2_trainer_tensor(tr, i).n;
+    const size_t head = CKPT_HEAD, field = CKPT_FIELD0; /* header fields: u64 each */
+    assert_int_equal(len, head + 3 * n * 4 + 8);
+    const uint64_t u64max = UINT64_MAX, seven = 7, big = (1ull << 32) + 2, nan_bits = 0x7fc00000, high = 1ull << 40;
+    const float fnan = NAN, finf = INFINITY, fneg = -1.0f;
+    const struct {
+        size_t off;
+        const void *val;
+        size_t vlen;
+        const char *want;
+    } cases[] = {
+        {field + 18 * 8, &u64max, 8, "step = 18446744073709551615 is out of range"},
+        {field + 18 * 8, &seven, 8, "step = 7 is past the run's end (steps = 6)"},
+        {field + 0 * 8, &big, 8, "n_layer = 4294967298 is out of range"},
+        {field + 5 * 8, &big, 8, "batch_size = 4294967298 is out of range"},
+        {field + 8 * 8, &nan_bits, 8, "lr = 0x7fc00000 is not a finite 32-bit float"},
+        {field + 15 * 8, &high, 8, "dropout = 0x10000000000 is not a finite 32-bit float"},
+        {field + 22 * 8, &seven, 8, "reserved = 7, expected 0"},
+        {head + 3 * 4, &fnan, 4, "parameter wte.weight[3] = nan"},
+        {head + (n + n - 1) * 4, &finf, 4, "Adam first moment ln_f.bias[7] = inf"},
+        {head + (2 * n + 5) * 4, &fneg, 4, "Adam second moment wte.weight[5] = -1"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        ckpt_craft(path, orig, len, cases[k].off, cases[k].val, cases[k].vlen);
+        uint64_t hash;
+        gpt2_status st = gpt2_trainer_resume(path, 1, &c, &hash, &err);
+        if (st == GPT2_OK) fail_msg("case %zu resumed (at step %d); expected '%s'", k, gpt2_trainer_step_count(c),
+                                    cases[k].want);
+        assert_int_equal(st, GPT2_ERR_FORMAT);
+        assert_null(c);
+        if (!strstr(err.msg, cases[k].want) || !strstr(err.msg, path))
+            fail_msg("case %zu: message '%s' lacks '%s' or the path", k, err.msg, cases[k].want);
+    }
+    ckpt_craft(path, orig, len, 0, orig, 8); /* unchanged: still loads */
+    uint64_t hash;
+    assert_int_equal(gpt2_trainer_resume(path, 1, &c, &hash, &err), GPT2_OK);
+    gpt2_trainer_free(c);
+    free(orig);
+    unlink(path);
+    gpt2_trainer_free(tr);
+}
+
+/* A model holding NaN or inf is never exported or checkpointed: the call
+ * fails naming the value and the files there keep their bytes. */
+static void test_nonfinite_not_written(void **state) {
+    (void)state;
+    gpt2_train_params p = tiny_params();
+    gpt2_trainer *tr;
+    gpt2_error err;
+    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    char dir[] = "/tmp/gptscope-nonfinite-XXXXXX", files[3][512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(files[0], sizeof files[0], "%s/model.safetensors", dir);
+    snprintf(files[1], sizeof files[1], "%s/config.json", dir);
+    snprintf(files[2], sizeof files[2], "%s/checkpoint.bin", dir);
+    assert_int_equal(gpt2_trainer_export(tr, dir, GPT2_DTYPE_F32, -1, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_save(tr, files[2], 1, &err), GPT2_OK);
+    size_t len[3];
+    char *before[3];
+    for (int i = 0; i < 3; i++) before[i] = read_file(files[i], &len[i]);
+    gpt2_train_tensor t = gpt2_trainer_tensor(tr, 2);
+    assert_string_equal(t.name, "h.0.ln_1.weight");
+    const float bad[2] = {NAN, -INFINITY};
+    const char *want[2] = {"parameter h.0.ln_1.weight[3] = nan", "parameter h.0.ln_1.weight[3] = -inf"};
+    for (int k = 0; k < 2; k++) {
+        t.param[3] = bad[k];
+        assert_int_equal(gpt2_trainer_export(tr, dir, GPT2_DTYPE_F16, -1, &err), GPT2_ERR_INVALID_ARG);
+        if (!strstr(err.msg, want[k]) || !strstr(err.msg, dir)) fail_msg("export: '%s' lacks '%s'", err.msg, want[k]);
+        assert_int_equal(gpt2_trainer_save(tr, files[2], 2, &err), GPT2_ERR_INVALID_ARG);
+        if (!strstr(err.msg, want[k]) || !strstr(err.msg, files[2]))
+            fail_msg("checkpoint: '%s' lacks '%s'", err.msg, want[k]);
+        for (int i = 0; i < 3; i++) {
+            size_t l;
+            char *now = read_file(files[i], &l);
+            if (l != len[i] || memcmp(now, before[i], l)) fail_msg("%s changed", files[i]);
+            free(now);
+        }
+    }
+    for (int i = 0; i < 3; i++) free(before[i]), unlink(files[i]);
+    assert_int_equal(rmdir(dir), 0); /* nothing else, no temporary file, was left */
+    gpt2_trainer_free(tr);
+}
+
 typedef struct {
     const int32_t *ids;
     double nats;
@@ -329,7 +430,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradient_check), cmocka_unit_test(test_loss_falls),
         cmocka_unit_test(test_resume_exact),   cmocka_unit_test(test_export_matches_engine),
-        cmocka_unit_test(test_bad_params),     cmocka_unit_test(test_interrupt_step),
+        cmocka_unit_test(test_bad_params),     cmocka_unit_test(test_crafted_checkpoints),
+        cmocka_unit_test(test_nonfinite_not_written), cmocka_unit_test(test_interrupt_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
+#include "checkpoint_craft.h"
 #include "cli_run.h"
 #include "test_util.h"
 
@@ -194,9 +195,30 @@ static void test_train_errors(void **state) {
     assert_non_null(strstr(r.err, "step      5/5"));
     run_free(&r);
 
-    /* a truncated checkpoint: the reason, not a crash */
-    char ckpt[300];
+    /* a checkpoint with a valid checksum but step 2^64-1 (once "resumed at
+       step -1", trained to NaN and exported over the model): refused, and the
+       model and checkpoint on disk keep their bytes */
+    char ckpt[300], weights[300];
     snprintf(ckpt, sizeof ckpt, "%s/checkpoint.bin", model);
+    snprintf(weights, sizeof weights, "%s/model.safetensors", model);
+    size_t ck_len, w_len, len;
+    char *ck = read_file(ckpt, &ck_len), *w = read_file(weights, &w_len);
+    const uint64_t u64max = UINT64_MAX;
+    ckpt_craft(ckpt, ck, ck_len, CKPT_FIELD0 + CKPT_STEP_FIELD * 8, &u64max, 8);
+    char *crafted = read_file(ckpt, &len);
+    r = run(NULL, "train --examples --resume --tokenizer %s -o %s --steps 6 %s", model, model, data);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "step = 18446744073709551615 is out of range")) fail_msg("stderr: %s", r.err);
+    assert_null(strstr(r.err, "resumed"));
+    run_free(&r);
+    char *now = read_file(weights, &len);
+    assert_true(len == w_len && memcmp(now, w, len) == 0);
+    free(now);
+    now = read_file(ckpt, &len);
+    assert_true(len == ck_len && memcmp(now, crafted, len) == 0);
+    free(now), free(crafted), free(ck), free(w);
+
+    /* a truncated checkpoint: the reason, not a crash */
     assert_int_equal(truncate(ckpt, 1000), 0);
     r = run(NULL, "train --examples --resume --tokenizer %s -o %s --steps 6 %s", model, model, data);
     assert_int_equal(r.status, 1);
@@ -205,8 +227,73 @@ static void test_train_errors(void **state) {
     rm_rf(dir);
 }
 
+/* Runs python3's json module on path: prints the values of keys, one per
+ * line (None for null), or fails the test if the file is not JSON. */
+static char *python_json(const char *path, const char *keys) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s -c 'import json, sys\n"
+             "d = json.load(open(sys.argv[1], encoding=\"utf-8\"))\n"
+             "for k in sys.argv[2].split():\n"
+             "    v = d\n"
+             "    for part in k.split(\".\"): v = v.get(part) if isinstance(v, dict) else None\n"
+             "    print(v)' %s %s",
+             getenv("PYTHON") ? getenv("PYTHON") : "/usr/bin/python3", sq(path), sq(keys));
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    static char out[4096];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    if (pclose(p) != 0) fail_msg("%s is not JSON to python3 (%s)", path, out);
+    return out;
+}
+
+/* training.json is JSON (read by python3): the data path with quotes and
+ * backslashes escaped, and with --val-fraction 0 the held-out figures null
+ * with the reason (they were printed as nan). */
+static void test_training_json(void **state) {
+    (void)state;
+    const char *dir = tmpdir_new();
+    char sub[300], data[400], model[300], json[400];
+    snprintf(sub, sizeof sub, "%s/we\"ird\\dir", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    snprintf(data, sizeof data, "%s/data.txt", sub);
+    snprintf(model, sizeof model, "%s/model", dir);
+    snprintf(json, sizeof json, "%s/training.json", model);
+    write_reverse_data(data, 400, 3);
+    run_result r = run(NULL, "train-tokenizer --vocab-size 300 -o %s %s", sq(model), sq(data));
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    r = run(NULL,
+            "train --tokenizer %s -o %s --layers 1 --heads 2 --embd 16 --block 16 --batch 4 --steps 3 --threads 1 "
+            "--val-fraction 0 %s",
+            sq(model), sq(model), sq(data));
+    if (r.status != 0) fail_msg("train failed: %s", r.err);
+    run_free(&r);
+    char *out = python_json(json, "data steps val_tokens final_val_loss_estimate heldout_nats_per_token "
+                                  "heldout_bits_per_byte null_reasons.heldout_nats_per_token final_train_loss");
+    char want[1024];
+    snprintf(want, sizeof want, "%s\n3\n0\nNone\nNone\nNone\n--val-fraction 0: nothing is held out\n", data);
+    if (strncmp(out, want, strlen(want)) != 0) fail_msg("python3 read:\n%s\nexpected to start with:\n%s", out, want);
+    double train_loss = strtod(out + strlen(want), NULL);
+    assert_true(train_loss > 1 && train_loss < 10);
+
+    /* with a held-out split: numbers, and no reasons */
+    r = run(NULL, "train --tokenizer %s -o %s --layers 1 --heads 2 --embd 16 --block 16 --batch 4 --steps 3 "
+                  "--threads 1 %s",
+            sq(model), sq(model), sq(data));
+    if (r.status != 0) fail_msg("train failed: %s", r.err);
+    run_free(&r);
+    out = python_json(json, "null_reasons val_fraction heldout_nats_per_token");
+    assert_true(strncmp(out, "None\n0.1\n", 9) == 0);
+    double nats = strtod(out + 9, NULL);
+    assert_true(nats > 1 && nats < 10);
+    rm_rf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_training_json),
         cmocka_unit_test(test_train_errors),
         cmocka_unit_test(test_reverse_end_to_end),
     };

@@ -9,6 +9,7 @@
  * way `gptscope eval --heldout F` scores it, and the figures go to
  * DIR/training.json.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -90,10 +91,9 @@ static int copy_file(const char *from, const char *to_dir, const char *name) {
     size_t len;
     char *data = cli_read_all(NULL, from, CLI_TEXT_MAX, &len);
     if (!data) return 0;
-    FILE *f = fopen(to, "wb");
-    int ok = f && fwrite(data, 1, len, f) == len;
-    if (f && fclose(f) != 0) ok = 0;
-    if (!ok) cli_error("%s: cannot write: %s", to, strerror(errno));
+    gpt2_error err;
+    int ok = gpt2_fileio_write_bytes(to, data, len, &err) == GPT2_OK;
+    if (!ok) cli_error("%s", err.msg);
     free(data);
     return ok;
 }
@@ -126,6 +126,90 @@ static int export_model(gpt2_trainer *tr, const char *out_dir, const char *tok_d
 
 /* Asked before each layer of a step: Ctrl-C stops within one layer's work. */
 static int stop_requested(void *flag) { return *(volatile sig_atomic_t *)flag; }
+
+/* What OUT/training.json records of a finished run. */
+typedef struct {
+    const char *data;
+    double val_fraction, seconds;
+    size_t train_tokens, val_tokens, parameters;
+    const gpt2_train_params *p;
+    float train_loss, val_loss; /* NAN: none this run */
+    int steps_run;
+    const cli_score *score;     /* NULL: nothing held out */
+} train_report;
+
+/* A float figure as the digits it has (0.001f -> 0.001, not 0.0010000000474974513). */
+static double float_figure(float f) {
+    char b[32];
+    snprintf(b, sizeof b, "%.7g", (double)f);
+    return strtod(b, NULL);
+}
+
+/* key: v, or null when v is not finite (JSON has no NaN) with why in reasons[key]. */
+static int add_figure(cJSON *o, cJSON *reasons, const char *key, double v, const char *why) {
+    if (isfinite(v)) return cJSON_AddNumberToObject(o, key, v) != NULL;
+    return cJSON_AddNullToObject(o, key) && cJSON_AddStringToObject(reasons, key, why);
+}
+
+static cJSON *report_json(const train_report *r) {
+    const gpt2_train_params *p = r->p;
+    const char *no_val = r->val_fraction == 0 ? "--val-fraction 0: nothing is held out" : "the held-out split is empty";
+    const char *no_step = "no training step ran in this run";
+    cJSON *o = cJSON_CreateObject(), *why = cJSON_CreateObject();
+    int ok = o && why && cJSON_AddStringToObject(o, "data", r->data) &&
+             cJSON_AddNumberToObject(o, "val_fraction", r->val_fraction) &&
+             cJSON_AddNumberToObject(o, "train_tokens", (double)r->train_tokens) &&
+             cJSON_AddNumberToObject(o, "val_tokens", (double)r->val_tokens) &&
+             cJSON_AddNumberToObject(o, "n_layer", p->n_layer) && cJSON_AddNumberToObject(o, "n_head", p->n_head) &&
+             cJSON_AddNumberToObject(o, "n_embd", p->n_embd) &&
+             cJSON_AddNumberToObject(o, "block_size", p->block_size) &&
+             cJSON_AddNumberToObject(o, "n_vocab", p->n_vocab) &&
+             cJSON_AddNumberToObject(o, "parameters", (double)r->parameters) &&
+             cJSON_AddNumberToObject(o, "steps", p->steps) && cJSON_AddNumberToObject(o, "batch_size", p->batch_size) &&
+             cJSON_AddNumberToObject(o, "lr", float_figure(p->lr)) &&
+             cJSON_AddNumberToObject(o, "min_lr", float_figure(p->min_lr)) &&
+             cJSON_AddNumberToObject(o, "warmup_steps", p->warmup_steps) &&
+             cJSON_AddNumberToObject(o, "weight_decay", float_figure(p->weight_decay)) &&
+             cJSON_AddNumberToObject(o, "beta2", float_figure(p->beta2)) &&
+             cJSON_AddNumberToObject(o, "dropout", float_figure(p->dropout)) &&
+             cJSON_AddNumberToObject(o, "seed", (double)p->seed) &&
+             cJSON_AddNumberToObject(o, "threads", p->n_threads) &&
+             cJSON_AddNumberToObject(o, "seconds_this_run", round(r->seconds * 10) / 10) &&
+             add_figure(o, why, "final_train_loss", float_figure(r->train_loss), no_step) &&
+             add_figure(o, why, "final_val_loss_estimate", float_figure(r->val_loss),
+                        r->val_tokens == 0 ? no_val
+                        : r->steps_run == 0 ? no_step
+                                            : "the held-out tokens hold no whole sequence to estimate it on") &&
+             add_figure(o, why, "heldout_nats_per_token", r->score ? r->score->nats_per_token : NAN, no_val) &&
+             add_figure(o, why, "heldout_bits_per_byte", r->score ? r->score->bits_per_byte : NAN, no_val);
+    if (ok && cJSON_GetArraySize(why) > 0) {
+        ok = cJSON_AddItemToObject(o, "null_reasons", why);
+        why = NULL;
+    }
+    cJSON_Delete(why);
+    if (!ok) cJSON_Delete(o);
+    return ok ? o : NULL;
+}
+
+/* Writes out_dir/training.json atomically (gpt2_fileio). */
+static int write_report(const char *out_dir, const train_report *r) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/training.json", out_dir);
+    cJSON *o = report_json(r);
+    char *text = o ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    if (!text) {
+        cli_error("%s: out of memory building it", path);
+        return 0;
+    }
+    size_t n = strlen(text);
+    text[n] = '\n'; /* cJSON_Print's buffer ends with a NUL we may overwrite */
+    gpt2_error err;
+    int ok = gpt2_fileio_write_bytes(path, text, n + 1, &err) == GPT2_OK;
+    if (!ok) cli_error("%s", err.msg);
+    free(text);
+    return ok;
+}
 
 int cmd_train(int argc, char **argv) {
     enum {
@@ -346,26 +430,11 @@ int cmd_train(int argc, char **argv) {
                examples ? ", each line on its own" : "", cli_show(out_dir), valf, examples ? " --examples" : "",
                cli_show(path));
     }
-    char jpath[4096];
-    snprintf(jpath, sizeof jpath, "%s/training.json", out_dir);
-    FILE *jf = fopen(jpath, "w");
-    if (!jf) {
-        cli_error("%s: cannot write: %s", jpath, strerror(errno));
-        goto out;
-    }
-    fprintf(jf,
-            "{\n  \"data\": \"%s\",\n  \"val_fraction\": %g,\n  \"train_tokens\": %zu,\n  \"val_tokens\": %zu,\n"
-            "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"block_size\": %d,\n  \"n_vocab\": %d,\n"
-            "  \"parameters\": %zu,\n  \"steps\": %d,\n  \"batch_size\": %d,\n  \"lr\": %g,\n  \"min_lr\": %g,\n"
-            "  \"warmup_steps\": %d,\n  \"weight_decay\": %g,\n  \"beta2\": %g,\n  \"dropout\": %g,\n"
-            "  \"seed\": %llu,\n  \"threads\": %d,\n  \"seconds_this_run\": %.1f,\n  \"final_train_loss\": %.4f,\n"
-            "  \"final_val_loss_estimate\": %.4f,\n  \"heldout_nats_per_token\": %.6f,\n"
-            "  \"heldout_bits_per_byte\": %.6f\n}\n",
-            path, valf, train.n, val.n, p.n_layer, p.n_head, p.n_embd, p.block_size, p.n_vocab, n_params, p.steps,
-            p.batch_size, p.lr, p.min_lr, p.warmup_steps, p.weight_decay, p.beta2, p.dropout,
-            (unsigned long long)p.seed, p.n_threads, train_s, loss, val_loss, score.nats_per_token,
-            score.bits_per_byte);
-    fclose(jf);
+    train_report rep = {.data = path, .val_fraction = valf, .seconds = train_s, .train_tokens = train.n,
+                        .val_tokens = val.n, .parameters = n_params, .p = &p, .train_loss = loss,
+                        .val_loss = val_loss, .steps_run = gpt2_trainer_step_count(tr) - start_step,
+                        .score = len > cut ? &score : NULL};
+    if (!write_report(out_dir, &rep)) goto out;
     rc = EXIT_OK;
 out:
     free(train.ids);

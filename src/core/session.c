@@ -3,18 +3,15 @@
  * the context-full policy, regen/undo/reset, template switching, save/load,
  * and draft mode (speculative sampling through gpt2_speculative, its tokens
  * queued and handed out one per step). */
-#include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "error.h"
+#include "gpt2_fileio.h"
 #include "session_internal.h"
 #include "textio.h"
 
@@ -1284,51 +1281,6 @@ static cJSON *session_json(const gpt2_session *s) {
     return root;
 }
 
-/* Writes data to path through a temporary file beside it, fsync and rename. */
-static gpt2_status write_atomic(const char *path, const char *data, size_t len, gpt2_error *err) {
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    if (!tmp) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
-    snprintf(tmp, pl + 16, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        gpt2_status st = gpt2_fail(err, GPT2_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
-                                   strerror(errno));
-        free(tmp);
-        return st;
-    }
-    const char *what = NULL;
-    for (size_t done = 0; done < len && !what;) {
-        ssize_t w = write(fd, data + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) what = "cannot write";
-        else done += (size_t)w;
-    }
-    if (!what && fsync(fd) != 0) what = "cannot sync";
-    if (close(fd) != 0 && !what) what = "cannot close";
-    if (!what && rename(tmp, path) != 0) what = "cannot rename the temporary file over it";
-    if (what) {
-        gpt2_status st = gpt2_fail(err, GPT2_ERR_IO, "%s: %s: %s", path, what, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return st;
-    }
-    free(tmp);
-    /* Make the rename itself durable (best effort). */
-    char *dir = strdup(path);
-    if (dir) {
-        char *slash = strrchr(dir, '/');
-        const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
-        int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-        free(dir);
-    }
-    return GPT2_OK;
-}
-
 gpt2_status gpt2_session_save(const gpt2_session *s, const char *path, gpt2_error *err) {
     if (!s || !path) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: NULL argument");
     cJSON *root = session_json(s);
@@ -1337,7 +1289,7 @@ gpt2_status gpt2_session_save(const gpt2_session *s, const char *path, gpt2_erro
     if (!text) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory building the session file", path);
     size_t n = strlen(text);
     text[n] = '\n'; /* cJSON_Print's buffer ends with a NUL we may overwrite */
-    gpt2_status st = write_atomic(path, text, n + 1, err);
+    gpt2_status st = gpt2_fileio_write_bytes(path, text, n + 1, err);
     free(text);
     return st;
 }

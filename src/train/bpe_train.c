@@ -29,6 +29,7 @@
 
 #include "core/byte_alphabet.h"
 #include "core/error.h"
+#include "gpt2_fileio.h"
 #include "core/pretokenize.h"
 
 static const char EOT_TEXT[] = "<|endoftext|>";
@@ -676,48 +677,27 @@ static gpt2_status make_dirs(const char *dir, gpt2_error *err) {
     return GPT2_OK;
 }
 
-/* Writes dir/name through a temporary file in dir and a rename. */
+typedef struct {
+    const gpt2_bpe_vocab *v;
+    void (*writer)(FILE *, const gpt2_bpe_vocab *);
+} vocab_writer;
+
+static gpt2_status put_vocab_file(FILE *f, void *user, gpt2_error *err) {
+    const vocab_writer *w = user;
+    w->writer(f, w->v);
+    return GPT2_OK;
+}
+
+/* Writes dir/name atomically (gpt2_fileio). */
 static gpt2_status save_file(const gpt2_bpe_vocab *v, const char *dir, const char *name,
                              void (*writer)(FILE *, const gpt2_bpe_vocab *), gpt2_error *err) {
-    size_t n = strlen(dir) + strlen(name) + 16;
-    char *path = malloc(n), *tmp = malloc(n);
-    if (!path || !tmp) {
-        free(path);
-        free(tmp);
-        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
-    }
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(n);
+    if (!path) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
     snprintf(path, n, "%s/%s", dir, name);
-    snprintf(tmp, n, "%s/.%s.XXXXXX", dir, name);
-    gpt2_status rc = GPT2_OK;
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        rc = gpt2_fail(err, GPT2_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        goto done;
-    }
-    fchmod(fd, 0644); /* mkstemp makes 0600; these files are for reading */
-    writer(f, v);
-    int bad = fflush(f) != 0 || ferror(f) || fsync(fd) != 0;
-    int e = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (!bad && rename(tmp, path) != 0) {
-        bad = 1;
-        e = errno;
-    }
-    if (bad) {
-        unlink(tmp);
-        rc = gpt2_fail(err, GPT2_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    }
-done:
+    vocab_writer w = {v, writer};
+    gpt2_status rc = gpt2_fileio_write_atomic(path, put_vocab_file, &w, err);
     free(path);
-    free(tmp);
     return rc;
 }
 

@@ -7,16 +7,18 @@
  *   f32 params[n_params], f32 adam_m[n_params], f32 adam_v[n_params]
  *   u64 FNV-1a of every byte before it
  * The file size must match the header exactly and the hash must agree, so a
- * truncated or damaged checkpoint is refused with the reason.
+ * truncated or damaged checkpoint is refused with the reason; every field is
+ * range-checked and every value must be finite, so a crafted one is too.
  */
-#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/textio.h"
+#include "gpt2_fileio.h"
 #include "train/train_internal.h"
 
 enum { CKPT_VERSION = 1, CKPT_FIELDS = 23 };
@@ -65,37 +67,69 @@ static void unpack(const uint64_t *f, gpt2_train_params *p, int *step, uint64_t 
     *step = (int)f[18], *rng = f[19], *data_hash = f[20], *n_params = f[21];
 }
 
-gpt2_status gpt2_trainer_save(const gpt2_trainer *tr, const char *path, uint64_t data_hash, gpt2_error *err) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "checkpoint path is too long");
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+typedef struct {
+    const gpt2_trainer *tr;
+    uint64_t data_hash;
+} ckpt_job;
+
+static gpt2_status put_checkpoint(FILE *f, void *user, gpt2_error *err) {
+    const ckpt_job *j = user;
     fnv h = {0xcbf29ce484222325ull};
     uint32_t head[2] = {CKPT_VERSION, CKPT_FIELDS};
     uint64_t fields[CKPT_FIELDS];
-    pack(tr, data_hash, fields);
-    int ok = fwrite(CKPT_MAGIC, 8, 1, f) == 1 && fwrite(head, sizeof head, 1, f) == 1 &&
-             fwrite(fields, sizeof fields, 1, f) == 1;
+    pack(j->tr, j->data_hash, fields);
+    fwrite(CKPT_MAGIC, 8, 1, f), fwrite(head, sizeof head, 1, f), fwrite(fields, sizeof fields, 1, f);
     fnv_add(&h, CKPT_MAGIC, 8), fnv_add(&h, head, sizeof head), fnv_add(&h, fields, sizeof fields);
-    const float *arrays[3] = {tr->params, tr->m, tr->v};
-    for (int a = 0; a < 3 && ok; a++) {
-        ok = fwrite(arrays[a], sizeof(float), tr->n_params, f) == tr->n_params;
-        fnv_add(&h, arrays[a], tr->n_params * sizeof(float));
+    const float *arrays[3] = {j->tr->params, j->tr->m, j->tr->v};
+    for (int a = 0; a < 3; a++) {
+        fwrite(arrays[a], sizeof(float), j->tr->n_params, f);
+        fnv_add(&h, arrays[a], j->tr->n_params * sizeof(float));
     }
-    ok = ok && fwrite(&h.h, 8, 1, f) == 1;
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int close_failed = fclose(f) != 0;
-    if (!ok || close_failed) {
-        int e = errno;
-        unlink(tmp);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
+    fwrite(&h.h, 8, 1, f);
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_trainer_save(const gpt2_trainer *tr, const char *path, uint64_t data_hash, gpt2_error *err) {
+    char bad[256];
+    if (!trainer_values_ok(tr, 1, bad, sizeof bad))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                         "%s: checkpoint not written: %s (training diverged?); the file there is kept", path, bad);
+    ckpt_job j = {tr, data_hash};
+    return gpt2_fileio_write_atomic(path, put_checkpoint, &j, err);
+}
+
+/* Each header field's name and what it may hold: an int (0..INT_MAX), a
+ * finite float in the low 32 bits, any 64-bit value, or 0 (reserved). */
+enum { K_INT, K_FLOAT, K_ANY, K_ZERO };
+static const struct {
+    const char *name;
+    int kind;
+} FIELDS[CKPT_FIELDS] = {
+    {"n_layer", K_INT},    {"n_head", K_INT},      {"n_embd", K_INT},       {"block_size", K_INT},
+    {"n_vocab", K_INT},    {"batch_size", K_INT},  {"steps", K_INT},        {"warmup_steps", K_INT},
+    {"lr", K_FLOAT},       {"min_lr", K_FLOAT},    {"weight_decay", K_FLOAT}, {"beta1", K_FLOAT},
+    {"beta2", K_FLOAT},    {"adam_eps", K_FLOAT},  {"grad_clip", K_FLOAT},  {"dropout", K_FLOAT},
+    {"seed", K_ANY},       {"n_threads", K_INT},   {"step", K_INT},         {"rng", K_ANY},
+    {"data_hash", K_ANY},  {"n_params", K_ANY},    {"reserved", K_ZERO},
+};
+enum { F_STEPS = 6, F_STEP = 18, F_NPARAMS = 21 };
+
+/* Range checks of the header, before any of it is used: a checksum only
+ * says the file is as written, not that a sane run wrote it. */
+static gpt2_status check_fields(const char *path, const uint64_t *f, gpt2_error *err) {
+    for (int i = 0; i < CKPT_FIELDS; i++) {
+        const char *n = FIELDS[i].name;
+        const unsigned long long v = f[i];
+        if (FIELDS[i].kind == K_INT && v > INT_MAX)
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %s = %llu is out of range 0..%d", path, n, v, INT_MAX);
+        if (FIELDS[i].kind == K_FLOAT && (v >> 32 || !isfinite(u2f(v))))
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %s = 0x%llx is not a finite 32-bit float", path, n, v);
+        if (FIELDS[i].kind == K_ZERO && v != 0)
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %s = %llu, expected 0", path, n, v);
     }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(e));
-    }
+    if (f[F_STEP] > f[F_STEPS])
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: step = %llu is past the run's end (steps = %llu)", path,
+                         (unsigned long long)f[F_STEP], (unsigned long long)f[F_STEPS]);
     return GPT2_OK;
 }
 
@@ -120,6 +154,13 @@ gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **
         goto out;
     }
     memcpy(fields, data + 16, sizeof fields);
+    const uint64_t np = fields[F_NPARAMS]; /* the size first: a cut file says so, whatever its fields hold */
+    if (np > (len - head_bytes - 8) / 12 || len != head_bytes + 12 * np + 8) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %zu bytes, expected %llu for the %llu parameters it declares "
+                       "(truncated?)", path, len, (unsigned long long)(head_bytes + 12 * np + 8), (unsigned long long)np);
+        goto out;
+    }
+    if ((st = check_fields(path, fields, err)) != GPT2_OK) goto out;
     gpt2_train_params p;
     int step;
     uint64_t rng, n_params;
@@ -152,6 +193,13 @@ gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **
     float *arrays[3] = {tr->params, tr->m, tr->v};
     for (int a = 0; a < 3; a++, src += tr->n_params * sizeof(float))
         memcpy(arrays[a], src, tr->n_params * sizeof(float));
+    char bad[256];
+    if (!trainer_values_ok(tr, 1, bad, sizeof bad)) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %s; a checkpoint holds finite values (second moments >= 0)",
+                       path, bad);
+        gpt2_trainer_free(tr);
+        goto out;
+    }
     tr->step = step;
     tr->rng = rng;
     *out = tr;

@@ -1,37 +1,39 @@
 /* export.c — write a trained model as a Hugging Face GPT-2 directory:
  * config.json and model.safetensors (tensor names without the "transformer."
  * prefix, Conv1D weights stored (in, out), the head tied to wte). Each file is
- * written to a temporary name and renamed, so a reader never sees half a file.
+ * written through gpt2_fileio (temporary file, rename), so a reader never sees
+ * half a file, and a model with a non-finite weight is never written.
  */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/kernels.h"
+#include "gpt2_fileio.h"
 #include "train/train_internal.h"
 
+typedef struct {
+    const void *a, *b;
+    size_t na, nb;
+} two_parts;
+
+static gpt2_status put_parts(FILE *f, void *user, gpt2_error *err) {
+    const two_parts *p = user;
+    fwrite(p->a, 1, p->na, f);
+    if (p->nb) fwrite(p->b, 1, p->nb, f);
+    return GPT2_OK;
+}
+
+/* Writes dir/name atomically (gpt2_fileio): a's bytes, then b's. */
 static gpt2_status write_atomic(const char *dir, const char *name, const void *a, size_t na, const void *b, size_t nb,
                                 gpt2_error *err) {
-    char path[4096], tmp[4200];
+    char path[4096];
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "export: path too long");
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    int ok = fwrite(a, 1, na, f) == na && (!nb || fwrite(b, 1, nb, f) == nb) && fflush(f) == 0 &&
-             fsync(fileno(f)) == 0;
-    int e = errno;
-    if (fclose(f) != 0 && ok) ok = 0, e = errno;
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) e = errno;
-        unlink(tmp);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: write failed: %s", path, strerror(e));
-    }
-    return GPT2_OK;
+    two_parts p = {.a = a, .na = na, .b = b, .nb = nb};
+    return gpt2_fileio_write_atomic(path, put_parts, &p, err);
 }
 
 /* Whether tensor k of a layer is a Conv1D weight (stored transposed). */
@@ -126,6 +128,10 @@ gpt2_status gpt2_trainer_export(const gpt2_trainer *tr, const char *dir, gpt2_dt
                                 gpt2_error *err) {
     if (dtype != GPT2_DTYPE_F32 && dtype != GPT2_DTYPE_F16 && dtype != GPT2_DTYPE_BF16)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "export: unknown dtype %d", (int)dtype);
+    char bad[256];
+    if (!trainer_values_ok(tr, 0, bad, sizeof bad))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                         "%s: model not exported: %s (training diverged?); the files there are kept", dir, bad);
     gpt2_status st = write_safetensors(tr, dir, dtype, err);
     return st == GPT2_OK ? write_config(tr, dir, dtype, eot, err) : st;
 }

@@ -118,6 +118,27 @@ gpt2_train_tensor gpt2_trainer_tensor(const gpt2_trainer *tr, int i) {
                                .cols = cols};
 }
 
+/* index of the first bad value of a (non-finite, or negative when nonneg), or n */
+static size_t first_bad(const float *a, size_t n, int nonneg) {
+    for (size_t j = 0; j < n; j++)
+        if (!isfinite(a[j]) || (nonneg && a[j] < 0)) return j;
+    return n;
+}
+
+int trainer_values_ok(const gpt2_trainer *tr, int optimizer, char *buf, size_t cap) {
+    static const char *what[3] = {"parameter", "Adam first moment", "Adam second moment"};
+    const float *arrays[3] = {tr->params, tr->m, tr->v};
+    for (int a = 0; a < (optimizer ? 3 : 1); a++) {
+        size_t j = first_bad(arrays[a], tr->n_params, a == 2);
+        if (j == tr->n_params) continue;
+        int i = 0;
+        while (tr->offset[i + 1] <= j) i++;
+        snprintf(buf, cap, "%s %s[%zu] = %g", what[a], tr->names[i], j - tr->offset[i], (double)arrays[a][j]);
+        return 0;
+    }
+    return 1;
+}
+
 /* pointer to tensor k of layer l inside a params-shaped buffer */
 static inline float *LT(const gpt2_trainer *tr, float *base, int l, int k) {
     return base + tr->offset[2 + l * N_LAYER_TENSORS + k];

@@ -56,4 +56,10 @@ struct gpt2_trainer {
     double *partials;          /* fixed-order reduction partials */
 };
 
+/* Whether params (and, with optimizer, Adam's m and v) hold only values a
+ * saved model may hold: finite, and v >= 0. If not, 0 with the first bad one
+ * described in buf ("Adam first moment h.0.ln_1.weight[3] = nan"). Export
+ * and checkpoints check before writing, resume after reading. */
+int trainer_values_ok(const gpt2_trainer *tr, int optimizer, char *buf, size_t cap);
+
 #endif

@@ -67,7 +67,9 @@ struct app {
     const char *model_dir;
     char model_name[128];
     char themes_dir[4096];
-    FILE *log;
+    FILE *log;          /* --log, NULL: none, or stopped after a write failed */
+    const char *log_path;
+    char log_error[600]; /* why the log stopped ("": it did not); the exit status is then 1 */
 
     /* attention rows from the hooks: (n_att_layers, n_head, n_ctx, n_ctx);
        row p holds keys 0..p. All layers when they fit the budget, else only

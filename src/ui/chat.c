@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <locale.h>
 #include <math.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -31,13 +32,27 @@ static int g_step_delay_ms;            /* tests only: GPTSCOPE_TEST_STEP_DELAY_M
 
 static void on_signal(int sig) { g_signal = sig; }
 
+static void log_flush(app *a);
+
 void app_message(app *a, ui_role role, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(a->msg, sizeof a->msg, fmt, ap);
     va_end(ap);
     a->msg_role = role;
-    if (a->log) fprintf(a->log, "message: %s\n", a->msg), fflush(a->log);
+    if (a->log) fprintf(a->log, "message: %s\n", a->msg), log_flush(a);
+}
+
+/* Pushes the log's line out; a failed write (disk full, device gone) is told
+ * once on the message line, stops the log and makes the exit status 1. */
+static void log_flush(app *a) {
+    if (fflush(a->log) == 0 && !ferror(a->log)) return;
+    int e = errno ? errno : EIO;
+    fclose(a->log); /* its unwritten bytes fail again: nothing more to learn */
+    a->log = NULL;
+    snprintf(a->log_error, sizeof a->log_error, "log %s: cannot write: %s; logging stopped", a->log_path,
+             strerror(e));
+    app_message(a, UI_ROLE_ERROR, "%s", a->log_error);
 }
 
 static void logf_(app *a, const char *fmt, ...)
@@ -52,7 +67,7 @@ static void logf_(app *a, const char *fmt, ...) {
     vfprintf(a->log, fmt, ap);
     va_end(ap);
     fputc('\n', a->log);
-    fflush(a->log);
+    log_flush(a);
 }
 
 void app_token_label(const app *a, int32_t id, char *buf, size_t cap) {
@@ -263,7 +278,7 @@ static void finish_reply(app *a, const gpt2_session_token *t) {
         fputs("reply-text: ", a->log);
         fwrite(tr.text, 1, tr.len, a->log);
         fputc('\n', a->log);
-        fflush(a->log);
+        log_flush(a);
     }
     after_change(a);
 }
@@ -467,12 +482,34 @@ static void cmd_draft(app *a, const char *arg) {
     logf_(a, "draft %s k %d", a->draft_name, gpt2_session_draft_k(a->s));
 }
 
+/* A path typed in the chat with its leading ~ or ~user expanded, as a shell
+ * would have (no shell sees it): into buf, else arg as it is. */
+static char *expand_home(char *arg, char *buf, size_t cap) {
+    if (!arg || arg[0] != '~') return arg;
+    const char *rest = strchr(arg, '/');
+    size_t ul = rest ? (size_t)(rest - arg - 1) : strlen(arg + 1);
+    const char *home = ul == 0 ? getenv("HOME") : NULL;
+    char user[256];
+    if (!home || !*home) {
+        if (ul >= sizeof user) return arg;
+        memcpy(user, arg + 1, ul);
+        user[ul] = '\0';
+        struct passwd *pw = ul ? getpwnam(user) : getpwuid(getuid());
+        home = pw ? pw->pw_dir : NULL;
+    }
+    if (!home || snprintf(buf, cap, "%s%s", home, rest ? rest : "") >= (int)cap) return arg;
+    return buf;
+}
+
 static void run_command(app *a, char *line) {
-    char *save = NULL;
+    char *save = NULL, home_buf[PATH_MAX];
     char *cmd = strtok_r(line, " \t", &save);
     char *arg1 = strtok_r(NULL, " \t", &save);
     char *arg2 = strtok_r(NULL, " \t", &save);
     gpt2_error err;
+    static const char *const path_cmds[] = {"/save", "/load", "/draft", "/template", "/theme"};
+    for (size_t i = 0; i < sizeof path_cmds / sizeof *path_cmds; i++)
+        if (!strcmp(cmd, path_cmds[i])) arg1 = expand_home(arg1, home_buf, sizeof home_buf);
     a->msg[0] = '\0'; /* an earlier message is stale now; each command says what it did */
     if (!strcmp(cmd, "/quit") || !strcmp(cmd, "/q") || !strcmp(cmd, "/exit")) {
         a->quit = 1;
@@ -755,7 +792,9 @@ static void app_free(app *a) {
     free(a->turn_notes);
     free(a->turn_nnotes);
     free(a->turn_capnotes);
-    if (a->log) fclose(a->log);
+    if (a->log && fclose(a->log) != 0 && !a->log_error[0])
+        snprintf(a->log_error, sizeof a->log_error, "log %s: cannot write: %s", a->log_path, strerror(errno));
+    a->log = NULL;
 }
 
 int cmd_chat(int argc, char **argv) {
@@ -831,10 +870,12 @@ int cmd_chat(int argc, char **argv) {
         cli_error("chat needs a terminal (stdin and stdout must be TTYs)");
         return EXIT_ERR;
     }
-    if (log_path && !(a->log = fopen(log_path, "a"))) {
-        cli_error("%s: cannot open log: %s", log_path, strerror(errno));
+    gpt2_error log_err;
+    if (log_path && gpt2_fileio_open_append(log_path, &a->log, &log_err) != GPT2_OK) {
+        cli_error("%s", log_err.msg);
         return EXIT_ERR;
     }
+    a->log_path = log_path;
 
     int rc = EXIT_ERR;
     gpt2_error err;
@@ -964,5 +1005,9 @@ out:
     term_end();
     gpt2_chat_template_free(tmpl);
     app_free(a);
+    if (a->log_error[0]) { /* told on screen when it happened; the terminal is back now */
+        cli_error("%s", a->log_error);
+        if (rc == EXIT_OK) rc = EXIT_ERR;
+    }
     return rc;
 }

@@ -235,13 +235,38 @@ keys "12 7 99 3 45 0 8 61" Enter
 check "--quantize q8: the same reply" wait_for " 61 8 0 45 3 99 7 12"
 check "--quantize q8: the log names the 8-bit weights" wait_log "^start: model reverse \\(q8\\)"
 
-# 14. a paste with a byte that is not UTF-8 keeps every other byte (ncurses' get_wch dropped the rest)
+# 14. the user's files: ~ in /save and /load, a FIFO and a missing directory
+#     refused with the reason, a log on a full disk told on screen and in the
+#     exit status
+mkdir -p "$TMP/home" && mkfifo "$TMP/fifo"
+start HOME="$TMP/home" >/dev/null
+keys "/save ~/s.json" Enter
+check "/save ~/s.json: the message names the expanded path" wait_for "saved to $TMP/home/s.json"
+check "/save ~/s.json: the file is in \$HOME" test -s "$TMP/home/s.json"
+keys "/load ~/s.json" Enter
+check "/load ~/s.json" wait_for "loaded $TMP/home/s.json"
+keys "/save $TMP/fifo" Enter
+check "/save onto a FIFO: refused, saying what is there" wait_for "$TMP/fifo: is a FIFO, not a regular file"
+check "/save onto a FIFO: it is still a FIFO" test -p "$TMP/fifo"
+keys "/save nodir/s.json" Enter
+check "/save into a missing directory names it" wait_for "in directory nodir: No such file or directory"
+$T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/exit"
+$T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' chat -m '$MODEL' --template raw --temperature 0 --log /dev/full; echo \$? > '$TMP/exit'; sleep 60"
+check "--log /dev/full: told on the message line" wait_for "log /dev/full: cannot write: No space left on device" 10
+keys "12 7 99 3 45 0 8 61" Enter
+check "--log /dev/full: the chat goes on" wait_for " 61 8 0 45 3 99 7 12"
+keys "/quit" Enter
+check "--log /dev/full: exit status 1" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 1 ]"
+check "--log /dev/full: said again on stderr" sh -c "$T capture-pane -pJ -t app | grep -qF 'gptscope: log /dev/full: cannot write: No space left on device'"
+
+
+# 15. a paste with a byte that is not UTF-8 keeps every other byte (ncurses' get_wch dropped the rest)
 start >/dev/null
 $T send-keys -t app -H 41 42 ff 43 44
 check "paste with an invalid byte: every valid byte kept, the bad one shown" wait_for "> AB�CD"
 check "paste with an invalid byte: a notice says so" wait_for "not UTF-8"
 
-# 15. options without a command open the chat; a model too small for the
+# 16. options without a command open the chat; a model too small for the
 #     default template's preamble falls back to raw and says so
 $T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/exit"
 $T new-session -d -s app -x 160 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' -m '$MODEL'; echo \$? > '$TMP/exit'; sleep 60"
@@ -250,7 +275,7 @@ check "too small for the transcript template: raw, with a notice" wait_for "temp
 keys "/quit" Enter
 check "gptscope -m DIR: /quit exits 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
 
-# 16. the template's speakers label the turns; the confidence view has a legend
+# 17. the template's speakers label the turns; the confidence view has a legend
 $T kill-server >/dev/null 2>&1; sleep 0.2
 $T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' chat -m '$ROOT/models/shakespeare' --seed 1; sleep 60"
 check "the speakers the template names" wait_for "you speak as ROMEO, shakespeare as JULIET" 10
@@ -258,7 +283,7 @@ keys F2
 check "the confidence view's legend" wait_for "confidence (F2): p < 20%  20-60%  p >= 60%"
 keys "/quit" Enter
 
-# 17. outside tmux: option errors come before the terminal is touched
+# 18. outside tmux: option errors come before the terminal is touched
 printf 'name = bad\nuser = blu\n' > "$TMP/bad.theme"
 "$BIN" chat -m "$MODEL" --theme "$TMP/bad.theme" < /dev/null > "$TMP/out" 2>&1; rc=$?
 check "malformed theme: exit 1 naming file and line" sh -c "[ $rc = 1 ] && grep -qF '$TMP/bad.theme:2: user:' '$TMP/out'"
