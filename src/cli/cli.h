@@ -57,6 +57,18 @@ enum { CLI_OPT_TEMP = 0x1000, CLI_OPT_TOPK, CLI_OPT_TOPP, CLI_OPT_MINP, CLI_OPT_
  * option, -1 a bad value (message printed). --seed also sets *seeded. */
 int cli_sampling_option(int c, const char *arg, gpt2_sampler_params *sp, int *seeded);
 
+/* The same knobs by name, for the chat's /set: "temperature" (or "temp",
+ * "t"), "top-k" ("top_k", "k"), "top-p" ("top_p", "p"), "min-p" ("min_p"),
+ * "repeat-penalty" ("repeat", "rep"), "repeat-last-n", "seed". One table
+ * holds their ranges, so /set refuses exactly what the options refuse.
+ * Returns 1 applied (*canon = the knob's name), 0 not a knob, -1 a bad value
+ * with "expected ... in [lo, hi], found 'text'" in msg. */
+int cli_sampling_set(const char *name, const char *text, gpt2_sampler_params *sp, const char **canon, char *msg,
+                     size_t cap);
+
+/* A knob's range, for steppers (the sampling panel's arrows): 0 if no such knob. */
+int cli_sampling_range(const char *name, double *lo, double *hi);
+
 /* generate's --draft path (gen_speculative.c), after the prompt is encoded
  * and checked: speculative sampling with the draft model in draft_dir. */
 int cli_generate_speculative(gpt2_model *m, gpt2_context *ctx, const char *draft_dir, int k, int show_stats,

@@ -256,47 +256,91 @@ volatile sig_atomic_t *cli_interrupt_flag(void) {
     return &interrupted;
 }
 
-int cli_sampling_option(int c, const char *arg, gpt2_sampler_params *sp, int *seeded) {
-    long l;
-    double d;
-    switch (c) {
-    case CLI_OPT_TEMP:
-        if (!cli_parse_float("--temperature", arg, 0, 100, &d)) return -1;
-        sp->temperature = (float)d;
-        return 1;
-    case CLI_OPT_TOPK:
-        if (!cli_parse_int("--top-k", arg, 0, 1 << 24, &l)) return -1;
-        sp->top_k = (int)l;
-        return 1;
-    case CLI_OPT_TOPP:
-        if (!cli_parse_float("--top-p", arg, 1e-9, 1, &d)) return -1;
-        sp->top_p = (float)d;
-        return 1;
-    case CLI_OPT_MINP:
-        if (!cli_parse_float("--min-p", arg, 0, 0.999999, &d)) return -1;
-        sp->min_p = (float)d;
-        return 1;
-    case CLI_OPT_REP:
-        if (!cli_parse_float("--repeat-penalty", arg, 0.01, 100, &d)) return -1;
-        sp->repeat_penalty = (float)d;
-        return 1;
-    case CLI_OPT_REPN:
-        if (!cli_parse_int("--repeat-last-n", arg, 0, 1 << 20, &l)) return -1;
-        sp->repeat_last_n = (int)l;
-        return 1;
-    case CLI_OPT_SEED: {
-        char *end;
-        errno = 0;
-        unsigned long long s = strtoull(arg, &end, 10);
+/* The sampling knobs: one row each, for the options and for /set. */
+typedef enum { KNOB_FLOAT, KNOB_INT, KNOB_U64 } knob_kind;
+static const struct {
+    int opt;                  /* its getopt code */
+    const char *name, *alias[2];
+    knob_kind kind;
+    double lo, hi;
+} knobs[] = {
+    {CLI_OPT_TEMP, "temperature", {"temp", "t"}, KNOB_FLOAT, 0, 100},
+    {CLI_OPT_TOPK, "top-k", {"top_k", "k"}, KNOB_INT, 0, 1 << 24},
+    {CLI_OPT_TOPP, "top-p", {"top_p", "p"}, KNOB_FLOAT, 1e-9, 1},
+    {CLI_OPT_MINP, "min-p", {"min_p", NULL}, KNOB_FLOAT, 0, 0.999999},
+    {CLI_OPT_REP, "repeat-penalty", {"repeat", "rep"}, KNOB_FLOAT, 0.01, 100},
+    {CLI_OPT_REPN, "repeat-last-n", {"repeat_last_n", NULL}, KNOB_INT, 0, 1 << 20},
+    {CLI_OPT_SEED, "seed", {NULL, NULL}, KNOB_U64, 0, (double)UINT64_MAX},
+};
+enum { N_KNOBS = sizeof knobs / sizeof *knobs };
+
+static int knob_by_name(const char *name) {
+    for (int i = 0; name && i < N_KNOBS; i++)
+        if (!strcmp(name, knobs[i].name) || (knobs[i].alias[0] && !strcmp(name, knobs[i].alias[0])) ||
+            (knobs[i].alias[1] && !strcmp(name, knobs[i].alias[1])))
+            return i;
+    return -1;
+}
+
+/* Parses text for knob k into sp; 0 with the reason in msg. */
+static int knob_apply(int k, const char *text, gpt2_sampler_params *sp, char *msg, size_t cap) {
+    char *end;
+    errno = 0;
+    if (knobs[k].kind == KNOB_U64) {
+        unsigned long long v = strtoull(text, &end, 10);
         /* digits only: strtoull takes "-1" and " 5", and clamps what overflows to the maximum */
-        if (!isdigit((unsigned char)arg[0]) || *end || errno == ERANGE) {
-            cli_error("--seed: expected an integer in [0, %llu], found '%s'", (unsigned long long)UINT64_MAX, arg);
+        if (!isdigit((unsigned char)text[0]) || *end || errno == ERANGE) {
+            snprintf(msg, cap, "expected an integer in [0, %llu], found '%s'", (unsigned long long)UINT64_MAX, text);
+            return 0;
+        }
+        sp->seed = v;
+        return 1;
+    }
+    double v = knobs[k].kind == KNOB_INT ? (double)strtol(text, &end, 10) : strtod(text, &end);
+    if (errno || end == text || *end || !(v >= knobs[k].lo && v <= knobs[k].hi)) {
+        if (knobs[k].kind == KNOB_INT)
+            snprintf(msg, cap, "expected an integer in [%.0f, %.0f], found '%s'", knobs[k].lo, knobs[k].hi, text);
+        else
+            snprintf(msg, cap, "expected a number in [%g, %g], found '%s'", knobs[k].lo, knobs[k].hi, text);
+        return 0;
+    }
+    switch (knobs[k].opt) {
+    case CLI_OPT_TEMP: sp->temperature = (float)v; break;
+    case CLI_OPT_TOPK: sp->top_k = (int)v; break;
+    case CLI_OPT_TOPP: sp->top_p = (float)v; break;
+    case CLI_OPT_MINP: sp->min_p = (float)v; break;
+    case CLI_OPT_REP: sp->repeat_penalty = (float)v; break;
+    case CLI_OPT_REPN: sp->repeat_last_n = (int)v; break;
+    default: break;
+    }
+    return 1;
+}
+
+int cli_sampling_option(int c, const char *arg, gpt2_sampler_params *sp, int *seeded) {
+    for (int k = 0; k < N_KNOBS; k++) {
+        if (knobs[k].opt != c) continue;
+        char msg[256];
+        if (!knob_apply(k, arg, sp, msg, sizeof msg)) {
+            cli_error("--%s: %s", knobs[k].name, msg);
             return -1;
         }
-        sp->seed = s;
-        *seeded = 1;
+        if (c == CLI_OPT_SEED) *seeded = 1;
         return 1;
     }
-    default: return 0;
-    }
+    return 0;
+}
+
+int cli_sampling_set(const char *name, const char *text, gpt2_sampler_params *sp, const char **canon, char *msg,
+                     size_t cap) {
+    int k = knob_by_name(name);
+    if (k < 0) return 0;
+    *canon = knobs[k].name;
+    return knob_apply(k, text, sp, msg, cap) ? 1 : -1;
+}
+
+int cli_sampling_range(const char *name, double *lo, double *hi) {
+    int k = knob_by_name(name);
+    if (k < 0) return 0;
+    *lo = knobs[k].lo, *hi = knobs[k].hi;
+    return 1;
 }

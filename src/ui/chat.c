@@ -378,26 +378,32 @@ static void cmd_set(app *a, const char *name, const char *val) {
         }
         return;
     }
-    gpt2_sampler_params p = gpt2_session_sampler_params(a->s);
-    if (!strcmp(name, "temperature") || !strcmp(name, "temp") || !strcmp(name, "t")) p.temperature = (float)(v < 0 ? 0 : v);
-    else if (!strcmp(name, "top-k") || !strcmp(name, "top_k") || !strcmp(name, "k")) p.top_k = v < 0 ? 0 : (int)v;
-    else if (!strcmp(name, "top-p") || !strcmp(name, "top_p") || !strcmp(name, "p")) p.top_p = (float)v;
-    else if (!strcmp(name, "min-p") || !strcmp(name, "min_p")) p.min_p = (float)v;
-    else if (!strcmp(name, "repeat-penalty") || !strcmp(name, "repeat") || !strcmp(name, "rep")) p.repeat_penalty = (float)v;
-    else if (!strcmp(name, "repeat-last-n")) p.repeat_last_n = v < 0 ? 0 : (int)v;
-    else if (!strcmp(name, "seed")) p.seed = (uint64_t)(v < 0 ? 0 : v);
-    else if (!strcmp(name, "max-tokens") || !strcmp(name, "max-new") || !strcmp(name, "n")) {
-        gpt2_session_set_max_new_tokens(a->s, v < 0 ? 0 : (int)v);
+    if (!strcmp(name, "max-tokens") || !strcmp(name, "max-new") || !strcmp(name, "n")) {
+        if (v != floor(v) || v < 0 || v > 1 << 20) { /* chat's -n takes the same */
+            app_message(a, UI_ROLE_ERROR, "/set max-tokens: expected an integer in [0, %d], found '%s'", 1 << 20, val);
+            return;
+        }
+        gpt2_session_set_max_new_tokens(a->s, (int)v);
         app_message(a, UI_ROLE_TEXT, "max-tokens = %d", gpt2_session_max_new_tokens(a->s));
         logf_(a, "set max-new %d", gpt2_session_max_new_tokens(a->s));
         return;
-    } else {
-        app_message(a, UI_ROLE_ERROR, "/set: unknown parameter '%s'", name);
+    }
+    gpt2_sampler_params p = gpt2_session_sampler_params(a->s);
+    const char *canon;
+    char why[256];
+    int r = cli_sampling_set(name, val, &p, &canon, why, sizeof why);
+    if (r == 0) {
+        app_message(a, UI_ROLE_ERROR, "/set: unknown parameter '%s' (temperature top-k top-p min-p repeat-penalty "
+                                      "repeat-last-n max-tokens seed draft_k)", name);
+        return;
+    }
+    if (r < 0) { /* refused with the range, as the command-line option refuses it */
+        app_message(a, UI_ROLE_ERROR, "/set %s: %s", canon, why);
         return;
     }
     gpt2_session_set_sampler_params(a->s, p);
     p = gpt2_session_sampler_params(a->s);
-    app_message(a, UI_ROLE_TEXT, "%s = %s", name, val);
+    app_message(a, UI_ROLE_TEXT, "%s = %s", canon, val);
     logf_(a, "set temperature %.2f top-k %d top-p %.2f min-p %.2f repeat %.2f seed %llu", (double)p.temperature,
           p.top_k, (double)p.top_p, (double)p.min_p, (double)p.repeat_penalty, (unsigned long long)p.seed);
 }

@@ -159,6 +159,11 @@ keys "/set temperature 1.5" Enter
 check "temperature changed mid-reply" wait_log "^reply: " 10
 check "tokens before at 0.00, after at 1.50" sh -c "grep -q '^token .* temperature 0.00' '$TMP/log' && grep -q '^token .* temperature 1.50' '$TMP/log' && [ \$(grep -n '^token .* temperature 1.50' '$TMP/log' | head -1 | cut -d: -f1) -lt \$(grep -n '^reply:' '$TMP/log' | head -1 | cut -d: -f1) ]"
 check "sampling panel shows the new temperature" wait_for "temp    1.50"
+keys "/set top-p 2" Enter
+check "/set out of range: refused with the option's range" wait_for "/set top-p: expected a number in [1e-09, 1], found '2'"
+check "/set out of range: the panel keeps the old value" wait_for "top-p   0.95"
+keys "/set temperature 1e9" Enter
+check "/set temperature 1e9: refused as --temperature refuses it" wait_for "/set temperature: expected a number in [0, 100], found '1e9'"
 
 # 8. cancel a reply with Esc: text kept, fewer than 8 tokens
 keys "/set temperature 0" Enter "/reset" Enter
