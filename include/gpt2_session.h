@@ -542,6 +542,13 @@ gpt2_status gpt2_session_save(const gpt2_session *s, const char *path, gpt2_erro
 gpt2_status gpt2_session_load(gpt2_session *s, const char *path, gpt2_progress_fn progress, void *user_data,
                               gpt2_error *err);
 
+/* The model a session file names ("model", at most cap - 1 bytes of it, and
+ * "n_vocab"), read without loading the conversation: a UI asks before
+ * continuing another model's conversation (load re-encodes its text and
+ * takes its template and sampling settings). Errors as for load. A session
+ * file larger than 16 MiB is refused before it is read (GPT2_ERR_FORMAT). */
+gpt2_status gpt2_session_file_model(const char *path, char *name, size_t cap, int *n_vocab, gpt2_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2088,6 +2088,39 @@ static void test_draft_plain_scenarios(void **state) {
     g_draft = NULL;
 }
 
+/* The model a session file names, read without loading it; a file far
+ * larger than any conversation is refused from its size alone, before a
+ * byte is read (a sparse 100 MB file: reading it would take seconds). */
+static void test_file_model_and_size(void **state) {
+    (void)state;
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 8, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    send_ok(s, "hello");
+    char path[] = "/tmp/gptscope-sess-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    gpt2_error err;
+    assert_int_equal(gpt2_session_save(s, path, &err), GPT2_OK);
+    char name[64];
+    int n_vocab = 0;
+    assert_int_equal(gpt2_session_file_model(path, name, sizeof name, &n_vocab, &err), GPT2_OK);
+    assert_string_equal(name, gpt2_model_name(g_model));
+    assert_int_equal(n_vocab, gpt2_model_config(g_model)->n_vocab);
+    assert_int_equal(truncate(path, 100 << 20), 0); /* sparse: no 100 MB written */
+    assert_int_equal(gpt2_session_file_model(path, name, sizeof name, &n_vocab, &err), GPT2_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "104857600 bytes, more than the 16 MiB a session file may have"));
+    int n_before;
+    gpt2_session_tokens(s, &n_before);
+    assert_int_equal(gpt2_session_load(s, path, NULL, NULL, &err), GPT2_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "16 MiB"));
+    int n_after;
+    gpt2_session_tokens(s, &n_after);
+    assert_int_equal(n_after, n_before);
+    unlink(path);
+    gpt2_session_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_transcript),
@@ -2110,6 +2143,7 @@ int main(void) {
         cmocka_unit_test(test_save_load_held),
         cmocka_unit_test(test_save_load_odd_bytes),
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_file_model_and_size),
         cmocka_unit_test(test_cancel_prefill),
         cmocka_unit_test(test_hooks),
         cmocka_unit_test_setup(test_draft_greedy_identical, no_draft),

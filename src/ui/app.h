@@ -96,6 +96,7 @@ struct app {
     int help;        /* the help screen is open */
     int help_top;    /* its first line shown (it scrolls when taller than the screen) */
     int msg_rows;    /* rows the message line takes in the layout (a long one wraps, up to 3) */
+    char pending_load[4096]; /* a /load of another model's file, waiting to be repeated */
     int conf_view;   /* colour tokens by probability */
     int conv_scroll; /* lines scrolled back from the bottom */
     int sp_sel;      /* selected sampling item */

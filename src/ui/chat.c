@@ -507,6 +507,31 @@ static char *expand_home(char *arg, char *buf, size_t cap) {
     return buf;
 }
 
+/* /load of a conversation another model wrote: it would be re-encoded, and
+ * its template and sampling settings would replace these. The first /load
+ * says so, naming both models; the same /load again goes ahead. 0: not now
+ * (a message says why). */
+static int other_model_confirmed(app *a, const char *path) {
+    char saved[128];
+    int n_vocab;
+    gpt2_error err;
+    if (gpt2_session_file_model(path, saved, sizeof saved, &n_vocab, &err) != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        return 0;
+    }
+    if (!strcmp(saved, a->model_name) || !strcmp(a->pending_load, path)) {
+        a->pending_load[0] = '\0';
+        return 1;
+    }
+    snprintf(a->pending_load, sizeof a->pending_load, "%s", path);
+    char shown[160];
+    gpt2_text_escape(saved, strlen(saved), shown, sizeof shown);
+    app_message(a, UI_ROLE_NOTICE, "%s was saved with model '%s', and this chat runs '%s': its text would be "
+                "re-encoded and its template and sampling settings would replace these. /load it again to go ahead.",
+                path, shown, a->model_name);
+    return 0;
+}
+
 static void run_command(app *a, char *line) {
     char *save = NULL, home_buf[PATH_MAX];
     char *cmd = strtok_r(line, " \t", &save);
@@ -517,6 +542,7 @@ static void run_command(app *a, char *line) {
     for (size_t i = 0; i < sizeof path_cmds / sizeof *path_cmds; i++)
         if (!strcmp(cmd, path_cmds[i])) arg1 = expand_home(arg1, home_buf, sizeof home_buf);
     a->msg[0] = '\0'; /* an earlier message is stale now; each command says what it did */
+    if (strcmp(cmd, "/load")) a->pending_load[0] = '\0'; /* a confirmation is the very next /load */
     if (!strcmp(cmd, "/quit") || !strcmp(cmd, "/q") || !strcmp(cmd, "/exit")) {
         a->quit = 1;
     } else if (!strcmp(cmd, "/help") || !strcmp(cmd, "/?")) {
@@ -594,6 +620,7 @@ static void run_command(app *a, char *line) {
         else if (gpt2_session_save(a->s, arg1, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
         else app_message(a, UI_ROLE_TEXT, "saved to %s", arg1), logf_(a, "saved %s", arg1);
     } else if (!strcmp(cmd, "/load")) {
+        if (arg1 && !other_model_confirmed(a, arg1)) return;
         if (a->generating) do_stop(a);
         gpt2_status st = arg1 ? gpt2_session_load(a->s, arg1, progress_cb, a, &err) : GPT2_ERR_INVALID_ARG;
         a->prefill_msg[0] = '\0';

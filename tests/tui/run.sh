@@ -198,6 +198,11 @@ echo '{"name": "plain"}' > "$TMP/model/chat_template.json"
 $T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/exit"
 $T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' GPTSCOPE_MODEL='$TMP/model' '$BIN'; echo \$? > '$TMP/exit'; sleep 60"
 check "no arguments on a terminal: the chat" wait_for "attention  layer 0 (0-1)" 10
+keys "/load $TMP/s.json" Enter
+check "/load of another model's session: asks first, naming both models" wait_for "was saved with model 'reverse', and this chat runs 'model'"
+check "/load of another model's session: nothing loaded yet" wait_for "ctx 0/16"
+keys "/load $TMP/s.json" Enter
+check "/load again: loaded" wait_for "loaded $TMP/s.json (2 turns, 16 tokens)"
 keys "/quit" Enter
 check "no arguments: /quit exits 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
 
