@@ -325,6 +325,24 @@ static const char usage_text[] =
     "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
     "  512-token figures.\n";
 
+/* Ctrl-C: a half-measured figure means nothing, so bench stops at once,
+ * saying what it was measuring (the probe child sees its socket close and
+ * exits). Only async-signal-safe calls here. */
+static const char *volatile g_phase = "nothing yet";
+
+static void say(const char *s) {
+    size_t n = 0;
+    while (s[n]) n++;
+    if (write(STDERR_FILENO, s, n) < 0) return;
+}
+
+static void on_interrupt(int sig) {
+    say("\ngptscope: bench interrupted while measuring ");
+    say(g_phase);
+    say("; no figures printed\n");
+    _exit(128 + sig);
+}
+
 int cmd_bench(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"dtype", required_argument, 0, 'd'},
@@ -369,6 +387,10 @@ int cmd_bench(int argc, char **argv) {
      * share none of those pages (after a fork, the parent's first write to
      * each shared huge page is a copy-on-write fault that splits it), and no
      * pool thread is running. They read with as many threads as decode. */
+    struct sigaction sa = {.sa_handler = on_interrupt};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL);
+    g_phase = "the machine's read bandwidth";
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     const int probe_threads = n_threads ? (int)n_threads : online > 0 ? (int)online : 1;
     probe pr;
@@ -386,6 +408,7 @@ int cmd_bench(int argc, char **argv) {
     gpt2_model *m = NULL;
     gpt2_error err;
     double load_s = -1;
+    g_phase = mdir ? "the model's load" : "nothing yet (making the random model)";
     if (mdir) {
         double t0 = cli_now();
         m = cli_load_model_as(mdir, quantize);
@@ -425,6 +448,7 @@ int cmd_bench(int argc, char **argv) {
     const size_t wbytes = gpt2_model_weight_bytes(m);
 
     double p128[100], p512[100] = {0}, dec[100], ttft[100] = {0}, hooked[100], hook_ratio[100];
+    g_phase = "prefill and time to first token";
     time_prefill(ctx, ids, 32); /* warm-up: page in weights, spin up threads */
     for (int r = 0; r < R; r++) {
         p128[r] = 128 / time_prefill(ctx, ids, 128);
@@ -444,6 +468,7 @@ int cmd_bench(int argc, char **argv) {
     double bw[100 * N_BLOCKS], ratio[100 * N_BLOCKS];
     float sink = 0;
     gpt2_hooks hooks = {.user_data = &sink, .want_attention = want_every_head, .on_attention = sink_attention};
+    g_phase = "decode, its bandwidth and the hooks' cost";
     for (int r = 0; r < R; r++) {
         time_decode(ctx, ids, 32, 32, V);
         dec[r] = time_decode(ctx, ids, 32, n_dec, V);
@@ -457,7 +482,9 @@ int cmd_bench(int argc, char **argv) {
     enum { N_PASS = 5 };
     static const int pass_t[N_PASS] = {1, 2, 4, 8, 16};
     double pass_ms[N_PASS];
+    g_phase = "passes over a few positions";
     for (int i = 0; i < N_PASS; i++) pass_ms[i] = time_pass(ctx, ids, 32, pass_t[i], 10 * R) * 1e3;
+    g_phase = "nothing (printing)";
     const double mp128 = median(p128, R), mp512 = median(p512, R), mdec = median(dec, R),
                  mttft = median(ttft, R), mhooked = median(hooked, R), mhook_ratio = median(hook_ratio, R);
     /* blocks whose probe pass never answered (the child died) are left out, and said so */

@@ -22,19 +22,36 @@ static int encode_prompt(const gpt2_model *m, const inspect_args *a, int32_t **i
 }
 
 /* Runs the prompt through a new context with the given hooks; NULL on error. */
+static volatile sig_atomic_t *g_stop;
+static int stop_requested(void *ud) {
+    (void)ud;
+    return *g_stop;
+}
+
+/* Runs the prompt through a new context with the given hooks; NULL on error
+ * (*rc 1) or Ctrl-C (*rc 130, within one layer's work: the prompt is one batch). */
 static gpt2_context *eval_prompt(const gpt2_model *m, const inspect_args *a, const int32_t *ids, size_t n,
-                                 const gpt2_hooks *hooks) {
+                                 const gpt2_hooks *hooks, int *rc) {
     gpt2_context *ctx = NULL;
     gpt2_error err;
     gpt2_context_params cp = gpt2_context_default_params();
     cp.n_threads = a->n_threads;
+    *rc = EXIT_ERR;
     if (gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
         cli_error("%s", err.msg);
         return NULL;
     }
-    gpt2_context_set_hooks(ctx, hooks);
-    if (gpt2_context_eval(ctx, ids, (int)n, &err) != GPT2_OK) {
-        cli_error("%s", err.msg);
+    gpt2_hooks h = hooks ? *hooks : (gpt2_hooks){0};
+    g_stop = cli_interrupt_flag();
+    h.interrupt = stop_requested;
+    gpt2_context_set_hooks(ctx, &h);
+    gpt2_status st = gpt2_context_eval(ctx, ids, (int)n, &err);
+    if (st != GPT2_OK) {
+        if (st == GPT2_CANCELLED) {
+            fprintf(stderr, "gptscope: interrupted while evaluating the %zu-token prompt; nothing printed\n", n);
+            *rc = 130;
+        } else
+            cli_error("%s", err.msg);
         gpt2_context_free(ctx);
         return NULL;
     }
@@ -124,7 +141,7 @@ int cmd_topk(int argc, char **argv) {
     gpt2_context *ctx = NULL;
     rc = EXIT_ERR;
     gpt2_model *m = cli_load_model_as(cli_model_dir(a.mdir), quantize);
-    if (!m || !encode_prompt(m, &a, &ids, &n) || !(ctx = eval_prompt(m, &a, ids, n, NULL))) goto out;
+    if (!m || !encode_prompt(m, &a, &ids, &n) || !(ctx = eval_prompt(m, &a, ids, n, NULL, &rc))) goto out;
     const int V = gpt2_model_config(m)->n_vocab;
     const float *logits = gpt2_context_logits(ctx);
     all = malloc((size_t)V * sizeof *all);
@@ -240,7 +257,7 @@ int cmd_attention(int argc, char **argv) {
         cli_error("out of memory for a %zu x %zu attention matrix", n, n);
         goto out;
     }
-    if (!(ctx = eval_prompt(m, &a, ids, n, &hooks))) goto out;
+    if (!(ctx = eval_prompt(m, &a, ids, n, &hooks, &rc))) goto out;
     rc = attention_report(&cap, ids, gpt2_model_tokenizer(m), a.json);
 out:
     free(cap.w);
