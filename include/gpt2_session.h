@@ -88,9 +88,10 @@
  * A message too long to fit even with every earlier exchange dropped fails
  * with GPT2_ERR_CONTEXT_FULL under either policy, the session untouched.
  *
- * Session file (gpt2_session_save / gpt2_session_load), JSON, version 1:
+ * Session file (gpt2_session_save / gpt2_session_load), JSON, version 2
+ * (version 1, without "candidates", still loads):
  *     {
- *       "format": "gptscope-session", "version": 1,
+ *       "format": "gptscope-session", "version": 2,
  *       "model": "shakespeare",        gpt2_model_name of the model that wrote it
  *       "n_vocab": 2048,
  *       "template": { "name", "description", "preamble", "user_prefix",
@@ -105,8 +106,16 @@
  *       "first_in_context": 0,         index of the first turn still in the context
  *       "replying": false,             true: the last reply was still being written
  *       "turns": [ { "role": "user", "text": "..." },
- *                  { "role": "assistant", "text": "...", "ids": [12, 7] }, ... ]
+ *                  { "role": "assistant", "text": "...", "ids": [12, 7],
+ *                    "candidates": [null, [[0.8, 40, 0.95, 0.05, 1, 64],
+ *                                          [[7, 0.61, 0.7, 0.74, 0], ...]]] }, ... ]
  *     }
+ * "candidates" (optional, beside "ids") holds each reply token's
+ * gpt2_token_candidates: null when none were recorded, else the sampler
+ * settings [temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n]
+ * and up to 10 candidates [id, prob, prob_temp, prob_final, stage (a
+ * gpt2_sampler_stage)], probabilities to 6 significant digits. They are kept
+ * when the file's model is the session's, else dropped with the ids.
  * Every field is required except a turn's "ids" and "text_base64" (and,
  * inside "template", what chat_template.json may leave out); unknown fields
  * are an error. Turns alternate user, assistant, starting with a user
@@ -353,7 +362,21 @@ typedef struct {
     int replying;       /* 1 for the reply still being written */
     const int32_t *ids; /* an assistant turn's reply tokens (n_ids); NULL for a user turn */
     int n_ids;
+    int pos;            /* where ids[0] is in gpt2_session_tokens (and the cache): reply token k
+                           is at pos + k; -1 for a user turn or a turn out of the context */
 } gpt2_turn;
+
+/* What the sampler saw when a reply token was sampled: its report
+ * (gpt2_sampler_report, most probable first) and the knobs then. Kept with
+ * the turn through context drops and in session files. n = 0: nothing was
+ * recorded (a token a draft pass proposed, text re-encoded at a stop string
+ * or from another model's session file, a file from before version 2). */
+enum { GPT2_SESSION_CANDIDATES = 10 };
+typedef struct {
+    int n;
+    gpt2_candidate c[GPT2_SESSION_CANDIDATES];
+    gpt2_sampler_params params;
+} gpt2_token_candidates;
 
 /* Work counters: tokens the session evaluated (run through the model). */
 typedef struct {
@@ -515,6 +538,10 @@ int gpt2_session_turn(const gpt2_session *s, int i, gpt2_turn *out);
  * the cache holds: *n tokens, oldest first, at most gpt2_session_n_ctx. Valid
  * until the next call that changes the conversation. */
 const int32_t *gpt2_session_tokens(const gpt2_session *s, int *n);
+
+/* Reply token k of assistant turn `turn`'s candidates; GPT2_ERR_INVALID_ARG
+ * for a user turn or k outside [0, n_ids). */
+gpt2_status gpt2_session_candidates(const gpt2_session *s, int turn, int k, gpt2_token_candidates *out);
 int gpt2_session_n_ctx(const gpt2_session *s);
 
 /* The session's context (for its logits, n_past and the inspector's reads)

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 
 #include "gpt2.h"
+#include <cjson/cJSON.h>
+
 #include "test_util.h"
 
 static gpt2_model *g_model;
@@ -1492,7 +1494,7 @@ static void test_load_errors(void **state) {
          "found \"user\""},
         {"\"rng_state\":\t\"", "\"rng_state\":\t7, \"x\": \"", "rng_state: expected a string of decimal digits",
          "found a number"},
-        {"\"version\":\t1", "\"version\":\t2", "version: expected 1", "found 2"},
+        {"\"version\":\t2", "\"version\":\t3", "version: expected 1 or 2", "found 3"},
         {"\"format\":\t\"gptscope-session\"", "\"format\":\t\"other\"", "format: expected \"gptscope-session\"",
          "found \"other\""},
         {"\"context_policy\":\t\"drop-oldest\"", "\"context_policy\":\t\"lru\"", "context_policy: expected",
@@ -2121,6 +2123,128 @@ static void test_file_model_and_size(void **state) {
     gpt2_session_free(s);
 }
 
+/* Checks that every reply token of every turn still in the context sits at
+ * its turn's pos + k in the session's tokens, and returns how many reply
+ * tokens have candidates recorded. */
+static int check_candidates(gpt2_session *s) {
+    int n_tok, recorded = 0;
+    const int32_t *toks = gpt2_session_tokens(s, &n_tok);
+    for (int i = 0; i < gpt2_session_n_turns(s); i++) {
+        gpt2_turn t;
+        assert_true(gpt2_session_turn(s, i, &t));
+        if (t.role == GPT2_ROLE_USER) {
+            assert_int_equal(t.pos, -1);
+            continue;
+        }
+        if (!t.in_context) assert_int_equal(t.pos, -1);
+        else {
+            assert_true(t.pos >= 0 && t.pos + t.n_ids <= n_tok);
+            assert_memory_equal(toks + t.pos, t.ids, (size_t)t.n_ids * sizeof *t.ids);
+        }
+        for (int k = 0; k < t.n_ids; k++) {
+            gpt2_token_candidates tc;
+            assert_int_equal(gpt2_session_candidates(s, i, k, &tc), GPT2_OK);
+            if (tc.n == 0) continue;
+            recorded++;
+            /* greedy: the sampled token is the most probable, the only one kept */
+            assert_int_equal(tc.c[0].id, t.ids[k]);
+            assert_int_equal(tc.c[0].removed_by, GPT2_STAGE_KEPT);
+            for (int j = 1; j < tc.n; j++) {
+                assert_int_equal(tc.c[j].removed_by, GPT2_STAGE_GREEDY);
+                assert_true(tc.c[j].prob_temp <= tc.c[j - 1].prob_temp);
+            }
+            assert_true(tc.params.temperature == 0.0f);
+        }
+    }
+    return recorded;
+}
+
+/* Each reply token's candidates are kept with its turn: through a context
+ * drop (the turn's tokens move), a save and a load (to 6 digits); another
+ * model's file, or a version-1 file, loads with none recorded. */
+static void test_candidates_kept(void **state) {
+    (void)state;
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 8, 6, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_error err;
+    assert_int_equal(gpt2_session_candidates(s, 0, 0, &(gpt2_token_candidates){0}), GPT2_ERR_INVALID_ARG);
+    unsigned notices = gpt2_session_get_stats(s).notices;
+    int first_pos = -1, k;
+    for (k = 0; k < 12 && gpt2_session_get_stats(s).notices == notices; k++) {
+        char m[32];
+        snprintf(m, sizeof m, "message number %d", k);
+        send_ok(s, m);
+        reply r = run_reply(s, 6);
+        reply_free(&r);
+        gpt2_turn t1;
+        gpt2_session_turn(s, 1, &t1);
+        if (k == 0) first_pos = t1.pos;
+        assert_true(check_candidates(s) > 0);
+    }
+    assert_true(gpt2_session_get_stats(s).notices != notices); /* a drop happened */
+    const int n_turns = gpt2_session_n_turns(s);
+    gpt2_turn last;
+    gpt2_session_turn(s, n_turns - 1, &last);
+    assert_true(last.pos > 0 && first_pos > 0);
+    const int before = check_candidates(s);
+    assert_true(before >= last.n_ids);
+    /* save and load: the same candidates, to 6 significant digits */
+    char path[] = "/tmp/gptscope-cands-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(gpt2_session_save(s, path, &err), GPT2_OK);
+    gpt2_session *s2 = mk(&t, 64, 8, 6, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    assert_int_equal(gpt2_session_load(s2, path, NULL, NULL, &err), GPT2_OK);
+    assert_int_equal(check_candidates(s2), before);
+    for (int i = 1; i < n_turns; i += 2) {
+        gpt2_turn ta;
+        gpt2_session_turn(s, i, &ta);
+        for (int j = 0; j < ta.n_ids; j++) {
+            gpt2_token_candidates a, b;
+            gpt2_session_candidates(s, i, j, &a);
+            gpt2_session_candidates(s2, i, j, &b);
+            assert_int_equal(a.n, b.n);
+            for (int c = 0; c < a.n; c++) {
+                assert_int_equal(a.c[c].id, b.c[c].id);
+                assert_int_equal(a.c[c].removed_by, b.c[c].removed_by);
+                /* 6 significant digits: within half a unit of the sixth */
+                assert_true(fabsf(a.c[c].prob_temp - b.c[c].prob_temp) <= 6e-6f * a.c[c].prob_temp + 1e-12f);
+            }
+        }
+    }
+    /* a version-1 file (no candidates): loads, none recorded */
+    size_t len;
+    char *text = read_file(path, &len);
+    cJSON *root = cJSON_Parse(text);
+    cJSON_ReplaceItemInObject(root, "version", cJSON_CreateNumber(1));
+    cJSON *turn_o;
+    cJSON_ArrayForEach(turn_o, cJSON_GetObjectItem(root, "turns")) cJSON_DeleteItemFromObject(turn_o, "candidates");
+    char *v1 = cJSON_Print(root);
+    FILE *f = fopen(path, "wb");
+    fputs(v1, f);
+    fclose(f);
+    assert_int_equal(gpt2_session_load(s2, path, NULL, NULL, &err), GPT2_OK);
+    assert_int_equal(check_candidates(s2), 0);
+    /* a malformed entry is refused, naming it */
+    cJSON_ReplaceItemInObject(root, "version", cJSON_CreateNumber(2));
+    cJSON *t1 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "turns"), 1);
+    cJSON *bad = cJSON_CreateArray();
+    cJSON_AddItemToArray(bad, cJSON_CreateString("x"));
+    cJSON_AddItemToObject(t1, "candidates", bad);
+    char *v2 = cJSON_Print(root);
+    f = fopen(path, "wb");
+    fputs(v2, f);
+    fclose(f);
+    assert_int_equal(gpt2_session_load(s2, path, NULL, NULL, &err), GPT2_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "turns[1].candidates"));
+    free(v1), free(v2), free(text);
+    cJSON_Delete(root);
+    unlink(path);
+    gpt2_session_free(s2);
+    gpt2_session_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_transcript),
@@ -2144,6 +2268,7 @@ int main(void) {
         cmocka_unit_test(test_save_load_odd_bytes),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_file_model_and_size),
+        cmocka_unit_test(test_candidates_kept),
         cmocka_unit_test(test_cancel_prefill),
         cmocka_unit_test(test_hooks),
         cmocka_unit_test_setup(test_draft_greedy_identical, no_draft),

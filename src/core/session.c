@@ -21,6 +21,7 @@ typedef struct {
     char *text;    /* (cap) bytes, text[len] = 0 */
     size_t len, cap;
     int32_t *ids;  /* (cap_ids) an assistant turn's reply tokens, n_ids of them */
+    gpt2_token_candidates *cands; /* (cap_ids) what the sampler saw at each; .n = 0: nothing recorded */
     int n_ids, cap_ids;
 } turn;
 
@@ -33,6 +34,8 @@ typedef struct {
 typedef struct {
     int32_t *v; /* (cap) */
     int n, cap;
+    int *pos;   /* (pos_cap) where render put turn i's reply tokens; -1: a user turn, or not rendered */
+    int n_pos, pos_cap;
 } tokvec;
 
 struct gpt2_session {
@@ -125,6 +128,10 @@ static int ids_reserve(turn *u, int need) {
     int32_t *p = realloc(u->ids, (size_t)c * sizeof *p);
     if (!p) return 0;
     u->ids = p;
+    gpt2_token_candidates *q = realloc(u->cands, (size_t)c * sizeof *q);
+    if (!q) return 0;
+    memset(q + u->cap_ids, 0, (size_t)(c - u->cap_ids) * sizeof *q); /* nothing recorded */
+    u->cands = q;
     u->cap_ids = c;
     return 1;
 }
@@ -132,6 +139,7 @@ static int ids_reserve(turn *u, int need) {
 static void turn_free(turn *u) {
     free(u->text);
     free(u->ids);
+    free(u->cands);
     memset(u, 0, sizeof *u);
 }
 
@@ -291,16 +299,25 @@ static gpt2_status render_user(gpt2_session *s, const gpt2_chat_template *t, con
     return sb_flush(s, out, err);
 }
 
-/* out = the preamble, then turns [first, n_turns) of c, rendered with t. */
+/* out = the preamble, then turns [first, n_turns) of c, rendered with t;
+ * out->pos says where each reply's tokens went. */
 static gpt2_status render(gpt2_session *s, const gpt2_chat_template *t, const convo *c, int first, int n_turns,
                           tokvec *out, gpt2_error *err) {
     out->n = 0;
+    if (c->n > out->pos_cap) {
+        int *p = realloc(out->pos, (size_t)c->n * 2 * sizeof *p);
+        if (!p) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for tokens");
+        out->pos = p, out->pos_cap = c->n * 2;
+    }
+    out->n_pos = c->n;
+    for (int i = 0; i < c->n; i++) out->pos[i] = -1;
     TRY(tv_encode(s, out, t->preamble, strlen(t->preamble), err));
     for (int i = first; i < n_turns; i++) {
         const turn *u = &c->t[i];
         if (u->role == GPT2_ROLE_USER) {
             TRY(render_user(s, t, u, i > first, out, err));
         } else {
+            out->pos[i] = out->n;
             if (!tv_reserve(out, out->n + u->n_ids)) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for tokens");
             if (u->n_ids) memcpy(out->v + out->n, u->ids, (size_t)u->n_ids * sizeof *u->ids);
             out->n += u->n_ids;
@@ -500,6 +517,8 @@ void gpt2_session_free(gpt2_session *s) {
     gpt2_chat_template_free(s->tmpl);
     free(s->toks.v);
     free(s->next.v);
+    free(s->toks.pos);
+    free(s->next.pos);
     free(s->sb);
     free(s->out);
     free(s);
@@ -647,6 +666,7 @@ static gpt2_status finish_stop(gpt2_session *s, gpt2_session_token *out, size_t 
     }
     if (m > s->held) emit(s, out, a->text + s->held, m - s->held);
     if (nt) memcpy(a->ids + k, tail, nt * sizeof *tail);
+    if (nt) memset(a->cands + k, 0, nt * sizeof *a->cands); /* re-encoded, never sampled */
     free(tail);
     a->n_ids = k + (int)nt;
     s->toks.n = reply_start + k;
@@ -817,6 +837,12 @@ gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_err
             return st;
         }
         note_eval(s, 1, &s->stats.last_reply);
+    }
+    gpt2_token_candidates *tc = &a->cands[a->n_ids];
+    memset(tc, 0, sizeof *tc);
+    if (!draft) { /* the sampler's view of this token (a drafted one's came from the decoder: none) */
+        tc->n = (int)gpt2_sampler_report(s->smp, tc->c, GPT2_SESSION_CANDIDATES);
+        tc->params = gpt2_session_sampler_params(s);
     }
     a->ids[a->n_ids++] = id;
     s->toks.v[s->toks.n++] = id;
@@ -1101,6 +1127,18 @@ gpt2_sampler *gpt2_session_sampler(gpt2_session *s) { return s ? s->smp : NULL; 
 
 int gpt2_session_n_turns(const gpt2_session *s) { return s ? s->cv.n : 0; }
 
+/* Where turn i's reply tokens are in the cache's sequence, or -1: checked
+ * against the tokens themselves, so a rendering that has moved on since
+ * (a reply growing is fine: its start stays) never gives a wrong place. */
+static int reply_pos(const gpt2_session *s, int i) {
+    const turn *u = &s->cv.t[i];
+    if (u->role != GPT2_ROLE_ASSISTANT || i < s->cv.first || i >= s->toks.n_pos) return -1;
+    int p = s->toks.pos[i];
+    if (p < 0 || p + u->n_ids > s->toks.n) return -1;
+    if (u->n_ids && memcmp(s->toks.v + p, u->ids, (size_t)u->n_ids * sizeof *u->ids)) return -1;
+    return p;
+}
+
 int gpt2_session_turn(const gpt2_session *s, int i, gpt2_turn *out) {
     if (!s || !out || i < 0 || i >= s->cv.n) return 0;
     const turn *u = &s->cv.t[i];
@@ -1112,8 +1150,17 @@ int gpt2_session_turn(const gpt2_session *s, int i, gpt2_turn *out) {
                        .in_context = i >= s->cv.first,
                        .replying = live,
                        .ids = u->role == GPT2_ROLE_ASSISTANT ? u->ids : NULL,
-                       .n_ids = u->role == GPT2_ROLE_ASSISTANT ? u->n_ids : 0};
+                       .n_ids = u->role == GPT2_ROLE_ASSISTANT ? u->n_ids : 0,
+                       .pos = reply_pos(s, i)};
     return 1;
+}
+
+gpt2_status gpt2_session_candidates(const gpt2_session *s, int turn_i, int k, gpt2_token_candidates *out) {
+    if (!s || !out || turn_i < 0 || turn_i >= s->cv.n || s->cv.t[turn_i].role != GPT2_ROLE_ASSISTANT ||
+        k < 0 || k >= s->cv.t[turn_i].n_ids)
+        return GPT2_ERR_INVALID_ARG;
+    *out = s->cv.t[turn_i].cands[k];
+    return GPT2_OK;
 }
 
 const int32_t *gpt2_session_tokens(const gpt2_session *s, int *n) {
@@ -1225,12 +1272,74 @@ static int add_u64(cJSON *obj, const char *key, uint64_t v) {
     return cJSON_AddStringToObject(obj, key, buf) != NULL;
 }
 
+/* ---- candidates in session files ----
+ * An assistant turn's "candidates": one entry per reply token, null when
+ * nothing was recorded, else [[temperature, top_k, top_p, min_p,
+ * repeat_penalty, repeat_last_n], [[id, prob, prob_temp, prob_final, stage],
+ * ...]]; probabilities to 6 significant digits (the panel shows 3). */
+
+static double digits6(double v) {
+    char b[32];
+    snprintf(b, sizeof b, "%.6g", v);
+    return strtod(b, NULL);
+}
+
+static cJSON *num_array(const double *v, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < n; i++) {
+        cJSON *x = cJSON_CreateNumber(v[i]);
+        if (!x) {
+            cJSON_Delete(a);
+            return NULL;
+        }
+        cJSON_AddItemToArray(a, x);
+    }
+    return a;
+}
+
+static cJSON *candidates_json(const gpt2_token_candidates *tc) {
+    if (tc->n == 0) return cJSON_CreateNull();
+    const gpt2_sampler_params *p = &tc->params;
+    const double pv[6] = {digits6(p->temperature), p->top_k, digits6(p->top_p), digits6(p->min_p),
+                          digits6(p->repeat_penalty), p->repeat_last_n};
+    cJSON *e = cJSON_CreateArray(), *pa = num_array(pv, 6), *ca = cJSON_CreateArray();
+    int ok = e && pa && ca;
+    for (int i = 0; ok && i < tc->n; i++) {
+        const gpt2_candidate *c = &tc->c[i];
+        const double cv[5] = {c->id, digits6(c->prob), digits6(c->prob_temp), digits6(c->prob_final), c->removed_by};
+        cJSON *x = num_array(cv, 5);
+        if (!x) ok = 0;
+        else cJSON_AddItemToArray(ca, x);
+    }
+    if (!ok) {
+        cJSON_Delete(e), cJSON_Delete(pa), cJSON_Delete(ca);
+        return NULL;
+    }
+    cJSON_AddItemToArray(e, pa);
+    cJSON_AddItemToArray(e, ca);
+    return e;
+}
+
+/* Adds u's "candidates" to o, when any token has some. 1 on success. */
+static int add_candidates(cJSON *o, const turn *u) {
+    int any = 0;
+    for (int k = 0; k < u->n_ids; k++) any |= u->cands[k].n > 0;
+    if (!any) return 1;
+    cJSON *arr = cJSON_AddArrayToObject(o, "candidates");
+    for (int k = 0; arr && k < u->n_ids; k++) {
+        cJSON *e = candidates_json(&u->cands[k]);
+        if (!e) return 0;
+        cJSON_AddItemToArray(arr, e);
+    }
+    return arr != NULL;
+}
+
 static cJSON *session_json(const gpt2_session *s) {
     cJSON *root = cJSON_CreateObject(), *tm, *sp, *turns;
     if (!root) return NULL;
     gpt2_sampler_params p = gpt2_sampler_get_params(s->smp);
     int ok = cJSON_AddStringToObject(root, "format", "gptscope-session") &&
-             cJSON_AddNumberToObject(root, "version", 1) &&
+             cJSON_AddNumberToObject(root, "version", 2) &&
              cJSON_AddStringToObject(root, "model", gpt2_model_name(s->model)) &&
              cJSON_AddNumberToObject(root, "n_vocab", s->n_vocab) && (tm = cJSON_AddObjectToObject(root, "template")) &&
              chat_template_to_json(s->tmpl, tm) && (sp = cJSON_AddObjectToObject(root, "sampler")) &&
@@ -1272,6 +1381,7 @@ static cJSON *session_json(const gpt2_session *s) {
                 if (!v) ok = 0;
                 else cJSON_AddItemToArray(ids, v);
             }
+            if (ok) ok = add_candidates(o, u);
         }
     }
     if (!ok) {
@@ -1428,8 +1538,66 @@ static int ids_match(const gpt2_session *s, const turn *u) {
     return off == u->len;
 }
 
+/* A number in [lo, hi] (an integer when integral), else a message naming field. */
+static gpt2_status cand_num(const ld *L, const cJSON *v, const char *field, double lo, double hi, int integral,
+                            double *out) {
+    char want[96];
+    snprintf(want, sizeof want, "%s in [%g, %g]", integral ? "an integer" : "a number", lo, hi);
+    if (!cJSON_IsNumber(v)) return bad(L, field, want, json_type_name(v));
+    double x = v->valuedouble;
+    if (!(x >= lo && x <= hi) || (integral && x != floor(x))) return bad(L, field, want, "another number");
+    *out = x;
+    return GPT2_OK;
+}
+
+/* turns[i].candidates (see add_candidates): n_ids entries, checked whole;
+ * kept in u only when n_vocab > 0 (the file's model is the session's: the
+ * ids mean the same tokens), else left unrecorded. */
+static gpt2_status parse_candidates(const ld *L, const cJSON *jc, int i, turn *u, int n_vocab, int n_ids) {
+    char field[96];
+    snprintf(field, sizeof field, "turns[%d].candidates", i);
+    if (!cJSON_IsArray(jc) || cJSON_GetArraySize(jc) != n_ids) {
+        char want[64];
+        snprintf(want, sizeof want, "an array of %d entries, one per id", n_ids);
+        return bad(L, field, want, cJSON_IsArray(jc) ? "another length" : json_type_name(jc));
+    }
+    static const double plo[6] = {0, 0, 1e-9, 0, 1e-9, 0}, phi[6] = {1e6, INT_MAX, 1, 1, 1e6, INT_MAX};
+    static const double clo[5] = {0, 0, 0, 0, 0}, chi[5] = {INT32_MAX, 1, 1, 1, GPT2_STAGE_MIN_P};
+    int k = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, jc) {
+        gpt2_token_candidates tc = {0};
+        snprintf(field, sizeof field, "turns[%d].candidates[%d]", i, k);
+        if (!cJSON_IsNull(e)) {
+            const cJSON *pa = cJSON_GetArrayItem(e, 0), *ca = cJSON_GetArrayItem(e, 1);
+            if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2 || !cJSON_IsArray(pa) || cJSON_GetArraySize(pa) != 6 ||
+                !cJSON_IsArray(ca) || cJSON_GetArraySize(ca) > GPT2_SESSION_CANDIDATES)
+                return bad(L, field, "null or [[6 sampler settings], [up to 10 candidates]]", json_type_name(e));
+            double pv[6], cv[5];
+            for (int j = 0; j < 6; j++) TRY(cand_num(L, cJSON_GetArrayItem(pa, j), field, plo[j], phi[j], j == 1 || j == 5, &pv[j]));
+            tc.params = gpt2_sampler_default_params();
+            tc.params.temperature = (float)pv[0], tc.params.top_k = (int)pv[1], tc.params.top_p = (float)pv[2];
+            tc.params.min_p = (float)pv[3], tc.params.repeat_penalty = (float)pv[4], tc.params.repeat_last_n = (int)pv[5];
+            const cJSON *c;
+            cJSON_ArrayForEach(c, ca) {
+                if (!cJSON_IsArray(c) || cJSON_GetArraySize(c) != 5)
+                    return bad(L, field, "candidates as [id, prob, prob_temp, prob_final, stage]", json_type_name(c));
+                for (int j = 0; j < 5; j++)
+                    TRY(cand_num(L, cJSON_GetArrayItem(c, j), field, clo[j], chi[j], j == 0 || j == 4, &cv[j]));
+                if (n_vocab && cv[0] >= n_vocab) return bad(L, field, "token ids of this model's vocabulary", "another id");
+                tc.c[tc.n++] = (gpt2_candidate){.id = (int32_t)cv[0], .logit = NAN, .prob = (float)cv[1],
+                                                .prob_temp = (float)cv[2], .prob_final = (float)cv[3],
+                                                .removed_by = (gpt2_sampler_stage)cv[4]};
+            }
+        }
+        if (n_vocab && k < u->n_ids) u->cands[k] = tc;
+        k++;
+    }
+    return GPT2_OK;
+}
+
 static gpt2_status parse_turns(gpt2_session *s, const ld *L, const cJSON *arr, int same_model, staged *g) {
-    static const char *const keys[] = {"role", "text", "text_base64", "ids"};
+    static const char *const keys[] = {"role", "text", "text_base64", "ids", "candidates"};
     char prefix[48], field[64], shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
     int i = 0;
     const cJSON *o;
@@ -1437,7 +1605,7 @@ static gpt2_status parse_turns(gpt2_session *s, const ld *L, const cJSON *arr, i
         snprintf(prefix, sizeof prefix, "turns[%d].", i);
         snprintf(field, sizeof field, "turns[%d]", i);
         if (!cJSON_IsObject(o)) return bad(L, field, "an object", json_type_name(o));
-        TRY(only_keys(L, o, prefix, keys, 4));
+        TRY(only_keys(L, o, prefix, keys, 5));
         const char *role, *text;
         TRY(get_str(L, o, prefix, "role", &role));
         gpt2_role want = i % 2 ? GPT2_ROLE_ASSISTANT : GPT2_ROLE_USER;
@@ -1500,6 +1668,12 @@ static gpt2_status parse_turns(gpt2_session *s, const ld *L, const cJSON *arr, i
                 u->n_ids = 0; /* another model's tokens: encode the text instead */
             }
         }
+        const cJSON *jc = cJSON_GetObjectItemCaseSensitive(o, "candidates");
+        if (jc && (!ji || want == GPT2_ROLE_USER)) {
+            snprintf(field, sizeof field, "turns[%d].candidates", i);
+            return bad(L, field, "candidates only beside a reply's ids", "candidates without ids");
+        }
+        if (jc) TRY(parse_candidates(L, jc, i, u, same_model ? s->n_vocab : 0, cJSON_GetArraySize(ji)));
         if (want == GPT2_ROLE_ASSISTANT && (!ji || !same_model)) {
             int32_t *ids = NULL;
             size_t n = 0;
@@ -1533,9 +1707,9 @@ static gpt2_status parse_session(gpt2_session *s, const ld *L, const cJSON *root
     }
     int version, n_vocab;
     TRY(get_int(L, root, "", "version", 0, INT_MAX, &version));
-    if (version != 1) {
+    if (version != 1 && version != 2) { /* 2 added the turns' candidates */
         snprintf(found, sizeof found, "%d (written by a newer gptscope?)", version);
-        return bad(L, "version", "1", found);
+        return bad(L, "version", "1 or 2", found);
     }
     TRY(get_str(L, root, "", "model", &model));
     TRY(get_int(L, root, "", "n_vocab", 1, INT_MAX, &n_vocab));

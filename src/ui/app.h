@@ -35,7 +35,7 @@ struct pane {
     int focusable;
 };
 
-enum { SNAP_K = 12 }; /* candidates kept per generated token */
+enum { SNAP_K = GPT2_SESSION_CANDIDATES }; /* candidates kept per generated token */
 
 /* The next-token candidates as they were when a token was sampled. */
 typedef struct {
@@ -79,8 +79,7 @@ struct app {
     int all_layers;
     int *att_row_layer; /* (n_ctx), single-layer mode only */
 
-    /* candidate snapshots by token position, and the latest one */
-    token_snap *snaps; /* (n_ctx) */
+    /* the latest token's candidates (earlier tokens': gpt2_session_candidates) */
     token_snap last_snap;
 
     /* what each reply token was, per turn: its probability (the confidence

@@ -155,8 +155,9 @@ static void notes_push(app *a, int turn, float p, gpt2_token_origin origin) {
     a->turn_notes[turn][a->turn_nnotes[turn]++] = (tok_note){p, (unsigned char)origin};
 }
 
+/* The candidates of earlier tokens live in the session (they survive drops
+ * and /load); the latest one, and the cursor, start afresh. */
 static void snaps_clear(app *a) {
-    for (int i = 0; i < a->n_ctx; i++) a->snaps[i].valid = 0;
     a->last_snap.valid = 0;
     a->heat_cursor = -1;
 }
@@ -335,8 +336,6 @@ static void do_step(app *a) {
         sn->chosen_prob = t.prob;
         sn->params = params;
         sn->n = (int)gpt2_sampler_report(gpt2_session_sampler(a->s), sn->c, SNAP_K);
-        int n_after;
-        gpt2_session_tokens(a->s, &n_after);
         char rej[32] = "";
         if (t.n_rejected) snprintf(rej, sizeof rej, ", %d drafts rejected", t.n_rejected);
         logf_(a, "token %d p %.3f kept %d temperature %.2f origin %s%s", t.id, (double)t.prob, t.kept,
@@ -344,7 +343,6 @@ static void do_step(app *a) {
         if (t.kept) {
             a->reply_tokens++;
             notes_push(a, gpt2_session_n_turns(a->s) - 1, t.prob, t.origin);
-            if (n_after > 0 && n_after - 1 < a->n_ctx) a->snaps[n_after - 1] = *sn;
         }
     }
     if (t.done) finish_reply(a, &t);
@@ -820,7 +818,6 @@ static void app_free(app *a) {
     gpt2_model_free(a->draft);
     free(a->att);
     free(a->att_row_layer);
-    free(a->snaps);
     for (int i = 0; i < a->turns_cap; i++) free(a->turn_notes[i]);
     free(a->turn_notes);
     free(a->turn_nnotes);
@@ -966,8 +963,7 @@ int cmd_chat(int argc, char **argv) {
     size_t att_layers = a->all_layers ? (size_t)a->cfg->n_layer : 1;
     a->att = calloc(att_layers * per_layer / sizeof(float), sizeof(float)); /* (att_layers, n_head, n_ctx, n_ctx) */
     a->att_row_layer = malloc((size_t)a->n_ctx * sizeof *a->att_row_layer);
-    a->snaps = calloc((size_t)a->n_ctx, sizeof *a->snaps);
-    if (!a->att || !a->att_row_layer || !a->snaps) {
+    if (!a->att || !a->att_row_layer) {
         cli_error("out of memory for the inspector's buffers");
         goto out;
     }

@@ -307,6 +307,24 @@ static float heat_value(app *a, int q, int k) {
     return s / (float)a->cfg->n_head;
 }
 
+/* The candidates recorded for the reply token at context position q (which
+ * the session keeps with its turn, through context drops and /load); 0 for
+ * a prompt token or a token with none recorded. */
+static int snap_at(app *a, int q, int32_t tok, token_snap *out) {
+    for (int i = gpt2_session_n_turns(a->s) - 1; i >= 0; i--) {
+        gpt2_turn t;
+        if (!gpt2_session_turn(a->s, i, &t) || t.pos < 0 || q < t.pos || q >= t.pos + t.n_ids) continue;
+        gpt2_token_candidates tc;
+        if (gpt2_session_candidates(a->s, i, q - t.pos, &tc) != GPT2_OK || tc.n == 0) return 0;
+        *out = (token_snap){.valid = 1, .chosen = tok, .n = tc.n, .params = tc.params};
+        memcpy(out->c, tc.c, (size_t)tc.n * sizeof *tc.c);
+        for (int k = 0; k < tc.n; k++)
+            if (tc.c[k].id == tok) out->chosen_prob = tc.c[k].prob;
+        return 1;
+    }
+    return 0;
+}
+
 static void inspector_draw(pane *p) {
     app *a = p->a;
     werase(p->win);
@@ -372,18 +390,19 @@ static void inspector_draw(pane *p) {
         }
     }
     y++;
-    /* next-token candidates: at the cursor's token when it has a snapshot, else the latest */
+    /* next-token candidates: at the cursor's token when the session recorded them, else the latest */
     const token_snap *sn = &a->last_snap;
+    token_snap here;
     int at_pos = -1;
-    if (a->heat_cursor >= 0 && v.cursor >= 0 && a->snaps[v.cursor].valid && a->snaps[v.cursor].chosen == toks[v.cursor]) {
-        sn = &a->snaps[v.cursor];
+    if (a->heat_cursor >= 0 && v.cursor >= 0 && snap_at(a, v.cursor, toks[v.cursor], &here)) {
+        sn = &here;
         at_pos = v.cursor;
     }
     const int none_here = a->heat_cursor >= 0 && v.cursor >= 0 && at_pos < 0;
     if (none_here && y < p->h) { /* a prompt token, or one from before a context drop or /load */
         term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " #%d: no candidates recorded", v.cursor);
         term_printf(p->win, y + 1 < p->h ? y + 1 : y, 1, p->w - 2, term_attr(UI_ROLE_DIM),
-                    " (only for tokens sampled since the last context drop or /load)");
+                    " (prompt tokens, drafted and re-encoded ones have none)");
         return;
     }
     if (y < p->h) {

@@ -106,6 +106,11 @@ check "/load of a missing file: clear error" wait_for "nosuch.json"
 keys "/load $TMP/s.json" Enter
 check "/load restores the conversation" wait_for " 61 8 0 45 3 99 7 12"
 check "/load message" wait_for "loaded $TMP/s.json (2 turns, 16 tokens)"
+keys Tab Tab Tab Up
+check "/load keeps each reply token's candidates (the session file holds them)" wait_for "#14 then: T 0.00"
+keys Up Up Up Up Up Up Up
+check "on a prompt token the panel says it has none" wait_for "#7: no candidates recorded"
+keys End Tab
 keys "/save $TMP/s2.json" Enter "/undo" Enter
 check "/undo removes the exchange" wait_for "ctx 0/16"
 keys "/load $TMP/s2.json" Enter
