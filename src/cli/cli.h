@@ -121,8 +121,15 @@ int cli_option_error(int c, char *const argv[], const char *text);
  * models/shakespeare next to the executable. */
 const char *cli_model_dir(const char *opt_m);
 
-/* Loads a model, printing the loader's message on failure. */
+/* Loads a model, printing the loader's message on failure. A SIGBUS during
+ * the load (the file truncated under it) ends the process with a line naming
+ * the directory, exit 135, after the function cli_on_fatal_signal registered
+ * (the chat's terminal restore, async-signal-safe) has run. */
 gpt2_model *cli_load_model(const char *dir);
+void cli_on_fatal_signal(void (*restore)(void));
+/* Around a gpt2_model_load made elsewhere (the chat's /draft): dir while it
+ * runs, NULL after. */
+void cli_mark_loading(const char *dir);
 
 /* The same, then quantized to 8 bits when quantize is non-NULL (the value of
  * a --quantize option, checked by cli_quantize_option). */

@@ -101,10 +101,52 @@ double cli_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* A model file truncated while it is being loaded (cp over it at that
+ * moment) faults the copy out of its map with SIGBUS; after the load the file
+ * is never read again. This says which file and leaves cleanly: only
+ * async-signal-safe calls, the app's terminal restore first. */
+static char g_loading[1024];
+static void (*g_emergency)(void);
+
+static void put_err(const char *s) {
+    size_t n = 0;
+    while (s[n]) n++;
+    if (write(STDERR_FILENO, s, n) < 0) return;
+}
+
+static void on_sigbus(int sig) {
+    if (g_emergency) g_emergency();
+    if (g_loading[0]) {
+        put_err("gptscope: the model in ");
+        put_err(g_loading);
+        put_err(" changed while it was being loaded (a file truncated or rewritten under it); stopping\n");
+    } else {
+        put_err("gptscope: bus error (SIGBUS): a mapped file changed under the process; stopping\n");
+    }
+    _exit(128 + sig);
+}
+
+void cli_on_fatal_signal(void (*restore)(void)) { g_emergency = restore; }
+
+void cli_mark_loading(const char *dir) {
+    static int installed;
+    if (!installed) {
+        struct sigaction sa = {.sa_handler = on_sigbus};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGBUS, &sa, NULL);
+        installed = 1;
+    }
+    if (dir) gpt2_text_escape(dir, strlen(dir), g_loading, sizeof g_loading);
+    else g_loading[0] = '\0';
+}
+
 gpt2_model *cli_load_model(const char *dir) {
+    cli_mark_loading(dir);
     gpt2_model *m = NULL;
     gpt2_error err;
-    if (gpt2_model_load(dir, &m, &err) != GPT2_OK) {
+    gpt2_status st = gpt2_model_load(dir, &m, &err);
+    cli_mark_loading(NULL);
+    if (st != GPT2_OK) {
         cli_error("%s", err.msg);
         return NULL;
     }

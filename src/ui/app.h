@@ -148,6 +148,9 @@ void screen_focus_next(app *a, int dir);
 
 /* the input line: GNU readline's callback interface (input.c) */
 void input_setup(app *a);             /* installs the line handler, reads the history */
+/* out = $XDG_STATE_HOME/gptscope/NAME (default ~/.local/state/gptscope/),
+   the directory made if missing; 0 when there is no such place */
+int input_state_path(const char *name, char *out, size_t cap);
 void input_teardown(void);            /* removes it, writes the history */
 void input_key(int key, int is_code); /* one key for the line (KEY_* mapped to emacs bytes) */
 void input_meta_key(int key);         /* Esc + key: readline's Meta bindings (Alt-B, ...) */

@@ -32,6 +32,20 @@ static int g_step_delay_ms;            /* tests only: GPTSCOPE_TEST_STEP_DELAY_M
 
 static void on_signal(int sig) { g_signal = sig; }
 
+/* A fatal signal's last words (cli_on_fatal_signal): the terminal back, and
+ * where the conversation was saved if it was (before a /draft load). */
+static char g_autosave[4096];
+static void emergency(void) {
+    term_emergency_restore();
+    if (!g_autosave[0]) return;
+    static const char m[] = "gptscope: the conversation was saved to ";
+    size_t n = 0;
+    while (g_autosave[n]) n++;
+    if (write(STDERR_FILENO, m, sizeof m - 1) < 0 || write(STDERR_FILENO, g_autosave, n) < 0 ||
+        write(STDERR_FILENO, "\n", 1) < 0)
+        return;
+}
+
 static void log_flush(app *a);
 
 void app_message(app *a, ui_role role, const char *fmt, ...) {
@@ -469,8 +483,17 @@ static void cmd_draft(app *a, const char *arg) {
         logf_(a, "draft %s", on ? "on" : "off");
         return;
     }
+    /* A draft file truncated while it loads would end the process (SIGBUS):
+       the conversation is saved first, and the handler says where. */
+    if (gpt2_session_n_turns(a->s) > 0 && input_state_path("autosave.json", g_autosave, sizeof g_autosave) &&
+        gpt2_session_save(a->s, g_autosave, &err) != GPT2_OK)
+        g_autosave[0] = '\0';
     gpt2_model *m;
-    if (gpt2_model_load(arg, &m, &err) != GPT2_OK) {
+    cli_mark_loading(arg);
+    gpt2_status lst = gpt2_model_load(arg, &m, &err);
+    cli_mark_loading(NULL);
+    g_autosave[0] = '\0';
+    if (lst != GPT2_OK) {
         app_message(a, UI_ROLE_ERROR, "%s", err.msg);
         return;
     }
@@ -990,6 +1013,7 @@ int cmd_chat(int argc, char **argv) {
         cli_error("%s", e);
         goto out;
     }
+    cli_on_fatal_signal(emergency);
     const pane_ops *ops[N_PANES] = {&conv_pane_ops, &sampling_pane_ops, &inspector_pane_ops, &input_pane_ops,
                                     &status_pane_ops};
     for (int i = 0; i < N_PANES; i++) a->panes[i] = (pane){.ops = ops[i], .a = a};

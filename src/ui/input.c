@@ -93,12 +93,12 @@ static void in_redisplay(void) {
 
 static char history_path[PATH_MAX + 16];
 
-static void history_setup(void) {
+int input_state_path(const char *name, char *out, size_t cap) {
     const char *st = getenv("XDG_STATE_HOME");
     char dir[PATH_MAX];
     if (st && *st) snprintf(dir, sizeof dir, "%s/gptscope", st);
     else if (getenv("HOME")) snprintf(dir, sizeof dir, "%s/.local/state/gptscope", getenv("HOME"));
-    else return;
+    else return 0;
     /* mkdir -p */
     for (char *q = dir + 1; *q; q++)
         if (*q == '/') {
@@ -107,7 +107,11 @@ static void history_setup(void) {
             *q = '/';
         }
     mkdir(dir, 0700);
-    snprintf(history_path, sizeof history_path, "%s/history", dir);
+    return snprintf(out, cap, "%s/%s", dir, name) < (int)cap;
+}
+
+static void history_setup(void) {
+    if (!input_state_path("history", history_path, sizeof history_path)) return;
     using_history();
     read_history(history_path);
 }

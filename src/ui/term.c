@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
+#include <unistd.h>
 
 #include "ui/term.h"
 
@@ -15,6 +17,8 @@ static struct {
     attr_t role[UI_ROLE_COUNT];
     attr_t heat[UI_HEAT_MAX];
     int n_heat;
+    struct termios saved; /* the modes before curses, for term_emergency_restore */
+    int have_saved;
 } T;
 
 static const char *shade_glyphs[] = {" ", "\u2591", "\u2592", "\u2593", "\u2588"};
@@ -82,6 +86,7 @@ int term_init(const ui_theme *theme, char *err, size_t errlen) {
         snprintf(err, errlen, "TERM is not set: cannot open the full-screen app");
         return -1;
     }
+    T.have_saved = tcgetattr(STDIN_FILENO, &T.saved) == 0;
     if (!(T.screen = newterm(NULL, stdout, stdin))) {
         snprintf(err, errlen, "cannot initialise the terminal '%s'", term);
         return -1;
@@ -115,6 +120,13 @@ void term_end(void) {
 }
 
 int term_active(void) { return T.active; }
+
+void term_emergency_restore(void) {
+    if (!T.active) return;
+    static const char reset[] = "\033[0m\033[?25h\033[?1000l\033[?1049l\r\n"; /* attrs, cursor, mouse, main screen */
+    if (write(STDOUT_FILENO, reset, sizeof reset - 1) < 0) return;
+    if (T.have_saved) tcsetattr(STDIN_FILENO, TCSANOW, &T.saved);
+}
 
 /* Decoded keys not handed out yet: a byte can complete one character and
  * show an earlier one invalid at once. */

@@ -18,6 +18,10 @@
  * -1 (message in err) when the terminal cannot be set up. */
 int term_init(const ui_theme *theme, char *err, size_t errlen);
 
+/* Puts the terminal back as term_init found it (modes, cursor, main screen)
+ * with async-signal-safe calls only: for a handler of a fatal signal. */
+void term_emergency_restore(void);
+
 /* Ends curses; safe to call more than once and before term_init. */
 void term_end(void);
 int term_active(void);

@@ -196,6 +196,14 @@ if [ -n "$pid" ]; then kill -TERM "$pid"; fi
 check "SIGTERM: exits 143" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 143 ]"
 check "SIGTERM: tty restored" sh -c "$WAIT_STTY; grep -q ' icanon' '$TMP/stty' && grep -q ' echo ' '$TMP/stty'"
 
+# 10b. SIGBUS (a mapped file cut short under the process): the terminal restored, a line, exit 135
+start >/dev/null
+pid=$(app_pid)
+if [ -n "$pid" ]; then kill -BUS "$pid"; fi
+check "SIGBUS: exits 135" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 135 ]"
+check "SIGBUS: tty restored" sh -c "$WAIT_STTY; grep -q ' icanon' '$TMP/stty' && grep -q ' echo ' '$TMP/stty'"
+check "SIGBUS: says what happened" wait_for "gptscope: bus error (SIGBUS)"
+
 # 11. gptscope with no arguments on a terminal opens the chat
 #     (models/reverse plus a chat_template.json: the default "transcript" template does not fit its 16 positions)
 mkdir -p "$TMP/model" && for f in "$MODEL"/*; do ln -s "$f" "$TMP/model/"; done
