@@ -114,7 +114,8 @@ $(APP): $(CLI_OBJ) $(LIB)
 
 # --- tests ---------------------------------------------------------------------
 CMOCKA_LIBS = $(shell $(PKG) --libs cmocka 2>/dev/null)
-FIX := $(B)/fixtures
+# one set of fixtures for both builds (they are data, made by the Python references)
+FIX := build/fixtures
 TOKDIR := .cache/gpt2-tokenizer
 
 $(B)/tests/%: tests/%.c $(LIB)
@@ -156,9 +157,10 @@ test: $(APP) $(TEST_BIN) fixtures
 test-tui: $(APP)
 	GPTSCOPE_BIN=$(CURDIR)/$(APP) sh tests/tui/run.sh
 
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 check:
-	$(MAKE) test
-	$(MAKE) test SAN=1
+	$(MAKE) -j$(NPROC) test
+	$(MAKE) -j$(NPROC) test SAN=1
 
 # Speed on a random GPT-2-124M-shaped model, F32 then 16-bit weights (see README, Performance).
 bench: $(APP)

@@ -339,10 +339,13 @@ static void inspector_draw(pane *p) {
     int heat_cols = p->w - 3;
     char title[96];
     int top_l = a->cfg->n_layer - 1, top_h = a->cfg->n_head - 1;
+    int wide = p->w >= 42; /* "layer"/"head" spelled out when they fit, else L and H */
     if (a->head >= 0)
-        snprintf(title, sizeof title, "attention  layer %d (0-%d)  head %d (0-%d)", a->layer, top_l, a->head, top_h);
+        snprintf(title, sizeof title, wide ? "attention  layer %d (0-%d)  head %d (0-%d)" : "attention  L%d (0-%d)  H%d (0-%d)",
+                 a->layer, top_l, a->head, top_h);
     else
-        snprintf(title, sizeof title, "attention  layer %d (0-%d)  average of heads", a->layer, top_l);
+        snprintf(title, sizeof title, wide ? "attention  layer %d (0-%d)  average of heads" : "attention  L%d (0-%d)  avg of heads",
+                 a->layer, top_l);
     draw_title(p, title);
     left_border(p);
 
