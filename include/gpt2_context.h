@@ -83,12 +83,19 @@ gpt2_status gpt2_context_new(const gpt2_model *model, gpt2_context_params params
                              gpt2_context **out, gpt2_error *err);
 void gpt2_context_free(gpt2_context *ctx);
 
-/* Replaces the hooks (copied); NULL removes them. */
+/* Observers. A context holds a stack of hook sets: the caller's own at the
+ * bottom (gpt2_context_set_hooks replaces it, copied; NULL empties it), and
+ * above it those pushed by code that watches for a while (a session's
+ * progress during a long call, a speculative decoder capturing logits)
+ * without forwarding anybody's callbacks. Every set gets every callback it
+ * has: want_* is asked of each, a row goes to each that wants it (computed
+ * once); cancel and interrupt are asked newest first, and the first non-zero
+ * stops. gpt2_context_pop_hooks removes the newest pushed set (never the
+ * caller's). At most GPT2_HOOKS_MAX sets, the caller's included. */
+enum { GPT2_HOOKS_MAX = 8 };
 void gpt2_context_set_hooks(gpt2_context *ctx, const gpt2_hooks *hooks);
-
-/* The hooks now set (all NULL when none): for a caller that installs its own
- * for a while and must forward to, then restore, the ones it found. */
-gpt2_hooks gpt2_context_get_hooks(const gpt2_context *ctx);
+gpt2_status gpt2_context_push_hooks(gpt2_context *ctx, const gpt2_hooks *hooks, gpt2_error *err);
+void gpt2_context_pop_hooks(gpt2_context *ctx);
 
 /* Runs n tokens at positions n_past .. n_past + n - 1. Fails without changing
  * anything if a token id is out of range or n_past + n exceeds n_ctx

@@ -135,9 +135,9 @@
  * recomputed, a reply in progress continuing where it was, so the same calls
  * sample the same tokens.
  *
- * Hooks. Set the context's hooks through gpt2_session_set_hooks (not
- * gpt2_context_set_hooks on gpt2_session_context(s)): the session wraps them to
- * add the progress callback of a long call. They fire for every token the
+ * Hooks. gpt2_session_set_hooks sets the session's context's own hooks (the
+ * bottom of its observer stack, see gpt2_context_push_hooks); a long call's
+ * progress callback is pushed above them for the call. They fire for every token the
  * session evaluates (prefill, decode, recompute), with the positions of the
  * cache; in draft mode also for each verification pass's K + 1 positions,
  * drafts rejected afterwards included (a later pass evaluates those

@@ -32,12 +32,11 @@
  * and re-evaluates from the first difference).
  *
  * Hooks. The caller may set hooks on either context (an inspector's attention
- * or logits observers): the decoder never loses them. While one of its evals
- * runs it installs its own hooks in front of them (capturing the target's
- * logits, asking params.cancel during start's prefill) and forwards every
- * callback (want_attention, on_attention, want_residual, on_residual,
- * on_logits, cancel) to the caller's, with the context's positions; the
- * caller's hooks are back in place when the call returns, errors included.
+ * or logits observers): the decoder never touches them. While one of its
+ * evals runs it pushes its own observer above them (gpt2_context_push_hooks:
+ * capturing the target's logits, asking params.cancel during start's
+ * prefill) and pops it when the eval returns, errors included; the caller's
+ * get every callback of theirs from the context, with its positions.
  * A step's target pass therefore reports K + 1 positions, drafts that are
  * rejected afterwards included; the draft's evals run under the caller's own
  * hooks of the draft context. A non-zero cancel from the caller's hooks

@@ -330,6 +330,53 @@ static void test_hooks_filter(void **state) {
     capture_free(c);
 }
 
+/* Observers stacked on one context: the caller's (all hooks) and a pushed
+ * one (one head, the logits, a cancel) each get what they asked for against
+ * the reference; the pushed one's cancel stops the eval; after a pop only
+ * the caller's remain; the stack has a limit, and pop never removes the
+ * caller's set. */
+static void test_hook_stack(void **state) {
+    const fixture *f = *state;
+    capture *all = capture_new(f), *one = capture_new(f);
+    one->only_layer = f->L - 1;
+    one->only_head = 0;
+    gpt2_context *ctx = new_ctx(f, 4, 0);
+    gpt2_hooks ha = capture_hooks(all), ho = capture_hooks(one);
+    ho.want_residual = NULL, ho.on_residual = NULL;
+    gpt2_context_set_hooks(ctx, &ha);
+    gpt2_error err;
+    assert_int_equal(gpt2_context_push_hooks(ctx, &ho, &err), GPT2_OK);
+    eval_ok(ctx, f->tokens, f->T);
+    assert_int_equal(all->n_attn_calls, f->L * f->H * f->T);
+    assert_int_equal(one->n_attn_calls, f->T);
+    assert_int_equal(all->n_logit_calls, f->T);
+    assert_int_equal(one->n_logit_calls, f->T);
+    assert_int_equal(one->n_resid_calls, 0);
+    assert_true(max_abs_diff(all->attn, f->attn, (size_t)f->L * f->H * f->T * f->T) < TOL_ATTN);
+    size_t off = (size_t)(f->L - 1) * f->H * f->T * f->T;
+    assert_true(max_abs_diff(one->attn + off, f->attn + off, (size_t)f->T * f->T) < TOL_ATTN);
+    assert_true(max_abs_diff(one->logits, f->logits, (size_t)f->T * f->V) < TOL_LOGIT);
+    /* the pushed observer's cancel stops the eval between batches */
+    gpt2_context_reset(ctx);
+    one->cancel_after = 8;
+    assert_int_equal(gpt2_context_eval(ctx, f->tokens, f->T, &err), GPT2_CANCELLED);
+    assert_int_equal(gpt2_context_n_past(ctx), 8);
+    /* popped: only the caller's set gets calls */
+    gpt2_context_pop_hooks(ctx);
+    const int before = one->n_logit_calls;
+    eval_ok(ctx, f->tokens + 8, 4);
+    assert_int_equal(one->n_logit_calls, before);
+    gpt2_context_pop_hooks(ctx); /* nothing pushed: the caller's set stays */
+    eval_ok(ctx, f->tokens + 12, 1);
+    assert_int_equal(all->n_logit_calls, f->T + 8 + 4 + 1);
+    for (int i = 1; i < GPT2_HOOKS_MAX; i++) assert_int_equal(gpt2_context_push_hooks(ctx, &ho, &err), GPT2_OK);
+    assert_int_equal(gpt2_context_push_hooks(ctx, &ho, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "push_hooks"));
+    gpt2_context_free(ctx);
+    capture_free(all);
+    capture_free(one);
+}
+
 /* A cancel stops between batches; what was evaluated stays valid and can be continued. */
 static void test_cancel(void **state) {
     const fixture *f = *state;
@@ -629,6 +676,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_q8_drift, setup_f32, teardown),
         cmocka_unit_test_setup_teardown(test_q8_drift, setup_prefix, teardown),
         cmocka_unit_test_setup_teardown(test_hooks_filter, setup_f32, teardown),
+        cmocka_unit_test_setup_teardown(test_hook_stack, setup_f32, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup_f16, teardown),
         cmocka_unit_test_setup_teardown(test_interrupt, setup_f32, teardown),
         cmocka_unit_test_setup_teardown(test_interrupt, setup_head64, teardown),

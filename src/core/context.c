@@ -31,7 +31,9 @@ struct gpt2_context {
     float **scratch;          /* (n_threads) x KERNEL_SCRATCH_FLOATS, unless all weights are F32 row-major */
     float *partials;          /* (KERNEL_DECODE_CHUNKS, min(B, KERNEL_SMALL_T), max(3C, F)) partial sums */
     gpt2_pool *pool;
-    gpt2_hooks hooks;
+    gpt2_hooks hooks[GPT2_HOOKS_MAX]; /* [0] the caller's (set_hooks), then pushed observers */
+    int n_hooks;                      /* entries in use, >= 1 */
+    int want_logits;                  /* some entry has on_logits */
 };
 
 gpt2_context_params gpt2_context_default_params(void) {
@@ -84,6 +86,7 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
     ctx->logits = malloc(V * sizeof(float));
     const size_t small_t = B < KERNEL_SMALL_T ? B : KERNEL_SMALL_T;
     ctx->partials = malloc(KERNEL_DECODE_CHUNKS * small_t * (3 * C > F ? 3 * C : F) * sizeof(float));
+    ctx->n_hooks = 1; /* the caller's entry, empty */
     ctx->pool = pool_new(p.n_threads ? p.n_threads : pool_default_threads());
     int scratch_ok = 1;
     if (ctx->pool && needs_scratch(m)) {
@@ -124,14 +127,48 @@ void gpt2_context_free(gpt2_context *ctx) {
     free(ctx);
 }
 
-void gpt2_context_set_hooks(gpt2_context *ctx, const gpt2_hooks *hooks) {
-    if (hooks)
-        ctx->hooks = *hooks;
-    else
-        memset(&ctx->hooks, 0, sizeof ctx->hooks);
+static void hooks_changed(gpt2_context *ctx) {
+    ctx->want_logits = 0;
+    for (int i = 0; i < ctx->n_hooks; i++) ctx->want_logits |= ctx->hooks[i].on_logits != NULL;
 }
 
-gpt2_hooks gpt2_context_get_hooks(const gpt2_context *ctx) { return ctx->hooks; }
+void gpt2_context_set_hooks(gpt2_context *ctx, const gpt2_hooks *hooks) {
+    if (hooks) ctx->hooks[0] = *hooks;
+    else memset(&ctx->hooks[0], 0, sizeof ctx->hooks[0]);
+    hooks_changed(ctx);
+}
+
+gpt2_status gpt2_context_push_hooks(gpt2_context *ctx, const gpt2_hooks *hooks, gpt2_error *err) {
+    if (!hooks) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "push_hooks: NULL hooks");
+    if (ctx->n_hooks >= GPT2_HOOKS_MAX)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "push_hooks: %d observers already, the most a context takes",
+                         GPT2_HOOKS_MAX);
+    ctx->hooks[ctx->n_hooks++] = *hooks;
+    hooks_changed(ctx);
+    return GPT2_OK;
+}
+
+void gpt2_context_pop_hooks(gpt2_context *ctx) {
+    if (ctx->n_hooks > 1) ctx->n_hooks--;
+    hooks_changed(ctx);
+}
+
+/* The stop requests: the newest observer asked first; the first yes stops. */
+static int any_cancel(const gpt2_context *ctx, int done, int n) {
+    for (int i = ctx->n_hooks - 1; i >= 0; i--) {
+        const gpt2_hooks *h = &ctx->hooks[i];
+        if (h->cancel && h->cancel(h->user_data, done, n)) return 1;
+    }
+    return 0;
+}
+
+static int any_interrupt(const gpt2_context *ctx) {
+    for (int i = ctx->n_hooks - 1; i >= 0; i--) {
+        const gpt2_hooks *h = &ctx->hooks[i];
+        if (h->interrupt && h->interrupt(h->user_data)) return 1;
+    }
+    return 0;
+}
 
 typedef struct {
     gpt2_context *ctx;
@@ -197,12 +234,14 @@ static void attention(gpt2_context *ctx, int l, int p0, int T) {
         }
     attention_job job = {ctx, l, p0, T};
     pool_run(ctx->pool, attention_heads, &job, H);
-    const gpt2_hooks *hk = &ctx->hooks;
-    if (!hk->on_attention) return;
-    for (int h = 0; h < H; h++) {
-        if (hk->want_attention && !hk->want_attention(hk->user_data, l, h)) continue;
-        const float *att = ctx->att + (size_t)h * ctx->n_batch * ctx->n_ctx;
-        for (int t = 0; t < T; t++) hk->on_attention(hk->user_data, l, h, p0 + t, att + (size_t)t * P, p0 + t + 1);
+    for (int i = 0; i < ctx->n_hooks; i++) { /* each observer gets the heads it wants */
+        const gpt2_hooks *hk = &ctx->hooks[i];
+        if (!hk->on_attention) continue;
+        for (int h = 0; h < H; h++) {
+            if (hk->want_attention && !hk->want_attention(hk->user_data, l, h)) continue;
+            const float *att = ctx->att + (size_t)h * ctx->n_batch * ctx->n_ctx;
+            for (int t = 0; t < T; t++) hk->on_attention(hk->user_data, l, h, p0 + t, att + (size_t)t * P, p0 + t + 1);
+        }
     }
 }
 
@@ -266,7 +305,6 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
     const gpt2_model *m = ctx->m;
     const gpt2_config *c = &m->cfg;
     const int C = c->n_embd, V = c->n_vocab, p0 = ctx->n_past;
-    const gpt2_hooks *hk = &ctx->hooks;
     for (int t = 0; t < T; t++) {
         float *x = ctx->x + (size_t)t * C;
         const float *pe = m->wpe + (size_t)(p0 + t) * C;
@@ -275,7 +313,7 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
     }
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
-        if (hk->interrupt && hk->interrupt(hk->user_data))
+        if (any_interrupt(ctx))
             return gpt2_fail(err, GPT2_CANCELLED, "interrupted in layer %d of a batch of %d tokens", l, T);
         layernorm(ctx, ctx->xn, ctx->x, L->ln1_g, L->ln1_b, T);
         kernel_matmul(ctx->pool, ctx->qkv, ctx->xn, T, &L->attn_w, L->attn_b, 0, ctx->scratch, ctx->partials);
@@ -285,12 +323,15 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
         kernel_matmul(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, 0, ctx->scratch, ctx->partials);
         gelu(ctx, ctx->hid, T);
         kernel_matmul(ctx->pool, ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch, ctx->partials);
-        if (hk->on_residual && (!hk->want_residual || hk->want_residual(hk->user_data, l)))
-            for (int t = 0; t < T; t++) hk->on_residual(hk->user_data, l, p0 + t, ctx->x + (size_t)t * C, C);
+        for (int i = 0; i < ctx->n_hooks; i++) {
+            const gpt2_hooks *hk = &ctx->hooks[i];
+            if (hk->on_residual && (!hk->want_residual || hk->want_residual(hk->user_data, l)))
+                for (int t = 0; t < T; t++) hk->on_residual(hk->user_data, l, p0 + t, ctx->x + (size_t)t * C, C);
+        }
     }
     const float *rows = ctx->logits; /* (T or 1, V): what gets checked */
     int n_rows = 1;
-    if (hk->on_logits && ctx->logits_all) {
+    if (ctx->want_logits && ctx->logits_all) {
         layernorm(ctx, ctx->xn, ctx->x, m->lnf_g, m->lnf_b, T);
         kernel_matmul_t(ctx->pool, ctx->logits_all, V, ctx->xn, T, &m->lm_head, ctx->scratch);
         rows = ctx->logits_all, n_rows = T;
@@ -309,7 +350,11 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
                          gpt2_model_name(m), bad % V, p0 + (rows == ctx->logits ? T - 1 : bad / V), rows[bad]);
     }
     if (rows == ctx->logits_all) {
-        for (int t = 0; t < T; t++) hk->on_logits(hk->user_data, p0 + t, ctx->logits_all + (size_t)t * V, V);
+        for (int i = 0; i < ctx->n_hooks; i++) {
+            const gpt2_hooks *hk = &ctx->hooks[i];
+            if (hk->on_logits)
+                for (int t = 0; t < T; t++) hk->on_logits(hk->user_data, p0 + t, ctx->logits_all + (size_t)t * V, V);
+        }
         memcpy(ctx->logits, ctx->logits_all + (size_t)(T - 1) * V, (size_t)V * sizeof(float));
     }
     memcpy(ctx->tokens + p0, tokens, (size_t)T * sizeof(int32_t));
@@ -330,7 +375,7 @@ gpt2_status gpt2_context_eval(gpt2_context *ctx, const int32_t *tokens, int n, g
         if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
             return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "eval: token %d (at index %d) is outside [0, %d)",
                              tokens[i], i, c->n_vocab);
-    if (ctx->hooks.on_logits && !ctx->logits_all) {
+    if (ctx->want_logits && !ctx->logits_all) {
         ctx->logits_all = malloc((size_t)ctx->n_batch * c->n_vocab * sizeof(float));
         if (!ctx->logits_all) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for per-position logits");
     }
@@ -339,7 +384,7 @@ gpt2_status gpt2_context_eval(gpt2_context *ctx, const int32_t *tokens, int n, g
         gpt2_status st = forward_batch(ctx, tokens + done, T, err);
         if (st != GPT2_OK) return st;
         done += T;
-        if (ctx->hooks.cancel && done < n && ctx->hooks.cancel(ctx->hooks.user_data, done, n))
+        if (done < n && any_cancel(ctx, done, n))
             return gpt2_fail(err, GPT2_CANCELLED, "cancelled after %d of %d tokens", done, n);
     }
     return GPT2_OK;

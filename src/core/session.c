@@ -64,9 +64,6 @@ struct gpt2_session {
     char *out; /* step's text, (out_cap) bytes */
     size_t out_cap;
 
-    gpt2_hooks user_hooks;
-    gpt2_progress_fn progress; /* set during a long call's evaluation */
-    void *progress_ud;
 
     gpt2_session_stats stats;
     char notice[GPT2_ERROR_MSG_MAX];
@@ -168,59 +165,22 @@ static int cv_push(convo *c, gpt2_role role, const char *text, size_t len) {
     return 1;
 }
 
-/* ---- hooks: the user's, plus the progress callback of a long call ---- */
+/* ---- hooks: the user's are the context's own; a long call's progress is
+ * pushed above them for its duration (gpt2_context_push_hooks) ---- */
 
-static int tr_want_attention(void *ud, int l, int h) {
-    gpt2_session *s = ud;
-    return s->user_hooks.want_attention(s->user_hooks.user_data, l, h);
-}
-static void tr_on_attention(void *ud, int l, int h, int p, const float *probs, int n) {
-    gpt2_session *s = ud;
-    s->user_hooks.on_attention(s->user_hooks.user_data, l, h, p, probs, n);
-}
-static int tr_want_residual(void *ud, int l) {
-    gpt2_session *s = ud;
-    return s->user_hooks.want_residual(s->user_hooks.user_data, l);
-}
-static void tr_on_residual(void *ud, int l, int p, const float *x, int n) {
-    gpt2_session *s = ud;
-    s->user_hooks.on_residual(s->user_hooks.user_data, l, p, x, n);
-}
-static void tr_on_logits(void *ud, int p, const float *z, int n) {
-    gpt2_session *s = ud;
-    s->user_hooks.on_logits(s->user_hooks.user_data, p, z, n);
-}
-static int tr_cancel(void *ud, int done, int total) {
-    gpt2_session *s = ud;
-    if (s->progress && s->progress(s->progress_ud, done, total)) return 1;
-    return s->user_hooks.cancel ? s->user_hooks.cancel(s->user_hooks.user_data, done, total) : 0;
-}
+typedef struct {
+    gpt2_progress_fn fn;
+    void *ud;
+} progress_hook;
 
-static int tr_interrupt(void *ud) {
-    gpt2_session *s = ud;
-    return s->user_hooks.interrupt(s->user_hooks.user_data);
-}
-
-/* Installs trampolines exactly where the user has hooks (an unset hook costs
- * nothing in the context), and the cancel one during a long call. */
-static void apply_hooks(gpt2_session *s) {
-    const gpt2_hooks *u = &s->user_hooks;
-    gpt2_hooks h = {.user_data = s,
-                    .want_attention = u->want_attention ? tr_want_attention : NULL,
-                    .on_attention = u->on_attention ? tr_on_attention : NULL,
-                    .want_residual = u->want_residual ? tr_want_residual : NULL,
-                    .on_residual = u->on_residual ? tr_on_residual : NULL,
-                    .on_logits = u->on_logits ? tr_on_logits : NULL,
-                    .cancel = u->cancel || s->progress ? tr_cancel : NULL,
-                    .interrupt = u->interrupt ? tr_interrupt : NULL};
-    gpt2_context_set_hooks(s->ctx, &h);
+static int progress_cancel(void *ud, int done, int total) {
+    const progress_hook *p = ud;
+    return p->fn(p->ud, done, total);
 }
 
 void gpt2_session_set_hooks(gpt2_session *s, const gpt2_hooks *hooks) {
     if (!s) return;
-    if (hooks) s->user_hooks = *hooks;
-    else memset(&s->user_hooks, 0, sizeof s->user_hooks);
-    apply_hooks(s);
+    gpt2_context_set_hooks(s->ctx, hooks);
 }
 
 /* ---- rendering ---- */
@@ -360,17 +320,11 @@ static gpt2_status sync_cache(gpt2_session *s, int need_logits, gpt2_progress_fn
     }
     gpt2_context_rewind(s->ctx, common, NULL);
     if (common == n) return GPT2_OK;
-    if (progress) {
-        s->progress = progress;
-        s->progress_ud = ud;
-        apply_hooks(s);
-    }
+    progress_hook ph = {progress, ud};
+    const int pushed = progress && gpt2_context_push_hooks(s->ctx, &(gpt2_hooks){.user_data = &ph, .cancel = progress_cancel},
+                                                           NULL) == GPT2_OK;
     gpt2_status st = gpt2_context_eval(s->ctx, s->toks.v + common, n - common, err);
-    if (progress) {
-        s->progress = NULL;
-        s->progress_ud = NULL;
-        apply_hooks(s);
-    }
+    if (pushed) gpt2_context_pop_hooks(s->ctx);
     note_eval(s, gpt2_context_n_past(s->ctx) - common, counter);
     return st;
 }
@@ -502,7 +456,6 @@ gpt2_status gpt2_session_new(const gpt2_model *model, gpt2_session_params p, gpt
     }
     tv_swap(&s->toks, &s->next);
     s->out[0] = '\0';
-    apply_hooks(s);
     *out = s;
     return GPT2_OK;
 }

@@ -393,82 +393,41 @@ static gpt2_status match_prefix(gpt2_speculative *sd, gpt2_context *ctx, int lim
     return m < np ? gpt2_context_rewind(ctx, m, err) : GPT2_OK;
 }
 
-/* ---- hooks: the decoder's, chained in front of the caller's ----
+/* ---- hooks: the decoder's own, pushed above the caller's for one eval ----
  *
- * While one of the decoder's evals runs, the context gets hooks whose
- * user_data is a hook_chain on the stack: they do the decoder's work (capture
- * the target's logits, ask params.cancel during a prefill) and forward every
- * callback to the hooks the caller had set, which are put back afterwards on
- * every path. So an inspector's attention/logits hooks keep working. */
+ * While one of the decoder's evals runs, the context has the decoder's
+ * observer on top of the caller's (gpt2_context_push_hooks): it captures the
+ * target's logits and asks params.cancel during a prefill; the caller's
+ * hooks (an inspector's attention/logits) keep getting their own callbacks
+ * from the context, with the context's positions. */
 
-typedef struct {
-    gpt2_speculative *sd;
-    gpt2_hooks saved;              /* the caller's hooks on this context */
-    int (*cancel)(void *user_data); /* params.cancel during a prefill, else NULL */
-    void *cancel_ud;
-    int capture;                   /* on_logits copies the target's rows into tlog */
-} hook_chain;
+static int decoder_cancel(void *ud, int done, int total) {
+    const gpt2_speculative *sd = ud;
+    (void)done, (void)total;
+    return sd->params.cancel(sd->params.user_data);
+}
 
-static void capture_logits(gpt2_speculative *sd, int pos, const float *logits, int n_vocab) {
+static void decoder_capture(void *ud, int pos, const float *logits, int n_vocab) {
+    gpt2_speculative *sd = ud;
     int row = pos - sd->tlog_pos0;
     if (row < 0 || row >= sd->tlog_rows) return;
     memcpy(sd->tlog + (size_t)row * sd->n_vocab, logits, (size_t)n_vocab * sizeof *logits);
 }
 
-static int ch_want_attention(void *ud, int l, int h) {
-    const hook_chain *c = ud;
-    return c->saved.want_attention(c->saved.user_data, l, h);
-}
-static void ch_on_attention(void *ud, int l, int h, int p, const float *probs, int n) {
-    const hook_chain *c = ud;
-    c->saved.on_attention(c->saved.user_data, l, h, p, probs, n);
-}
-static int ch_want_residual(void *ud, int l) {
-    const hook_chain *c = ud;
-    return c->saved.want_residual(c->saved.user_data, l);
-}
-static void ch_on_residual(void *ud, int l, int p, const float *x, int n) {
-    const hook_chain *c = ud;
-    c->saved.on_residual(c->saved.user_data, l, p, x, n);
-}
-static void ch_on_logits(void *ud, int pos, const float *logits, int n_vocab) {
-    const hook_chain *c = ud;
-    if (c->capture) capture_logits(c->sd, pos, logits, n_vocab);
-    if (c->saved.on_logits) c->saved.on_logits(c->saved.user_data, pos, logits, n_vocab);
-}
-static int ch_cancel(void *ud, int done, int total) {
-    const hook_chain *c = ud;
-    if (c->cancel && c->cancel(c->cancel_ud)) return 1;
-    return c->saved.cancel ? c->saved.cancel(c->saved.user_data, done, total) : 0;
-}
-
-static int ch_interrupt(void *ud) {
-    const hook_chain *c = ud;
-    return c->saved.interrupt(c->saved.user_data);
-}
-
-/* gpt2_context_eval of tokens[0..n) in ctx with the decoder's hooks chained
- * in front of the caller's (installed only where someone listens, so that an
- * unset hook still costs nothing); the caller's hooks are restored after. */
+/* gpt2_context_eval of tokens[0..n) in ctx with the decoder's observer
+ * pushed for it (only the parts it needs: an unset hook costs nothing). */
 static gpt2_status eval_chained(gpt2_speculative *sd, gpt2_context *ctx, const int32_t *tokens, int n,
                                 int cancellable, int capture, gpt2_error *err) {
-    hook_chain c = {.sd = sd,
-                    .saved = gpt2_context_get_hooks(ctx),
-                    .cancel = cancellable ? sd->params.cancel : NULL,
-                    .cancel_ud = sd->params.user_data,
-                    .capture = capture};
-    const gpt2_hooks *u = &c.saved;
-    gpt2_hooks h = {.user_data = &c,
-                    .want_attention = u->want_attention ? ch_want_attention : NULL,
-                    .on_attention = u->on_attention ? ch_on_attention : NULL,
-                    .want_residual = u->want_residual ? ch_want_residual : NULL,
-                    .on_residual = u->on_residual ? ch_on_residual : NULL,
-                    .on_logits = capture || u->on_logits ? ch_on_logits : NULL,
-                    .cancel = c.cancel || u->cancel ? ch_cancel : NULL,
-                    .interrupt = u->interrupt ? ch_interrupt : NULL};
-    gpt2_context_set_hooks(ctx, &h);
+    gpt2_hooks h = {.user_data = sd,
+                    .on_logits = capture ? decoder_capture : NULL,
+                    .cancel = cancellable && sd->params.cancel ? decoder_cancel : NULL};
+    const int push = h.on_logits || h.cancel;
+    if (push) {
+        gpt2_status ps = gpt2_context_push_hooks(ctx, &h, err);
+        if (ps != GPT2_OK) return ps;
+    }
     gpt2_status st = gpt2_context_eval(ctx, tokens, n, err);
-    gpt2_context_set_hooks(ctx, &c.saved);
+    if (push) gpt2_context_pop_hooks(ctx);
     return st;
 }
 
