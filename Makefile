@@ -6,7 +6,8 @@
 #   make PORTABLE=1 no -march=native (for binaries that must run on other CPUs)
 #   make NOUI=1     without the chat app even when ncursesw and readline are installed
 #   make test       build and run the test suite once (honours SAN=1)
-#   make check      make test, then make test SAN=1
+#   make check      make test, then make test SAN=1, then make tsan
+#   make tsan       the pool and forward-pass tests under ThreadSanitizer
 #   make bench      gptscope bench on a random GPT-2-124M-shaped model
 
 CC      ?= cc
@@ -88,7 +89,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 UI_PURE_OBJ := $(UI_PURE_SRC:%.c=$(B)/%.o)
 LIB      := $(B)/libgpt2.a
 
-.PHONY: all test check clean help fixtures tokenizer-data bench test-tui
+.PHONY: all test check clean help fixtures tokenizer-data bench test-tui tsan
 
 all: $(APP)
 
@@ -161,6 +162,18 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 check:
 	$(MAKE) -j$(NPROC) test
 	$(MAKE) -j$(NPROC) test SAN=1
+	$(MAKE) -j$(NPROC) tsan
+
+# ThreadSanitizer over the code that runs on several threads: the pool and the
+# forward pass (the library's sources compiled into each test; a race report
+# makes the program exit non-zero, which fails the run).
+TSAN_TESTS := build-tsan/test_pool build-tsan/test_forward
+TSAN_FLAGS := -std=c11 -D_DEFAULT_SOURCE -g -O1 -fsanitize=thread $(MARCH) $(WARN) -Iinclude -Isrc -Itests $(CFLAGS_PKG)
+build-tsan/%: tests/%.c $(CORE_SRC) $(wildcard src/core/*.h include/*.h tests/*.h)
+	@mkdir -p build-tsan
+	$(CC) $(TSAN_FLAGS) -o $@ $< $(CORE_SRC) $(CMOCKA_LIBS) $(LDLIBS)
+tsan: $(TSAN_TESTS) fixtures
+	@GPTSCOPE_FIXTURES=$(FIX) TSAN_OPTIONS=exitcode=66 sh tests/run_tests.sh $(TSAN_TESTS)
 
 # Speed on a random GPT-2-124M-shaped model, F32 then 16-bit weights (see README, Performance).
 bench: $(APP)
@@ -168,7 +181,7 @@ bench: $(APP)
 	./$(APP) bench --dtype bf16
 
 clean:
-	rm -rf build build-san gptscope
+	rm -rf build build-san build-tsan gptscope
 
 help:
 	@sed -n '2,11p' Makefile
