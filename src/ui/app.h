@@ -139,6 +139,16 @@ int app_help_scroll(app *a, int key);
 /* text of one token for display: control chars and spaces made visible */
 void app_token_label(const app *a, int32_t id, char *buf, size_t cap);
 
+/* The chat's slash commands (chat.c): the help screen lists them from here. */
+typedef struct {
+    const char *name, *alias; /* "/quit", "/q" */
+    const char *args;         /* "FILE", "" for none */
+    const char *help;         /* one line; NULL: an alias the help does not list */
+    int path_arg;             /* the first argument is a path (~ expanded) */
+    void (*fn)(app *a, char *arg1, char *arg2);
+} app_command;
+const app_command *app_commands(int *n);
+
 /* the screen manager (screen.c) */
 void screen_layout(app *a);           /* (re)creates the panes' windows for LINES x COLS */
 void screen_draw(app *a);             /* draws every pane (or "window too small") and the help */

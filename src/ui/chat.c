@@ -553,114 +553,175 @@ static int other_model_confirmed(app *a, const char *path) {
     return 0;
 }
 
+/* ---- the slash commands: one table, from which /help's list is drawn ---- */
+
+static void c_quit(app *a, char *x, char *y) { (void)x, (void)y, a->quit = 1; }
+static void c_help(app *a, char *x, char *y) { (void)x, (void)y, a->help = 1; }
+
+static void c_conf(app *a, char *x, char *y) {
+    (void)x, (void)y;
+    a->conf_view = !a->conf_view;
+    app_message(a, UI_ROLE_TEXT, "confidence view %s", a->conf_view ? "on (F2 or /conf turns it off)" : "off");
+}
+
+static void c_reset(app *a, char *x, char *y) {
+    gpt2_error err;
+    (void)x, (void)y;
+    if (a->generating) do_stop(a);
+    if (gpt2_session_reset(a->s, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+    else app_message(a, UI_ROLE_TEXT, "conversation cleared"), snaps_clear(a), notes_clear_all(a), logf_(a, "reset");
+    after_change(a);
+}
+
+static void c_undo(app *a, char *x, char *y) {
+    gpt2_error err;
+    (void)x, (void)y;
+    if (a->generating) do_stop(a);
+    if (gpt2_session_undo(a->s, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+    else app_message(a, UI_ROLE_TEXT, "last exchange removed"), logf_(a, "undo");
+    after_change(a);
+    a->last_snap.valid = 0;
+}
+
+static void c_regen(app *a, char *x, char *y) {
+    gpt2_error err;
+    (void)x, (void)y;
+    if (a->generating) do_stop(a);
+    gpt2_status st = gpt2_session_regen(a->s, progress_cb, a, &err);
+    a->prefill_msg[0] = '\0';
+    if (st != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "regen cancelled" : err.msg);
+    } else {
+        notes_sync_turns(a);
+        int nt = gpt2_session_n_turns(a->s);
+        if (nt > 0 && nt - 1 < a->turns_cap) a->turn_nnotes[nt - 1] = 0;
+        a->generating = 1;
+        a->reply_t0 = cli_now();
+        a->reply_tokens = 0;
+        a->turn_prefill = gpt2_session_get_stats(a->s).last_call;
+        a->heat_cursor = -1;
+        app_message(a, UI_ROLE_TEXT, "regenerating the last reply");
+        logf_(a, "regen: evaluated %d", gpt2_session_get_stats(a->s).last_call);
+    }
+    after_change(a);
+}
+
+static void c_set(app *a, char *name, char *val) { cmd_set(a, name, val); }
+
+static void c_layer(app *a, char *arg, char *y) {
+    double v;
+    (void)y;
+    if (!arg || !parse_num(arg, &v) || v < 0 || v >= a->cfg->n_layer || v != floor(v)) {
+        app_message(a, UI_ROLE_ERROR, "usage: /layer N (0..%d)", a->cfg->n_layer - 1);
+        return;
+    }
+    app_set_layer(a, (int)v);
+    app_message(a, UI_ROLE_TEXT, "inspector: layer %d (layers 0-%d)", a->layer, a->cfg->n_layer - 1);
+    logf_(a, "layer %d", a->layer);
+}
+
+static void c_head(app *a, char *arg, char *y) {
+    double v;
+    (void)y;
+    if (arg && (!strcmp(arg, "avg") || !strcmp(arg, "average"))) {
+        a->head = -1;
+        app_message(a, UI_ROLE_TEXT, "inspector: the average of the %d heads", a->cfg->n_head);
+        logf_(a, "head avg");
+    } else if (!arg || !parse_num(arg, &v) || v < 0 || v >= a->cfg->n_head || v != floor(v)) {
+        app_message(a, UI_ROLE_ERROR, "usage: /head N (0..%d) or /head avg", a->cfg->n_head - 1);
+    } else {
+        a->head = (int)v;
+        app_message(a, UI_ROLE_TEXT, "inspector: head %d (heads 0-%d)", a->head, a->cfg->n_head - 1);
+        logf_(a, "head %d", a->head);
+    }
+}
+
+static void c_theme(app *a, char *arg, char *y) {
+    ui_theme th;
+    char e[512];
+    (void)y;
+    if (!arg) app_message(a, UI_ROLE_TEXT, "theme: %s (bundled: dark light high-contrast)", term_theme()->name);
+    else if (ui_theme_load(arg, a->themes_dir, &th, e, sizeof e) != 0) app_message(a, UI_ROLE_ERROR, "%s", e);
+    else term_set_theme(&th), app_message(a, UI_ROLE_TEXT, "theme: %s", th.name), clearok(curscr, TRUE);
+}
+
+static void c_template(app *a, char *arg, char *y) { (void)y, cmd_template(a, arg); }
+static void c_draft(app *a, char *arg, char *y) { (void)y, cmd_draft(a, arg); }
+
+static void c_save(app *a, char *path, char *y) {
+    gpt2_error err;
+    (void)y;
+    if (!path) app_message(a, UI_ROLE_ERROR, "usage: /save FILE");
+    else if (gpt2_session_save(a->s, path, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+    else app_message(a, UI_ROLE_TEXT, "saved to %s", path), logf_(a, "saved %s", path);
+}
+
+static void c_load(app *a, char *path, char *y) {
+    gpt2_error err;
+    (void)y;
+    if (!path) {
+        app_message(a, UI_ROLE_ERROR, "usage: /load FILE");
+        return;
+    }
+    if (!other_model_confirmed(a, path)) return;
+    if (a->generating) do_stop(a);
+    gpt2_status st = gpt2_session_load(a->s, path, progress_cb, a, &err);
+    a->prefill_msg[0] = '\0';
+    if (st != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "load cancelled" : err.msg);
+    } else {
+        snaps_clear(a);
+        notes_clear_all(a);
+        int n;
+        gpt2_session_tokens(a->s, &n);
+        app_message(a, UI_ROLE_TEXT, "loaded %s (%d turns, %d tokens)", path, gpt2_session_n_turns(a->s), n);
+        logf_(a, "loaded %s: %d turns, %d tokens", path, gpt2_session_n_turns(a->s), n);
+        a->turn_prefill = gpt2_session_get_stats(a->s).last_call, a->reply_tokens = 0;
+        if (gpt2_session_replying(a->s)) a->generating = 1, a->reply_t0 = cli_now();
+    }
+    after_change(a);
+}
+
+static const app_command commands[] = {
+    {"/help", "/?", "", "this help", 0, c_help},
+    {"/reset", NULL, "", "empty the conversation (template, knobs and RNG kept)", 0, c_reset},
+    {"/regen", NULL, "", "sample the last reply again", 0, c_regen},
+    {"/undo", NULL, "", "remove the last exchange", 0, c_undo},
+    {"/set", NULL, "NAME VALUE",
+     "temperature top-k top-p min-p repeat-penalty repeat-last-n max-tokens seed draft_k (the ranges of the "
+     "command-line options)", 0, c_set},
+    {"/layer", NULL, "N", "the inspector's layer", 0, c_layer},
+    {"/head", NULL, "N|avg", "the inspector's head, or the average of the heads", 0, c_head},
+    {"/conf", NULL, "", "confidence view on/off (as F2)", 0, c_conf},
+    {"/theme", NULL, "NAME|PATH", "dark light high-contrast, or a .theme file", 1, c_theme},
+    {"/template", NULL, "NAME|PATH", "transcript dialogpt raw model, or a chat_template.json", 1, c_template},
+    {"/save", NULL, "FILE", "the session as JSON (~ is your home directory)", 1, c_save},
+    {"/load", NULL, "FILE", "a saved session (another model's: asks first)", 1, c_load},
+    {"/draft", NULL, "on|off|DIR", "speculative sampling with a draft model", 1, c_draft},
+    {"/quit", "/q", "", "quit (also /exit, Ctrl-D on an empty line)", 0, c_quit},
+    {"/exit", NULL, NULL, NULL, 0, c_quit}, /* NULL help: an alias not listed */
+};
+
+const app_command *app_commands(int *n) {
+    *n = (int)(sizeof commands / sizeof *commands);
+    return commands;
+}
+
 static void run_command(app *a, char *line) {
     char *save = NULL, home_buf[PATH_MAX];
     char *cmd = strtok_r(line, " \t", &save);
     char *arg1 = strtok_r(NULL, " \t", &save);
     char *arg2 = strtok_r(NULL, " \t", &save);
-    gpt2_error err;
-    static const char *const path_cmds[] = {"/save", "/load", "/draft", "/template", "/theme"};
-    for (size_t i = 0; i < sizeof path_cmds / sizeof *path_cmds; i++)
-        if (!strcmp(cmd, path_cmds[i])) arg1 = expand_home(arg1, home_buf, sizeof home_buf);
     a->msg[0] = '\0'; /* an earlier message is stale now; each command says what it did */
     if (strcmp(cmd, "/load")) a->pending_load[0] = '\0'; /* a confirmation is the very next /load */
-    if (!strcmp(cmd, "/quit") || !strcmp(cmd, "/q") || !strcmp(cmd, "/exit")) {
-        a->quit = 1;
-    } else if (!strcmp(cmd, "/help") || !strcmp(cmd, "/?")) {
-        a->help = 1;
-    } else if (!strcmp(cmd, "/conf")) {
-        a->conf_view = !a->conf_view;
-        app_message(a, UI_ROLE_TEXT, "confidence view %s", a->conf_view ? "on (F2 or /conf turns it off)" : "off");
-    } else if (!strcmp(cmd, "/reset")) {
-        if (a->generating) do_stop(a);
-        if (gpt2_session_reset(a->s, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
-        else app_message(a, UI_ROLE_TEXT, "conversation cleared"), snaps_clear(a), notes_clear_all(a), logf_(a, "reset");
-        after_change(a);
-    } else if (!strcmp(cmd, "/undo")) {
-        if (a->generating) do_stop(a);
-        if (gpt2_session_undo(a->s, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
-        else app_message(a, UI_ROLE_TEXT, "last exchange removed"), logf_(a, "undo");
-        after_change(a);
-        a->last_snap.valid = 0;
-    } else if (!strcmp(cmd, "/regen")) {
-        if (a->generating) do_stop(a);
-        gpt2_status st = gpt2_session_regen(a->s, progress_cb, a, &err);
-        a->prefill_msg[0] = '\0';
-        if (st != GPT2_OK) {
-            app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "regen cancelled" : err.msg);
-        } else {
-            notes_sync_turns(a);
-            int nt = gpt2_session_n_turns(a->s);
-            if (nt > 0 && nt - 1 < a->turns_cap) a->turn_nnotes[nt - 1] = 0;
-            a->msg[0] = '\0';
-            a->generating = 1;
-            a->reply_t0 = cli_now();
-            a->reply_tokens = 0;
-            a->turn_prefill = gpt2_session_get_stats(a->s).last_call;
-            a->heat_cursor = -1;
-            app_message(a, UI_ROLE_TEXT, "regenerating the last reply");
-            logf_(a, "regen: evaluated %d", gpt2_session_get_stats(a->s).last_call);
-        }
-        after_change(a);
-    } else if (!strcmp(cmd, "/set")) {
-        cmd_set(a, arg1, arg2);
-    } else if (!strcmp(cmd, "/layer")) {
-        double v;
-        if (!arg1 || !parse_num(arg1, &v) || v < 0 || v >= a->cfg->n_layer || v != floor(v))
-            app_message(a, UI_ROLE_ERROR, "usage: /layer N (0..%d)", a->cfg->n_layer - 1);
-        else {
-            app_set_layer(a, (int)v);
-            app_message(a, UI_ROLE_TEXT, "inspector: layer %d (layers 0-%d)", a->layer, a->cfg->n_layer - 1);
-            logf_(a, "layer %d", a->layer);
-        }
-    } else if (!strcmp(cmd, "/head")) {
-        double v;
-        if (arg1 && (!strcmp(arg1, "avg") || !strcmp(arg1, "average"))) {
-            a->head = -1;
-            app_message(a, UI_ROLE_TEXT, "inspector: the average of the %d heads", a->cfg->n_head);
-            logf_(a, "head avg");
-        } else if (!arg1 || !parse_num(arg1, &v) || v < 0 || v >= a->cfg->n_head || v != floor(v)) {
-            app_message(a, UI_ROLE_ERROR, "usage: /head N (0..%d) or /head avg", a->cfg->n_head - 1);
-        } else {
-            a->head = (int)v;
-            app_message(a, UI_ROLE_TEXT, "inspector: head %d (heads 0-%d)", a->head, a->cfg->n_head - 1);
-            logf_(a, "head %d", a->head);
-        }
-    } else if (!strcmp(cmd, "/theme")) {
-        ui_theme th;
-        char e[512];
-        if (!arg1) app_message(a, UI_ROLE_TEXT, "theme: %s (bundled: dark light high-contrast)", term_theme()->name);
-        else if (ui_theme_load(arg1, a->themes_dir, &th, e, sizeof e) != 0) app_message(a, UI_ROLE_ERROR, "%s", e);
-        else term_set_theme(&th), app_message(a, UI_ROLE_TEXT, "theme: %s", th.name), clearok(curscr, TRUE);
-    } else if (!strcmp(cmd, "/template")) {
-        cmd_template(a, arg1);
-    } else if (!strcmp(cmd, "/draft")) {
-        cmd_draft(a, arg1);
-    } else if (!strcmp(cmd, "/save")) {
-        if (!arg1) app_message(a, UI_ROLE_ERROR, "usage: /save FILE");
-        else if (gpt2_session_save(a->s, arg1, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
-        else app_message(a, UI_ROLE_TEXT, "saved to %s", arg1), logf_(a, "saved %s", arg1);
-    } else if (!strcmp(cmd, "/load")) {
-        if (arg1 && !other_model_confirmed(a, arg1)) return;
-        if (a->generating) do_stop(a);
-        gpt2_status st = arg1 ? gpt2_session_load(a->s, arg1, progress_cb, a, &err) : GPT2_ERR_INVALID_ARG;
-        a->prefill_msg[0] = '\0';
-        if (!arg1) app_message(a, UI_ROLE_ERROR, "usage: /load FILE");
-        else if (st != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "load cancelled" : err.msg);
-        else {
-            snaps_clear(a);
-            notes_clear_all(a);
-            int n;
-            gpt2_session_tokens(a->s, &n);
-            app_message(a, UI_ROLE_TEXT, "loaded %s (%d turns, %d tokens)", arg1, gpt2_session_n_turns(a->s), n);
-            logf_(a, "loaded %s: %d turns, %d tokens", arg1, gpt2_session_n_turns(a->s), n);
-            a->turn_prefill = gpt2_session_get_stats(a->s).last_call, a->reply_tokens = 0;
-            if (gpt2_session_replying(a->s)) a->generating = 1, a->reply_t0 = cli_now();
-        }
-        after_change(a);
-    } else {
-        app_message(a, UI_ROLE_ERROR, "unknown command %s (F1 or /help lists them)", cmd);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        const app_command *c = &commands[i];
+        if (strcmp(cmd, c->name) && (!c->alias || strcmp(cmd, c->alias))) continue;
+        if (c->path_arg) arg1 = expand_home(arg1, home_buf, sizeof home_buf);
+        c->fn(a, arg1, arg2);
+        return;
     }
+    app_message(a, UI_ROLE_ERROR, "unknown command %s (F1 or /help lists them)", cmd);
 }
 
 static void handle_line(app *a, char *line) {

@@ -72,25 +72,41 @@ static const char *help_lines[] = {
     "              corrections in draft-fix, underlined where drafts were",
     "              rejected; the status bar shows k, r and tokens per pass",
     "",
-    "/help /reset /regen /undo /quit",
-    "/set NAME VALUE   temperature top-k top-p min-p repeat-penalty",
-    "                  repeat-last-n max-tokens seed draft_k (each with the",
-    "                  range its command-line option takes)",
-    "/layer N   /head N|avg   /conf (confidence view on/off)",
-    "/theme NAME|PATH    dark light high-contrast, or a .theme file",
-    "/template NAME|PATH transcript dialogpt raw model, or a .json file",
-    "/save FILE   /load FILE   (~ is your home directory)",
-    "/draft on|off|DIR   speculative sampling with a draft model",
+    "Commands (a path may start with ~/):",
 };
 
-enum { HELP_W = 80 };
+enum { HELP_W = 80, HELP_TEXT_W = 76, HELP_MAX = 128 };
+
+/* The help's lines: the keys above, then every command of the table
+ * (app_commands), "/name ARGS" and its help wrapped beside it. */
+static int help_build(char lines[][HELP_TEXT_W * 4 + 1]) {
+    int n = 0;
+    for (size_t i = 0; i < sizeof help_lines / sizeof *help_lines; i++)
+        snprintf(lines[n++], HELP_TEXT_W * 4 + 1, "%s", help_lines[i]);
+    int nc;
+    const app_command *c = app_commands(&nc);
+    for (int i = 0; i < nc && n < HELP_MAX - 4; i++) {
+        if (!c[i].help) continue;
+        char head[64];
+        snprintf(head, sizeof head, "%s%s%s%s%s", c[i].name, c[i].alias ? ", " : "", c[i].alias ? c[i].alias : "",
+                 *c[i].args ? " " : "", c[i].args);
+        const int col = 24, w = HELP_TEXT_W - col;
+        ui_line wl[4];
+        int k = ui_wrap(c[i].help, strlen(c[i].help), w, wl, 4);
+        for (int j = 0; j < k && j < 4 && n < HELP_MAX; j++)
+            snprintf(lines[n++], HELP_TEXT_W * 4 + 1, "%-*s%.*s", col, j == 0 ? head : "",
+                     (int)(wl[j].end - wl[j].start), c[i].help + wl[j].start);
+    }
+    return n;
+}
 
 /* Lines of help that fit the box now (the screen's height less the border
  * and the footer line). */
 static int help_rows(void) { return LINES - 3 < 1 ? 1 : LINES - 3; }
 
 int app_help_scroll(app *a, int key) {
-    const int n = (int)(sizeof help_lines / sizeof *help_lines), rows = help_rows();
+    static char lines[HELP_MAX][HELP_TEXT_W * 4 + 1];
+    const int n = help_build(lines), rows = help_rows();
     const int most = n > rows ? n - rows : 0;
     int top = a->help_top;
     switch (key) {
@@ -107,7 +123,8 @@ int app_help_scroll(app *a, int key) {
 }
 
 void app_draw_help(app *a) {
-    const int n = (int)(sizeof help_lines / sizeof *help_lines);
+    static char help[HELP_MAX][HELP_TEXT_W * 4 + 1];
+    const int n = help_build(help);
     int rows = help_rows();
     if (rows > n) rows = n;
     if (a->help_top > n - rows) a->help_top = n - rows;
@@ -121,7 +138,7 @@ void app_draw_help(app *a) {
     box(win, 0, 0);
     for (int i = 0; i < rows; i++) {
         const int li = a->help_top + i;
-        term_printf(win, i + 1, 2, w - 4, term_attr(li == 0 ? UI_ROLE_TITLE : UI_ROLE_TEXT), "%s", help_lines[li]);
+        term_printf(win, i + 1, 2, w - 4, term_attr(li == 0 ? UI_ROLE_TITLE : UI_ROLE_TEXT), "%s", help[li]);
     }
     char foot[128];
     if (rows < n)

@@ -126,6 +126,8 @@ check "resized back: conversation kept" wait_for " 61 8 0 45 3 99 7 12"
 # 5. help
 keys F1
 check "F1 opens the help" wait_for "keys and commands"
+keys End
+check "the help scrolls to its end: the commands, listed from the command table" wait_for "/draft on|off|DIR       speculative sampling with a draft model"
 keys x
 check "a key closes the help: the panes are back" wait_for "attention  layer"
 check "a key closes the help: the help is gone" sh -c "! $T capture-pane -p -t app | grep -qF 'keys and commands'"
