@@ -96,6 +96,8 @@ enum { GPT2_HOOKS_MAX = 8 };
 void gpt2_context_set_hooks(gpt2_context *ctx, const gpt2_hooks *hooks);
 gpt2_status gpt2_context_push_hooks(gpt2_context *ctx, const gpt2_hooks *hooks, gpt2_error *err);
 void gpt2_context_pop_hooks(gpt2_context *ctx);
+/* Sets of hooks now stacked: 1 when only the caller's (set or empty) is. */
+int gpt2_context_hooks_depth(const gpt2_context *ctx);
 
 /* Runs n tokens at positions n_past .. n_past + n - 1. Fails without changing
  * anything if a token id is out of range or n_past + n exceeds n_ctx

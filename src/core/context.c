@@ -153,6 +153,8 @@ void gpt2_context_pop_hooks(gpt2_context *ctx) {
     hooks_changed(ctx);
 }
 
+int gpt2_context_hooks_depth(const gpt2_context *ctx) { return ctx->n_hooks; }
+
 /* The stop requests: the newest observer asked first; the first yes stops. */
 static int any_cancel(const gpt2_context *ctx, int done, int n) {
     for (int i = ctx->n_hooks - 1; i >= 0; i--) {
