@@ -756,6 +756,9 @@ static gpt2_status check_data(const gpt2_trainer *tr, const gpt2_train_data *d, 
 gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float *loss, gpt2_error *err) {
     int T;
     size_t n_seq;
+    if (tr->step >= tr->p.steps) /* a step past the end would save a checkpoint that resume refuses */
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                         "train: all %d steps of the run are done (gpt2_trainer_set_steps to go on)", tr->p.steps);
     gpt2_status st = check_data(tr, d, &T, &n_seq, err);
     if (st != GPT2_OK) return st;
     const int B = tr->p.batch_size;
