@@ -104,6 +104,19 @@ static void tensor_name(const gpt2_train_params *p, int i, char *out, size_t cap
     else snprintf(out, cap, "h.%d.%s", (i - 2) / N_LAYER_TENSORS, layer_tensor_names[(i - 2) % N_LAYER_TENSORS]);
 }
 
+gpt2_status trainer_plan(const gpt2_train_params *p, size_t *n_params, gpt2_error *err) {
+    gpt2_status st = check_params(p, err);
+    if (st != GPT2_OK) return st;
+    size_t n = 0; /* at most ~1e13 within check_params' limits: no overflow */
+    for (int i = 0; i < 2 + N_LAYER_TENSORS * p->n_layer + 2; i++) {
+        int rows, cols;
+        tensor_shape(p, i, &rows, &cols);
+        n += (size_t)rows * (size_t)(cols ? cols : 1);
+    }
+    *n_params = n;
+    return GPT2_OK;
+}
+
 int gpt2_trainer_n_tensors(const gpt2_trainer *tr) { return tr->n_tensors; }
 
 gpt2_train_tensor gpt2_trainer_tensor(const gpt2_trainer *tr, int i) {

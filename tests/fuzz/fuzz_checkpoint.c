@@ -10,15 +10,37 @@
  * learning-rate schedule is finite; that trainer then takes one step on a few
  * tokens (a finite loss, or a clean refusal of a non-finite one: the weights may
  * be finite yet huge), and its checkpoint, if save takes it, resumes to the same
- * bytes. The loader must bound what it allocates by the file's size; only the
- * activations, which the run's batch and block sizes set, are bounded here:
- * inputs whose header asks for more than 256 MB of them are skipped.
+ * bytes. The loader must bound what it allocates by the file's size: under
+ * AddressSanitizer, the peak of what resume holds must stay within the
+ * activations the header asks for plus twice the file. Those activations,
+ * which the run's batch and block sizes set, are bounded here: inputs whose
+ * header asks for more than 256 MB of them are skipped.
  */
 #include <math.h>
 
 #include "fuzz_common.h"
 
 enum { HEAD = 16 + 23 * 8 };
+
+#if defined(__SANITIZE_ADDRESS__)
+#define FUZZ_HEAP_HOOKS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FUZZ_HEAP_HOOKS 1
+#endif
+#endif
+#ifdef FUZZ_HEAP_HOOKS
+/* sanitizer/allocator_interface.h, which gcc does not ship */
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
+                                              void (*free_hook)(const volatile void *));
+size_t __sanitizer_get_allocated_size(const volatile void *p);
+static long long g_live, g_peak; /* bytes held, and the most since the last reset */
+static void on_malloc(const volatile void *p, size_t n) {
+    (void)p;
+    if ((g_live += (long long)n) > g_peak) g_peak = g_live;
+}
+static void on_free(const volatile void *p) { g_live -= (long long)__sanitizer_get_allocated_size(p); }
+#endif
 
 static char *g_dir, g_path[300], g_save[2][300];
 
@@ -27,6 +49,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     g_dir = fuzz_tmpdir("ckpt");
     snprintf(g_path, sizeof g_path, "%s/in.ckpt", g_dir);
     for (int i = 0; i < 2; i++) snprintf(g_save[i], sizeof g_save[i], "%s/save%d.ckpt", g_dir, i);
+#ifdef FUZZ_HEAP_HOOKS
+    __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
+#endif
     return 0;
 }
 
@@ -114,13 +139,21 @@ static void check_trainer(gpt2_trainer *tr) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (size >= HEAD && activation_bytes(data) > 256e6) return 0;
+    const double act = size >= HEAD ? activation_bytes(data) : 0;
+    if (act > 256e6) return 0;
     write_input(data, size);
     gpt2_trainer *tr = NULL;
     uint64_t hash = 0;
     gpt2_error err;
+#ifdef FUZZ_HEAP_HOOKS
+    const long long base = g_peak = g_live;
+#endif
     gpt2_status st = gpt2_trainer_resume(g_path, 1, &tr, &hash, &err);
     if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "%s\n", st ? err.msg : "resumed");
+#ifdef FUZZ_HEAP_HOOKS
+    FUZZ_CHECK(g_peak - base <= act + 2.0 * (double)size + (1 << 20),
+               "resume held %lld bytes for a %zu-byte file (activations %.0f)", g_peak - base, size, act);
+#endif
     if (st != GPT2_OK) {
         fuzz_check_error(st, &err);
         FUZZ_CHECK(st == GPT2_ERR_FORMAT, "status %d: %s", st, err.msg);
