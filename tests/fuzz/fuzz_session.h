@@ -91,6 +91,15 @@ static fz_ids fz_render(gpt2_session *s) {
     return out;
 }
 
+static void fz_check_no_stop(gpt2_session *s, const gpt2_turn *a, const char *what) {
+    const gpt2_chat_template *tm = gpt2_session_template(s);
+    for (int k = 0; k < tm->n_stop; k++) {
+        size_t L = strlen(tm->stop[k]);
+        for (size_t j = 0; j + L <= a->len; j++)
+            FUZZ_CHECK(memcmp(a->text + j, tm->stop[k], L) != 0, "%s holds stop string %d at byte %zu", what, k, j);
+    }
+}
+
 static void fz_check_session(gpt2_session *s, int synced) {
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(gpt2_session_model(s));
     const int nt = gpt2_session_n_turns(s);
@@ -118,6 +127,7 @@ static void fz_check_session(gpt2_session *s, int synced) {
             off += l;
         }
         FUZZ_CHECK(off == u.len, "turn %d: ids decode to %zu of its %zu bytes", i, off, u.len);
+        if (u.replying) fz_check_no_stop(s, &u, "the reply in progress"); /* it would have ended there */
     }
     FUZZ_CHECK(!gpt2_session_replying(s) || seen_in, "replying without an exchange in the context");
     int n = 0;
@@ -201,12 +211,7 @@ static void fz_reply(gpt2_session *s, int max_steps, int fresh) {
     if (fresh && fuzz_utf8_valid((const unsigned char *)a.text, a.len))
         FUZZ_CHECK(got.n == a.len && memcmp(got.b, a.text, a.len) == 0,
                    "steps gave out %zu bytes, the reply holds %zu", got.n, a.len);
-    const gpt2_chat_template *tm = gpt2_session_template(s);
-    for (int k = 0; fresh && k < tm->n_stop; k++) {
-        size_t L = strlen(tm->stop[k]);
-        for (size_t j = 0; j + L <= a.len; j++)
-            FUZZ_CHECK(memcmp(a.text + j, tm->stop[k], L) != 0, "the reply holds stop string %d at byte %zu", k, j);
-    }
+    if (fresh) fz_check_no_stop(s, &a, "the reply");
     free(got.b);
     fz_check_session(s, 1); /* a reply that ended leaves the cache in line */
 }
