@@ -189,34 +189,24 @@ static void make_nan_model(const char *dir) {
     free(st);
 }
 
-/* NaN is not JSON: such values are null with a sibling KEY_nonfinite. */
+/* Weights holding NaN give no JSON full of nulls: the model is refused at
+ * load, with the tensor named, by every command (its JSON output never holds
+ * NaN, which JSON has no literal for). */
 static void test_nonfinite(void **state) {
     (void)state;
     char dir[] = "/tmp/gptscope-json-nan-XXXXXX";
     assert_non_null(mkdtemp(dir));
     make_nan_model(dir);
-    run_result r = run(NULL, "topk -m %s -p 'the cat' -k 5 --json", dir);
-    assert_int_equal(r.status, 0);
-    py_check("topk --json, NaN logits", r.out, "", "len(j) == 5",
-             "all(e['logit'] is None and e['logit_nonfinite'] == 'nan' for e in j)",
-             "all(e['prob'] is None and e['prob_nonfinite'] == 'nan' for e in j)", NULL);
-    run_free(&r);
-    r = run(NULL, "attention -m %s -p 'the cat sat on' --layer 1 --head 0 --json", dir);
-    assert_int_equal(r.status, 0);
-    py_check("attention --json, NaN rows", r.out, "",
-             "len(j['weights_nonfinite']) == len(j['ids']) * (len(j['ids']) + 1) // 2",
-             "all(j['weights'][i][k] is None and why == 'nan' for i, k, why in j['weights_nonfinite'])",
-             "all(w == 0 for i, row in enumerate(j['weights']) for w in row[i + 1:])", NULL);
-    run_free(&r);
-    r = run(NULL, "attention -m %s -p 'the cat sat on' --layer 0 --head 0 --json", dir);
-    py_check("attention --json, layer 0 (before the NaN)", r.out, "", "'weights_nonfinite' not in j",
-             "all(abs(sum(row) - 1) < 1e-5 for row in j['weights'])", NULL);
-    run_free(&r);
-    r = run(NULL, "eval -q --json -m %s %s", dir, fixture_path("cli/tiny-f32/eval.txt"));
-    assert_int_equal(r.status, 0);
-    py_check("eval --json, NaN loss", r.out, "", "j['nats_per_token'] is None and j['nats_per_token_nonfinite'] == 'nan'",
-             "j['bits_per_byte'] is None and j['bits_per_byte_nonfinite'] == 'nan'", "j['scored'] > 0", NULL);
-    run_free(&r);
+    const char *cmds[] = {"topk -m %s -p 'the cat' -k 5 --json",
+                          "attention -m %s -p 'the cat sat on' --layer 1 --head 0 --json", "eval -q --json -m %s %s"};
+    for (int i = 0; i < 3; i++) {
+        run_result r = run(NULL, cmds[i], dir, fixture_path("cli/tiny-f32/eval.txt"));
+        assert_int_equal(r.status, 1);
+        assert_string_equal(r.out, "");
+        assert_non_null(strstr(r.err, "h.1.ln_1.bias"));
+        assert_non_null(strstr(r.err, "must be finite"));
+        run_free(&r);
+    }
     remove_model_copy(dir);
 }
 
