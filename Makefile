@@ -8,6 +8,7 @@
 #   make test       build and run the test suite once (honours SAN=1)
 #   make check      make test, then make test SAN=1, then make tsan
 #   make tsan       the pool and forward-pass tests under ThreadSanitizer
+#   make test-fuzz  the fuzz harnesses over their regression inputs alone (make test runs them too)
 #   make bench      gptscope bench on a random GPT-2-124M-shaped model
 
 CC      ?= cc
@@ -89,7 +90,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 UI_PURE_OBJ := $(UI_PURE_SRC:%.c=$(B)/%.o)
 LIB      := $(B)/libgpt2.a
 
-.PHONY: all test check clean help fixtures tokenizer-data bench test-tui tsan
+.PHONY: all test check clean help fixtures tokenizer-data bench test-tui tsan test-fuzz
 
 all: $(APP)
 
@@ -146,17 +147,47 @@ $(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
 	$(PYTHON) tests/ref/bpe_train_ref.py --out $(FIX)/bpe_train
 	touch $@
 
+# --- the fuzz harnesses without libFuzzer (tests/fuzz/standalone_main.c), built like the
+# tests: `make test` runs each over its regression inputs and a few seeds (tests/fuzz/regress.sh)
+FUZZ_NAMES := safetensors config vocab merges encode session template theme checkpoint
+FUZZ_DIR   := $(B)/tests/fuzz
+FUZZ_BIN   := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
+FUZZ_MAIN  := $(B)/tests/fuzz/standalone_main.o
+FUZZ_DEPS  := $(FUZZ_MAIN) $(LIB) $(UI_PURE_OBJ) $(wildcard tests/fuzz/*.h include/*.h src/core/*.h src/ui/ui_logic.h)
+FUZZ_LINK   = @mkdir -p $(dir $@); echo "  CC  $@"; \
+	$(CC) $(CFLAGS) -Wno-unused-function $(LDSAN) -Itests/fuzz -o $@ $< $(FUZZ_MAIN) $(UI_PURE_OBJ) $(LIB) $(LDLIBS)
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
+	$(FUZZ_LINK)
+$(FUZZ_DIR)/fuzz_vocab: tests/fuzz/fuzz_tokfile.c $(FUZZ_DEPS)
+	$(FUZZ_LINK) -DFUZZ_VOCAB
+$(FUZZ_DIR)/fuzz_merges: tests/fuzz/fuzz_tokfile.c $(FUZZ_DEPS)
+	$(FUZZ_LINK) -DFUZZ_MERGES
+$(FUZZ_DIR)/seed_maker: tests/fuzz/seed_maker.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
+$(FUZZ_DIR)/seeds/.done: tests/fuzz/gen_seeds.py $(FUZZ_DIR)/seed_maker $(FIX)/.done
+	$(PYTHON) tests/fuzz/gen_seeds.py --fixtures $(FIX) --tokenizer $(TOKDIR) --out $(FUZZ_DIR) \
+	    --seed-maker $(FUZZ_DIR)/seed_maker
+	touch $@
+
 # the chat app's end-to-end tests in tmux, when chat is built and tmux is there
 TUI_TEST := $(if $(HAVE_UI),$(if $(shell command -v tmux 2>/dev/null),tests/tui/run.sh))
 
-test: $(APP) $(TEST_BIN) fixtures
+test: $(APP) $(TEST_BIN) fixtures $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
 	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) PYTHON=$(PYTHON) \
-	    sh tests/run_tests.sh $(TEST_BIN) $(TUI_TEST)
+	    FUZZ_BIN_DIR=$(FUZZ_DIR) FUZZ_SEEDS=$(FUZZ_DIR)/seeds FUZZ_MINI_MODEL=$(FUZZ_DIR)/mini \
+	    sh tests/run_tests.sh $(TEST_BIN) tests/fuzz/regress.sh $(TUI_TEST)
 	@[ -n "$(TUI_TEST)" ] || echo "tui tests skipped: $(if $(HAVE_UI),tmux not installed (apt-get install tmux),gptscope was built without chat)"
 
 # the tmux end-to-end tests of the chat app alone
 test-tui: $(APP)
 	GPTSCOPE_BIN=$(CURDIR)/$(APP) sh tests/tui/run.sh
+
+# the fuzz harnesses over their regression inputs and seeds alone (see tests/fuzz/README.md)
+test-fuzz: $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
+	GPTSCOPE_FIXTURES=$(FIX) GPT2_TOKENIZER_DIR=$(TOKDIR) FUZZ_BIN_DIR=$(FUZZ_DIR) FUZZ_SEEDS=$(FUZZ_DIR)/seeds \
+	    FUZZ_MINI_MODEL=$(FUZZ_DIR)/mini sh tests/fuzz/regress.sh
 
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 check:
@@ -184,6 +215,6 @@ clean:
 	rm -rf build build-san build-tsan gptscope
 
 help:
-	@sed -n '2,11p' Makefile
+	@sed -n '2,12p' Makefile
 
--include $(CORE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UI_PURE_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UI_PURE_OBJ:.o=.d) $(FUZZ_MAIN:.o=.d)

@@ -105,6 +105,7 @@
  *       "context_policy": "drop-oldest" | "refuse",
  *       "first_in_context": 0,         index of the first turn still in the context
  *       "replying": false,             true: the last reply was still being written
+ *                                      (its text then holds no whole stop string)
  *       "turns": [ { "role": "user", "text": "..." },
  *                  { "role": "assistant", "text": "...", "ids": [12, 7],
  *                    "candidates": [null, [[0.8, 40, 0.95, 0.05, 1, 64],

@@ -95,7 +95,8 @@ gpt2_status gpt2_trainer_set_steps(gpt2_trainer *tr, int steps, gpt2_error *err)
 void gpt2_trainer_set_interrupt(gpt2_trainer *tr, int (*interrupt)(void *user_data), void *user_data);
 
 /* One optimizer step on a batch sampled from data. *loss: the batch's mean
- * loss before the update (nats per predicted token). */
+ * loss before the update (nats per predicted token). Once step_count reaches
+ * params.steps it fails (GPT2_ERR_INVALID_ARG): raise steps first. */
 gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *data, float *loss, gpt2_error *err);
 
 /* Mean loss over up to max_batches deterministic batches of data (no dropout,

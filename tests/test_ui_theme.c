@@ -66,6 +66,10 @@ static void test_parse_errors_name_file_and_line(void **state) {
     expect_error("bar = red green\n", "x.theme:1: bar: unexpected 'green'");
     expect_error("bar = #12345\n", "x.theme:1: bar: '#12345' is not a colour");
     expect_error("name = a b\n", "x.theme:1: name: expected one word");
+    /* too long: it was cut to 63 bytes, here inside the 'é' (fuzz_theme) */
+    char long_name[100];
+    snprintf(long_name, sizeof long_name, "name = %062d\xc3\xa9\n", 0);
+    expect_error(long_name, "x.theme:1: name: expected at most 63 bytes, found 64");
 }
 
 /* Messages that say what is wrong: a '#' value that is no colour (it used to

@@ -1644,6 +1644,24 @@ static gpt2_status parse_turns(gpt2_session *s, const ld *L, const cJSON *arr, i
     return GPT2_OK;
 }
 
+/* A reply in progress never holds a whole stop string: it would have ended
+ * there, and loaded so, it could never end at it. */
+static gpt2_status check_reply_in_progress(const ld *L, const staged *g) {
+    const turn *a = &g->cv.t[g->cv.n - 1];
+    char shown[TEXT_SHOW_BUF];
+    for (int k = 0; k < g->tmpl->n_stop; k++) {
+        const char *stop = g->tmpl->stop[k];
+        size_t n = strlen(stop);
+        for (size_t j = 0; j + n <= a->len; j++)
+            if (memcmp(a->text + j, stop, n) == 0)
+                return gpt2_fail(L->err, GPT2_ERR_FORMAT,
+                                 "%s: turns[%d].text: holds the stop string \"%s\" at byte %zu, but \"replying\" is "
+                                 "true (the reply would have ended there)",
+                                 L->path, g->cv.n - 1, text_show(stop, n, shown), j);
+    }
+    return GPT2_OK;
+}
+
 static gpt2_status parse_session(gpt2_session *s, const ld *L, const cJSON *root, staged *g) {
     static const char *const top[] = {"format",        "version",        "model",          "n_vocab",
                                       "template",      "sampler",        "rng_state",      "max_new_tokens",
@@ -1713,6 +1731,7 @@ static gpt2_status parse_session(gpt2_session *s, const ld *L, const cJSON *root
         return bad(L, "replying", "false when the context holds no exchange", "true");
     int same_model = strcmp(model, gpt2_model_name(s->model)) == 0 && n_vocab == s->n_vocab;
     TRY(parse_turns(s, L, jturns, same_model, g));
+    if (g->replying) TRY(check_reply_in_progress(L, g));
     g->cv.first = first;
     /* Unknown fields last: a misspelt required field is reported as missing. */
     return only_keys(L, root, "", top, 12);

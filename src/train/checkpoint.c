@@ -166,8 +166,17 @@ gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **
     uint64_t rng, n_params;
     unpack(fields, &p, &step, &rng, data_hash, &n_params);
     if (n_threads >= 0) p.n_threads = n_threads;
+    /* The shapes must make the parameters the file holds before anything is
+     * allocated for them: else a few hundred bytes could ask for gigabytes. */
+    size_t planned = 0;
     gpt2_trainer *tr;
-    if ((st = gpt2_trainer_new(&p, &tr, err)) != GPT2_OK) {
+    if ((st = trainer_plan(&p, &planned, err)) == GPT2_OK && planned != n_params) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT,
+                       "%s: n_params = %llu, but %d layers of width %d, block %d and %d tokens make %zu parameters",
+                       path, (unsigned long long)n_params, p.n_layer, p.n_embd, p.block_size, p.n_vocab, planned);
+        goto out;
+    }
+    if (st != GPT2_OK || (st = gpt2_trainer_new(&p, &tr, err)) != GPT2_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", err->msg);
         st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: invalid settings in checkpoint: %s", path, why);

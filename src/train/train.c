@@ -104,6 +104,19 @@ static void tensor_name(const gpt2_train_params *p, int i, char *out, size_t cap
     else snprintf(out, cap, "h.%d.%s", (i - 2) / N_LAYER_TENSORS, layer_tensor_names[(i - 2) % N_LAYER_TENSORS]);
 }
 
+gpt2_status trainer_plan(const gpt2_train_params *p, size_t *n_params, gpt2_error *err) {
+    gpt2_status st = check_params(p, err);
+    if (st != GPT2_OK) return st;
+    size_t n = 0; /* at most ~1e13 within check_params' limits: no overflow */
+    for (int i = 0; i < 2 + N_LAYER_TENSORS * p->n_layer + 2; i++) {
+        int rows, cols;
+        tensor_shape(p, i, &rows, &cols);
+        n += (size_t)rows * (size_t)(cols ? cols : 1);
+    }
+    *n_params = n;
+    return GPT2_OK;
+}
+
 int gpt2_trainer_n_tensors(const gpt2_trainer *tr) { return tr->n_tensors; }
 
 gpt2_train_tensor gpt2_trainer_tensor(const gpt2_trainer *tr, int i) {
@@ -756,6 +769,9 @@ static gpt2_status check_data(const gpt2_trainer *tr, const gpt2_train_data *d, 
 gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float *loss, gpt2_error *err) {
     int T;
     size_t n_seq;
+    if (tr->step >= tr->p.steps) /* a step past the end would save a checkpoint that resume refuses */
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                         "train: all %d steps of the run are done (gpt2_trainer_set_steps to go on)", tr->p.steps);
     gpt2_status st = check_data(tr, d, &T, &n_seq, err);
     if (st != GPT2_OK) return st;
     const int B = tr->p.batch_size;

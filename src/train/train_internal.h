@@ -62,4 +62,9 @@ struct gpt2_trainer {
  * and checkpoints check before writing, resume after reading. */
 int trainer_values_ok(const gpt2_trainer *tr, int optimizer, char *buf, size_t cap);
 
+/* Checks p as gpt2_trainer_new does and gives in *n_params the parameter
+ * count its shapes make, allocating nothing (resume compares it with the
+ * checkpoint's before it allocates). */
+gpt2_status trainer_plan(const gpt2_train_params *p, size_t *n_params, gpt2_error *err);
+
 #endif

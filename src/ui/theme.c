@@ -244,6 +244,10 @@ int ui_theme_parse(const char *text, size_t len, const char *path, ui_theme *t, 
         if (nv < 1) return fail(err, errlen, path, lineno, "'%s' has no value", key);
         if (strcmp(key, "name") == 0) {
             if (nv != 1) return fail(err, errlen, path, lineno, "name: expected one word");
+            size_t nl = strlen(vals[0]); /* a longer name would be cut, maybe inside a character */
+            if (nl >= sizeof th.name)
+                return fail(err, errlen, path, lineno, "name: expected at most %zu bytes, found %zu",
+                            sizeof th.name - 1, nl);
             char shown[sizeof th.name * 4];
             gpt2_text_escape(vals[0], strlen(vals[0]), shown, sizeof shown);
             if (strcmp(shown, vals[0]) != 0) /* the app shows the name: no control bytes */

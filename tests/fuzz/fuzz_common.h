@@ -88,7 +88,7 @@ static inline char *fuzz_tmpdir(const char *tag) {
 }
 
 static inline void fuzz_write(const char *dir, const char *name, const uint8_t *data, size_t n) {
-    char path[512];
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
     if (!f) FUZZ_DIE("cannot write %s", path);
@@ -112,7 +112,7 @@ static inline uint8_t *fuzz_read(const char *path, size_t *n) {
 
 /* Copies src_dir/name to dst_dir/as (as = name when NULL). */
 static inline void fuzz_copy(const char *src_dir, const char *name, const char *dst_dir, const char *as) {
-    char path[512];
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s", src_dir, name);
     size_t n;
     uint8_t *buf = fuzz_read(path, &n);

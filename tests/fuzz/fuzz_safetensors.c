@@ -32,7 +32,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         if (mkdir(g_dirs[i], 0700) != 0) FUZZ_DIE("mkdir %s", g_dirs[i]);
         fuzz_copy(src, "vocab.json", g_dirs[i], NULL);
         fuzz_copy(src, "merges.txt", g_dirs[i], NULL);
-        char link[400];
+        char link[700];
         snprintf(link, sizeof link, "%s/model.safetensors", g_dirs[i]);
         if (symlink("../model.safetensors", link) != 0) FUZZ_DIE("symlink %s", link);
     }

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """gen_seeds.py — the mini model and seed corpora for the fuzz harnesses.
 
-    python3 tests/fuzz/gen_seeds.py --fixtures build/fixtures --tokenizer .cache/gpt2-tokenizer --out build/fuzz
+    python3 tests/fuzz/gen_seeds.py --fixtures build/fixtures --tokenizer .cache/gpt2-tokenizer --out build/fuzz \
+        --seed-maker build/fuzz/seed_maker
 
 Writes OUT/mini/ (a one-layer, C=4, 8-position GPT-2 with the tiny-f32 fixture's
 tokenizer: small enough to fuzz fast) and OUT/seeds/<harness>/ for each harness.
-Standard library only.
+Session files and checkpoints are the library's own, written by the seed maker
+(tests/fuzz/seed_maker.c), then varied here. Standard library only.
 """
-import argparse, json, os, random, shutil, struct
+import argparse, glob, json, os, random, shutil, struct, subprocess, tempfile
 
 ORDER = ["wte.weight", "wpe.weight"]
 
@@ -92,6 +94,8 @@ def main():
     ap.add_argument("--fixtures", default="build/fixtures")
     ap.add_argument("--tokenizer", default=".cache/gpt2-tokenizer")
     ap.add_argument("--out", default="build/fuzz")
+    ap.add_argument("--seed-maker", required=True, help="tests/fuzz/seed_maker.c, built")
+    ap.add_argument("--root", default=".", help="the repository (models/, themes/)")
     a = ap.parse_args()
     tiny = os.path.join(a.fixtures, "models", "tiny-f32")
     mini = os.path.join(a.out, "mini")
@@ -170,6 +174,85 @@ def main():
     if os.path.isfile(os.path.join(tokdir, "Encoder.js")):
         with open(os.path.join(tokdir, "Encoder.js"), "rb") as f:
             write(os.path.join(enc, "encoder-js"), f.read()[:4096])
+
+    with tempfile.TemporaryDirectory() as made:
+        subprocess.run([a.seed_maker, a.fixtures, made], check=True)
+        session_seeds(os.path.join(made, "session"), os.path.join(seeds, "session"))
+        checkpoint_seeds(os.path.join(made, "checkpoint"), os.path.join(seeds, "checkpoint"))
+    template_seeds(a.root, os.path.join(seeds, "template"))
+    theme_seeds(a.root, os.path.join(seeds, "theme"))
+
+
+def session_seeds(made, dst):
+    """The seed maker's sessions, and variants a hand could make of one."""
+    shutil.copytree(made, dst)
+    with open(os.path.join(made, "one-exchange")) as f:
+        one = json.load(f)
+    compact = lambda d: json.dumps(d, separators=(",", ":"))
+    write(os.path.join(dst, "v-compact"), compact(one))  # short: more of it is structure
+    other = dict(one, model="gpt2", n_vocab=50257)        # another model: texts re-encoded
+    write(os.path.join(dst, "v-other-model"), compact(other))
+    no_ids = json.loads(compact(one))
+    for t in no_ids["turns"]:
+        t.pop("ids", None)
+    write(os.path.join(dst, "v-no-ids"), compact(no_ids))
+    two = json.loads(compact(one))
+    two["turns"] = two["turns"] * 3
+    two["first_in_context"] = 2
+    two["replying"] = True
+    write(os.path.join(dst, "v-three-exchanges"), compact(two))
+    tm = json.loads(compact(one))
+    tm["template"] = {"name": "play", "user_prefix": "ROMEO:\n", "assistant_prefix": "JULIET:\n",
+                      "stop": ["\n\n", "ROMEO"], "eot_after_turn": True}
+    write(os.path.join(dst, "v-template-eot"), compact(tm))
+
+
+def checkpoint_seeds(made, dst):
+    shutil.copytree(made, dst)
+
+
+BUILTIN_TEMPLATES = {
+    "transcript": {"name": "transcript", "description": "base GPT-2",
+                   "preamble": "A conversation between a user and an assistant.\n\n", "user_prefix": "User: ",
+                   "user_suffix": "\n", "assistant_prefix": "Assistant:", "assistant_suffix": "\n",
+                   "stop": ["\nUser:"], "eot_after_turn": False},
+    "dialogpt": {"name": "dialogpt", "eot_after_turn": True},
+    "raw": {"name": "raw"},
+}
+
+
+def template_seeds(root, dst):
+    """The built-ins as files, every bundled model's chat_template.json, variants."""
+    os.makedirs(dst, exist_ok=True)
+    for k, v in BUILTIN_TEMPLATES.items():
+        write(os.path.join(dst, "builtin-" + k), json.dumps(v, indent=2))
+    for p in sorted(glob.glob(os.path.join(root, "models", "*", "chat_template.json"))):
+        shutil.copy(p, os.path.join(dst, "model-" + os.path.basename(os.path.dirname(p))))
+    variants = {
+        "many-stops": {"name": "s", "stop": ["\n", "e", "th", " t", "the light", "\u00e9", "x" * 256] + ["a"] * 9},
+        "overlapping-stops": {"name": "o", "user_prefix": "Q: ", "assistant_prefix": "A:",
+                              "stop": ["aa", "a\n", "\n\n\n", "ab"]},
+        "eot-turns": {"name": "e", "user_prefix": "<|endoftext|>", "assistant_suffix": "<|endoftext|>",
+                      "eot_after_turn": True, "stop": ["<|endoftext|>"]},
+        "long-preamble": {"name": "long", "preamble": "the light in the lamp " * 20},
+        "unicode": {"name": "\u00fc\u00f1\u00ee", "description": "\u2028\U0001F600", "user_suffix": "\u0001"},
+        "jinja": {"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"},
+        "empty-name": {"name": ""},
+    }
+    for k, v in variants.items():
+        write(os.path.join(dst, "v-" + k), json.dumps(v, separators=(",", ":"), ensure_ascii=False))
+    write(os.path.join(dst, "v-unicode-escaped"), json.dumps(variants["unicode"]))  # \uXXXX, surrogate pairs
+
+
+def theme_seeds(root, dst):
+    """Every bundled theme and a few forms the format allows."""
+    os.makedirs(dst, exist_ok=True)
+    for p in sorted(glob.glob(os.path.join(root, "themes", "*.theme"))):
+        shutil.copy(p, os.path.join(dst, os.path.basename(p)))
+    write(os.path.join(dst, "v-forms"), "name=x\ntext=#ffffff on #000000 bold dim underline reverse # c\n"
+          "user = bright-cyan on grey\r\nheat = " + " ".join(str(i * 17) for i in range(16)) + "\n")
+    write(os.path.join(dst, "v-glued-comment"), "text = #zzzzzz\nname = caf\u00e9\n")
+
 
 
 if __name__ == "__main__":
