@@ -367,15 +367,20 @@ static gpt2_status fit(gpt2_session *s, const gpt2_chat_template *t, const convo
                          "context full: the conversation would take %d tokens%s, and the context window holds %d "
                          "(policy refuse: undo or reset to make room, or drop the oldest turns)",
                          whole, need ? " plus one position for the reply" : "", s->n_ctx);
+    /* The fewest exchanges to drop: dropping more never adds tokens, so a
+     * binary search over the first kept exchange finds it in log(turns)
+     * renders (a linear scan took seconds for a file of thousands of turns
+     * with first_in_context 0). */
     int reserve = reserve_for(s, max_new, need);
-    for (int f = first + 2; f <= max_first; f += 2) {
-        TRY(render(s, t, c, f, c->n, &s->next, err));
-        if (s->next.n + reserve <= s->n_ctx || f == max_first) {
-            *first_out = f;
-            return GPT2_OK;
-        }
+    int lo = 1, hi = (max_first - first) / 2; /* exchanges dropped; hi always fits (checked above, or the last resort) */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        TRY(render(s, t, c, first + 2 * mid, c->n, &s->next, err));
+        if (s->next.n + reserve <= s->n_ctx) hi = mid;
+        else lo = mid + 1;
     }
-    return gpt2_fail(err, GPT2_ERR_CONTEXT_FULL, "%s does not fit the context", what); /* not reached */
+    *first_out = first + 2 * hi;
+    return render(s, t, c, *first_out, c->n, &s->next, err);
 }
 
 static void post_drop_notice(gpt2_session *s, int dropped, int evaluated) {
