@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "json.h"
 #include "session_internal.h"
 #include "textio.h"
 
@@ -138,17 +139,6 @@ gpt2_status gpt2_chat_template_copy(const gpt2_chat_template *t, gpt2_chat_templ
 }
 
 void gpt2_chat_template_free(gpt2_chat_template *t) { free(t); }
-
-const char *json_type_name(const cJSON *j) {
-    if (!j) return "nothing";
-    if (cJSON_IsString(j)) return "a string";
-    if (cJSON_IsNumber(j)) return "a number";
-    if (cJSON_IsBool(j)) return "a boolean";
-    if (cJSON_IsNull(j)) return "null";
-    if (cJSON_IsArray(j)) return "an array";
-    if (cJSON_IsObject(j)) return "an object";
-    return "an invalid value";
-}
 
 static const char *const string_fields[] = {"name", "description", "preamble", "user_prefix", "user_suffix",
                                             "assistant_prefix", "assistant_suffix"};

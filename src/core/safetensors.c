@@ -2,6 +2,8 @@
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
+
+#include "json.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -31,11 +33,6 @@ static int dtype_size(const char *dt) {
 
 /* 2^53: above it a JSON number (a double) no longer holds every integer. */
 #define ST_EXACT_MAX 9007199254740992.0
-
-static const char *json_type_name(const cJSON *j) {
-    return cJSON_IsString(j) ? "a string" : cJSON_IsArray(j) ? "an array" : cJSON_IsObject(j) ? "an object"
-         : cJSON_IsBool(j) ? "a boolean" : cJSON_IsNull(j) ? "null" : "missing";
-}
 
 /* A JSON number that is an exact integer in [0, 2^53]: 1 and *out set. Else 0
  * and why it is not, for a message ("= -5 is negative", "is a string"...). */

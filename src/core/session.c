@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "gpt2_fileio.h"
+#include "json.h"
 #include "session_internal.h"
 #include "textio.h"
 

@@ -23,6 +23,5 @@ int chat_template_to_json(const gpt2_chat_template *t, cJSON *obj);
 gpt2_status chat_json_read(const char *path, size_t max_bytes, const char *what, cJSON **out, gpt2_error *err);
 
 /* A JSON value's type in words ("a number", "a string", ...), for messages. */
-const char *json_type_name(const cJSON *j);
 
 #endif

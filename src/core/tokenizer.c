@@ -13,6 +13,8 @@
 #include "gpt2_tokenizer.h"
 
 #include <cjson/cJSON.h>
+
+#include "json.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -137,16 +139,6 @@ static const pair_slot *pair_find(const gpt2_tokenizer *t, int32_t left, int32_t
 
 /* ---- loading -------------------------------------------------------------------------- */
 
-static const char *json_type_name(const cJSON *v) {
-    if (cJSON_IsString(v)) return "string";
-    if (cJSON_IsNumber(v)) return "number";
-    if (cJSON_IsBool(v)) return "boolean";
-    if (cJSON_IsNull(v)) return "null";
-    if (cJSON_IsArray(v)) return "array";
-    if (cJSON_IsObject(v)) return "object";
-    return "value";
-}
-
 static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *data, size_t len,
                               gpt2_error *err) {
     char s1[TEXT_SHOW_BUF];
@@ -174,7 +166,7 @@ static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *d
     }
     if (!cJSON_IsObject(root)) {
         st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                       "%s: expected a JSON object mapping tokens to ids, found a JSON %s", path,
+                       "%s: expected a JSON object mapping tokens to ids, found %s", path,
                        json_type_name(root));
         goto done;
     }
@@ -191,7 +183,7 @@ static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *d
                                text_show(it->string, strlen(it->string), s1), v, MAX_VOCAB);
             else
                 st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                               "%s: token \"%s\" has a JSON %s as id, expected an integer", path,
+                               "%s: token \"%s\" has %s as id, expected an integer", path,
                                text_show(it->string, strlen(it->string), s1), json_type_name(it));
             goto done;
         }
