@@ -101,11 +101,7 @@ static void roundtrip(const gpt2_trainer *tr) {
     FUZZ_CHECK(gpt2_trainer_resume(g_save[0], 1, &tr2, &hash, &err) == GPT2_OK, "its own save: %s", err.msg);
     FUZZ_CHECK(hash == 42, "data hash %llu", (unsigned long long)hash);
     FUZZ_CHECK(gpt2_trainer_save(tr2, g_save[1], 42, &err) == GPT2_OK, "save: %s", err.msg);
-    size_t n0, n1;
-    uint8_t *a = fuzz_read(g_save[0], &n0), *b = fuzz_read(g_save[1], &n1);
-    FUZZ_CHECK(n0 == n1 && memcmp(a, b, n0) == 0, "save(resume(save(tr))) != save(tr)");
-    free(a);
-    free(b);
+    fuzz_check_same_files(g_save[0], g_save[1], "save(resume(save(tr))) != save(tr)");
     gpt2_trainer_free(tr2);
 }
 

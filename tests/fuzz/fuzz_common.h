@@ -120,6 +120,25 @@ static inline void fuzz_copy(const char *src_dir, const char *name, const char *
     free(buf);
 }
 
+/* The fixture model NAME (tiny-f32, ...), or the harness cannot run. */
+static inline gpt2_model *fuzz_fixture_model(const char *name) {
+    char src[512];
+    snprintf(src, sizeof src, "%s/models/%s", fuzz_fixtures(), name);
+    gpt2_model *m = NULL;
+    gpt2_error err;
+    if (gpt2_model_load(src, &m, &err) != GPT2_OK) FUZZ_DIE("%s (run `make fixtures`?)", err.msg);
+    return m;
+}
+
+/* Two files hold the same bytes (a save of a load of a save: the same file). */
+static inline void fuzz_check_same_files(const char *a, const char *b, const char *what) {
+    size_t na, nb;
+    uint8_t *x = fuzz_read(a, &na), *y = fuzz_read(b, &nb);
+    FUZZ_CHECK(na == nb && memcmp(x, y, na) == 0, "%s", what);
+    free(x);
+    free(y);
+}
+
 /* The error must be one line that says something. */
 static inline void fuzz_check_error(gpt2_status st, const gpt2_error *err) {
     FUZZ_CHECK(st != GPT2_OK, "not an error");

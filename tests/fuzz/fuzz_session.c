@@ -20,10 +20,7 @@ static char *g_dir, g_in[300], g_out[2][300];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
-    char src[512];
-    snprintf(src, sizeof src, "%s/models/tiny-f32", fuzz_fixtures());
-    gpt2_error err;
-    if (gpt2_model_load(src, &g_model, &err) != GPT2_OK) FUZZ_DIE("%s (run `make fixtures`?)", err.msg);
+    g_model = fuzz_fixture_model("tiny-f32");
     g_dir = fuzz_tmpdir("session");
     snprintf(g_in, sizeof g_in, "%s/in.json", g_dir);
     for (int i = 0; i < 2; i++) snprintf(g_out[i], sizeof g_out[i], "%s/save%d.json", g_dir, i);
@@ -47,7 +44,6 @@ static int cancel_at_once(void *ud, int done, int total) {
     return 1;
 }
 
-static char *slurp(const char *path, size_t *n) { return (char *)fuzz_read(path, n); }
 
 /* save(s), load it into a fresh session: the same state, saved to the same bytes. */
 static void roundtrip(gpt2_session *s) {
@@ -62,11 +58,7 @@ static void roundtrip(gpt2_session *s) {
     fz_snap_free(&a);
     fz_snap_free(&b);
     FUZZ_CHECK(gpt2_session_save(s2, g_out[1], &err) == GPT2_OK, "save: %s", err.msg);
-    size_t n0, n1;
-    char *f0 = slurp(g_out[0], &n0), *f1 = slurp(g_out[1], &n1);
-    FUZZ_CHECK(n0 == n1 && memcmp(f0, f1, n0) == 0, "save(load(save(s))) != save(s)");
-    free(f0);
-    free(f1);
+    fuzz_check_same_files(g_out[0], g_out[1], "save(load(save(s))) != save(s)");
     gpt2_session_free(s2);
 }
 

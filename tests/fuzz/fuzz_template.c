@@ -18,10 +18,7 @@ static char *g_dir, g_path[300], g_save[300];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
-    char src[512];
-    snprintf(src, sizeof src, "%s/models/tiny-f32", fuzz_fixtures());
-    gpt2_error err;
-    if (gpt2_model_load(src, &g_model, &err) != GPT2_OK) FUZZ_DIE("%s (run `make fixtures`?)", err.msg);
+    g_model = fuzz_fixture_model("tiny-f32");
     g_dir = fuzz_tmpdir("template");
     snprintf(g_path, sizeof g_path, "%s/chat_template.json", g_dir);
     snprintf(g_save, sizeof g_save, "%s/session.json", g_dir);
