@@ -345,9 +345,9 @@ static void matvec_panel(void *arg, int chunk, int n_chunks, int ith) {
  * split by threads would make the result depend on --threads. Whatever thread
  * runs a chunk makes the same call on the same data. */
 static int n_chunks_for(int T, int n_items, int fine) {
-    int n = T <= KERNEL_SMALL_T ? (n_items + fine - 1) / fine : (n_items + KERNEL_PREFILL_COLS - 1) / KERNEL_PREFILL_COLS;
-    int most = (n_items + 63) / 64;
-    if (n > KERNEL_PREFILL_BLOCKS && T > KERNEL_SMALL_T) n = KERNEL_PREFILL_BLOCKS;
+    const int prefill = T > KERNEL_SMALL_T, width = prefill ? KERNEL_PREFILL_COLS : fine;
+    int n = (n_items + width - 1) / width, most = (n_items + 63) / 64;
+    if (prefill && n > KERNEL_PREFILL_BLOCKS) n = KERNEL_PREFILL_BLOCKS;
     return n < 1 ? 1 : n > most ? most : n;
 }
 

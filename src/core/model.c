@@ -205,7 +205,8 @@ static gpt2_status bind_vector(binder *b, const char *name, int n_dims, int64_t 
     return GPT2_OK;
 }
 
-/* Binds a weight matrix in place in the map (copied only if misaligned). */
+/* Binds a weight matrix where it lies in the map; pack_matrices copies it
+ * out (with memcpy, so a misaligned tensor needs nothing special). */
 static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, int64_t rows, int64_t cols,
                                gpt2_matrix *out) {
     if (!t && !(t = find_tensor(b, name))) return missing(b, name);
@@ -215,19 +216,6 @@ static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, 
     out->rows = (int)rows;
     out->cols = (int)cols;
     out->data = t->data;
-    if ((uintptr_t)t->data % gpt2_dtype_size(out->dtype) != 0) {
-        void *copy = malloc(t->n_bytes);
-        void **grown = realloc(b->m->owned, (size_t)(b->m->n_owned + 1) * sizeof *grown);
-        if (!copy || !grown) {
-            free(copy);
-            if (grown) b->m->owned = grown;
-            return gpt2_fail(b->err, GPT2_ERR_NOMEM, "%s: out of memory copying '%s'", b->path, name);
-        }
-        memcpy(copy, t->data, t->n_bytes);
-        b->m->owned = grown;
-        b->m->owned[b->m->n_owned++] = copy;
-        out->data = copy;
-    }
     b->m->weight_bytes += t->n_bytes;
     return GPT2_OK;
 }
@@ -338,9 +326,6 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
             w[i]->data = m->arena + at[i];
         }
         if (!untied) m->lm_head = m->wte;
-        for (int o = 0; o < m->n_owned; o++) free(m->owned[o]); /* copies of misaligned tensors */
-        free(m->owned);
-        m->owned = NULL, m->n_owned = 0;
         st_close(&m->st);
     }
     const int failed = !w || !at || !pool;
@@ -416,8 +401,6 @@ fail:
 
 void gpt2_model_free(gpt2_model *m) {
     if (!m) return;
-    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
-    free(m->owned);
     huge_free(m->arena, m->arena_bytes);
     free(m->vectors);
     free(m->layers);
@@ -514,15 +497,10 @@ gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
         }
     }
     free(row);
-    /* The old weights are no longer read: release the map, copies and arena. */
+    /* The old weights are no longer read: release their arena. */
     const gpt2_config *c = &m->cfg;
     m->weight_bytes = weight_bytes + vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * c->n_embd * sizeof(float);
-    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
-    free(m->owned);
-    m->owned = NULL;
-    m->n_owned = 0;
     huge_free(m->arena, m->arena_bytes);
-    st_close(&m->st);
     m->arena = arena;
     m->arena_bytes = m->arena_used = bytes;
     return GPT2_OK;

@@ -30,8 +30,6 @@ struct gpt2_model {
     float *lnf_g, *lnf_b;       /* (C) */
     gpt2_layer *layers;         /* (n_layer) */
     float *vectors;             /* arena holding every float vector above */
-    void **owned;               /* misaligned matrices copied out of the map, during load only */
-    int n_owned;
     unsigned char *arena;       /* every weight matrix (packed where it can be), huge pages */
     size_t arena_bytes, arena_used;
     st_file st;                 /* the mapping, during load only (empty after) */

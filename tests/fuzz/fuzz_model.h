@@ -40,7 +40,7 @@ static inline void fuzz_check_model(const gpt2_model *m) {
                    c->n_embd % c->n_head == 0 && m->n_inner >= 1,
                "accepted config: L=%d H=%d C=%d T=%d V=%d F=%d", c->n_layer, c->n_head, c->n_embd,
                c->n_ctx, c->n_vocab, m->n_inner);
-    FUZZ_CHECK(m->st.map == NULL && m->n_owned == 0, "the file is still mapped (or copies held) after load");
+    FUZZ_CHECK(m->st.map == NULL, "the file is still mapped after load");
     const int C = c->n_embd, F = m->n_inner, V = c->n_vocab;
     fuzz_check_matrix(m, "wte", &m->wte, V, C);
     fuzz_check_matrix(m, "lm_head", &m->lm_head, V, C);
