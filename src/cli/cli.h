@@ -127,6 +127,8 @@ const char *cli_model_dir(const char *opt_m);
  * (the chat's terminal restore, async-signal-safe) has run. */
 gpt2_model *cli_load_model(const char *dir);
 void cli_on_fatal_signal(void (*restore)(void));
+/* Writes s to stderr with write(2) alone: safe in a signal handler. */
+void cli_say(const char *s);
 /* Around a gpt2_model_load made elsewhere (the chat's /draft): dir while it
  * runs, NULL after. */
 void cli_mark_loading(const char *dir);

@@ -330,16 +330,10 @@ static const char usage_text[] =
  * exits). Only async-signal-safe calls here. */
 static const char *volatile g_phase = "nothing yet";
 
-static void say(const char *s) {
-    size_t n = 0;
-    while (s[n]) n++;
-    if (write(STDERR_FILENO, s, n) < 0) return;
-}
-
 static void on_interrupt(int sig) {
-    say("\ngptscope: bench interrupted while measuring ");
-    say(g_phase);
-    say("; no figures printed\n");
+    cli_say("\ngptscope: bench interrupted while measuring ");
+    cli_say(g_phase);
+    cli_say("; no figures printed\n");
     _exit(128 + sig);
 }
 

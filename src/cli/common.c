@@ -108,7 +108,7 @@ double cli_now(void) {
 static char g_loading[1024];
 static void (*g_emergency)(void);
 
-static void put_err(const char *s) {
+void cli_say(const char *s) {
     size_t n = 0;
     while (s[n]) n++;
     if (write(STDERR_FILENO, s, n) < 0) return;
@@ -117,11 +117,11 @@ static void put_err(const char *s) {
 static void on_sigbus(int sig) {
     if (g_emergency) g_emergency();
     if (g_loading[0]) {
-        put_err("gptscope: the model in ");
-        put_err(g_loading);
-        put_err(" changed while it was being loaded (a file truncated or rewritten under it); stopping\n");
+        cli_say("gptscope: the model in ");
+        cli_say(g_loading);
+        cli_say(" changed while it was being loaded (a file truncated or rewritten under it); stopping\n");
     } else {
-        put_err("gptscope: bus error (SIGBUS): a mapped file changed under the process; stopping\n");
+        cli_say("gptscope: bus error (SIGBUS): a mapped file changed under the process; stopping\n");
     }
     _exit(128 + sig);
 }

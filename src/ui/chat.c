@@ -38,12 +38,9 @@ static char g_autosave[4096];
 static void emergency(void) {
     term_emergency_restore();
     if (!g_autosave[0]) return;
-    static const char m[] = "gptscope: the conversation was saved to ";
-    size_t n = 0;
-    while (g_autosave[n]) n++;
-    if (write(STDERR_FILENO, m, sizeof m - 1) < 0 || write(STDERR_FILENO, g_autosave, n) < 0 ||
-        write(STDERR_FILENO, "\n", 1) < 0)
-        return;
+    cli_say("gptscope: the conversation was saved to ");
+    cli_say(g_autosave);
+    cli_say("\n");
 }
 
 static void log_flush(app *a);
