@@ -198,5 +198,9 @@ void cli_print_piece(const char *b, size_t n);
 
 /* Installs a SIGINT/SIGTERM handler that only sets a flag; returns the flag. */
 volatile sig_atomic_t *cli_interrupt_flag(void);
+/* Whether that flag is set, as an interrupt hook (gpt2_hooks.interrupt,
+ * gpt2_trainer_set_interrupt, gpt2_speculative_params.cancel): Ctrl-C seen
+ * within one layer's work. */
+int cli_interrupted(void *unused);
 
 #endif

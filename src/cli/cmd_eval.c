@@ -23,7 +23,6 @@ typedef struct {
     unsigned windows;   /* evaluated so far, to pace the progress line */
 } eval_state;
 
-static volatile sig_atomic_t *g_stop;
 
 /* logits at window position pos predict ids[begin + pos + 1]. */
 static void score(void *ud, int pos, const float *logits, int n_vocab) {
@@ -36,12 +35,6 @@ static void score(void *ud, int pos, const float *logits, int n_vocab) {
     for (int i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - max);
     s->nats += log(sum) + max - logits[s->ids[target]];
     s->n_scored++;
-}
-
-/* Asked before each layer: Ctrl-C stops a window's batch within one layer. */
-static int stop_requested(void *ud) {
-    (void)ud;
-    return *g_stop;
 }
 
 /* Scores one stream of tokens: windows of n_ctx advancing by n_ctx / 2. Adds
@@ -79,8 +72,8 @@ int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len
         return EXIT_ERR;
     }
     eval_state s = {0};
-    g_stop = cli_interrupt_flag();
-    gpt2_hooks hooks = {.user_data = &s, .on_logits = score, .interrupt = stop_requested};
+    cli_interrupt_flag(); /* Ctrl-C sets the flag cli_interrupted reads */
+    gpt2_hooks hooks = {.user_data = &s, .on_logits = score, .interrupt = cli_interrupted};
     gpt2_context_set_hooks(ctx, &hooks);
     *out = (cli_score){.n_ctx = gpt2_context_n_ctx(ctx)};
     out->stride = out->n_ctx > 1 ? out->n_ctx / 2 : 1;

@@ -35,12 +35,6 @@ static const char usage_text[] =
     "                     speedup over target-only decoding (which it also runs) to stderr\n";
 
 static volatile sig_atomic_t *g_stop;
-/* Asked before each layer: Ctrl-C stops even a long prompt within a layer's work. */
-static int stop_requested(void *ud) {
-    (void)ud;
-    return *g_stop;
-}
-
 int cmd_generate(int argc, char **argv) {
     enum { O_IDS = 256, O_NOSTOP, O_SPECIAL, O_DRAFT, O_DRAFT_K, O_STATS };
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
@@ -151,7 +145,7 @@ int cmd_generate(int argc, char **argv) {
     memcpy(hist, ids, n_ids * sizeof *hist);
     size_t n_hist = n_ids;
     g_stop = cli_interrupt_flag();
-    gpt2_hooks hooks = {.interrupt = stop_requested};
+    gpt2_hooks hooks = {.interrupt = cli_interrupted};
     gpt2_context_set_hooks(ctx, &hooks);
     gpt2_status st = gpt2_context_eval(ctx, ids, (int)n_ids, &err);
     if (st == GPT2_CANCELLED) {

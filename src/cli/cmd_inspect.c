@@ -22,12 +22,6 @@ static int encode_prompt(const gpt2_model *m, const inspect_args *a, int32_t **i
 }
 
 /* Runs the prompt through a new context with the given hooks; NULL on error. */
-static volatile sig_atomic_t *g_stop;
-static int stop_requested(void *ud) {
-    (void)ud;
-    return *g_stop;
-}
-
 /* Runs the prompt through a new context with the given hooks; NULL on error
  * (*rc 1) or Ctrl-C (*rc 130, within one layer's work: the prompt is one batch). */
 static gpt2_context *eval_prompt(const gpt2_model *m, const inspect_args *a, const int32_t *ids, size_t n,
@@ -42,8 +36,8 @@ static gpt2_context *eval_prompt(const gpt2_model *m, const inspect_args *a, con
         return NULL;
     }
     gpt2_hooks h = hooks ? *hooks : (gpt2_hooks){0};
-    g_stop = cli_interrupt_flag();
-    h.interrupt = stop_requested;
+    cli_interrupt_flag(); /* Ctrl-C sets the flag cli_interrupted reads */
+    h.interrupt = cli_interrupted;
     gpt2_context_set_hooks(ctx, &h);
     gpt2_status st = gpt2_context_eval(ctx, ids, (int)n, &err);
     if (st != GPT2_OK) {

@@ -124,8 +124,6 @@ static int export_model(gpt2_trainer *tr, const char *out_dir, const char *tok_d
     return copy_file(from, out_dir, "merges.txt");
 }
 
-/* Asked before each layer of a step: Ctrl-C stops within one layer's work. */
-static int stop_requested(void *flag) { return *(volatile sig_atomic_t *)flag; }
 
 /* What OUT/training.json records of a finished run. */
 typedef struct {
@@ -362,7 +360,7 @@ int cmd_train(int argc, char **argv) {
             valf * 100, len - cut, examples ? ", one example per line" : "", p.steps, p.batch_size, T, p.lr,
             p.min_lr, p.warmup_steps, p.dropout, (unsigned long long)p.seed);
     volatile sig_atomic_t *stop = cli_interrupt_flag();
-    gpt2_trainer_set_interrupt(tr, stop_requested, (void *)stop);
+    gpt2_trainer_set_interrupt(tr, cli_interrupted, NULL);
     const int eot = gpt2_tokenizer_eot(tok);
     double t0 = cli_now(), t_log = t0, elapsed_train = 0;
     const int start_step = gpt2_trainer_step_count(tr); /* > 0 when resumed */

@@ -288,6 +288,11 @@ static void on_signal(int sig) {
     interrupted = 1;
 }
 
+int cli_interrupted(void *unused) {
+    (void)unused;
+    return interrupted;
+}
+
 volatile sig_atomic_t *cli_interrupt_flag(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -8,11 +8,6 @@
 #include "cli/cli.h"
 
 static volatile sig_atomic_t *g_stop;
-static int stop_requested(void *ud) {
-    (void)ud;
-    return *g_stop;
-}
-
 /* Target-only decoding of n tokens after the prompt with gpt2_sampler (eot
  * ignored, so the count matches): the baseline of --stats. *t_eval gets the
  * mean seconds of one single-token target eval. Returns seconds, or -1. */
@@ -109,9 +104,9 @@ int cli_generate_speculative(gpt2_model *m, gpt2_context *ctx, const char *draft
     gpt2_speculative_params spp = gpt2_speculative_default_params();
     spp.k = k;
     spp.sampling = sp;
-    spp.cancel = stop_requested;
+    spp.cancel = cli_interrupted;
     /* the decoder forwards the context's hooks: this one stops a long prompt mid-batch */
-    gpt2_context_set_hooks(ctx, &(gpt2_hooks){.interrupt = stop_requested});
+    gpt2_context_set_hooks(ctx, &(gpt2_hooks){.interrupt = cli_interrupted});
     if (gpt2_speculative_new(ctx, dctx, spp, &sd, &err) != GPT2_OK) {
         cli_error("%s", err.msg);
         goto out;
