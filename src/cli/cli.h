@@ -8,6 +8,7 @@
 #ifndef GPTSCOPE_CLI_H
 #define GPTSCOPE_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
@@ -43,6 +44,96 @@ typedef struct {
 } cli_score;
 int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, int n_threads,
                    cli_score *out);
+
+/* --- Options as data (options.c) -------------------------------------------
+ *
+ * A command lists its options as rows: each names the option, the field of
+ * the command's options struct its value goes to, and how to check the value.
+ * cli_parse_options runs getopt_long over the rows and stores each value; a
+ * bad value, an unknown option or a missing value prints the usage error and
+ * ends parsing. -h and --help (the usage on stdout) come with every table.
+ *
+ *     typedef struct { const char *prompt; long k; int json; } topk_opts;
+ *     static const cli_opt rows[] = {
+ *         {CLI_STR("prompt", 'p', topk_opts, prompt)},
+ *         {CLI_LONG(NULL, 'k', topk_opts, k, 1, 1 << 24)},
+ *         {CLI_FLAG("json", 0, topk_opts, json)},
+ *     };
+ *     topk_opts o = {.k = 10};
+ *     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), &o, usage_text);
+ *     if (rc != CLI_PARSED) return rc;   // EXIT_OK after --help, else EXIT_USAGE
+ *
+ * Messages name an option by its letter when it has one ("-k: expected an
+ * integer in [1, 16777216], found '0'"), else by its long name. */
+typedef enum {
+    CLI_ARG_FLAG,   /* no value: the int field is set to 1 */
+    CLI_ARG_STR,    /* const char *: the argument as given */
+    CLI_ARG_INT,    /* int: an integer in [lo, hi] */
+    CLI_ARG_LONG,   /* long: an integer in [lo, hi] */
+    CLI_ARG_U64,    /* uint64_t: an integer in [lo, hi] (hi at most LONG_MAX) */
+    CLI_ARG_FLOAT,  /* float: a number in [lo, hi] */
+    CLI_ARG_DOUBLE, /* double: a number in [lo, hi] */
+    CLI_ARG_FN,     /* fn checks the argument and stores it */
+} cli_arg_kind;
+
+typedef struct cli_opt cli_opt;
+struct cli_opt {
+    const char *name; /* the long option without "--"; NULL: a letter only */
+    int letter;       /* the short option ('m' for -m); 0: none */
+    cli_arg_kind kind;
+    size_t at;        /* offsetof the field in the options struct */
+    double lo, hi;    /* a number's range, both ends included */
+    size_t given;     /* CLI_GIVEN: an int field set to 1 when the option is given; 0: none */
+    int code;         /* for fn: which value (a sampling knob's CLI_OPT_ code) */
+    /* 1 stored, 0 a bad value (message printed); value points at the field */
+    int (*fn)(const cli_opt *o, const char *arg, void *value);
+};
+
+/* The field's offset, with a compile-time check that it has the type the
+ * kind stores (a mismatch warns: comparison of distinct pointer types). */
+#define CLI_AT(T, field, type) (offsetof(T, field) + 0 * sizeof((type *)0 == &((T *)0)->field))
+#define CLI_GIVEN(T, field) (1 + CLI_AT(T, field, int))
+#define CLI_ROWS(rows) ((int)(sizeof rows / sizeof *rows))
+/* Rows, each inside braces: {CLI_INT("layers", 0, train_opts, p.n_layer, 1, 256)}; more fields
+ * may follow: {CLI_INT(...), .given = CLI_GIVEN(train_opts, steps_given)}. */
+#define CLI_FLAG(nm, l, T, f) .name = nm, .letter = l, .kind = CLI_ARG_FLAG, .at = CLI_AT(T, f, int)
+#define CLI_STR(nm, l, T, f) .name = nm, .letter = l, .kind = CLI_ARG_STR, .at = CLI_AT(T, f, const char *)
+#define CLI_INT(nm, l, T, f, min, max) \
+    .name = nm, .letter = l, .kind = CLI_ARG_INT, .at = CLI_AT(T, f, int), .lo = min, .hi = max
+#define CLI_LONG(nm, l, T, f, min, max) \
+    .name = nm, .letter = l, .kind = CLI_ARG_LONG, .at = CLI_AT(T, f, long), .lo = min, .hi = max
+#define CLI_U64(nm, l, T, f, min, max) \
+    .name = nm, .letter = l, .kind = CLI_ARG_U64, .at = CLI_AT(T, f, uint64_t), .lo = min, .hi = max
+#define CLI_FLOAT(nm, l, T, f, min, max) \
+    .name = nm, .letter = l, .kind = CLI_ARG_FLOAT, .at = CLI_AT(T, f, float), .lo = min, .hi = max
+#define CLI_DOUBLE(nm, l, T, f, min, max) \
+    .name = nm, .letter = l, .kind = CLI_ARG_DOUBLE, .at = CLI_AT(T, f, double), .lo = min, .hi = max
+#define CLI_FN(nm, l, T, f, type, check) \
+    .name = nm, .letter = l, .kind = CLI_ARG_FN, .at = CLI_AT(T, f, type), .fn = check
+
+/* Returned by cli_parse_options when the command goes on (not an exit status). */
+enum { CLI_PARSED = -1 };
+/* Parses argv[1..] (argv[0] is the command's name) into opts; afterwards
+ * argv[optind..] are the positional arguments. CLI_PARSED, or the status to
+ * exit with: EXIT_OK after --help, EXIT_USAGE after a usage error. */
+int cli_parse_options(int argc, char **argv, const cli_opt *rows, int n_rows, void *opts, const char *usage);
+
+/* fn checks for common rows: --quantize (a const char * field, only "q8"),
+ * and a sampling knob (a gpt2_sampler_params field; .code = CLI_OPT_TEMP...). */
+int cli_opt_quantize(const cli_opt *o, const char *arg, void *value);
+int cli_opt_sampling(const cli_opt *o, const char *arg, void *value);
+
+/* The sampling knobs' rows, for a gpt2_sampler_params field sp of T; --seed
+ * sets the int field seeded. */
+#define CLI_SAMPLING_ROWS(T, sp, seeded)                                                          \
+    {CLI_FN("temperature", 0, T, sp, gpt2_sampler_params, cli_opt_sampling), .code = CLI_OPT_TEMP}, \
+        {CLI_FN("top-k", 0, T, sp, gpt2_sampler_params, cli_opt_sampling), .code = CLI_OPT_TOPK},   \
+        {CLI_FN("top-p", 0, T, sp, gpt2_sampler_params, cli_opt_sampling), .code = CLI_OPT_TOPP},   \
+        {CLI_FN("min-p", 0, T, sp, gpt2_sampler_params, cli_opt_sampling), .code = CLI_OPT_MINP},   \
+        {CLI_FN("repeat-penalty", 0, T, sp, gpt2_sampler_params, cli_opt_sampling), .code = CLI_OPT_REP}, \
+        {CLI_FN("repeat-last-n", 0, T, sp, gpt2_sampler_params, cli_opt_sampling), .code = CLI_OPT_REPN}, \
+        {CLI_FN("seed", 0, T, sp, gpt2_sampler_params, cli_opt_sampling), .code = CLI_OPT_SEED,       \
+         .given = CLI_GIVEN(T, seeded)}
 
 /* The sampling options `generate` and `chat` share: their getopt_long codes,
  * table entries (needs <getopt.h>) and parsing into a gpt2_sampler_params. */
@@ -202,5 +293,27 @@ volatile sig_atomic_t *cli_interrupt_flag(void);
  * gpt2_trainer_set_interrupt, gpt2_speculative_params.cancel): Ctrl-C seen
  * within one layer's work. */
 int cli_interrupted(void *unused);
+
+
+/* A context for m with n_threads workers (0: one per CPU); NULL after
+ * printing the engine's message. */
+gpt2_context *cli_context_new(const gpt2_model *m, int n_threads);
+
+/* Ctrl-C for ctx's forward passes: installs the flag's handler and sets
+ * ctx's hooks to *hooks (none when NULL) with .interrupt = cli_interrupted,
+ * so an eval stops within one layer's work. Returns the flag. */
+volatile sig_atomic_t *cli_watch_interrupt(gpt2_context *ctx, const gpt2_hooks *hooks);
+
+/* The prompt's ids, at least one token; 0 after printing why not. */
+int cli_encode_prompt(const gpt2_model *m, const char *prompt, int flags, int32_t **ids, size_t *n);
+
+/* The prompt's ids through a fresh context with hooks (may be NULL) and
+ * Ctrl-C watched: the context, or NULL after an error (*rc EXIT_ERR) or
+ * Ctrl-C (*rc 130, "interrupted while evaluating the N-token prompt"). */
+gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const int32_t *ids, size_t n,
+                              const gpt2_hooks *hooks, int *rc);
+
+/* Token id's bytes as cli_print_piece shows them (an unknown id as ""). */
+void cli_print_token(const gpt2_tokenizer *tok, int32_t id);
 
 #endif

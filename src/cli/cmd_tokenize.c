@@ -1,5 +1,4 @@
 /* cmd_tokenize.c — `gptscope tokenize`: text in, token ids out. */
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,65 +13,71 @@ static const char usage_text[] =
     "  --json      {\"ids\": [...], \"tokens\": [...]}, and \"tokens_bytes\" when a token's\n"
     "              bytes are not valid UTF-8 on their own (README: JSON output)\n";
 
-int cmd_tokenize(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"text", required_argument, 0, 't'},
-                                         {"special", no_argument, 0, 's'},
-                                         {"pieces", no_argument, 0, 'P'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *mdir = NULL, *text = NULL;
-    int flags = 0, pieces = 0, json = 0, c;
-    while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': mdir = optarg; break;
-        case 't': text = optarg; break;
-        case 's': flags |= GPT2_ENCODE_SPECIAL; break;
-        case 'P': pieces = 1; break;
-        case 'j': json = 1; break;
-        case 'h': return cli_usage(1, usage_text);
-        default: return cli_option_error(c, argv, usage_text);
-        }
-    }
-    int rc = cli_positional(usage_text, "tokenize", argc, argv, 0, "");
-    if (rc != EXIT_OK) return rc;
-    if (pieces && json) return cli_usage_error(usage_text, "tokenize: --pieces and --json exclude each other");
+typedef struct {
+    const char *model, *text; /* text NULL: stdin */
+    int special, pieces, json;
+} tokenize_opts;
+
+typedef struct {
+    gpt2_tokenizer *tok;
+    int32_t *ids;
+    size_t n;
+    int pieces; /* the text form: each token's text rather than its id */
+} tokenize_result;
+
+static int tokenize_parse(int argc, char **argv, tokenize_opts *o) {
+    static const cli_opt rows[] = {
+        {CLI_STR("model", 'm', tokenize_opts, model)},  {CLI_STR("text", 0, tokenize_opts, text)},
+        {CLI_FLAG("special", 0, tokenize_opts, special)}, {CLI_FLAG("pieces", 0, tokenize_opts, pieces)},
+        {CLI_FLAG("json", 0, tokenize_opts, json)},
+    };
+    int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
+    if (rc == CLI_PARSED && cli_positional(usage_text, "tokenize", argc, argv, 0, "") != EXIT_OK) rc = EXIT_USAGE;
+    if (rc == CLI_PARSED && o->pieces && o->json)
+        rc = cli_usage_error(usage_text, "tokenize: --pieces and --json exclude each other");
+    return rc;
+}
+
+static int tokenize_run(const tokenize_opts *o, tokenize_result *r) {
     size_t len;
-    char *input = text ? strdup(text) : cli_read_all(stdin, NULL, CLI_TEXT_MAX, &len);
+    char *input = o->text ? strdup(o->text) : cli_read_all(stdin, NULL, CLI_TEXT_MAX, &len);
     if (!input) return EXIT_ERR;
-    if (text) len = strlen(text);
+    if (o->text) len = strlen(o->text);
+    int rc = EXIT_ERR;
     gpt2_error err;
-    gpt2_tokenizer *tok = NULL;
-    if (gpt2_tokenizer_load(cli_model_dir(mdir), &tok, &err) != GPT2_OK) {
-        cli_error("%s", err.msg);
-        free(input);
-        return EXIT_ERR;
-    }
-    int32_t *ids = NULL;
-    size_t n = 0;
-    rc = EXIT_ERR;
-    const int encoded = cli_encode(tok, input, len, flags, &ids, &n);
-    if (encoded && json) {
-        cJSON *root = cJSON_CreateObject();
-        cli_json_tokens(root, tok, ids, n);
-        rc = cli_json_print(root);
-    } else if (encoded) {
-        for (size_t i = 0; i < n; i++) {
-            if (i) putchar(' ');
-            if (pieces) {
-                size_t bl;
-                const char *b = gpt2_tokenizer_token_bytes(tok, ids[i], &bl);
-                cli_print_piece(b, bl);
-            } else {
-                printf("%d", ids[i]);
-            }
-        }
-        putchar('\n');
-        rc = EXIT_OK;
-    }
-    free(ids);
+    r->pieces = o->pieces;
+    if (gpt2_tokenizer_load(cli_model_dir(o->model), &r->tok, &err) != GPT2_OK) cli_error("%s", err.msg);
+    else if (cli_encode(r->tok, input, len, o->special ? GPT2_ENCODE_SPECIAL : 0, &r->ids, &r->n)) rc = EXIT_OK;
     free(input);
-    gpt2_tokenizer_free(tok);
+    return rc;
+}
+
+static int tokenize_report(const tokenize_result *r, int json) {
+    if (json) {
+        cJSON *root = cJSON_CreateObject();
+        cli_json_tokens(root, r->tok, r->ids, r->n);
+        return cli_json_print(root);
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        if (i) putchar(' ');
+        if (r->pieces) cli_print_token(r->tok, r->ids[i]);
+        else printf("%d", r->ids[i]);
+    }
+    putchar('\n');
+    return EXIT_OK;
+}
+
+static void tokenize_free(tokenize_result *r) {
+    free(r->ids);
+    gpt2_tokenizer_free(r->tok);
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    tokenize_opts o = {0};
+    tokenize_result r = {0};
+    int rc = tokenize_parse(argc, argv, &o);
+    if (rc != CLI_PARSED) return rc;
+    if ((rc = tokenize_run(&o, &r)) == EXIT_OK) rc = tokenize_report(&r, o.json);
+    tokenize_free(&r);
     return rc;
 }

@@ -1,17 +1,16 @@
-/* common.c — option parsing, usage, messages and model loading shared by the subcommands. */
-#include <ctype.h>
+/* common.c — what the subcommands share beyond options (options.c): messages,
+ * model loading, bounded input, the prompt's one forward pass, Ctrl-C and
+ * SIGBUS handling. */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/stat.h>
-#include <stdint.h>
 
 #include "cli/cli.h"
 
@@ -29,53 +28,6 @@ const char *cli_show(const char *s) {
     static char bufs[4][1024];
     static int slot;
     return gpt2_text_escape(s, strlen(s), bufs[slot++ & 3], sizeof bufs[0]);
-}
-
-int cli_usage(int help, const char *text) {
-    fputs(text, help ? stdout : stderr);
-    return help ? EXIT_OK : EXIT_USAGE;
-}
-
-int cli_usage_error(const char *text, const char *fmt, ...) {
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    cli_error("%s", msg);
-    return cli_usage(0, text);
-}
-
-int cli_required(const char *text, const char *cmd, ...) {
-    const char *missing[8];
-    int n = 0;
-    va_list ap;
-    va_start(ap, cmd);
-    for (const char *name; (name = va_arg(ap, const char *)) != NULL;)
-        if (!va_arg(ap, int) && n < 8) missing[n++] = name;
-    va_end(ap);
-    if (n == 0) return EXIT_OK;
-    char list[512] = "";
-    for (int i = 0; i < n; i++) /* "A", "A and B", "A, B and C" */
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ",
-                 missing[i]);
-    return cli_usage_error(text, "%s needs %s", cmd, list);
-}
-
-int cli_positional(const char *text, const char *cmd, int argc, char *const argv[], int want, const char *name) {
-    const int found = argc - optind;
-    if (found == want) return EXIT_OK;
-    if (found < want) return cli_usage_error(text, "%s needs %s", cmd, name);
-    if (want == 0) return cli_usage_error(text, "%s: unexpected argument '%s'", cmd, argv[optind]);
-    return cli_usage_error(text, "%s: unexpected argument '%s' (%s, one only)", cmd, argv[optind + want], name);
-}
-
-int cli_option_error(int c, char *const argv[], const char *text) {
-    const char *word = argv[optind - 1]; /* argv[0] is the command's name */
-    if (c == ':') return cli_usage_error(text, "%s: option '%s' needs a value", argv[0], word);
-    if (optopt > 0 && optopt < 256 && word[0] == '-' && word[1] != '-')
-        return cli_usage_error(text, "%s: unknown option '-%c'", argv[0], optopt);
-    return cli_usage_error(text, "%s: unknown option '%s'", argv[0], word);
 }
 
 const char *cli_model_dir(const char *opt_m) {
@@ -162,46 +114,6 @@ gpt2_model *cli_load_model_as(const char *dir, const char *quantize) {
         return NULL;
     }
     return m;
-}
-
-int cli_quantize_option(const char *arg, const char **quantize) {
-    if (strcmp(arg, "q8") != 0) {
-        cli_error("--quantize: expected q8, found '%s'", arg);
-        return 0;
-    }
-    *quantize = arg;
-    return 1;
-}
-
-int cli_threads_option(const char *arg, int *n_threads) {
-    long n;
-    if (!cli_parse_int("--threads", arg, 1, 256, &n)) return 0;
-    *n_threads = (int)n;
-    return 1;
-}
-
-int cli_parse_int(const char *opt, const char *text, long min, long max, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < min || v > max) {
-        cli_error("%s: expected an integer in [%ld, %ld], found '%s'", opt, min, max, text);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-int cli_parse_float(const char *opt, const char *text, double min, double max, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end || !(v >= min && v <= max)) {
-        cli_error("%s: expected a number in [%g, %g], found '%s'", opt, min, max, text);
-        return 0;
-    }
-    *out = v;
-    return 1;
 }
 
 /* "256 MiB", "1 MiB", or bytes */
@@ -303,91 +215,55 @@ volatile sig_atomic_t *cli_interrupt_flag(void) {
     return &interrupted;
 }
 
-/* The sampling knobs: one row each, for the options and for /set. */
-typedef enum { KNOB_FLOAT, KNOB_INT, KNOB_U64 } knob_kind;
-static const struct {
-    int opt;                  /* its getopt code */
-    const char *name, *alias[2];
-    knob_kind kind;
-    double lo, hi;
-} knobs[] = {
-    {CLI_OPT_TEMP, "temperature", {"temp", "t"}, KNOB_FLOAT, 0, 100},
-    {CLI_OPT_TOPK, "top-k", {"top_k", "k"}, KNOB_INT, 0, 1 << 24},
-    {CLI_OPT_TOPP, "top-p", {"top_p", "p"}, KNOB_FLOAT, 1e-9, 1},
-    {CLI_OPT_MINP, "min-p", {"min_p", NULL}, KNOB_FLOAT, 0, 0.999999},
-    {CLI_OPT_REP, "repeat-penalty", {"repeat", "rep"}, KNOB_FLOAT, 0.01, 100},
-    {CLI_OPT_REPN, "repeat-last-n", {"repeat_last_n", NULL}, KNOB_INT, 0, 1 << 20},
-    {CLI_OPT_SEED, "seed", {NULL, NULL}, KNOB_U64, 0, (double)UINT64_MAX},
-};
-enum { N_KNOBS = sizeof knobs / sizeof *knobs };
-
-static int knob_by_name(const char *name) {
-    for (int i = 0; name && i < N_KNOBS; i++)
-        if (!strcmp(name, knobs[i].name) || (knobs[i].alias[0] && !strcmp(name, knobs[i].alias[0])) ||
-            (knobs[i].alias[1] && !strcmp(name, knobs[i].alias[1])))
-            return i;
-    return -1;
+gpt2_context *cli_context_new(const gpt2_model *m, int n_threads) {
+    gpt2_context *ctx = NULL;
+    gpt2_error err;
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_threads = n_threads;
+    if (gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return NULL;
+    }
+    return ctx;
 }
 
-/* Parses text for knob k into sp; 0 with the reason in msg. */
-static int knob_apply(int k, const char *text, gpt2_sampler_params *sp, char *msg, size_t cap) {
-    char *end;
-    errno = 0;
-    if (knobs[k].kind == KNOB_U64) {
-        unsigned long long v = strtoull(text, &end, 10);
-        /* digits only: strtoull takes "-1" and " 5", and clamps what overflows to the maximum */
-        if (!isdigit((unsigned char)text[0]) || *end || errno == ERANGE) {
-            snprintf(msg, cap, "expected an integer in [0, %llu], found '%s'", (unsigned long long)UINT64_MAX, text);
-            return 0;
-        }
-        sp->seed = v;
-        return 1;
-    }
-    double v = knobs[k].kind == KNOB_INT ? (double)strtol(text, &end, 10) : strtod(text, &end);
-    if (errno || end == text || *end || !(v >= knobs[k].lo && v <= knobs[k].hi)) {
-        if (knobs[k].kind == KNOB_INT)
-            snprintf(msg, cap, "expected an integer in [%.0f, %.0f], found '%s'", knobs[k].lo, knobs[k].hi, text);
-        else
-            snprintf(msg, cap, "expected a number in [%g, %g], found '%s'", knobs[k].lo, knobs[k].hi, text);
+volatile sig_atomic_t *cli_watch_interrupt(gpt2_context *ctx, const gpt2_hooks *hooks) {
+    volatile sig_atomic_t *flag = cli_interrupt_flag();
+    gpt2_hooks h = hooks ? *hooks : (gpt2_hooks){0};
+    h.interrupt = cli_interrupted;
+    gpt2_context_set_hooks(ctx, &h); /* the context keeps a copy */
+    return flag;
+}
+
+int cli_encode_prompt(const gpt2_model *m, const char *prompt, int flags, int32_t **ids, size_t *n) {
+    if (!cli_encode(gpt2_model_tokenizer(m), prompt, strlen(prompt), flags, ids, n)) return 0;
+    if (*n == 0) {
+        cli_error("the prompt is empty: at least one token is needed");
         return 0;
     }
-    switch (knobs[k].opt) {
-    case CLI_OPT_TEMP: sp->temperature = (float)v; break;
-    case CLI_OPT_TOPK: sp->top_k = (int)v; break;
-    case CLI_OPT_TOPP: sp->top_p = (float)v; break;
-    case CLI_OPT_MINP: sp->min_p = (float)v; break;
-    case CLI_OPT_REP: sp->repeat_penalty = (float)v; break;
-    case CLI_OPT_REPN: sp->repeat_last_n = (int)v; break;
-    default: break;
-    }
     return 1;
 }
 
-int cli_sampling_option(int c, const char *arg, gpt2_sampler_params *sp, int *seeded) {
-    for (int k = 0; k < N_KNOBS; k++) {
-        if (knobs[k].opt != c) continue;
-        char msg[256];
-        if (!knob_apply(k, arg, sp, msg, sizeof msg)) {
-            cli_error("--%s: %s", knobs[k].name, msg);
-            return -1;
-        }
-        if (c == CLI_OPT_SEED) *seeded = 1;
-        return 1;
-    }
-    return 0;
+gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const int32_t *ids, size_t n,
+                              const gpt2_hooks *hooks, int *rc) {
+    *rc = EXIT_ERR;
+    gpt2_context *ctx = cli_context_new(m, n_threads);
+    if (!ctx) return NULL;
+    cli_watch_interrupt(ctx, hooks);
+    gpt2_error err;
+    gpt2_status st = gpt2_context_eval(ctx, ids, (int)n, &err);
+    if (st == GPT2_OK) return ctx;
+    if (st == GPT2_CANCELLED) {
+        fprintf(stderr, "gptscope: interrupted while evaluating the %zu-token prompt; nothing printed\n", n);
+        *rc = 130;
+    } else
+        cli_error("%s", err.msg);
+    gpt2_context_free(ctx);
+    return NULL;
 }
 
-int cli_sampling_set(const char *name, const char *text, gpt2_sampler_params *sp, const char **canon, char *msg,
-                     size_t cap) {
-    int k = knob_by_name(name);
-    if (k < 0) return 0;
-    *canon = knobs[k].name;
-    return knob_apply(k, text, sp, msg, cap) ? 1 : -1;
-}
-
-int cli_sampling_range(const char *name, double *lo, double *hi) {
-    int k = knob_by_name(name);
-    if (k < 0) return 0;
-    *lo = knobs[k].lo, *hi = knobs[k].hi;
-    return 1;
+void cli_print_token(const gpt2_tokenizer *tok, int32_t id) {
+    size_t bl = 0;
+    const char *b = gpt2_tokenizer_token_bytes(tok, id, &bl);
+    cli_print_piece(b ? b : "", b ? bl : 0);
 }

@@ -1,0 +1,121 @@
+/* cmd_topk.c — `gptscope topk`: the next-token distribution after a prompt. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+
+static const char usage_text[] =
+    "usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special] [--quantize q8] [--threads N]\n"
+    "  The next-token distribution after PROMPT (temperature 1, no filtering):\n"
+    "  the K most likely tokens (default 10) with logit and probability.\n"
+    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n";
+
+typedef struct {
+    const char *model, *quantize, *prompt;
+    long k;
+    int special, json, n_threads;
+} topk_opts;
+
+typedef struct {
+    int32_t id;
+    float logit;
+    double prob; /* softmax at temperature 1 */
+} topk_entry;
+
+typedef struct {
+    gpt2_model *m;     /* kept for its tokenizer */
+    topk_entry *top;   /* (n), most probable first */
+    long n;
+} topk_result;
+
+static int topk_parse(int argc, char **argv, topk_opts *o) {
+    static const cli_opt rows[] = {
+        {CLI_STR("model", 'm', topk_opts, model)},
+        {CLI_STR("prompt", 'p', topk_opts, prompt)},
+        {CLI_LONG(NULL, 'k', topk_opts, k, 1, 1 << 24)},
+        {CLI_FLAG("json", 0, topk_opts, json)},
+        {CLI_FLAG("special", 0, topk_opts, special)},
+        {CLI_FN("quantize", 0, topk_opts, quantize, const char *, cli_opt_quantize)},
+        {CLI_INT("threads", 0, topk_opts, n_threads, 1, 256)},
+    };
+    int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
+    if (rc == CLI_PARSED && (cli_positional(usage_text, "topk", argc, argv, 0, "") != EXIT_OK ||
+                             cli_required(usage_text, "topk", "-p PROMPT", !!o->prompt, NULL) != EXIT_OK))
+        rc = EXIT_USAGE;
+    return rc;
+}
+
+/* Highest logit first, NaN last (so that the order stays total), ties by id. */
+static int by_logit_desc(const void *a, const void *b) {
+    const topk_entry *x = a, *y = b;
+    const int xn = isnan(x->logit), yn = isnan(y->logit);
+    if (xn != yn) return xn - yn;
+    if (!xn && x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return x->id - y->id;
+}
+
+/* logits (V) as entries, sorted; the first k get their probability. */
+static int rank(const float *logits, int V, long k, topk_result *r) {
+    topk_entry *all = malloc((size_t)V * sizeof *all);
+    if (!all) return EXIT_ERR;
+    double max = logits[0], sum = 0;
+    for (int i = 0; i < V; i++) {
+        all[i] = (topk_entry){i, logits[i], 0};
+        if (logits[i] > max) max = logits[i];
+    }
+    for (int i = 0; i < V; i++) sum += exp((double)logits[i] - max);
+    qsort(all, (size_t)V, sizeof *all, by_logit_desc);
+    r->n = k > V ? V : k;
+    for (long i = 0; i < r->n; i++) all[i].prob = exp((double)all[i].logit - max) / sum;
+    r->top = all;
+    return EXIT_OK;
+}
+
+static int topk_run(const topk_opts *o, topk_result *r) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    gpt2_context *ctx = NULL;
+    int rc = EXIT_ERR;
+    r->m = cli_load_model_as(cli_model_dir(o->model), o->quantize);
+    if (r->m && cli_encode_prompt(r->m, o->prompt, o->special ? GPT2_ENCODE_SPECIAL : 0, &ids, &n) &&
+        (ctx = cli_eval_prompt(r->m, o->n_threads, ids, n, NULL, &rc)))
+        rc = rank(gpt2_context_logits(ctx), gpt2_model_config(r->m)->n_vocab, o->k, r);
+    free(ids);
+    gpt2_context_free(ctx);
+    return rc;
+}
+
+static int topk_report(const topk_result *r, int json) {
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(r->m);
+    cJSON *root = json ? cJSON_CreateArray() : NULL;
+    for (long i = 0; i < r->n; i++) {
+        const topk_entry *t = &r->top[i];
+        if (json) {
+            cJSON *e = cli_json_new_object(root);
+            cli_json_number(e, "id", t->id);
+            cli_json_token(e, "token", tok, t->id);
+            cli_json_number(e, "logit", t->logit);
+            cli_json_number(e, "prob", t->prob);
+        } else {
+            printf("%6d  %9.4f  %8.5f  ", t->id, t->logit, t->prob);
+            cli_print_token(tok, t->id);
+            putchar('\n');
+        }
+    }
+    return json ? cli_json_print(root) : EXIT_OK;
+}
+
+static void topk_free(topk_result *r) {
+    free(r->top);
+    gpt2_model_free(r->m);
+}
+
+int cmd_topk(int argc, char **argv) {
+    topk_opts o = {.k = 10};
+    topk_result r = {0};
+    int rc = topk_parse(argc, argv, &o);
+    if (rc != CLI_PARSED) return rc;
+    if ((rc = topk_run(&o, &r)) == EXIT_OK) rc = topk_report(&r, o.json);
+    topk_free(&r);
+    return rc;
+}
