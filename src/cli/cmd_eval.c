@@ -62,19 +62,11 @@ int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len
                    cli_score *out) {
     const int quiet = flags & CLI_SCORE_QUIET;
     int rc = EXIT_ERR;
-    gpt2_context *ctx = NULL;
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
-    gpt2_error err;
-    gpt2_context_params cp = gpt2_context_default_params();
-    cp.n_threads = n_threads;
-    if (gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
-        cli_error("%s", err.msg);
-        return EXIT_ERR;
-    }
+    gpt2_context *ctx = cli_context_new(m, n_threads);
+    if (!ctx) return EXIT_ERR;
     eval_state s = {0};
-    cli_interrupt_flag(); /* Ctrl-C sets the flag cli_interrupted reads */
-    gpt2_hooks hooks = {.user_data = &s, .on_logits = score, .interrupt = cli_interrupted};
-    gpt2_context_set_hooks(ctx, &hooks);
+    cli_watch_interrupt(ctx, &(gpt2_hooks){.user_data = &s, .on_logits = score});
     *out = (cli_score){.n_ctx = gpt2_context_n_ctx(ctx)};
     out->stride = out->n_ctx > 1 ? out->n_ctx / 2 : 1;
     /* a stream is one "line" spanning the whole text */
@@ -125,65 +117,80 @@ static const char usage_text[] =
     "  -q            no progress line on stderr\n"
     "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n";
 
-int cmd_eval(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"heldout", required_argument, 0, 'H'},
-                                         {"examples", no_argument, 0, 'E'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
-                                         {"threads", required_argument, 0, CLI_OPT_THREADS},
-                                         {"quiet", no_argument, 0, 'q'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *mdir = NULL, *quantize = NULL;
-    int json = 0, quiet = 0, lines = 0, n_threads = 0, c;
-    double heldout = 1.0;
-    while ((c = getopt_long(argc, argv, ":m:qh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': mdir = optarg; break;
-        case 'H':
-            if (!cli_parse_float("--heldout", optarg, 1e-9, 1.0, &heldout)) return EXIT_USAGE;
-            break;
-        case 'E': lines = 1; break;
-        case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
-        case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &n_threads)) return EXIT_USAGE; break;
-        case 'j': json = 1; break;
-        case 'q': quiet = 1; break;
-        case 'h': return cli_usage(1, usage_text);
-        default: return cli_option_error(c, argv, usage_text);
-        }
-    }
-    int rc = cli_positional(usage_text, "eval", argc, argv, 1, "a FILE to score");
-    if (rc != EXIT_OK) return rc;
-    const char *path = argv[optind];
-    rc = EXIT_ERR;
+typedef struct {
+    const char *model, *quantize, *path;
+    double heldout; /* the last fraction of the file scored */
+    int lines, json, quiet, n_threads;
+} eval_opts;
+
+typedef struct {
+    const char *path;
+    size_t from;     /* the first byte scored */
+    cli_score score;
+} eval_result;
+
+static int eval_parse(int argc, char **argv, eval_opts *o) {
+    static const cli_opt rows[] = {
+        {CLI_STR("model", 'm', eval_opts, model)},
+        {CLI_DOUBLE("heldout", 0, eval_opts, heldout, 1e-9, 1.0)},
+        {CLI_FLAG("examples", 0, eval_opts, lines)},
+        {CLI_FLAG("json", 0, eval_opts, json)},
+        {CLI_FN("quantize", 0, eval_opts, quantize, const char *, cli_opt_quantize)},
+        {CLI_INT("threads", 0, eval_opts, n_threads, 1, 256)},
+        {CLI_FLAG("quiet", 'q', eval_opts, quiet)},
+    };
+    int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
+    if (rc == CLI_PARSED && cli_positional(usage_text, "eval", argc, argv, 1, "a FILE to score") != EXIT_OK)
+        rc = EXIT_USAGE;
+    if (rc == CLI_PARSED) o->path = argv[optind];
+    return rc;
+}
+
+static int eval_run(const eval_opts *o, eval_result *r) {
     size_t len = 0;
-    char *text = cli_read_all(NULL, path, CLI_TEXT_MAX, &len);
-    gpt2_model *m = text ? cli_load_model_as(cli_model_dir(mdir), quantize) : NULL;
-    if (!m) goto out;
-    size_t from = heldout < 1.0 ? gpt2_text_split(text, len, 1.0 - heldout) : 0;
-    if (lines) /* as train --examples: the split moves back to a line start */
-        while (from > 0 && from < len && text[from - 1] != '\n') from--;
-    cli_score r;
-    if ((rc = cli_score_text(m, path, text + from, len - from,
-                             (quiet ? CLI_SCORE_QUIET : 0) | (lines ? CLI_SCORE_LINES : 0), n_threads, &r)) != EXIT_OK)
-        goto out;
-    if (json) {
-        cJSON *root = cJSON_CreateObject();
-        cli_json_text(root, "file", path, strlen(path));
-        cli_json_number(root, "from_byte", (double)from);
-        cli_json_number(root, "tokens", (double)r.tokens);
-        cli_json_number(root, "scored", (double)r.scored);
-        cli_json_number(root, "bytes", r.bytes);
-        cli_json_number(root, "nats_per_token", r.nats_per_token);
-        cli_json_number(root, "bits_per_byte", r.bits_per_byte);
-        rc = cli_json_print(root);
-    } else
-        printf("%s: %.4f nats/token, %.4f bits/byte (%ld tokens scored, %.0f bytes from byte %zu, context %d, "
-               "stride %d)\n",
-               cli_show(path), r.nats_per_token, r.bits_per_byte, r.scored, r.bytes, from, r.n_ctx, r.stride);
-out:
+    char *text = cli_read_all(NULL, o->path, CLI_TEXT_MAX, &len);
+    gpt2_model *m = text ? cli_load_model_as(cli_model_dir(o->model), o->quantize) : NULL;
+    int rc = EXIT_ERR;
+    r->path = o->path;
+    if (m) {
+        size_t from = o->heldout < 1.0 ? gpt2_text_split(text, len, 1.0 - o->heldout) : 0;
+        if (o->lines) /* as train --examples: the split moves back to a line start */
+            while (from > 0 && from < len && text[from - 1] != '\n') from--;
+        r->from = from;
+        rc = cli_score_text(m, o->path, text + from, len - from,
+                            (o->quiet ? CLI_SCORE_QUIET : 0) | (o->lines ? CLI_SCORE_LINES : 0), o->n_threads,
+                            &r->score);
+    }
     free(text);
     gpt2_model_free(m);
+    return rc;
+}
+
+static int eval_report(const eval_result *r, int json) {
+    const cli_score *s = &r->score;
+    if (!json) {
+        printf("%s: %.4f nats/token, %.4f bits/byte (%ld tokens scored, %.0f bytes from byte %zu, context %d, "
+               "stride %d)\n",
+               cli_show(r->path), s->nats_per_token, s->bits_per_byte, s->scored, s->bytes, r->from, s->n_ctx,
+               s->stride);
+        return EXIT_OK;
+    }
+    cJSON *root = cJSON_CreateObject();
+    cli_json_text(root, "file", r->path, strlen(r->path));
+    cli_json_number(root, "from_byte", (double)r->from);
+    cli_json_number(root, "tokens", (double)s->tokens);
+    cli_json_number(root, "scored", (double)s->scored);
+    cli_json_number(root, "bytes", s->bytes);
+    cli_json_number(root, "nats_per_token", s->nats_per_token);
+    cli_json_number(root, "bits_per_byte", s->bits_per_byte);
+    return cli_json_print(root);
+}
+
+int cmd_eval(int argc, char **argv) {
+    eval_opts o = {.heldout = 1.0};
+    eval_result r = {0};
+    int rc = eval_parse(argc, argv, &o);
+    if (rc != CLI_PARSED) return rc;
+    if ((rc = eval_run(&o, &r)) == EXIT_OK) rc = eval_report(&r, o.json);
     return rc;
 }
