@@ -160,12 +160,6 @@ int cli_sampling_set(const char *name, const char *text, gpt2_sampler_params *sp
 /* A knob's range, for steppers (the sampling panel's arrows): 0 if no such knob. */
 int cli_sampling_range(const char *name, double *lo, double *hi);
 
-/* generate's --draft path (gen_speculative.c), after the prompt is encoded
- * and checked: speculative sampling with the draft model in draft_dir. */
-int cli_generate_speculative(gpt2_model *m, gpt2_context *ctx, const char *draft_dir, int k, int show_stats,
-                             const int32_t *ids, size_t n_ids, long n_new, gpt2_sampler_params sp, int print_ids,
-                             int stop_at_eot);
-
 /* Seconds on the monotonic clock, for timings. */
 double cli_now(void);
 

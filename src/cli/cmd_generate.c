@@ -1,11 +1,10 @@
 /* cmd_generate.c — `gptscope generate`: stream a continuation of a prompt. */
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/cmd_generate.h"
 
 static const char usage_text[] =
     "usage: gptscope generate [-m DIR] -p PROMPT [-n N] [--temperature T] [--top-k K]\n"
@@ -34,169 +33,210 @@ static const char usage_text[] =
     "  --stats            with --draft: print acceptance rate, tokens per target pass and the\n"
     "                     speedup over target-only decoding (which it also runs) to stderr\n";
 
-static volatile sig_atomic_t *g_stop;
-int cmd_generate(int argc, char **argv) {
-    enum { O_IDS = 256, O_NOSTOP, O_SPECIAL, O_DRAFT, O_DRAFT_K, O_STATS };
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"prompt", required_argument, 0, 'p'},
-                                         {"n-tokens", required_argument, 0, 'n'},
-                                         CLI_SAMPLING_OPTIONS,
-                                         {"ids", no_argument, 0, O_IDS},
-                                         {"no-stop", no_argument, 0, O_NOSTOP},
-                                         {"special", no_argument, 0, O_SPECIAL},
-                                         {"draft", required_argument, 0, O_DRAFT},
-                                         {"draft-k", required_argument, 0, O_DRAFT_K},
-                                         {"stats", no_argument, 0, O_STATS},
-                                         {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
-                                         {"threads", required_argument, 0, CLI_OPT_THREADS},
-                                         {"verbose", no_argument, 0, 'v'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *mdir = NULL, *prompt = NULL, *draft_dir = NULL, *quantize = NULL;
-    long n_new = 128, draft_k = 4;
-    int show_stats = 0, draft_k_given = 0;
-    int print_ids = 0, stop_at_eot = 1, flags = 0, verbose = 0, seeded = 0, n_threads = 0, c;
-    gpt2_sampler_params sp = gpt2_sampler_default_params();
-    while ((c = getopt_long(argc, argv, ":m:p:n:vh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': mdir = optarg; break;
-        case 'p': prompt = optarg; break;
-        case 'n': if (!cli_parse_int("-n", optarg, 0, 1 << 20, &n_new)) return EXIT_USAGE; break;
-        case O_IDS: print_ids = 1; break;
-        case O_NOSTOP: stop_at_eot = 0; break;
-        case O_SPECIAL: flags |= GPT2_ENCODE_SPECIAL; break;
-        case O_DRAFT: draft_dir = optarg; break;
-        case O_DRAFT_K:
-            if (!cli_parse_int("--draft-k", optarg, 1, GPT2_SPEC_MAX_K, &draft_k)) return EXIT_USAGE;
-            draft_k_given = 1;
-            break;
-        case O_STATS: show_stats = 1; break;
-        case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
-        case CLI_OPT_THREADS: if (!cli_threads_option(optarg, &n_threads)) return EXIT_USAGE; break;
-        case 'v': verbose = 1; break;
-        case 'h': return cli_usage(1, usage_text);
-        default: {
-            int r = cli_sampling_option(c, optarg, &sp, &seeded);
-            if (r < 0) return EXIT_USAGE;
-            if (r == 0) return cli_option_error(c, argv, usage_text);
-        }
-        }
-    }
-    int rc = cli_positional(usage_text, "generate", argc, argv, 0, "");
-    if (rc == EXIT_OK) rc = cli_required(usage_text, "generate", "-p PROMPT (or -p - to read it from stdin)", !!prompt, NULL);
-    if (rc != EXIT_OK) return rc;
-    if (!draft_dir && (show_stats || draft_k_given)) {
+static int generate_parse(int argc, char **argv, generate_opts *o) {
+    static const cli_opt rows[] = {
+        {CLI_STR("model", 'm', generate_opts, model)},
+        {CLI_STR("prompt", 'p', generate_opts, prompt)},
+        {CLI_LONG("n-tokens", 'n', generate_opts, n_new, 0, 1 << 20)},
+        CLI_SAMPLING_ROWS(generate_opts, sp, seeded),
+        {CLI_FLAG("ids", 0, generate_opts, ids)},
+        {CLI_FLAG("no-stop", 0, generate_opts, no_stop)},
+        {CLI_FLAG("special", 0, generate_opts, special)},
+        {CLI_STR("draft", 0, generate_opts, draft_dir)},
+        {CLI_LONG("draft-k", 0, generate_opts, draft_k, 1, GPT2_SPEC_MAX_K),
+         .given = CLI_GIVEN(generate_opts, draft_k_given)},
+        {CLI_FLAG("stats", 0, generate_opts, stats)},
+        {CLI_FN("quantize", 0, generate_opts, quantize, const char *, cli_opt_quantize)},
+        {CLI_INT("threads", 0, generate_opts, n_threads, 1, 256)},
+        {CLI_FLAG("verbose", 'v', generate_opts, verbose)},
+    };
+    int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
+    if (rc == CLI_PARSED &&
+        (cli_positional(usage_text, "generate", argc, argv, 0, "") != EXIT_OK ||
+         cli_required(usage_text, "generate", "-p PROMPT (or -p - to read it from stdin)", !!o->prompt, NULL) !=
+             EXIT_OK))
+        rc = EXIT_USAGE;
+    if (rc == CLI_PARSED && !o->draft_dir && (o->stats || o->draft_k_given)) {
         cli_error("--draft-k and --stats need --draft DIR");
-        return EXIT_USAGE;
+        rc = EXIT_USAGE;
     }
-    if (!seeded) sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    if (verbose) fprintf(stderr, "seed %llu\n", (unsigned long long)sp.seed);
+    if (rc == CLI_PARSED && !o->seeded) o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    return rc;
+}
 
-    size_t plen;
-    char *ptext = strcmp(prompt, "-") == 0 ? cli_read_all(stdin, NULL, CLI_PROMPT_MAX, &plen) : strdup(prompt);
-    if (!ptext) return EXIT_ERR;
-    if (strcmp(prompt, "-") != 0) plen = strlen(ptext);
+void generate_out_token(generate_out *o, int32_t id) {
+    if (o->ids) {
+        printf(o->n ? " %d" : "%d", id);
+    } else {
+        size_t bl;
+        const char *b = gpt2_tokenizer_token_bytes(o->tok, id, &bl);
+        for (size_t at = 0; at < bl; at += 256) { /* chunks keep buf bounded */
+            size_t k = bl - at < 256 ? bl - at : 256;
+            fwrite(o->buf, 1, gpt2_utf8_stream_push(&o->us, b + at, k, o->buf), stdout);
+        }
+    }
+    o->n++;
+}
 
-    rc = EXIT_ERR;
-    gpt2_model *m = cli_load_model_as(cli_model_dir(mdir), quantize);
-    gpt2_context *ctx = NULL;
-    gpt2_sampler *smp = NULL;
-    int32_t *ids = NULL, *hist = NULL;
-    size_t n_ids = 0;
-    if (!m) goto out;
+void generate_out_flush(generate_out *o) {
+    if (!o->ids) fwrite(o->buf, 1, gpt2_utf8_stream_flush(&o->us, o->buf), stdout);
+}
+
+void generate_out_end(generate_out *o) {
+    generate_out_flush(o);
+    if (o->ids || isatty(STDOUT_FILENO)) putchar('\n');
+    fflush(stdout);
+}
+
+/* The prompt's ids, checked against the window; 0 after printing why not. */
+static int prompt_ids(const generate_opts *o, const gpt2_model *m, const char *text, size_t len, int32_t **ids,
+                      size_t *n) {
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
     const int32_t eot = gpt2_tokenizer_eot(tok);
-    const gpt2_config *cfg = gpt2_model_config(m);
-    if (!cli_encode(tok, ptext, plen, flags, &ids, &n_ids)) goto out;
-    if (n_ids == 0) { /* GPT-2 conditions unconditional samples on <|endoftext|> */
+    if (!cli_encode(tok, text, len, o->special ? GPT2_ENCODE_SPECIAL : 0, ids, n)) return 0;
+    if (*n == 0) { /* GPT-2 conditions unconditional samples on <|endoftext|> */
         if (eot < 0) {
             cli_error("empty prompt, and the vocabulary has no <|endoftext|> to start from");
-            goto out;
+            return 0;
         }
-        free(ids);
-        ids = malloc(sizeof *ids);
-        if (!ids) goto out;
-        ids[0] = eot;
-        n_ids = 1;
+        free(*ids);
+        if (!(*ids = malloc(sizeof **ids))) return 0;
+        (*ids)[0] = eot;
+        *n = 1;
     }
-    if ((long)n_ids + n_new > cfg->n_ctx) {
-        cli_error("the prompt is %zu tokens; with -n %ld that exceeds the context window of %d tokens",
-                  n_ids, n_new, cfg->n_ctx);
-        goto out;
+    const int n_ctx = gpt2_model_config(m)->n_ctx;
+    if ((long)*n + o->n_new > n_ctx) {
+        cli_error("the prompt is %zu tokens; with -n %ld that exceeds the context window of %d tokens", *n, o->n_new,
+                  n_ctx);
+        return 0;
     }
+    return 1;
+}
+
+/* The prompt (hist[0, n_hist)), then up to n_new sampled tokens, one eval
+ * each, written as they come; hist has room for them. */
+static int sample_stream(const generate_opts *o, gpt2_context *ctx, gpt2_sampler *smp, int32_t *hist, size_t n_hist,
+                         generate_result *r) {
+    volatile sig_atomic_t *stop = cli_watch_interrupt(ctx, NULL);
+    generate_out out = {.tok = gpt2_model_tokenizer(r->m), .ids = o->ids};
+    const int32_t eot = gpt2_tokenizer_eot(out.tok);
     gpt2_error err;
-    gpt2_context_params cp = gpt2_context_default_params();
-    cp.n_threads = n_threads;
-    if (gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
-        cli_error("%s", err.msg);
-        goto out;
-    }
-    if (draft_dir) {
-        rc = cli_generate_speculative(m, ctx, draft_dir, (int)draft_k, show_stats, ids, n_ids, n_new, sp,
-                                      print_ids, stop_at_eot);
-        goto out;
-    }
-    smp = gpt2_sampler_new(sp, cfg->n_vocab);
-    hist = malloc(((size_t)n_ids + (size_t)n_new) * sizeof *hist);
-    if (!smp || !hist) {
-        cli_error("out of memory");
-        goto out;
-    }
-    memcpy(hist, ids, n_ids * sizeof *hist);
-    size_t n_hist = n_ids;
-    g_stop = cli_interrupt_flag();
-    gpt2_hooks hooks = {.interrupt = cli_interrupted};
-    gpt2_context_set_hooks(ctx, &hooks);
-    gpt2_status st = gpt2_context_eval(ctx, ids, (int)n_ids, &err);
-    if (st == GPT2_CANCELLED) {
-        fprintf(stderr, "gptscope: generate interrupted while reading the %zu-token prompt; nothing generated\n",
-                n_ids);
-        rc = 130;
-        goto out;
-    }
-    if (st != GPT2_OK) {
-        cli_error("%s", err.msg);
-        goto out;
-    }
-    gpt2_utf8_stream us = {0};
-    char buf[3 * (256 + 4) + 16];
-    long i = 0;
-    for (; i < n_new && !*g_stop; i++) {
+    gpt2_status st = gpt2_context_eval(ctx, hist, (int)n_hist, &err);
+    if (st == GPT2_CANCELLED) r->end = GENERATE_CANCELLED_PROMPT;
+    else if (st != GPT2_OK) cli_error("%s", err.msg);
+    if (st != GPT2_OK) return st == GPT2_CANCELLED ? EXIT_OK : EXIT_ERR;
+    for (long i = 0; i < o->n_new && !*stop; i++) {
         int32_t id = gpt2_sampler_sample(smp, gpt2_context_logits(ctx), hist, n_hist);
-        if (id == eot && stop_at_eot) break;
+        if (id == eot && !o->no_stop) break;
         hist[n_hist++] = id;
-        if (print_ids) {
-            printf(i ? " %d" : "%d", id);
-        } else {
-            size_t bl;
-            const char *b = gpt2_tokenizer_token_bytes(tok, id, &bl);
-            for (size_t o = 0; o < bl; o += 256) { /* chunks keep buf bounded */
-                size_t k = bl - o < 256 ? bl - o : 256;
-                fwrite(buf, 1, gpt2_utf8_stream_push(&us, b + o, k, buf), stdout);
-            }
-        }
+        generate_out_token(&out, id);
         fflush(stdout);
-        if (i + 1 < n_new && (st = gpt2_context_eval(ctx, &id, 1, &err)) != GPT2_OK) {
-            if (st == GPT2_CANCELLED) { /* Ctrl-C: the token was printed */
-                i++;
-                break;
-            }
+        if (i + 1 < o->n_new && (st = gpt2_context_eval(ctx, &id, 1, &err)) != GPT2_OK) {
+            if (st == GPT2_CANCELLED) break; /* Ctrl-C: the token was written */
             cli_error("%s", err.msg);
-            goto out;
+            return EXIT_ERR;
         }
     }
-    if (!print_ids) fwrite(buf, 1, gpt2_utf8_stream_flush(&us, buf), stdout);
-    if (print_ids || isatty(STDOUT_FILENO)) putchar('\n');
-    rc = *g_stop ? 130 : EXIT_OK;
-    fflush(stdout);
-    if (*g_stop) fprintf(stderr, "gptscope: generate interrupted after %ld of %ld tokens\n", i, n_new);
-out:
-    fflush(stdout);
+    generate_out_end(&out);
+    r->produced = out.n;
+    r->end = *stop ? GENERATE_INTERRUPTED : GENERATE_DONE;
+    return EXIT_OK;
+}
+
+/* Plain sampling (gpt2_sampler), without --draft. */
+static int generate_plain(const generate_opts *o, gpt2_context *ctx, const int32_t *ids, size_t n_ids,
+                          generate_result *r) {
+    gpt2_sampler *smp = gpt2_sampler_new(o->sp, gpt2_model_config(r->m)->n_vocab);
+    int32_t *hist = malloc(((size_t)n_ids + (size_t)o->n_new) * sizeof *hist);
+    int rc = EXIT_ERR;
+    if (smp && hist) {
+        memcpy(hist, ids, n_ids * sizeof *hist);
+        rc = sample_stream(o, ctx, smp, hist, n_ids, r);
+    } else
+        cli_error("out of memory");
     free(hist);
-    free(ids);
-    free(ptext);
     gpt2_sampler_free(smp);
+    return rc;
+}
+
+static int generate_run(const generate_opts *o, generate_result *r) {
+    if (o->verbose) fprintf(stderr, "seed %llu\n", (unsigned long long)o->sp.seed);
+    r->n_new = o->n_new;
+    const int from_stdin = strcmp(o->prompt, "-") == 0;
+    size_t plen;
+    char *text = from_stdin ? cli_read_all(stdin, NULL, CLI_PROMPT_MAX, &plen) : strdup(o->prompt);
+    if (!text) return EXIT_ERR;
+    if (!from_stdin) plen = strlen(text);
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    gpt2_context *ctx = NULL;
+    int rc = EXIT_ERR;
+    if ((r->m = cli_load_model_as(cli_model_dir(o->model), o->quantize)) &&
+        prompt_ids(o, r->m, text, plen, &ids, &n_ids) && (ctx = cli_context_new(r->m, o->n_threads))) {
+        r->n_prompt = n_ids;
+        rc = o->draft_dir ? generate_speculative(o, ctx, ids, n_ids, r) : generate_plain(o, ctx, ids, n_ids, r);
+    }
+    fflush(stdout);
+    free(ids);
+    free(text);
     gpt2_context_free(ctx);
-    gpt2_model_free(m);
+    return rc;
+}
+
+static void print_spec_stats(const generate_result *res) {
+    const generate_spec_stats *x = &res->stats;
+    const gpt2_speculative_stats *s = &x->s;
+    const long produced = res->produced;
+    const double t_target_tok = x->t_target_tok, t_draft_tok = x->t_draft_tok, t_pass = x->t_pass;
+    const double t_spec = x->t_spec, t_base = x->t_base;
+    fprintf(stderr,
+            "speculative: target %s, draft %s, K = %d\n"
+            "  iterations %ld, drafted %ld, accepted %ld (mean %.2f per iteration), produced %ld\n"
+            "  r = %.3f (tokens per iteration / (K + 1)), tokens per target pass %.2f\n"
+            "  t_target %.3f ms/token, t_draft %.3f ms/token (single-token forward); "
+            "one target pass over K + 1 positions %.3f ms (%.2f t_target)\n"
+            "  speculative %ld tokens in %.3f s (%.1f tok/s); target-only %ld tokens in %.3f s (%.1f tok/s)\n"
+            "  speedup measured %.2fx, theoretical r(K+1)t_target/(K t_draft + t_target) = %.2fx,\n"
+            "  or %.2fx with the measured pass in place of t_target\n"
+            "  per iteration %.3f ms: drafting %.3f, target pass %.3f, accept/filter/rewind %.3f\n",
+            gpt2_model_name(res->m), gpt2_model_name(res->dm), x->k, s->iterations, s->drafted, s->accepted,
+            s->iterations ? (double)s->accepted / s->iterations : 0.0, s->produced, x->r,
+            s->target_passes ? (double)s->produced / s->target_passes : 0.0, t_target_tok * 1e3, t_draft_tok * 1e3,
+            t_pass * 1e3, t_target_tok > 0 ? t_pass / t_target_tok : 0.0, produced, t_spec, produced / t_spec,
+            produced, t_base, t_base > 0 ? produced / t_base : 0.0, t_base > 0 ? t_base / t_spec : 0.0, x->theory,
+            x->with_pass, s->iterations ? s->seconds / s->iterations * 1e3 : 0.0,
+            s->iterations ? s->draft_seconds / s->iterations * 1e3 : 0.0,
+            s->iterations ? s->target_seconds / s->iterations * 1e3 : 0.0,
+            s->iterations ? (s->seconds - s->draft_seconds - s->target_seconds) / s->iterations * 1e3 : 0.0);
+}
+
+/* The streamed text is out already: --stats, then how it ended. */
+static int generate_report(const generate_result *r) {
+    if (r->has_stats) print_spec_stats(r);
+    switch (r->end) {
+    case GENERATE_DONE: return EXIT_OK;
+    case GENERATE_INTERRUPTED:
+        fprintf(stderr, "gptscope: generate interrupted after %ld of %ld tokens\n", r->produced, r->n_new);
+        break;
+    case GENERATE_CANCELLED_PROMPT:
+        fprintf(stderr, "gptscope: generate interrupted while reading the %zu-token prompt; nothing generated\n",
+                r->n_prompt);
+        break;
+    case GENERATE_CANCELLED_STEP:
+        fprintf(stderr, "\ngptscope: generate interrupted after %ld of %ld tokens%s\n", r->produced, r->n_new,
+                r->produced ? "" : " (while reading the prompt)");
+        break;
+    }
+    return 130;
+}
+
+int cmd_generate(int argc, char **argv) {
+    generate_opts o = {.n_new = 128, .draft_k = 4, .sp = gpt2_sampler_default_params()};
+    generate_result r = {0};
+    int rc = generate_parse(argc, argv, &o);
+    if (rc != CLI_PARSED) return rc;
+    if ((rc = generate_run(&o, &r)) == EXIT_OK) rc = generate_report(&r);
+    gpt2_model_free(r.dm);
+    gpt2_model_free(r.m);
     return rc;
 }
