@@ -1,7 +1,6 @@
 /* cmd_bench.c — `gptscope bench`: prefill/decode speed, latency, memory, and the
  * machine's own read bandwidth measured in the same run, so that the ratio
  * decode bandwidth / machine bandwidth holds on a noisy machine. */
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -264,54 +263,6 @@ static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T
     return median(t, reps);
 }
 
-/* bench's figures for --json. Those not measured are null: load_s for the
- * random model, the 512-token figures for a model with fewer positions, the
- * bandwidth figures when the probe never answered. */
-typedef struct {
-    const char *model, *dtype;
-    int threads, reps, loaded, long_ok, probe_ok, probe_4k_ok;
-    double load_s, prefill_128, prefill_512, decode, decode_hooked, hooked_ratio, ttft_500_ms, rss_mb;
-    size_t weight_bytes;
-    double decode_gbs, machine_gbs, machine_4k_gbs, ratio, ratio_q1, ratio_q3, pass_ms[5];
-} bench_figures;
-
-/* v rounded to `decimals` places (the figures' precision); null when not measured. */
-static void figure(cJSON *obj, const char *key, int measured, double v, int decimals) {
-    if (!measured) {
-        cli_json_null(obj, key);
-        return;
-    }
-    const double scale = pow(10, decimals);
-    cli_json_number(obj, key, round(v * scale) / scale);
-}
-
-static int bench_json(const bench_figures *f) {
-    cJSON *root = cJSON_CreateObject(), *pass = cJSON_CreateObject();
-    cli_json_text(root, "model", f->model, strlen(f->model));
-    cli_json_text(root, "dtype", f->dtype, strlen(f->dtype));
-    cli_json_number(root, "threads", f->threads);
-    cli_json_number(root, "reps", f->reps);
-    figure(root, "load_s", f->loaded, f->load_s, 4);
-    figure(root, "prefill_128_tok_s", 1, f->prefill_128, 1);
-    figure(root, "prefill_512_tok_s", f->long_ok, f->prefill_512, 1);
-    figure(root, "decode_tok_s", 1, f->decode, 2);
-    figure(root, "decode_hooked_tok_s", 1, f->decode_hooked, 2);
-    figure(root, "decode_hooked_ratio", 1, f->hooked_ratio, 3);
-    figure(root, "ttft_500_ms", f->long_ok, f->ttft_500_ms, 1);
-    figure(root, "peak_rss_mb", 1, f->rss_mb, 1);
-    cli_json_number(root, "weight_bytes_per_token", (double)f->weight_bytes);
-    figure(root, "decode_read_gb_s", 1, f->decode_gbs, 2);
-    figure(root, "machine_read_gb_s", f->probe_ok, f->machine_gbs, 2);
-    figure(root, "machine_read_4k_gb_s", f->probe_4k_ok, f->machine_4k_gbs, 2);
-    figure(root, "decode_bandwidth_ratio", f->probe_ok, f->ratio, 3);
-    figure(root, "decode_bandwidth_ratio_q1", f->probe_ok, f->ratio_q1, 3);
-    figure(root, "decode_bandwidth_ratio_q3", f->probe_ok, f->ratio_q3, 3);
-    static const char *const t[5] = {"1", "2", "4", "8", "16"};
-    for (int i = 0; i < 5; i++) figure(pass, t[i], 1, f->pass_ms[i], 3);
-    cli_json_add(root, "pass_ms", pass);
-    return cli_json_print(root);
-}
-
 static const char usage_text[] =
     "usage: gptscope bench [-m DIR [--quantize q8]] [--dtype f32|f16|bf16|q8] [--reps N] [--threads N]\n"
     "                      [--json]\n"
@@ -325,6 +276,68 @@ static const char usage_text[] =
     "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
     "  512-token figures.\n";
 
+typedef struct {
+    const char *model, *quantize; /* model NULL: the random 124M-shaped one */
+    gpt2_dtype dtype;             /* of the random model */
+    long reps;
+    int json, n_threads;
+} bench_opts;
+
+/* The verification passes timed: T positions after 32. */
+enum { N_PASS = 5 };
+static const int pass_t[N_PASS] = {1, 2, 4, 8, 16};
+
+/* bench's figures (medians over the reps). For --json, those not measured
+ * are null: load_s for the random model, the 512-token figures for a model
+ * with fewer positions, the bandwidth figures when the probe never answered. */
+typedef struct {
+    gpt2_model *m;
+    int loaded;      /* from -m DIR: load_s measured */
+    int threads, reps, long_ok;
+    int n_ok, n_4k;  /* decode blocks and 4 KiB passes the probe answered for */
+    double load_s, prefill_128, prefill_512, decode, decode_hooked, hooked_ratio, ttft_500_ms, rss_mb;
+    size_t weight_bytes;
+    double decode_gbs, machine_gbs, machine_4k_gbs, ratio, ratio_q1, ratio_q3, pass_ms[N_PASS];
+} bench_result;
+
+/* The raw measurements, one per rep (a block each for bw and ratio). */
+typedef struct {
+    double p128[100], p512[100], dec[100], ttft[100], hooked[100], hook_ratio[100];
+    double bw[100 * N_BLOCKS], ratio[100 * N_BLOCKS];
+} bench_samples;
+
+/* --dtype: the random model's */
+static int dtype_option(const cli_opt *o, const char *arg, void *value) {
+    gpt2_dtype *dtype = value;
+    if (!strcmp(arg, "f32")) *dtype = GPT2_DTYPE_F32;
+    else if (!strcmp(arg, "f16")) *dtype = GPT2_DTYPE_F16;
+    else if (!strcmp(arg, "bf16")) *dtype = GPT2_DTYPE_BF16;
+    else if (!strcmp(arg, "q8")) *dtype = GPT2_DTYPE_Q8;
+    else {
+        cli_error("--dtype: expected f32, f16, bf16 or q8, found '%s'", arg);
+        return 0;
+    }
+    return 1;
+}
+
+static int bench_parse(int argc, char **argv, bench_opts *o) {
+    static const cli_opt rows[] = {
+        {CLI_STR("model", 'm', bench_opts, model)},
+        {CLI_FN("dtype", 0, bench_opts, dtype, gpt2_dtype, dtype_option)},
+        {CLI_LONG("reps", 0, bench_opts, reps, 1, 100)},
+        {CLI_INT("threads", 0, bench_opts, n_threads, 1, 256)},
+        {CLI_FLAG("json", 0, bench_opts, json)},
+        {CLI_FN("quantize", 0, bench_opts, quantize, const char *, cli_opt_quantize)},
+    };
+    int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
+    if (rc == CLI_PARSED && cli_positional(usage_text, "bench", argc, argv, 0, "") != EXIT_OK) rc = EXIT_USAGE;
+    if (rc == CLI_PARSED && o->quantize && !o->model) {
+        cli_error("--quantize needs -m DIR; the random model takes --dtype q8");
+        rc = EXIT_USAGE;
+    }
+    return rc;
+}
+
 /* Ctrl-C: a half-measured figure means nothing, so bench stops at once,
  * saying what it was measuring (the probe child sees its socket close and
  * exits). Only async-signal-safe calls here. */
@@ -337,46 +350,135 @@ static void on_interrupt(int sig) {
     _exit(128 + sig);
 }
 
-int cmd_bench(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"dtype", required_argument, 0, 'd'},
-                                         {"reps", required_argument, 0, 'r'},
-                                         {"threads", required_argument, 0, 't'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *mdir = NULL, *quantize = NULL;
-    gpt2_dtype dtype = GPT2_DTYPE_F32;
-    long reps = 3;
-    int json = 0, n_threads = 0, c;
-    while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': mdir = optarg; break;
-        case 'd':
-            if (!strcmp(optarg, "f32")) dtype = GPT2_DTYPE_F32;
-            else if (!strcmp(optarg, "f16")) dtype = GPT2_DTYPE_F16;
-            else if (!strcmp(optarg, "bf16")) dtype = GPT2_DTYPE_BF16;
-            else if (!strcmp(optarg, "q8")) dtype = GPT2_DTYPE_Q8;
-            else {
-                cli_error("--dtype: expected f32, f16, bf16 or q8, found '%s'", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        case 'r': if (!cli_parse_int("--reps", optarg, 1, 100, &reps)) return EXIT_USAGE; break;
-        case 't': if (!cli_threads_option(optarg, &n_threads)) return EXIT_USAGE; break;
-        case 'j': json = 1; break;
-        case CLI_OPT_QUANTIZE: if (!cli_quantize_option(optarg, &quantize)) return EXIT_USAGE; break;
-        case 'h': return cli_usage(1, usage_text);
-        default: return cli_option_error(c, argv, usage_text);
+/* The machine's read bandwidth on 4 KiB pages (five passes of a probe that
+ * is then stopped), and the huge-page probe *pr started for the decode
+ * blocks to pair with. Returns whether *pr started. */
+static int probe_machine(int n_threads, probe *pr, bench_result *r) {
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const int probe_threads = n_threads ? (int)n_threads : online > 0 ? (int)online : 1;
+    double bw_4k[5] = {0};
+    if (probe_start(pr, (size_t)1 << 30, probe_threads, 0))
+        for (int i = 0; i < 5; i++) bw_4k[i] = probe_pass(pr);
+    probe_stop(pr);
+    r->n_4k = keep_measured(bw_4k, NULL, 5);
+    r->machine_4k_gbs = r->n_4k ? median(bw_4k, r->n_4k) : 0.0;
+    const int started = probe_start(pr, (size_t)1 << 30, probe_threads, 1);
+    if (!started)
+        cli_error("bench: could not start the bandwidth probe (1 GiB in a child process); "
+                  "the bandwidth figures are left out");
+    return started;
+}
+
+/* -m DIR loaded (and timed), or the random 124M-shaped model; r->m. */
+static int bench_model(const bench_opts *o, bench_result *r) {
+    gpt2_error err;
+    r->loaded = o->model != NULL;
+    r->load_s = -1;
+    if (o->model) {
+        double t0 = cli_now();
+        r->m = cli_load_model_as(o->model, o->quantize);
+        r->load_s = cli_now() - t0;
+        return r->m ? EXIT_OK : EXIT_ERR;
+    }
+    gpt2_config cfg = {.n_layer = 12, .n_head = 12, .n_embd = 768, .n_ctx = 1024, .n_vocab = 50257, .ln_eps = 1e-5f};
+    if (gpt2_model_new_random(cfg, o->dtype, 1234, &r->m, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return EXIT_ERR;
+    }
+    return EXIT_OK;
+}
+
+/* Prefill of 128 and 512 tokens, and the time to the first token after 500. */
+static void measure_prefill(gpt2_context *ctx, const int32_t *ids, int V, int R, int long_ok, bench_samples *x) {
+    time_prefill(ctx, ids, 32); /* warm-up: page in weights, spin up threads */
+    for (int r = 0; r < R; r++) {
+        x->p128[r] = 128 / time_prefill(ctx, ids, 128);
+        if (long_ok) {
+            x->p512[r] = 512 / time_prefill(ctx, ids, 512);
+            gpt2_context_reset(ctx);
+            double t0 = cli_now();
+            gpt2_context_eval(ctx, ids, 500, NULL);
+            argmax(gpt2_context_logits(ctx), V);
+            x->ttft[r] = (cli_now() - t0) * 1e3;
         }
     }
-    int rc = cli_positional(usage_text, "bench", argc, argv, 0, "");
-    if (rc != EXIT_OK) return rc;
-    if (quantize && !mdir) {
-        cli_error("--quantize needs -m DIR; the random model takes --dtype q8");
-        return EXIT_USAGE;
+}
+
+/* Decode tok/s: 128 tokens straight, as a user sees them. The bandwidth
+ * ratio: blocks each after a probe pass (see probe). The hooks' cost:
+ * plain and hooked blocks in turns within one decode, so that both see
+ * the same machine (separate runs here differ by more than the cost). */
+static void measure_decode(gpt2_context *ctx, const int32_t *ids, int V, int R, probe *pr, size_t wbytes,
+                           bench_samples *x) {
+    float sink = 0;
+    gpt2_hooks hooks = {.user_data = &sink, .want_attention = want_every_head, .on_attention = sink_attention};
+    const int n_dec = DECODE_TOKENS;
+    for (int r = 0; r < R; r++) {
+        time_decode(ctx, ids, 32, 32, V);
+        x->dec[r] = time_decode(ctx, ids, 32, n_dec, V);
+        decode_against_probe(ctx, ids, 32, n_dec, V, N_BLOCKS, pr, wbytes, x->bw + r * N_BLOCKS,
+                             x->ratio + r * N_BLOCKS);
+        double plain_tok_s;
+        time_decode_hooked(ctx, ids, 32, n_dec, V, N_BLOCKS, &hooks, r % 2, &plain_tok_s, &x->hooked[r]);
+        x->hook_ratio[r] = x->hooked[r] / plain_tok_s;
     }
+}
+
+/* The medians and quartiles of the samples into r. */
+static void summarize(bench_samples *x, int R, int probe_started, bench_result *r) {
+    r->prefill_128 = median(x->p128, R), r->prefill_512 = median(x->p512, R), r->decode = median(x->dec, R);
+    r->ttft_500_ms = median(x->ttft, R), r->decode_hooked = median(x->hooked, R);
+    r->hooked_ratio = median(x->hook_ratio, R);
+    /* blocks whose probe pass never answered (the child died) are left out, and said so */
+    const int n_ok = r->n_ok = keep_measured(x->bw, x->ratio, R * N_BLOCKS);
+    if (n_ok < R * N_BLOCKS && probe_started)
+        cli_error("bench: the bandwidth probe answered for %d of %d decode blocks; the ratio uses those", n_ok,
+                  R * N_BLOCKS);
+    r->decode_gbs = (double)r->weight_bytes * r->decode / 1e9;
+    r->machine_gbs = n_ok ? median(x->bw, n_ok) : 0.0;
+    r->ratio_q1 = n_ok ? quantile(x->ratio, n_ok, 0.25) : 0.0;
+    r->ratio = n_ok ? median(x->ratio, n_ok) : 0.0;
+    r->ratio_q3 = n_ok ? quantile(x->ratio, n_ok, 0.75) : 0.0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    r->rss_mb = (double)ru.ru_maxrss / 1024.0;
+}
+
+/* The measurements on a loaded model, probe *pr running. */
+static int measure(const bench_opts *o, probe *pr, int probe_started, bench_result *r) {
+    const gpt2_config *cfg = gpt2_model_config(r->m);
+    gpt2_context *ctx = NULL;
+    if (cfg->n_ctx < 160) {
+        cli_error("bench needs a model with at least 160 positions; %s has %d", gpt2_model_name(r->m), cfg->n_ctx);
+        return EXIT_ERR;
+    }
+    if (!(ctx = cli_context_new(r->m, o->n_threads))) return EXIT_ERR;
+    int32_t ids[512];
+    uint64_t s = 42;
+    for (int i = 0; i < 512; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((s >> 33) % (uint64_t)cfg->n_vocab);
+    }
+    const int R = (int)o->reps, V = cfg->n_vocab;
+    r->reps = R, r->threads = gpt2_context_n_threads(ctx), r->long_ok = cfg->n_ctx >= 513;
+    r->weight_bytes = gpt2_model_weight_bytes(r->m);
+    static bench_samples x; /* 18 KB of samples: off the stack */
+    memset(&x, 0, sizeof x);
+    g_phase = "prefill and time to first token";
+    measure_prefill(ctx, ids, V, R, r->long_ok, &x);
+    g_phase = "decode, its bandwidth and the hooks' cost";
+    measure_decode(ctx, ids, V, R, pr, r->weight_bytes, &x);
+    probe_stop(pr);
+    /* verification passes: T positions after 32, as speculative decoding runs them */
+    g_phase = "passes over a few positions";
+    for (int i = 0; i < N_PASS; i++) r->pass_ms[i] = time_pass(ctx, ids, 32, pass_t[i], 10 * R) * 1e3;
+    g_phase = "nothing (printing)";
+    summarize(&x, R, probe_started, r);
+    gpt2_context_free(ctx);
+    return EXIT_OK;
+}
+
+static int bench_run(const bench_opts *o, bench_result *r) {
     /* The probe children fork before the model and the context exist: they
      * share none of those pages (after a fork, the parent's first write to
      * each shared huge page is a copy-on-write fault that splits it), and no
@@ -385,149 +487,91 @@ int cmd_bench(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL);
     g_phase = "the machine's read bandwidth";
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    const int probe_threads = n_threads ? (int)n_threads : online > 0 ? (int)online : 1;
     probe pr;
-    double bw_4k[5] = {0};
-    if (probe_start(&pr, (size_t)1 << 30, probe_threads, 0))
-        for (int i = 0; i < 5; i++) bw_4k[i] = probe_pass(&pr);
+    const int probe_started = probe_machine(o->n_threads, &pr, r);
+    g_phase = o->model ? "the model's load" : "nothing yet (making the random model)";
+    int rc = bench_model(o, r);
+    if (rc == EXIT_OK) rc = measure(o, &pr, probe_started, r);
     probe_stop(&pr);
-    const int n_4k = keep_measured(bw_4k, NULL, 5);
-    const double machine_4k_gbs = n_4k ? median(bw_4k, n_4k) : 0.0;
-    const int pr_started = probe_start(&pr, (size_t)1 << 30, probe_threads, 1);
-    if (!pr_started)
-        cli_error("bench: could not start the bandwidth probe (1 GiB in a child process); "
-                  "the bandwidth figures are left out");
+    return rc;
+}
 
-    gpt2_model *m = NULL;
-    gpt2_error err;
-    double load_s = -1;
-    g_phase = mdir ? "the model's load" : "nothing yet (making the random model)";
-    if (mdir) {
-        double t0 = cli_now();
-        m = cli_load_model_as(mdir, quantize);
-        load_s = cli_now() - t0;
-        if (!m) {
-            probe_stop(&pr);
-            return EXIT_ERR;
-        }
-    } else {
-        gpt2_config cfg = {.n_layer = 12, .n_head = 12, .n_embd = 768, .n_ctx = 1024, .n_vocab = 50257,
-                           .ln_eps = 1e-5f};
-        if (gpt2_model_new_random(cfg, dtype, 1234, &m, &err) != GPT2_OK) {
-            cli_error("%s", err.msg);
-            probe_stop(&pr);
-            return EXIT_ERR;
-        }
+/* v rounded to `decimals` places (the figures' precision); null when not measured. */
+static void figure(cJSON *obj, const char *key, int measured, double v, int decimals) {
+    if (!measured) {
+        cli_json_null(obj, key);
+        return;
     }
-    const gpt2_config *cfg = gpt2_model_config(m);
-    gpt2_context *ctx = NULL;
-    gpt2_context_params cp = gpt2_context_default_params();
-    cp.n_threads = (int)n_threads;
-    if (cfg->n_ctx < 160 || gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
-        if (cfg->n_ctx < 160) cli_error("bench needs a model with at least 160 positions; %s has %d", gpt2_model_name(m), cfg->n_ctx);
-        else cli_error("%s", err.msg);
-        gpt2_model_free(m);
-        probe_stop(&pr);
-        return EXIT_ERR;
-    }
-    int32_t ids[512];
-    uint64_t s = 42;
-    for (int i = 0; i < 512; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((s >> 33) % (uint64_t)cfg->n_vocab);
-    }
-    const int R = (int)reps, V = cfg->n_vocab, threads = gpt2_context_n_threads(ctx);
-    const int long_ok = cfg->n_ctx >= 513, n_dec = DECODE_TOKENS;
-    const size_t wbytes = gpt2_model_weight_bytes(m);
+    const double scale = pow(10, decimals);
+    cli_json_number(obj, key, round(v * scale) / scale);
+}
 
-    double p128[100], p512[100] = {0}, dec[100], ttft[100] = {0}, hooked[100], hook_ratio[100];
-    g_phase = "prefill and time to first token";
-    time_prefill(ctx, ids, 32); /* warm-up: page in weights, spin up threads */
-    for (int r = 0; r < R; r++) {
-        p128[r] = 128 / time_prefill(ctx, ids, 128);
-        if (long_ok) {
-            p512[r] = 512 / time_prefill(ctx, ids, 512);
-            gpt2_context_reset(ctx);
-            double t0 = cli_now();
-            gpt2_context_eval(ctx, ids, 500, NULL);
-            argmax(gpt2_context_logits(ctx), V);
-            ttft[r] = (cli_now() - t0) * 1e3;
-        }
-    }
-    /* Decode tok/s: 128 tokens straight, as a user sees them. The bandwidth
-     * ratio: blocks each after a probe pass (see probe). The hooks' cost:
-     * plain and hooked blocks in turns within one decode, so that both see
-     * the same machine (separate runs here differ by more than the cost). */
-    double bw[100 * N_BLOCKS], ratio[100 * N_BLOCKS];
-    float sink = 0;
-    gpt2_hooks hooks = {.user_data = &sink, .want_attention = want_every_head, .on_attention = sink_attention};
-    g_phase = "decode, its bandwidth and the hooks' cost";
-    for (int r = 0; r < R; r++) {
-        time_decode(ctx, ids, 32, 32, V);
-        dec[r] = time_decode(ctx, ids, 32, n_dec, V);
-        decode_against_probe(ctx, ids, 32, n_dec, V, N_BLOCKS, &pr, wbytes, bw + r * N_BLOCKS, ratio + r * N_BLOCKS);
-        double plain_tok_s;
-        time_decode_hooked(ctx, ids, 32, n_dec, V, N_BLOCKS, &hooks, r % 2, &plain_tok_s, &hooked[r]);
-        hook_ratio[r] = hooked[r] / plain_tok_s;
-    }
-    probe_stop(&pr);
-    /* verification passes: T positions after 32, as speculative decoding runs them */
-    enum { N_PASS = 5 };
-    static const int pass_t[N_PASS] = {1, 2, 4, 8, 16};
-    double pass_ms[N_PASS];
-    g_phase = "passes over a few positions";
-    for (int i = 0; i < N_PASS; i++) pass_ms[i] = time_pass(ctx, ids, 32, pass_t[i], 10 * R) * 1e3;
-    g_phase = "nothing (printing)";
-    const double mp128 = median(p128, R), mp512 = median(p512, R), mdec = median(dec, R),
-                 mttft = median(ttft, R), mhooked = median(hooked, R), mhook_ratio = median(hook_ratio, R);
-    /* blocks whose probe pass never answered (the child died) are left out, and said so */
-    const int n_ok = keep_measured(bw, ratio, R * N_BLOCKS);
-    if (n_ok < R * N_BLOCKS && pr_started)
-        cli_error("bench: the bandwidth probe answered for %d of %d decode blocks; the ratio uses those", n_ok,
-                  R * N_BLOCKS);
-    const double decode_gbs = (double)wbytes * mdec / 1e9, machine_gbs = n_ok ? median(bw, n_ok) : 0.0,
-                 ratio_q1 = n_ok ? quantile(ratio, n_ok, 0.25) : 0.0, mratio = n_ok ? median(ratio, n_ok) : 0.0,
-                 ratio_q3 = n_ok ? quantile(ratio, n_ok, 0.75) : 0.0;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    const double rss_mb = (double)ru.ru_maxrss / 1024.0;
-    if (json) {
-        bench_figures f = {mdir ? gpt2_model_name(m) : "random-124M", gpt2_dtype_name(gpt2_model_dtype(m)),
-                           threads, R, mdir != NULL, long_ok, n_ok > 0, n_4k > 0, load_s, mp128, mp512, mdec,
-                           mhooked, mhook_ratio, mttft, rss_mb, wbytes, decode_gbs, machine_gbs, machine_4k_gbs,
-                           mratio, ratio_q1, ratio_q3, {pass_ms[0], pass_ms[1], pass_ms[2], pass_ms[3], pass_ms[4]}};
-        rc = bench_json(&f);
-        gpt2_context_free(ctx);
-        gpt2_model_free(m);
-        return rc;
+static int bench_json(const bench_result *f) {
+    cJSON *root = cJSON_CreateObject(), *pass = cJSON_CreateObject();
+    const char *model = f->loaded ? gpt2_model_name(f->m) : "random-124M",
+               *dtype = gpt2_dtype_name(gpt2_model_dtype(f->m));
+    const int probe_ok = f->n_ok > 0;
+    cli_json_text(root, "model", model, strlen(model));
+    cli_json_text(root, "dtype", dtype, strlen(dtype));
+    cli_json_number(root, "threads", f->threads);
+    cli_json_number(root, "reps", f->reps);
+    figure(root, "load_s", f->loaded, f->load_s, 4);
+    figure(root, "prefill_128_tok_s", 1, f->prefill_128, 1);
+    figure(root, "prefill_512_tok_s", f->long_ok, f->prefill_512, 1);
+    figure(root, "decode_tok_s", 1, f->decode, 2);
+    figure(root, "decode_hooked_tok_s", 1, f->decode_hooked, 2);
+    figure(root, "decode_hooked_ratio", 1, f->hooked_ratio, 3);
+    figure(root, "ttft_500_ms", f->long_ok, f->ttft_500_ms, 1);
+    figure(root, "peak_rss_mb", 1, f->rss_mb, 1);
+    cli_json_number(root, "weight_bytes_per_token", (double)f->weight_bytes);
+    figure(root, "decode_read_gb_s", 1, f->decode_gbs, 2);
+    figure(root, "machine_read_gb_s", probe_ok, f->machine_gbs, 2);
+    figure(root, "machine_read_4k_gb_s", f->n_4k > 0, f->machine_4k_gbs, 2);
+    figure(root, "decode_bandwidth_ratio", probe_ok, f->ratio, 3);
+    figure(root, "decode_bandwidth_ratio_q1", probe_ok, f->ratio_q1, 3);
+    figure(root, "decode_bandwidth_ratio_q3", probe_ok, f->ratio_q3, 3);
+    static const char *const t[N_PASS] = {"1", "2", "4", "8", "16"};
+    for (int i = 0; i < N_PASS; i++) figure(pass, t[i], 1, f->pass_ms[i], 3);
+    cli_json_add(root, "pass_ms", pass);
+    return cli_json_print(root);
+}
+
+static int bench_report(const bench_result *r, int json) {
+    if (json) return bench_json(r);
+    const gpt2_config *cfg = gpt2_model_config(r->m);
+    printf("model        %s (%s, %d layers, %d embd, %d ctx), %d threads, median of %d\n",
+           r->loaded ? cli_show(gpt2_model_name(r->m)) : "random GPT-2 124M shape",
+           gpt2_dtype_name(gpt2_model_dtype(r->m)), cfg->n_layer, cfg->n_embd, cfg->n_ctx, r->threads, r->reps);
+    if (r->load_s >= 0) printf("load         %.3f s\n", r->load_s);
+    printf("prefill 128  %.1f tok/s\n", r->prefill_128);
+    if (r->long_ok) printf("prefill 512  %.1f tok/s\n", r->prefill_512);
+    printf("decode       %.2f tok/s (%d tokens after 32)\n", r->decode, DECODE_TOKENS);
+    printf("decode+hooks %.2f tok/s (every layer and head observed: %+.1f%% against plain blocks in turn)\n",
+           r->decode_hooked, 100.0 * (r->hooked_ratio - 1));
+    if (r->long_ok) printf("ttft 500     %.1f ms\n", r->ttft_500_ms);
+    printf("peak RSS     %.1f MB\n", r->rss_mb);
+    printf("weights      %.1f MB read per decoded token -> %.2f GB/s\n", (double)r->weight_bytes / 1e6, r->decode_gbs);
+    if (r->n_ok) {
+        printf("machine      %.2f GB/s read bandwidth (%d threads, huge pages; %.2f GB/s on 4 KiB pages)\n",
+               r->machine_gbs, r->threads, r->machine_4k_gbs);
+        printf("ratio        decode reads weights at %.0f%% of the machine's bandwidth (median of %d blocks of\n"
+               "             %d tokens, each against a probe pass just before it; quartiles %.0f-%.0f%%)\n",
+               100.0 * r->ratio, r->n_ok, DECODE_BLOCK, 100.0 * r->ratio_q1, 100.0 * r->ratio_q3);
     } else {
-        printf("model        %s (%s, %d layers, %d embd, %d ctx), %d threads, median of %d\n",
-               mdir ? cli_show(gpt2_model_name(m)) : "random GPT-2 124M shape", gpt2_dtype_name(gpt2_model_dtype(m)),
-               cfg->n_layer, cfg->n_embd, cfg->n_ctx, threads, R);
-        if (load_s >= 0) printf("load         %.3f s\n", load_s);
-        printf("prefill 128  %.1f tok/s\n", mp128);
-        if (long_ok) printf("prefill 512  %.1f tok/s\n", mp512);
-        printf("decode       %.2f tok/s (%d tokens after 32)\n", mdec, n_dec);
-        printf("decode+hooks %.2f tok/s (every layer and head observed: %+.1f%% against plain blocks in turn)\n",
-               mhooked, 100.0 * (mhook_ratio - 1));
-        if (long_ok) printf("ttft 500     %.1f ms\n", mttft);
-        printf("peak RSS     %.1f MB\n", rss_mb);
-        printf("weights      %.1f MB read per decoded token -> %.2f GB/s\n", (double)wbytes / 1e6, decode_gbs);
-        if (n_ok) {
-            printf("machine      %.2f GB/s read bandwidth (%d threads, huge pages; %.2f GB/s on 4 KiB pages)\n",
-                   machine_gbs, threads, machine_4k_gbs);
-            printf("ratio        decode reads weights at %.0f%% of the machine's bandwidth (median of %d blocks of\n"
-                   "             %d tokens, each against a probe pass just before it; quartiles %.0f-%.0f%%)\n",
-                   100.0 * mratio, n_ok, DECODE_BLOCK, 100.0 * ratio_q1, 100.0 * ratio_q3);
-        } else {
-            printf("machine      not measured (the probe did not answer)\n");
-        }
-        printf("pass         one eval of T positions after 32, in single-token evals:");
-        for (int i = 1; i < N_PASS; i++) printf(" T=%d %.2f", pass_t[i], pass_ms[i] / pass_ms[0]);
-        printf(" (T=1: %.3f ms)\n", pass_ms[0]);
+        printf("machine      not measured (the probe did not answer)\n");
     }
-    gpt2_context_free(ctx);
-    gpt2_model_free(m);
+    printf("pass         one eval of T positions after 32, in single-token evals:");
+    for (int i = 1; i < N_PASS; i++) printf(" T=%d %.2f", pass_t[i], r->pass_ms[i] / r->pass_ms[0]);
+    printf(" (T=1: %.3f ms)\n", r->pass_ms[0]);
     return EXIT_OK;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o = {.dtype = GPT2_DTYPE_F32, .reps = 3};
+    bench_result r = {0};
+    int rc = bench_parse(argc, argv, &o);
+    if (rc != CLI_PARSED) return rc;
+    if ((rc = bench_run(&o, &r)) == EXIT_OK) rc = bench_report(&r, o.json);
+    gpt2_model_free(r.m);
+    return rc;
 }
