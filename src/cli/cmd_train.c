@@ -98,7 +98,32 @@ static int copy_file(const char *from, const char *to_dir, const char *name) {
     return ok;
 }
 
-static int parse_dtype(const char *s, gpt2_dtype *dt) {
+typedef struct {
+    gpt2_train_params p;
+    const char *out_dir, *tok_dir, *ckpt_opt, *path;
+    double valf; /* --val-fraction */
+    int examples, resume, eval_every, eval_batches, log_every;
+    int minlr_given, warmup_given, steps_given;
+    gpt2_dtype dt;   /* of the exported model */
+    char ckpt[4096]; /* --checkpoint, or OUT/checkpoint.bin */
+} train_opts;
+
+/* What the run reports: the held-out line and OUT/training.json. */
+typedef struct {
+    const char *data, *out_dir;
+    double val_fraction, seconds;
+    int examples;
+    size_t train_tokens, val_tokens, parameters;
+    gpt2_train_params p;        /* as trained (a resumed run's own) */
+    float train_loss, val_loss; /* NAN: none this run */
+    int steps_run;
+    int heldout;                /* the held-out split was scored: score */
+    cli_score score;
+} train_result;
+
+/* --dtype: the exported model's */
+static int dtype_option(const cli_opt *o, const char *s, void *value) {
+    gpt2_dtype *dt = value;
     if (strcmp(s, "f16") == 0) *dt = GPT2_DTYPE_F16;
     else if (strcmp(s, "bf16") == 0) *dt = GPT2_DTYPE_BF16;
     else if (strcmp(s, "f32") == 0) *dt = GPT2_DTYPE_F32;
@@ -107,6 +132,51 @@ static int parse_dtype(const char *s, gpt2_dtype *dt) {
         return 0;
     }
     return 1;
+}
+
+#define T train_opts
+static const cli_opt train_rows[] = {
+    {CLI_INT("layers", 0, T, p.n_layer, 1, 256)},
+    {CLI_INT("heads", 0, T, p.n_head, 1, 1024)},
+    {CLI_INT("embd", 0, T, p.n_embd, 1, 16384)},
+    {CLI_INT("block", 0, T, p.block_size, 1, 65536)},
+    {CLI_INT("batch", 0, T, p.batch_size, 1, 65536)},
+    {CLI_INT("steps", 0, T, p.steps, 0, 100000000), .given = CLI_GIVEN(T, steps_given)},
+    {CLI_FLOAT("lr", 0, T, p.lr, 0, 10)},
+    {CLI_FLOAT("min-lr", 0, T, p.min_lr, 0, 10), .given = CLI_GIVEN(T, minlr_given)},
+    {CLI_INT("warmup", 0, T, p.warmup_steps, 0, 100000000), .given = CLI_GIVEN(T, warmup_given)},
+    {CLI_FLOAT("weight-decay", 0, T, p.weight_decay, 0, 10)},
+    {CLI_FLOAT("beta2", 0, T, p.beta2, 0, 0.999999)},
+    {CLI_FLOAT("clip", 0, T, p.grad_clip, 0, 1e6)},
+    {CLI_FLOAT("dropout", 0, T, p.dropout, 0, 0.95)},
+    {CLI_U64("seed", 0, T, p.seed, 0, 9007199254740991.0)}, /* 2^53 - 1: exact in JSON */
+    {CLI_INT("threads", 0, T, p.n_threads, 1, 1024)},
+    {CLI_DOUBLE("val-fraction", 0, T, valf, 0.0, 0.9)},
+    {CLI_FLAG("examples", 0, T, examples)},
+    {CLI_INT("eval-every", 0, T, eval_every, 1, 100000000)},
+    {CLI_INT("eval-batches", 0, T, eval_batches, 1, 1000000)},
+    {CLI_INT("log-every", 0, T, log_every, 1, 100000000)},
+    {CLI_FN("dtype", 0, T, dt, gpt2_dtype, dtype_option)},
+    {CLI_STR("checkpoint", 0, T, ckpt_opt)},
+    {CLI_FLAG("resume", 0, T, resume)},
+    {CLI_STR("tokenizer", 0, T, tok_dir)},
+    {CLI_STR(NULL, 'o', T, out_dir)},
+};
+#undef T
+
+static int train_parse(int argc, char **argv, train_opts *o) {
+    int rc = cli_parse_options(argc, argv, train_rows, CLI_ROWS(train_rows), o, usage_text);
+    if (rc == CLI_PARSED &&
+        (cli_positional(usage_text, "train", argc, argv, 1, "a FILE to train on") != EXIT_OK ||
+         cli_required(usage_text, "train", "--tokenizer DIR", !!o->tok_dir, "-o OUT", !!o->out_dir, NULL) != EXIT_OK))
+        rc = EXIT_USAGE;
+    if (rc != CLI_PARSED) return rc;
+    if (!o->minlr_given) o->p.min_lr = o->p.lr / 10;
+    if (!o->warmup_given) o->p.warmup_steps = o->p.steps / 10;
+    o->path = argv[optind];
+    if (o->ckpt_opt) snprintf(o->ckpt, sizeof o->ckpt, "%s", o->ckpt_opt);
+    else snprintf(o->ckpt, sizeof o->ckpt, "%s/checkpoint.bin", o->out_dir);
+    return CLI_PARSED;
 }
 
 /* Writes the model directory: weights, config, tokenizer files. */
@@ -124,17 +194,200 @@ static int export_model(gpt2_trainer *tr, const char *out_dir, const char *tok_d
     return copy_file(from, out_dir, "merges.txt");
 }
 
-
-/* What OUT/training.json records of a finished run. */
+/* A run in progress. */
 typedef struct {
-    const char *data;
-    double val_fraction, seconds;
-    size_t train_tokens, val_tokens, parameters;
-    const gpt2_train_params *p;
-    float train_loss, val_loss; /* NAN: none this run */
-    int steps_run;
-    const cli_score *score;     /* NULL: nothing held out */
-} train_report;
+    gpt2_tokenizer *tok;
+    gpt2_trainer *tr;
+    gpt2_train_params p;  /* the options', then the trainer's own */
+    char *text;
+    size_t len, cut;      /* the held-out split: text[cut, len) */
+    token_set train, val;
+    uint64_t data_hash;   /* what a checkpoint must have been trained on */
+    int start_step;       /* > 0 when resumed */
+    float loss, val_loss; /* the last figures; NAN: none yet */
+    double t0;            /* when training started */
+    volatile sig_atomic_t *stop;
+} train_job;
+
+/* OUT created, the tokenizer loaded, FILE read, split and encoded. */
+static int job_data(const train_opts *o, train_job *j) {
+    gpt2_error err;
+    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
+        cli_error("%s: cannot create directory: %s", o->out_dir, strerror(errno));
+        return EXIT_ERR;
+    }
+    if (gpt2_tokenizer_load(o->tok_dir, &j->tok, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return EXIT_ERR;
+    }
+    if (!(j->text = cli_read_all(NULL, o->path, CLI_TEXT_MAX, &j->len))) return EXIT_ERR;
+    /* the split: examples cut at a line start so no example straddles it */
+    size_t cut = gpt2_text_split(j->text, j->len, 1.0 - o->valf);
+    if (o->examples)
+        while (cut > 0 && cut < j->len && j->text[cut - 1] != '\n') cut--;
+    size_t lines_before = 0;
+    for (size_t i = 0; i < cut; i++) lines_before += j->text[i] == '\n';
+    j->cut = cut;
+    if (!encode_split(j->tok, o->path, j->text, cut, o->examples, 0, &j->train) ||
+        !encode_split(j->tok, o->path, j->text + cut, j->len - cut, o->examples, lines_before, &j->val))
+        return EXIT_ERR;
+    if (o->examples && j->val.example_len && j->train.example_len != j->val.example_len) {
+        cli_error("%s: held-out lines have %d tokens, training lines %d", o->path, j->val.example_len,
+                  j->train.example_len);
+        return EXIT_ERR;
+    }
+    return EXIT_OK;
+}
+
+/* A new trainer, or the checkpoint's after checking it was trained on this data. */
+static int job_trainer(const train_opts *o, train_job *j) {
+    gpt2_error err;
+    if (o->examples && j->train.example_len > j->p.block_size + 1) j->p.block_size = j->train.example_len - 1;
+    j->data_hash = gpt2_tokens_hash(j->train.ids, j->train.n) ^ (uint64_t)j->train.example_len;
+    j->p.n_vocab = gpt2_tokenizer_n_vocab(j->tok);
+    if (!o->resume) {
+        if (gpt2_trainer_new(&j->p, &j->tr, &err) == GPT2_OK) return EXIT_OK;
+        cli_error("%s", err.msg);
+        return EXIT_ERR;
+    }
+    uint64_t hash;
+    if (gpt2_trainer_resume(o->ckpt, j->p.n_threads, &j->tr, &hash, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return EXIT_ERR;
+    }
+    if (hash != j->data_hash) {
+        cli_error("%s: the checkpoint was trained on other data (token hash differs): same FILE, tokenizer, "
+                  "--val-fraction and --examples are needed to resume",
+                  o->ckpt);
+        return EXIT_ERR;
+    }
+    if (o->steps_given && gpt2_trainer_set_steps(j->tr, j->p.steps, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return EXIT_ERR;
+    }
+    j->p = *gpt2_trainer_params(j->tr);
+    fprintf(stderr, "resumed %s at step %d of %d\n", cli_show(o->ckpt), gpt2_trainer_step_count(j->tr), j->p.steps);
+    return EXIT_OK;
+}
+
+/* Tokens per sequence. */
+static int seq_len(const train_opts *o, const train_job *j) {
+    return o->examples ? j->train.example_len - 1 : j->p.block_size;
+}
+
+/* The three lines on stderr saying what is trained on what, and how. */
+static void job_describe(const train_opts *o, const train_job *j, size_t n_params) {
+    const gpt2_train_params *p = &j->p;
+    fprintf(stderr,
+            "model: %d layers, %d heads, %d wide, block %d, vocab %d: %.2fM parameters\n"
+            "data: %zu training tokens, %zu held-out tokens (%s, last %.0f%% = %zu bytes)%s\n"
+            "training: %d steps of %d x %d tokens, lr %g -> %g, warmup %d, dropout %g, seed %llu\n",
+            p->n_layer, p->n_head, p->n_embd, p->block_size, p->n_vocab, n_params / 1e6, j->train.n, j->val.n,
+            o->path, o->valf * 100, j->len - j->cut, o->examples ? ", one example per line" : "", p->steps,
+            p->batch_size, seq_len(o, j), p->lr, p->min_lr, p->warmup_steps, p->dropout,
+            (unsigned long long)p->seed);
+}
+
+/* The checkpoint and the exported model, as they stand. */
+static int job_save(const train_opts *o, const train_job *j) {
+    gpt2_error err;
+    if (gpt2_trainer_save(j->tr, o->ckpt, j->data_hash, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return 0;
+    }
+    return export_model(j->tr, o->out_dir, o->tok_dir, o->dt, gpt2_tokenizer_eot(j->tok));
+}
+
+/* Steps until the last or Ctrl-C (a step cut short is undone), logging,
+ * estimating the held-out loss and saving every eval_every steps. */
+static int job_steps(const train_opts *o, train_job *j) {
+    gpt2_train_data td = {j->train.ids, j->train.n, j->train.example_len},
+                    vd = {j->val.ids, j->val.n, j->val.example_len};
+    const int steps = j->p.steps;
+    double t_log = j->t0, elapsed_train = 0;
+    int steps_since_log = 0;
+    gpt2_error err;
+    while (gpt2_trainer_step_count(j->tr) < steps && !*j->stop) {
+        double ts = cli_now();
+        gpt2_status st = gpt2_trainer_step(j->tr, &td, &j->loss, &err);
+        if (st == GPT2_CANCELLED) break; /* Ctrl-C mid-step: the step is undone */
+        if (st != GPT2_OK) {
+            cli_error("%s", err.msg);
+            return EXIT_ERR;
+        }
+        elapsed_train += cli_now() - ts;
+        if (*j->stop) break;
+        steps_since_log++;
+        const int step = gpt2_trainer_step_count(j->tr);
+        const int at_eval = step % o->eval_every == 0 || step == steps;
+        if (at_eval && vd.n_tokens) j->val_loss = gpt2_trainer_eval(j->tr, &vd, o->eval_batches);
+        if (*j->stop) break; /* the held-out figure was cut short */
+        if (step % o->log_every == 0 || at_eval || step == 1) {
+            double now = cli_now(), tok_s = steps_since_log * (double)j->p.batch_size * seq_len(o, j) / (now - t_log);
+            double eta = (steps - step) * (elapsed_train / (step - j->start_step));
+            fprintf(stderr, "step %6d/%d  loss %.4f  val %.4f  lr %.2e  %.0f tok/s  %.0f s  eta %.0f s\n", step,
+                    steps, j->loss, j->val_loss, gpt2_trainer_lr(j->tr, step - 1), tok_s, now - j->t0, eta);
+            t_log = now, steps_since_log = 0;
+        }
+        if (at_eval && !job_save(o, j)) return EXIT_ERR;
+    }
+    return EXIT_OK;
+}
+
+/* Training, then the last checkpoint and model; 130 after Ctrl-C (saved too). */
+static int job_train(const train_opts *o, train_job *j, train_result *r) {
+    j->stop = cli_interrupt_flag();
+    gpt2_trainer_set_interrupt(j->tr, cli_interrupted, NULL);
+    j->t0 = cli_now();
+    j->start_step = gpt2_trainer_step_count(j->tr);
+    j->loss = j->val_loss = NAN;
+    if (job_steps(o, j) != EXIT_OK) return EXIT_ERR;
+    if (*j->stop)
+        fprintf(stderr, "interrupted after step %d of %d; saving the checkpoint and the model\n",
+                gpt2_trainer_step_count(j->tr), j->p.steps);
+    if (!job_save(o, j)) return EXIT_ERR;
+    r->seconds = cli_now() - j->t0;
+    if (*j->stop) {
+        fprintf(stderr, "saved checkpoint %s and model %s; --resume goes on from step %d\n", cli_show(o->ckpt),
+                cli_show(o->out_dir), gpt2_trainer_step_count(j->tr));
+        return 130;
+    }
+    return EXIT_OK;
+}
+
+/* The shipped (exported, possibly 16-bit) model on the held-out text, as `eval --heldout` scores it. */
+static int job_score(const train_opts *o, const train_job *j, train_result *r) {
+    if (j->len <= j->cut) return EXIT_OK;
+    gpt2_model *m = cli_load_model(o->out_dir);
+    if (!m) return EXIT_ERR;
+    int rc = cli_score_text(m, o->path, j->text + j->cut, j->len - j->cut,
+                            CLI_SCORE_QUIET | (o->examples ? CLI_SCORE_LINES : 0), j->p.n_threads, &r->score);
+    gpt2_model_free(m);
+    r->heldout = rc == EXIT_OK;
+    return rc;
+}
+
+static int train_run(const train_opts *o, train_result *r) {
+    train_job j = {.p = o->p};
+    int rc = job_data(o, &j);
+    if (rc == EXIT_OK) rc = job_trainer(o, &j);
+    if (rc == EXIT_OK) {
+        for (int i = 0; i < gpt2_trainer_n_tensors(j.tr); i++) r->parameters += gpt2_trainer_tensor(j.tr, i).n;
+        job_describe(o, &j, r->parameters);
+        rc = job_train(o, &j, r);
+    }
+    if (rc == EXIT_OK) rc = job_score(o, &j, r);
+    r->data = o->path, r->out_dir = o->out_dir, r->val_fraction = o->valf, r->examples = o->examples;
+    r->train_tokens = j.train.n, r->val_tokens = j.val.n, r->p = j.p;
+    r->train_loss = j.loss, r->val_loss = j.val_loss;
+    r->steps_run = j.tr ? gpt2_trainer_step_count(j.tr) - j.start_step : 0;
+    free(j.train.ids);
+    free(j.val.ids);
+    free(j.text);
+    gpt2_trainer_free(j.tr);
+    gpt2_tokenizer_free(j.tok);
+    return rc;
+}
 
 /* A float figure as the digits it has (0.001f -> 0.001, not 0.0010000000474974513). */
 static double float_figure(float f) {
@@ -149,37 +402,43 @@ static int add_figure(cJSON *o, cJSON *reasons, const char *key, double v, const
     return cJSON_AddNullToObject(o, key) && cJSON_AddStringToObject(reasons, key, why);
 }
 
-static cJSON *report_json(const train_report *r) {
-    const gpt2_train_params *p = r->p;
+/* training.json: the settings, then the figures (null with a reason when the run has none). */
+static cJSON *report_json(const train_result *r) {
+    const gpt2_train_params *p = &r->p;
+    const struct {
+        const char *key;
+        double v;
+    } settings[] = {
+        {"val_fraction", r->val_fraction}, {"train_tokens", (double)r->train_tokens},
+        {"val_tokens", (double)r->val_tokens}, {"n_layer", p->n_layer}, {"n_head", p->n_head},
+        {"n_embd", p->n_embd}, {"block_size", p->block_size}, {"n_vocab", p->n_vocab},
+        {"parameters", (double)r->parameters}, {"steps", p->steps}, {"batch_size", p->batch_size},
+        {"lr", float_figure(p->lr)}, {"min_lr", float_figure(p->min_lr)}, {"warmup_steps", p->warmup_steps},
+        {"weight_decay", float_figure(p->weight_decay)}, {"beta2", float_figure(p->beta2)},
+        {"dropout", float_figure(p->dropout)}, {"seed", (double)p->seed}, {"threads", p->n_threads},
+        {"seconds_this_run", round(r->seconds * 10) / 10},
+    };
     const char *no_val = r->val_fraction == 0 ? "--val-fraction 0: nothing is held out" : "the held-out split is empty";
     const char *no_step = "no training step ran in this run";
+    const struct {
+        const char *key;
+        double v;
+        const char *why;
+    } figures[] = {
+        {"final_train_loss", float_figure(r->train_loss), no_step},
+        {"final_val_loss_estimate", float_figure(r->val_loss),
+         r->val_tokens == 0  ? no_val
+         : r->steps_run == 0 ? no_step
+                             : "the held-out tokens hold no whole sequence to estimate it on"},
+        {"heldout_nats_per_token", r->heldout ? r->score.nats_per_token : NAN, no_val},
+        {"heldout_bits_per_byte", r->heldout ? r->score.bits_per_byte : NAN, no_val},
+    };
     cJSON *o = cJSON_CreateObject(), *why = cJSON_CreateObject();
-    int ok = o && why && cJSON_AddStringToObject(o, "data", r->data) &&
-             cJSON_AddNumberToObject(o, "val_fraction", r->val_fraction) &&
-             cJSON_AddNumberToObject(o, "train_tokens", (double)r->train_tokens) &&
-             cJSON_AddNumberToObject(o, "val_tokens", (double)r->val_tokens) &&
-             cJSON_AddNumberToObject(o, "n_layer", p->n_layer) && cJSON_AddNumberToObject(o, "n_head", p->n_head) &&
-             cJSON_AddNumberToObject(o, "n_embd", p->n_embd) &&
-             cJSON_AddNumberToObject(o, "block_size", p->block_size) &&
-             cJSON_AddNumberToObject(o, "n_vocab", p->n_vocab) &&
-             cJSON_AddNumberToObject(o, "parameters", (double)r->parameters) &&
-             cJSON_AddNumberToObject(o, "steps", p->steps) && cJSON_AddNumberToObject(o, "batch_size", p->batch_size) &&
-             cJSON_AddNumberToObject(o, "lr", float_figure(p->lr)) &&
-             cJSON_AddNumberToObject(o, "min_lr", float_figure(p->min_lr)) &&
-             cJSON_AddNumberToObject(o, "warmup_steps", p->warmup_steps) &&
-             cJSON_AddNumberToObject(o, "weight_decay", float_figure(p->weight_decay)) &&
-             cJSON_AddNumberToObject(o, "beta2", float_figure(p->beta2)) &&
-             cJSON_AddNumberToObject(o, "dropout", float_figure(p->dropout)) &&
-             cJSON_AddNumberToObject(o, "seed", (double)p->seed) &&
-             cJSON_AddNumberToObject(o, "threads", p->n_threads) &&
-             cJSON_AddNumberToObject(o, "seconds_this_run", round(r->seconds * 10) / 10) &&
-             add_figure(o, why, "final_train_loss", float_figure(r->train_loss), no_step) &&
-             add_figure(o, why, "final_val_loss_estimate", float_figure(r->val_loss),
-                        r->val_tokens == 0 ? no_val
-                        : r->steps_run == 0 ? no_step
-                                            : "the held-out tokens hold no whole sequence to estimate it on") &&
-             add_figure(o, why, "heldout_nats_per_token", r->score ? r->score->nats_per_token : NAN, no_val) &&
-             add_figure(o, why, "heldout_bits_per_byte", r->score ? r->score->bits_per_byte : NAN, no_val);
+    int ok = o && why && cJSON_AddStringToObject(o, "data", r->data);
+    for (size_t i = 0; ok && i < sizeof settings / sizeof *settings; i++)
+        ok = cJSON_AddNumberToObject(o, settings[i].key, settings[i].v) != NULL;
+    for (size_t i = 0; ok && i < sizeof figures / sizeof *figures; i++)
+        ok = add_figure(o, why, figures[i].key, figures[i].v, figures[i].why);
     if (ok && cJSON_GetArraySize(why) > 0) {
         ok = cJSON_AddItemToObject(o, "null_reasons", why);
         why = NULL;
@@ -190,9 +449,9 @@ static cJSON *report_json(const train_report *r) {
 }
 
 /* Writes out_dir/training.json atomically (gpt2_fileio). */
-static int write_report(const char *out_dir, const train_report *r) {
+static int write_report(const train_result *r) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/training.json", out_dir);
+    snprintf(path, sizeof path, "%s/training.json", r->out_dir);
     cJSON *o = report_json(r);
     char *text = o ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
@@ -209,236 +468,23 @@ static int write_report(const char *out_dir, const train_report *r) {
     return ok;
 }
 
-int cmd_train(int argc, char **argv) {
-    enum {
-        O_LAYERS = 256, O_HEADS, O_EMBD, O_BLOCK, O_BATCH, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_BETA2, O_CLIP,
-        O_DROPOUT, O_SEED, O_THREADS, O_VALF, O_EXAMPLES, O_EVAL_EVERY, O_EVAL_BATCHES, O_LOG_EVERY, O_DTYPE,
-        O_CKPT, O_RESUME, O_TOK
-    };
-    static const struct option opts[] = {
-        {"layers", required_argument, 0, O_LAYERS},   {"heads", required_argument, 0, O_HEADS},
-        {"embd", required_argument, 0, O_EMBD},       {"block", required_argument, 0, O_BLOCK},
-        {"batch", required_argument, 0, O_BATCH},     {"steps", required_argument, 0, O_STEPS},
-        {"lr", required_argument, 0, O_LR},           {"min-lr", required_argument, 0, O_MINLR},
-        {"warmup", required_argument, 0, O_WARMUP},   {"weight-decay", required_argument, 0, O_WD},
-        {"beta2", required_argument, 0, O_BETA2},     {"clip", required_argument, 0, O_CLIP},
-        {"dropout", required_argument, 0, O_DROPOUT}, {"seed", required_argument, 0, O_SEED},
-        {"threads", required_argument, 0, O_THREADS}, {"val-fraction", required_argument, 0, O_VALF},
-        {"examples", no_argument, 0, O_EXAMPLES},     {"eval-every", required_argument, 0, O_EVAL_EVERY},
-        {"eval-batches", required_argument, 0, O_EVAL_BATCHES},
-        {"log-every", required_argument, 0, O_LOG_EVERY},
-        {"dtype", required_argument, 0, O_DTYPE},     {"checkpoint", required_argument, 0, O_CKPT},
-        {"resume", no_argument, 0, O_RESUME},         {"tokenizer", required_argument, 0, O_TOK},
-        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
-    gpt2_train_params p = gpt2_train_default_params();
-    const char *out_dir = NULL, *tok_dir = NULL, *ckpt_opt = NULL;
-    int examples = 0, resume = 0, eval_every = 100, eval_batches = 20, log_every = 10, c;
-    int set_minlr = 0, set_warmup = 0, set_steps = 0;
-    double valf = 0.1;
-    gpt2_dtype dt = GPT2_DTYPE_F16;
-    long v;
-    double d;
-#define INT_OPT(name, lo, hi, field) \
-    if (!cli_parse_int(name, optarg, lo, hi, &v)) return EXIT_USAGE; \
-    field = (int)v;
-#define FLT_OPT(name, lo, hi, field) \
-    if (!cli_parse_float(name, optarg, lo, hi, &d)) return EXIT_USAGE; \
-    field = (float)d;
-    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': out_dir = optarg; break;
-        case O_TOK: tok_dir = optarg; break;
-        case O_LAYERS: INT_OPT("--layers", 1, 256, p.n_layer) break;
-        case O_HEADS: INT_OPT("--heads", 1, 1024, p.n_head) break;
-        case O_EMBD: INT_OPT("--embd", 1, 16384, p.n_embd) break;
-        case O_BLOCK: INT_OPT("--block", 1, 65536, p.block_size) break;
-        case O_BATCH: INT_OPT("--batch", 1, 65536, p.batch_size) break;
-        case O_STEPS: INT_OPT("--steps", 0, 100000000, p.steps) set_steps = 1; break;
-        case O_LR: FLT_OPT("--lr", 0, 10, p.lr) break;
-        case O_MINLR: FLT_OPT("--min-lr", 0, 10, p.min_lr) set_minlr = 1; break;
-        case O_WARMUP: INT_OPT("--warmup", 0, 100000000, p.warmup_steps) set_warmup = 1; break;
-        case O_WD: FLT_OPT("--weight-decay", 0, 10, p.weight_decay) break;
-        case O_BETA2: FLT_OPT("--beta2", 0, 0.999999, p.beta2) break;
-        case O_CLIP: FLT_OPT("--clip", 0, 1e6, p.grad_clip) break;
-        case O_DROPOUT: FLT_OPT("--dropout", 0, 0.95, p.dropout) break;
-        case O_SEED:
-            if (!cli_parse_int("--seed", optarg, 0, 9007199254740991L, &v)) return EXIT_USAGE;
-            p.seed = (uint64_t)v;
-            break;
-        case O_THREADS: INT_OPT("--threads", 1, 1024, p.n_threads) break;
-        case O_VALF:
-            if (!cli_parse_float("--val-fraction", optarg, 0.0, 0.9, &valf)) return EXIT_USAGE;
-            break;
-        case O_EXAMPLES: examples = 1; break;
-        case O_EVAL_EVERY: INT_OPT("--eval-every", 1, 100000000, eval_every) break;
-        case O_EVAL_BATCHES: INT_OPT("--eval-batches", 1, 1000000, eval_batches) break;
-        case O_LOG_EVERY: INT_OPT("--log-every", 1, 100000000, log_every) break;
-        case O_DTYPE:
-            if (!parse_dtype(optarg, &dt)) return EXIT_USAGE;
-            break;
-        case O_CKPT: ckpt_opt = optarg; break;
-        case O_RESUME: resume = 1; break;
-        case 'h': return cli_usage(1, usage_text);
-        default: return cli_option_error(c, argv, usage_text);
-        }
-    }
-#undef INT_OPT
-#undef FLT_OPT
-    int bad = cli_positional(usage_text, "train", argc, argv, 1, "a FILE to train on");
-    if (!bad) bad = cli_required(usage_text, "train", "--tokenizer DIR", !!tok_dir, "-o OUT", !!out_dir, NULL);
-    if (bad) return bad;
-    if (!set_minlr) p.min_lr = p.lr / 10;
-    if (!set_warmup) p.warmup_steps = p.steps / 10;
-    const char *path = argv[optind];
-    char ckpt[4096];
-    snprintf(ckpt, sizeof ckpt, "%s", ckpt_opt ? ckpt_opt : "");
-    if (!ckpt_opt) snprintf(ckpt, sizeof ckpt, "%s/checkpoint.bin", out_dir);
-
-    int rc = EXIT_ERR;
-    size_t len = 0;
-    char *text = NULL;
-    gpt2_tokenizer *tok = NULL;
-    gpt2_trainer *tr = NULL;
-    token_set train = {0}, val = {0};
-    gpt2_error err;
-    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
-        cli_error("%s: cannot create directory: %s", out_dir, strerror(errno));
-        goto out;
-    }
-    if (gpt2_tokenizer_load(tok_dir, &tok, &err) != GPT2_OK) {
-        cli_error("%s", err.msg);
-        goto out;
-    }
-    if (!(text = cli_read_all(NULL, path, CLI_TEXT_MAX, &len))) goto out;
-    /* the split: examples cut at a line start so no example straddles it */
-    size_t cut = gpt2_text_split(text, len, 1.0 - valf);
-    if (examples)
-        while (cut > 0 && cut < len && text[cut - 1] != '\n') cut--;
-    size_t lines_before = 0;
-    for (size_t i = 0; i < cut; i++) lines_before += text[i] == '\n';
-    if (!encode_split(tok, path, text, cut, examples, 0, &train) ||
-        !encode_split(tok, path, text + cut, len - cut, examples, lines_before, &val))
-        goto out;
-    if (examples && val.example_len && train.example_len != val.example_len) {
-        cli_error("%s: held-out lines have %d tokens, training lines %d", path, val.example_len, train.example_len);
-        goto out;
-    }
-    if (examples && train.example_len > p.block_size + 1) p.block_size = train.example_len - 1;
-    const uint64_t data_hash = gpt2_tokens_hash(train.ids, train.n) ^ (uint64_t)train.example_len;
-    p.n_vocab = gpt2_tokenizer_n_vocab(tok);
-    if (resume) {
-        uint64_t hash;
-        if (gpt2_trainer_resume(ckpt, p.n_threads, &tr, &hash, &err) != GPT2_OK) {
-            cli_error("%s", err.msg);
-            goto out;
-        }
-        if (hash != data_hash) {
-            cli_error("%s: the checkpoint was trained on other data (token hash differs): same FILE, tokenizer, "
-                      "--val-fraction and --examples are needed to resume",
-                      ckpt);
-            goto out;
-        }
-        if (set_steps && gpt2_trainer_set_steps(tr, p.steps, &err) != GPT2_OK) {
-            cli_error("%s", err.msg);
-            goto out;
-        }
-        p = *gpt2_trainer_params(tr);
-        fprintf(stderr, "resumed %s at step %d of %d\n", cli_show(ckpt), gpt2_trainer_step_count(tr), p.steps);
-    } else if (gpt2_trainer_new(&p, &tr, &err) != GPT2_OK) {
-        cli_error("%s", err.msg);
-        goto out;
-    }
-    gpt2_train_data td = {train.ids, train.n, train.example_len}, vd = {val.ids, val.n, val.example_len};
-    const int T = examples ? train.example_len - 1 : p.block_size;
-    size_t n_params = 0;
-    for (int i = 0; i < gpt2_trainer_n_tensors(tr); i++) n_params += gpt2_trainer_tensor(tr, i).n;
-    fprintf(stderr,
-            "model: %d layers, %d heads, %d wide, block %d, vocab %d: %.2fM parameters\n"
-            "data: %zu training tokens, %zu held-out tokens (%s, last %.0f%% = %zu bytes)%s\n"
-            "training: %d steps of %d x %d tokens, lr %g -> %g, warmup %d, dropout %g, seed %llu\n",
-            p.n_layer, p.n_head, p.n_embd, p.block_size, p.n_vocab, n_params / 1e6, train.n, val.n, path,
-            valf * 100, len - cut, examples ? ", one example per line" : "", p.steps, p.batch_size, T, p.lr,
-            p.min_lr, p.warmup_steps, p.dropout, (unsigned long long)p.seed);
-    volatile sig_atomic_t *stop = cli_interrupt_flag();
-    gpt2_trainer_set_interrupt(tr, cli_interrupted, NULL);
-    const int eot = gpt2_tokenizer_eot(tok);
-    double t0 = cli_now(), t_log = t0, elapsed_train = 0;
-    const int start_step = gpt2_trainer_step_count(tr); /* > 0 when resumed */
-    int steps_since_log = 0;
-    float loss = NAN, val_loss = NAN;
-    while (gpt2_trainer_step_count(tr) < p.steps && !*stop) {
-        double ts = cli_now();
-        gpt2_status sst = gpt2_trainer_step(tr, &td, &loss, &err);
-        if (sst == GPT2_CANCELLED) break; /* Ctrl-C mid-step: the step is undone */
-        if (sst != GPT2_OK) {
-            cli_error("%s", err.msg);
-            goto out;
-        }
-        elapsed_train += cli_now() - ts;
-        if (*stop) break;
-        steps_since_log++;
-        const int step = gpt2_trainer_step_count(tr);
-        const int at_eval = step % eval_every == 0 || step == p.steps;
-        if (at_eval && vd.n_tokens) val_loss = gpt2_trainer_eval(tr, &vd, eval_batches);
-        if (*stop) break; /* the held-out figure was cut short */
-        if (step % log_every == 0 || at_eval || step == 1) {
-            double now = cli_now(), tok_s = steps_since_log * (double)p.batch_size * T / (now - t_log);
-            double eta = (p.steps - step) * (elapsed_train / (step - start_step));
-            fprintf(stderr, "step %6d/%d  loss %.4f  val %.4f  lr %.2e  %.0f tok/s  %.0f s  eta %.0f s\n", step,
-                    p.steps, loss, val_loss, gpt2_trainer_lr(tr, step - 1), tok_s, now - t0, eta);
-            t_log = now, steps_since_log = 0;
-        }
-        if (at_eval) {
-            if (gpt2_trainer_save(tr, ckpt, data_hash, &err) != GPT2_OK) {
-                cli_error("%s", err.msg);
-                goto out;
-            }
-            if (!export_model(tr, out_dir, tok_dir, dt, eot)) goto out;
-        }
-    }
-    if (*stop)
-        fprintf(stderr, "interrupted after step %d of %d; saving the checkpoint and the model\n",
-                gpt2_trainer_step_count(tr), p.steps);
-    if (gpt2_trainer_save(tr, ckpt, data_hash, &err) != GPT2_OK || !export_model(tr, out_dir, tok_dir, dt, eot)) {
-        if (err.msg[0]) cli_error("%s", err.msg);
-        goto out;
-    }
-    const double train_s = cli_now() - t0;
-    if (*stop) {
-        fprintf(stderr, "saved checkpoint %s and model %s; --resume goes on from step %d\n", cli_show(ckpt),
-                cli_show(out_dir), gpt2_trainer_step_count(tr));
-        rc = 130;
-        goto out;
-    }
-    /* the shipped (exported, possibly 16-bit) model on the held-out text, as `eval --heldout` scores it */
-    cli_score score = {0};
-    if (len > cut) {
-        gpt2_model *m = cli_load_model(out_dir);
-        if (!m) goto out;
-        int src = cli_score_text(m, path, text + cut, len - cut, CLI_SCORE_QUIET | (examples ? CLI_SCORE_LINES : 0),
-                                 p.n_threads, &score);
-        gpt2_model_free(m);
-        if (src != EXIT_OK) {
-            rc = src;
-            goto out;
-        }
+/* The held-out figure on stdout, then the whole record as OUT/training.json. */
+static int train_report(const train_result *r) {
+    if (r->heldout)
         printf("held-out %.0f%% of %s: %.4f nats/token, %.4f bits/byte (%ld tokens scored%s)\n"
                "  reproduce: gptscope eval -m %s --heldout %g%s %s\n",
-               valf * 100, cli_show(path), score.nats_per_token, score.bits_per_byte, score.scored,
-               examples ? ", each line on its own" : "", cli_show(out_dir), valf, examples ? " --examples" : "",
-               cli_show(path));
-    }
-    train_report rep = {.data = path, .val_fraction = valf, .seconds = train_s, .train_tokens = train.n,
-                        .val_tokens = val.n, .parameters = n_params, .p = &p, .train_loss = loss,
-                        .val_loss = val_loss, .steps_run = gpt2_trainer_step_count(tr) - start_step,
-                        .score = len > cut ? &score : NULL};
-    if (!write_report(out_dir, &rep)) goto out;
-    rc = EXIT_OK;
-out:
-    free(train.ids);
-    free(val.ids);
-    free(text);
-    gpt2_trainer_free(tr);
-    gpt2_tokenizer_free(tok);
+               r->val_fraction * 100, cli_show(r->data), r->score.nats_per_token, r->score.bits_per_byte,
+               r->score.scored, r->examples ? ", each line on its own" : "", cli_show(r->out_dir), r->val_fraction,
+               r->examples ? " --examples" : "", cli_show(r->data));
+    return write_report(r) ? EXIT_OK : EXIT_ERR;
+}
+
+int cmd_train(int argc, char **argv) {
+    train_opts o = {.p = gpt2_train_default_params(), .valf = 0.1, .eval_every = 100, .eval_batches = 20,
+                    .log_every = 10, .dt = GPT2_DTYPE_F16};
+    train_result r = {0};
+    int rc = train_parse(argc, argv, &o);
+    if (rc != CLI_PARSED) return rc;
+    if ((rc = train_run(&o, &r)) == EXIT_OK) rc = train_report(&r);
     return rc;
 }
