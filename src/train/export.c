@@ -43,30 +43,27 @@ static int is_conv1d(const gpt2_trainer *tr, int i) {
     return k == QKV_W || k == PROJ_W || k == FC_W || k == FCPROJ_W;
 }
 
+/* Tensor t's entry in the safetensors header: dtype, stored shape, data offsets. */
+static int header_entry(cJSON *h, const gpt2_train_tensor *t, int conv, const char *dname, size_t off, size_t end) {
+    /* stored shape: Conv1D (in, out) = our (cols, rows) */
+    const double shape[2] = {conv ? t->cols : t->rows, conv ? t->rows : t->cols}, offs[2] = {(double)off, (double)end};
+    cJSON *e = cJSON_AddObjectToObject(h, t->name);
+    return e && cJSON_AddStringToObject(e, "dtype", dname) &&
+           cJSON_AddItemToObject(e, "shape", cJSON_CreateDoubleArray(shape, t->cols ? 2 : 1)) &&
+           cJSON_AddItemToObject(e, "data_offsets", cJSON_CreateDoubleArray(offs, 2));
+}
+
 static gpt2_status write_safetensors(const gpt2_trainer *tr, const char *dir, gpt2_dtype dt, gpt2_error *err) {
     const size_t es = gpt2_dtype_size(dt);
     const char *dname = dt == GPT2_DTYPE_F32 ? "F32" : dt == GPT2_DTYPE_F16 ? "F16" : "BF16";
-    size_t hcap = 256 + (size_t)tr->n_tensors * 160, hlen = 0;
-    char *header = malloc(hcap + 8);
     unsigned char *data = malloc(tr->n_params * es);
-    if (!header || !data) {
-        free(header), free(data);
-        return gpt2_fail(err, GPT2_ERR_NOMEM, "export: out of memory");
-    }
-    hlen = (size_t)snprintf(header + 8, hcap, "{\"__metadata__\":{\"format\":\"pt\"}");
+    cJSON *hdr = cJSON_CreateObject(), *meta = hdr ? cJSON_AddObjectToObject(hdr, "__metadata__") : NULL;
+    int ok = data && meta && cJSON_AddStringToObject(meta, "format", "pt");
     size_t off = 0;
-    for (int i = 0; i < tr->n_tensors; i++) {
+    for (int i = 0; ok && i < tr->n_tensors; i++) {
         gpt2_train_tensor t = gpt2_trainer_tensor(tr, i);
         const int conv = is_conv1d(tr, i);
-        /* stored shape: Conv1D (in, out) = our (cols, rows) */
-        if (t.cols)
-            hlen += (size_t)snprintf(header + 8 + hlen, hcap - hlen,
-                                     ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]}", t.name,
-                                     dname, conv ? t.cols : t.rows, conv ? t.rows : t.cols, off, off + t.n * es);
-        else
-            hlen += (size_t)snprintf(header + 8 + hlen, hcap - hlen,
-                                     ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}", t.name,
-                                     dname, t.rows, off, off + t.n * es);
+        ok = header_entry(hdr, &t, conv, dname, off, off + t.n * es);
         for (size_t j = 0; j < t.n; j++) {
             /* element j of the stored tensor */
             size_t src = conv ? (j % (size_t)t.rows) * (size_t)t.cols + j / (size_t)t.rows : j;
@@ -80,7 +77,16 @@ static gpt2_status write_safetensors(const gpt2_trainer *tr, const char *dir, gp
         }
         off += t.n * es;
     }
-    hlen += (size_t)snprintf(header + 8 + hlen, hcap - hlen, "}");
+    char *json = ok ? cJSON_PrintUnformatted(hdr) : NULL;
+    cJSON_Delete(hdr);
+    size_t hlen = json ? strlen(json) : 0;
+    char *header = json ? malloc(8 + hlen + 8) : NULL;
+    if (!header) {
+        cJSON_free(json), free(data);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "export: out of memory");
+    }
+    memcpy(header + 8, json, hlen);
+    cJSON_free(json);
     while (hlen % 8) header[8 + hlen++] = ' '; /* data starts 8-byte aligned */
     uint64_t n = hlen;
     memcpy(header, &n, 8);
