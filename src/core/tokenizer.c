@@ -145,25 +145,9 @@ static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *d
     if (len == 0)
         return gpt2_fail(err, GPT2_ERR_TOKENIZER,
                          "%s: empty file, expected a JSON object mapping tokens to ids", path);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(data, len, &end, 0);
-    if (!root)
-        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: not valid JSON (parse error at byte %ld)",
-                         path, end ? (long)(end - data) : -1L);
-    gpt2_status st = GPT2_OK;
-    for (const char *q = end; q && q < data + len; q++) /* only whitespace may follow */
-        if (*q != ' ' && *q != '\t' && *q != '\n' && *q != '\r') {
-            st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                           "%s: not valid JSON (text after the object at byte %ld)", path, (long)(q - data));
-            goto done;
-        }
-    long nul = text_json_nul(data, len);
-    if (nul >= 0) {
-        st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                       "%s: a string has a NUL character (byte %ld); U+0000 is not in GPT-2's byte "
-                       "alphabet", path, nul);
-        goto done;
-    }
+    cJSON *root;
+    gpt2_status st = json_parse(path, data, len, GPT2_ERR_TOKENIZER, &root, err);
+    if (st != GPT2_OK) return st;
     if (!cJSON_IsObject(root)) {
         st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
                        "%s: expected a JSON object mapping tokens to ids, found %s", path,
