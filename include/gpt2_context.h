@@ -71,8 +71,8 @@ typedef struct {
     int (*want_residual)(void *user_data, int layer);
     void (*on_residual)(void *user_data, int layer, int pos, const float *x, int n_embd);
     void (*on_logits)(void *user_data, int pos, const float *logits, int n_vocab);
-    int (*cancel)(void *user_data, int n_done, int n_total);
-    int (*interrupt)(void *user_data);
+    gpt2_progress_fn cancel;
+    gpt2_cancel_fn interrupt;
 } gpt2_hooks;
 
 typedef struct gpt2_context gpt2_context;

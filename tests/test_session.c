@@ -185,7 +185,7 @@ static void assert_tokens(gpt2_session *s, const ivec *want) {
     if (n != want->n) fail_msg("session has %d tokens, expected %d", n, want->n);
     for (int i = 0; i < n; i++)
         if (t[i] != want->v[i]) fail_msg("token %d: %d, expected %d", i, t[i], want->v[i]);
-    gpt2_context *ctx = gpt2_session_context(s);
+    const gpt2_context *ctx = gpt2_session_context(s);
     assert_int_equal(gpt2_context_n_past(ctx), n);
     assert_memory_equal(gpt2_context_tokens(ctx), want->v, (size_t)n * sizeof(int32_t));
 }
@@ -203,7 +203,7 @@ static ivec session_tokens(gpt2_session *s) {
 static void assert_cache_fresh(gpt2_session *s) {
     ivec t = session_tokens(s);
     assert_tokens(s, &t);
-    gpt2_context *ctx = gpt2_session_context(s);
+    const gpt2_context *ctx = gpt2_session_context(s);
     const float *got = gpt2_context_logits(ctx);
     assert_non_null(got);
     gpt2_context_params cp = gpt2_context_default_params();
@@ -284,7 +284,7 @@ static snap take(gpt2_session *s) {
     x.max_new = gpt2_session_max_new_tokens(s);
     snprintf(x.tmpl, sizeof x.tmpl, "%s", gpt2_session_template(s)->name);
     x.sp = gpt2_session_sampler_params(s);
-    x.rng = gpt2_sampler_rng_state(gpt2_session_sampler(s));
+    x.rng = gpt2_session_rng_state(s);
     x.pol = gpt2_session_context_policy(s);
     return x;
 }
@@ -1059,11 +1059,11 @@ static void test_regen(void **state) {
     gpt2_session *s = mk(&t, 64, 256, 8, hot(77, 1.0f), GPT2_CONTEXT_REFUSE);
     send_ok(s, "tell");
     ivec prompt = session_tokens(s);
-    uint64_t rng0 = gpt2_sampler_rng_state(gpt2_session_sampler(s));
+    uint64_t rng0 = gpt2_session_rng_state(s);
     reply r1 = run_reply(s, 20);
     gpt2_error err;
     /* Same RNG state: the same reply. */
-    gpt2_sampler_set_rng_state(gpt2_session_sampler(s), rng0);
+    gpt2_session_set_rng_state(s, rng0);
     assert_int_equal(gpt2_session_regen(s, NULL, NULL, &err), GPT2_OK);
     assert_int_equal(gpt2_session_replying(s), 1);
     assert_tokens(s, &prompt);
@@ -2035,12 +2035,12 @@ static void test_draft_rng(void **state) {
         gpt2_session *s = mk(&t, 64, 256, 12, hot(5, 1.0f), GPT2_CONTEXT_REFUSE);
         assert_int_equal(gpt2_session_set_draft(s, g_draft_lm, 3, &err), GPT2_OK);
         send_ok(s, "tell");
-        uint64_t rng0 = gpt2_sampler_rng_state(gpt2_session_sampler(s));
+        uint64_t rng0 = gpt2_session_rng_state(s);
         dreply d = run_dreply(s, 20);
         r[i] = d.r;
-        assert_true(gpt2_sampler_rng_state(gpt2_session_sampler(s)) != rng0); /* the iterations drew from it */
+        assert_true(gpt2_session_rng_state(s) != rng0); /* the iterations drew from it */
         if (i == 1) {
-            gpt2_sampler_set_rng_state(gpt2_session_sampler(s), rng0);
+            gpt2_session_set_rng_state(s, rng0);
             assert_int_equal(gpt2_session_regen(s, NULL, NULL, &err), GPT2_OK);
             dreply again = run_dreply(s, 20);
             assert_same_reply(&r[0], &again.r);

@@ -350,8 +350,7 @@ int cmd_train(int argc, char **argv) {
     }
     gpt2_train_data td = {train.ids, train.n, train.example_len}, vd = {val.ids, val.n, val.example_len};
     const int T = examples ? train.example_len - 1 : p.block_size;
-    size_t n_params = 0;
-    for (int i = 0; i < gpt2_trainer_n_tensors(tr); i++) n_params += gpt2_trainer_tensor(tr, i).n;
+    const size_t n_params = gpt2_trainer_n_params(tr);
     fprintf(stderr,
             "model: %d layers, %d heads, %d wide, block %d, vocab %d: %.2fM parameters\n"
             "data: %zu training tokens, %zu held-out tokens (%s, last %.0f%% = %zu bytes)%s\n"

@@ -1082,7 +1082,13 @@ gpt2_context_policy gpt2_session_context_policy(const gpt2_session *s) {
     return s ? s->policy : GPT2_CONTEXT_DROP_OLDEST;
 }
 
-gpt2_sampler *gpt2_session_sampler(gpt2_session *s) { return s ? s->smp : NULL; }
+const gpt2_sampler *gpt2_session_sampler(const gpt2_session *s) { return s ? s->smp : NULL; }
+
+uint64_t gpt2_session_rng_state(const gpt2_session *s) { return s ? gpt2_sampler_rng_state(s->smp) : 0; }
+
+void gpt2_session_set_rng_state(gpt2_session *s, uint64_t state) {
+    if (s) gpt2_sampler_set_rng_state(s->smp, state);
+}
 
 int gpt2_session_n_turns(const gpt2_session *s) { return s ? s->cv.n : 0; }
 
@@ -1128,7 +1134,7 @@ const int32_t *gpt2_session_tokens(const gpt2_session *s, int *n) {
 }
 
 int gpt2_session_n_ctx(const gpt2_session *s) { return s ? s->n_ctx : 0; }
-gpt2_context *gpt2_session_context(gpt2_session *s) { return s ? s->ctx : NULL; }
+const gpt2_context *gpt2_session_context(const gpt2_session *s) { return s ? s->ctx : NULL; }
 const gpt2_model *gpt2_session_model(const gpt2_session *s) { return s ? s->model : NULL; }
 
 gpt2_session_stats gpt2_session_get_stats(const gpt2_session *s) {

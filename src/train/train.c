@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/pool.h"
 #include "core/rng.h"
+#include "gpt2_testing.h"
 #include "gpt2_train.h"
 #include "train/train_internal.h"
 
@@ -816,12 +817,10 @@ float gpt2_trainer_eval(gpt2_trainer *tr, const gpt2_train_data *d, int max_batc
 
 /* --- small utilities ------------------------------------------------------------ */
 
-size_t gpt2_text_split(const char *text, size_t len, double fraction) {
-    if (!(fraction > 0)) return 0;
-    if (fraction >= 1) return len;
-    size_t at = (size_t)floor((double)len * fraction);
-    while (at > 0 && at < len && ((unsigned char)text[at] & 0xC0) == 0x80) at--;
-    return at;
+size_t gpt2_trainer_n_params(const gpt2_trainer *tr) {
+    size_t n = 0;
+    for (int i = 0; tr && i < gpt2_trainer_n_tensors(tr); i++) n += gpt2_trainer_tensor(tr, i).n;
+    return n;
 }
 
 uint64_t gpt2_tokens_hash(const int32_t *tokens, size_t n) {
