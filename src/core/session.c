@@ -737,13 +737,10 @@ static int32_t take_queued(gpt2_session *s, gpt2_session_token *out) {
     return t->id;
 }
 
-gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_error *err) {
-    if (!s || !out) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "step: NULL argument");
-    *out = (gpt2_session_token){.id = -1, .text = s->out, .len = 0};
-    s->out[0] = '\0';
-    s->stats.last_call = 0;
-    if (!s->replying)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "step: no reply in progress (send a message or regenerate first)");
+/* Before a token: the limits that end the reply, and a drop of old turns
+ * when the context is full. *ended: the reply ended (out filled by finish). */
+static gpt2_status check_room(gpt2_session *s, gpt2_session_token *out, int *ended, gpt2_error *err) {
+    *ended = 1;
     if (s->max_new > 0 && s->n_sampled >= s->max_new) return finish(s, out, GPT2_REPLY_MAX_TOKENS);
     if (s->toks.n >= s->n_ctx) {
         if (!can_drop_mid_reply(s)) return finish(s, out, GPT2_REPLY_CONTEXT_FULL);
@@ -754,25 +751,63 @@ gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_err
         }
         if (st != GPT2_OK) return st;
     }
+    *ended = 0;
+    return GPT2_OK;
+}
+
+/* The next token: from the draft queue (an iteration first when it is
+ * empty), or sampled from the cache's last logits. */
+static gpt2_status next_id(gpt2_session *s, gpt2_session_token *out, int draft, int32_t *id, gpt2_error *err) {
     gpt2_status st;
-    int32_t id;
-    const int draft = drafting(s);
     if (draft) {
         if (s->q_pos == s->q_len && (st = draft_iteration(s, err)) != GPT2_OK) {
             settle(s);
             return st;
         }
-        id = take_queued(s, out);
-    } else {
-        st = sync_cache(s, 1, NULL, NULL, &s->stats.last_reply, err);
-        if (st != GPT2_OK) {
-            settle(s);
-            return st;
-        }
-        const float *logits = gpt2_context_logits(s->ctx); /* (n_vocab) */
-        id = gpt2_sampler_sample(s->smp, logits, s->toks.v, (size_t)s->toks.n);
-        out->prob = token_prob(logits, s->n_vocab, id);
+        *id = take_queued(s, out);
+        return GPT2_OK;
     }
+    if ((st = sync_cache(s, 1, NULL, NULL, &s->stats.last_reply, err)) != GPT2_OK) {
+        settle(s);
+        return st;
+    }
+    const float *logits = gpt2_context_logits(s->ctx); /* (n_vocab) */
+    *id = gpt2_sampler_sample(s->smp, logits, s->toks.v, (size_t)s->toks.n);
+    out->prob = token_prob(logits, s->n_vocab, *id);
+    return GPT2_OK;
+}
+
+/* Records a kept token (its text already appended to a): the ids, the
+ * sequence, its candidates, and the text now safe to hand out. */
+static void commit_token(gpt2_session *s, turn *a, gpt2_session_token *out, int32_t id, int draft) {
+    gpt2_token_candidates *tc = &a->cands[a->n_ids];
+    memset(tc, 0, sizeof *tc);
+    if (!draft) { /* the sampler's view of this token (a drafted one's came from the decoder: none) */
+        tc->n = (int)gpt2_sampler_report(s->smp, tc->c, GPT2_SESSION_CANDIDATES);
+        tc->params = gpt2_session_sampler_params(s);
+    }
+    a->ids[a->n_ids++] = id;
+    s->toks.v[s->toks.n++] = id;
+    s->n_sampled++;
+    out->kept = 1;
+    size_t h = hold_point(s, a, s->held);
+    if (h > s->held) emit(s, out, a->text + s->held, h - s->held);
+    s->held = h;
+}
+
+gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_error *err) {
+    if (!s || !out) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "step: NULL argument");
+    *out = (gpt2_session_token){.id = -1, .text = s->out, .len = 0};
+    s->out[0] = '\0';
+    s->stats.last_call = 0;
+    if (!s->replying)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "step: no reply in progress (send a message or regenerate first)");
+    int ended;
+    gpt2_status st = check_room(s, out, &ended, err);
+    if (st != GPT2_OK || ended) return st;
+    int32_t id;
+    const int draft = drafting(s);
+    if ((st = next_id(s, out, draft, &id, err)) != GPT2_OK) return st;
     out->id = id;
     if (id == s->eot) return finish(s, out, GPT2_REPLY_EOT);
     turn *a = last_turn(s);
@@ -797,19 +832,7 @@ gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_err
         }
         note_eval(s, 1, &s->stats.last_reply);
     }
-    gpt2_token_candidates *tc = &a->cands[a->n_ids];
-    memset(tc, 0, sizeof *tc);
-    if (!draft) { /* the sampler's view of this token (a drafted one's came from the decoder: none) */
-        tc->n = (int)gpt2_sampler_report(s->smp, tc->c, GPT2_SESSION_CANDIDATES);
-        tc->params = gpt2_session_sampler_params(s);
-    }
-    a->ids[a->n_ids++] = id;
-    s->toks.v[s->toks.n++] = id;
-    s->n_sampled++;
-    out->kept = 1;
-    size_t h = hold_point(s, a, s->held);
-    if (h > s->held) emit(s, out, a->text + s->held, h - s->held);
-    s->held = h;
+    commit_token(s, a, out, id, draft);
     if (s->max_new > 0 && s->n_sampled >= s->max_new) return finish(s, out, GPT2_REPLY_MAX_TOKENS);
     if (s->toks.n >= s->n_ctx && !can_drop_mid_reply(s)) return finish(s, out, GPT2_REPLY_CONTEXT_FULL);
     return GPT2_OK;
@@ -1452,6 +1475,78 @@ static gpt2_status parse_candidates(const json_src *L, const cJSON *jc, int i, t
     return GPT2_OK;
 }
 
+/* A turn's text: "text", or the exact bytes of "text_base64" when present;
+ * appended to the staged conversation as role `want`. */
+static gpt2_status parse_turn_text(const json_src *T, const cJSON *o, gpt2_role want, staged *g) {
+    const char *text;
+    gpt2_status st = json_get_str(T, o, "text", &text);
+    if (st != GPT2_OK) return st;
+    size_t len = strlen(text);
+    unsigned char *raw = NULL;
+    const cJSON *jb = cJSON_GetObjectItemCaseSensitive(o, "text_base64");
+    if (jb) {
+        if (!cJSON_IsString(jb)) return json_bad(T, "text_base64", "a base64 string", json_type_name(jb));
+        long n = base64_decode(jb->valuestring, &raw);
+        if (n < 0) return json_bad(T, "text_base64", "a base64 string", "other text");
+        text = (const char *)raw;
+        len = (size_t)n;
+    }
+    int pushed = cv_push(&g->cv, want, text, len);
+    free(raw);
+    return pushed ? GPT2_OK : gpt2_fail(T->err, GPT2_ERR_NOMEM, "%s: out of memory", T->path);
+}
+
+/* turns[i].ids into u: integers, and when the file's model is the
+ * session's, ids of its vocabulary that decode to the turn's text;
+ * otherwise dropped (the text is encoded instead). */
+static gpt2_status parse_turn_ids(gpt2_session *s, const json_src *L, const cJSON *ji, int i, int same_model,
+                                  turn *u) {
+    char field[64], found[32], want_ids[96];
+    snprintf(field, sizeof field, "turns[%d].ids", i);
+    snprintf(want_ids, sizeof want_ids, "an array of token ids in [0, %d)", s->n_vocab);
+    if (!cJSON_IsArray(ji)) return json_bad(L, field, want_ids, json_type_name(ji));
+    int n = cJSON_GetArraySize(ji);
+    if (!ids_reserve(u, n)) return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
+    const cJSON *v;
+    cJSON_ArrayForEach(v, ji) {
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
+            v->valuedouble > INT32_MAX) {
+            snprintf(field, sizeof field, "turns[%d].ids[%d]", i, u->n_ids);
+            return json_bad(L, field, "a non-negative integer", cJSON_IsNumber(v) ? "another number" : json_type_name(v));
+        }
+        u->ids[u->n_ids++] = (int32_t)v->valuedouble;
+    }
+    if (!same_model) {
+        u->n_ids = 0; /* another model's tokens: encode the text instead */
+        return GPT2_OK;
+    }
+    for (int k = 0; k < u->n_ids; k++)
+        if (u->ids[k] >= s->n_vocab) {
+            snprintf(field, sizeof field, "turns[%d].ids[%d]", i, k);
+            snprintf(found, sizeof found, "%d", u->ids[k]);
+            return json_bad(L, field, want_ids, found);
+        }
+    if (!ids_match(s, u))
+        return gpt2_fail(L->err, GPT2_ERR_FORMAT, "%s: turns[%d].ids: do not decode to turns[%d].text", L->path, i, i);
+    return GPT2_OK;
+}
+
+/* A reply's ids when the file gave none usable: the text, encoded. */
+static gpt2_status encode_reply(gpt2_session *s, const json_src *L, turn *u) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    gpt2_status st = gpt2_tokenizer_encode(s->tok, u->text, u->len, 0, &ids, &n, L->err);
+    if (st != GPT2_OK) return st;
+    if (n > (size_t)INT_MAX / 4 || !ids_reserve(u, (int)n)) {
+        free(ids);
+        return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
+    }
+    if (n) memcpy(u->ids, ids, n * sizeof *ids);
+    u->n_ids = (int)n;
+    free(ids);
+    return GPT2_OK;
+}
+
 static gpt2_status parse_turns(gpt2_session *s, const json_src *L, const cJSON *arr, int same_model, staged *g) {
     static const char *const keys[] = {"role", "text", "text_base64", "ids", "candidates"};
     char prefix[48], field[64], shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
@@ -1464,86 +1559,26 @@ static gpt2_status parse_turns(gpt2_session *s, const json_src *L, const cJSON *
         json_src T = *L;
         T.prefix = prefix;
         TRY(json_only_keys(&T, o, keys, 5));
-        const char *role, *text;
+        const char *role;
         TRY(json_get_str(&T, o, "role", &role));
         gpt2_role want = i % 2 ? GPT2_ROLE_ASSISTANT : GPT2_ROLE_USER;
-        const char *want_name = want == GPT2_ROLE_USER ? "\"user\" (turns alternate, a user turn first)"
-                                                       : "\"assistant\" (turns alternate, a user turn first)";
         if (strcmp(role, want == GPT2_ROLE_USER ? "user" : "assistant") != 0) {
-            snprintf(field, sizeof field, "turns[%d].role", i);
             snprintf(found, sizeof found, "\"%s\"", text_show(role, strlen(role), shown));
-            return json_bad(L, field, want_name, found);
+            return json_bad(&T, "role",
+                            want == GPT2_ROLE_USER ? "\"user\" (turns alternate, a user turn first)"
+                                                   : "\"assistant\" (turns alternate, a user turn first)",
+                            found);
         }
-        TRY(json_get_str(&T, o, "text", &text));
-        size_t len = strlen(text);
-        unsigned char *raw = NULL;
-        const cJSON *jb = cJSON_GetObjectItemCaseSensitive(o, "text_base64");
-        if (jb) {
-            snprintf(field, sizeof field, "turns[%d].text_base64", i);
-            if (!cJSON_IsString(jb)) return json_bad(L, field, "a base64 string", json_type_name(jb));
-            long n = base64_decode(jb->valuestring, &raw);
-            if (n < 0) return json_bad(L, field, "a base64 string", "other text");
-            text = (const char *)raw;
-            len = (size_t)n;
-        }
-        int pushed = cv_push(&g->cv, want, text, len);
-        free(raw);
-        if (!pushed) return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
+        TRY(parse_turn_text(&T, o, want, g));
         turn *u = &g->cv.t[g->cv.n - 1];
         const cJSON *ji = cJSON_GetObjectItemCaseSensitive(o, "ids");
-        if (ji && want == GPT2_ROLE_USER) {
-            snprintf(field, sizeof field, "turns[%d].ids", i);
-            return json_bad(L, field, "no ids on a user turn", "an ids field");
-        }
-        if (ji) {
-            snprintf(field, sizeof field, "turns[%d].ids", i);
-            char want_ids[96];
-            snprintf(want_ids, sizeof want_ids, "an array of token ids in [0, %d)", s->n_vocab);
-            if (!cJSON_IsArray(ji)) return json_bad(L, field, want_ids, json_type_name(ji));
-            int n = cJSON_GetArraySize(ji);
-            if (!ids_reserve(u, n)) return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
-            const cJSON *v;
-            cJSON_ArrayForEach(v, ji) {
-                if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
-                    v->valuedouble > INT32_MAX) {
-                    snprintf(field, sizeof field, "turns[%d].ids[%d]", i, u->n_ids);
-                    return json_bad(L, field, "a non-negative integer",
-                               cJSON_IsNumber(v) ? "another number" : json_type_name(v));
-                }
-                u->ids[u->n_ids++] = (int32_t)v->valuedouble;
-            }
-            if (same_model) {
-                for (int k = 0; k < u->n_ids; k++)
-                    if (u->ids[k] >= s->n_vocab) {
-                        snprintf(field, sizeof field, "turns[%d].ids[%d]", i, k);
-                        snprintf(found, sizeof found, "%d", u->ids[k]);
-                        return json_bad(L, field, want_ids, found);
-                    }
-                if (!ids_match(s, u))
-                    return gpt2_fail(L->err, GPT2_ERR_FORMAT, "%s: turns[%d].ids: do not decode to turns[%d].text",
-                                     L->path, i, i);
-            } else {
-                u->n_ids = 0; /* another model's tokens: encode the text instead */
-            }
-        }
+        if (ji && want == GPT2_ROLE_USER) return json_bad(&T, "ids", "no ids on a user turn", "an ids field");
+        if (ji) TRY(parse_turn_ids(s, L, ji, i, same_model, u));
         const cJSON *jc = cJSON_GetObjectItemCaseSensitive(o, "candidates");
-        if (jc && (!ji || want == GPT2_ROLE_USER)) {
-            snprintf(field, sizeof field, "turns[%d].candidates", i);
-            return json_bad(L, field, "candidates only beside a reply's ids", "candidates without ids");
-        }
+        if (jc && (!ji || want == GPT2_ROLE_USER))
+            return json_bad(&T, "candidates", "candidates only beside a reply's ids", "candidates without ids");
         if (jc) TRY(parse_candidates(L, jc, i, u, same_model ? s->n_vocab : 0, cJSON_GetArraySize(ji)));
-        if (want == GPT2_ROLE_ASSISTANT && (!ji || !same_model)) {
-            int32_t *ids = NULL;
-            size_t n = 0;
-            TRY(gpt2_tokenizer_encode(s->tok, u->text, u->len, 0, &ids, &n, L->err));
-            if (n > (size_t)INT_MAX / 4 || !ids_reserve(u, (int)n)) {
-                free(ids);
-                return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
-            }
-            if (n) memcpy(u->ids, ids, n * sizeof *ids);
-            u->n_ids = (int)n;
-            free(ids);
-        }
+        if (want == GPT2_ROLE_ASSISTANT && (!ji || !same_model)) TRY(encode_reply(s, L, u));
         i++;
     }
     return GPT2_OK;
