@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "gpt2_fileio.h"
 #include "json.h"
 #include "chat_template_internal.h"
 #include "textio.h"
@@ -240,8 +241,8 @@ gpt2_status gpt2_chat_template_load(const char *path, gpt2_chat_template **out, 
 gpt2_status gpt2_chat_template_for_model(const char *model_dir, gpt2_chat_template **out, gpt2_error *err) {
     *out = NULL;
     char path[4096];
-    if (snprintf(path, sizeof path, "%s/chat_template.json", model_dir) >= (int)sizeof path)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "model directory path too long");
+    gpt2_status st = gpt2_fileio_join(path, sizeof path, model_dir, "chat_template.json", err);
+    if (st != GPT2_OK) return st;
     struct stat sb;
     if (stat(path, &sb) != 0 && errno == ENOENT)
         return gpt2_chat_template_copy(gpt2_chat_template_builtin("transcript"), out, err);

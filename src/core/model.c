@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "gpt2_fileio.h"
 #include "hugemem.h"
 #include "json.h"
 #include "model_internal.h"
@@ -338,17 +339,17 @@ gpt2_status gpt2_model_load(const char *dir, gpt2_model **out, gpt2_error *err) 
     m->name = model_name(dir);
     char path[PATH_MAX_LEN];
     gpt2_status st;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if ((st = parse_config(path, m, err))) goto fail;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if ((st = st_open(path, &m->st, err)) || (st = bind_all(m, path, err))) goto fail;
+    if ((st = gpt2_fileio_join(path, sizeof path, dir, "config.json", err)) || (st = parse_config(path, m, err)))
+        goto fail;
+    if ((st = gpt2_fileio_join(path, sizeof path, dir, "model.safetensors", err)) ||
+        (st = st_open(path, &m->st, err)) || (st = bind_all(m, path, err)))
+        goto fail;
     if ((st = gpt2_tokenizer_load(dir, &m->tok, err))) goto fail;
     int tv = gpt2_tokenizer_n_vocab(m->tok);
     if (tv > m->cfg.n_vocab) {
-        snprintf(path, sizeof path, "%s/vocab.json", dir);
         st = gpt2_fail(err, GPT2_ERR_CONFIG,
-                       "%s: the vocabulary has ids up to %d, but the model has only vocab_size %d rows", path,
-                       tv - 1, m->cfg.n_vocab);
+                       "%s/vocab.json: the vocabulary has ids up to %d, but the model has only vocab_size %d rows",
+                       dir, tv - 1, m->cfg.n_vocab);
         goto fail;
     }
     *out = m;
