@@ -71,7 +71,7 @@
  * reply only (not in the assistant prefix before it).
  *
  * Context full (policy in the params, changeable at any time):
- *   GPT2_CONTEXT_DROP_OLDEST (default): when a message does not fit (it must
+ *   GPT2_SESSION_DROP_OLDEST (default): when a message does not fit (it must
  *     leave at least one position free for the reply), or a reply fills the
  *     context, whole exchanges (user turn + its reply) are dropped from the
  *     model's context, oldest first, never the preamble and never the last
@@ -82,7 +82,7 @@
  *     them, stats.dropped_turns says how many turns went). Dropped turns stay
  *     in the turn list (gpt2_turn.in_context = 0) for the UI's scrollback and
  *     are saved, but are never evaluated again.
- *   GPT2_CONTEXT_REFUSE: send fails with GPT2_ERR_CONTEXT_FULL (the session
+ *   GPT2_SESSION_REFUSE: send fails with GPT2_ERR_CONTEXT_FULL (the session
  *     untouched) and a reply that fills the context ends with
  *     GPT2_REPLY_CONTEXT_FULL.
  * A message too long to fit even with every earlier exchange dropped fails
@@ -182,16 +182,16 @@ extern "C" {
 typedef enum { GPT2_ROLE_USER = 0, GPT2_ROLE_ASSISTANT } gpt2_role;
 
 typedef enum {
-    GPT2_CONTEXT_DROP_OLDEST = 0, /* drop whole exchanges, oldest first, and post a notice */
-    GPT2_CONTEXT_REFUSE           /* fail with GPT2_ERR_CONTEXT_FULL */
-} gpt2_context_policy;
+    GPT2_SESSION_DROP_OLDEST = 0, /* drop whole exchanges, oldest first, and post a notice */
+    GPT2_SESSION_REFUSE           /* fail with GPT2_ERR_CONTEXT_FULL */
+} gpt2_session_policy;
 
 typedef struct {
     gpt2_context_params context;        /* n_ctx, n_batch, n_threads of the session's context */
     gpt2_sampler_params sampler;        /* initial sampling parameters */
     int max_new_tokens;                 /* sampled tokens per reply, >= 0; 0 = no limit but
                                            the context. Default 256 */
-    gpt2_context_policy context_policy; /* default GPT2_CONTEXT_DROP_OLDEST */
+    gpt2_session_policy context_policy; /* default GPT2_SESSION_DROP_OLDEST */
     const gpt2_chat_template *chat_template; /* copied by new; NULL = "transcript" */
 } gpt2_session_params;
 
@@ -289,7 +289,7 @@ typedef struct gpt2_session gpt2_session;
 /* Progress/cancel callback of long calls; see "Progress callbacks" above. */
 
 /* Defaults: the context's and sampler's defaults, max_new_tokens 256,
- * GPT2_CONTEXT_DROP_OLDEST, chat_template NULL ("transcript"). */
+ * GPT2_SESSION_DROP_OLDEST, chat_template NULL ("transcript"). */
 gpt2_session_params gpt2_session_default_params(void);
 
 /* Creates a session on model (which must have a tokenizer and outlive the
@@ -365,8 +365,8 @@ gpt2_sampler_params gpt2_session_sampler_params(const gpt2_session *s);
 void gpt2_session_set_max_new_tokens(gpt2_session *s, int n);
 int gpt2_session_max_new_tokens(const gpt2_session *s);
 
-void gpt2_session_set_context_policy(gpt2_session *s, gpt2_context_policy policy);
-gpt2_context_policy gpt2_session_context_policy(const gpt2_session *s);
+void gpt2_session_set_context_policy(gpt2_session *s, gpt2_session_policy policy);
+gpt2_session_policy gpt2_session_context_policy(const gpt2_session *s);
 
 /* The session's sampler, read-only: for gpt2_sampler_report after each step
  * (the inspector's candidate list) and gpt2_sampler_last. Owned by the

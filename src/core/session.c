@@ -48,7 +48,7 @@ struct gpt2_session {
     int n_ctx, n_vocab;
     int32_t eot;              /* -1 if the vocabulary has none */
     int max_new;
-    gpt2_context_policy policy;
+    gpt2_session_policy policy;
 
     convo cv;
     tokvec toks; /* the rendered conversation: what the cache should hold */
@@ -409,7 +409,7 @@ gpt2_session_params gpt2_session_default_params(void) {
     return (gpt2_session_params){.context = gpt2_context_default_params(),
                                  .sampler = gpt2_sampler_default_params(),
                                  .max_new_tokens = 256,
-                                 .context_policy = GPT2_CONTEXT_DROP_OLDEST,
+                                 .context_policy = GPT2_SESSION_DROP_OLDEST,
                                  .chat_template = NULL};
 }
 
@@ -423,7 +423,7 @@ gpt2_status gpt2_session_new(const gpt2_model *model, gpt2_session_params p, gpt
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "session: model '%s' has no tokenizer", gpt2_model_name(model));
     if (p.max_new_tokens < 0)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "session: max_new_tokens %d is negative", p.max_new_tokens);
-    if (p.context_policy != GPT2_CONTEXT_DROP_OLDEST && p.context_policy != GPT2_CONTEXT_REFUSE)
+    if (p.context_policy != GPT2_SESSION_DROP_OLDEST && p.context_policy != GPT2_SESSION_REFUSE)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "session: unknown context policy %d", (int)p.context_policy);
     gpt2_session *s = calloc(1, sizeof *s);
     if (!s) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a session");
@@ -642,7 +642,7 @@ static gpt2_status finish_stop(gpt2_session *s, gpt2_session_token *out, size_t 
 }
 
 static int can_drop_mid_reply(const gpt2_session *s) {
-    return s->policy == GPT2_CONTEXT_DROP_OLDEST && s->cv.first < s->cv.n - 2;
+    return s->policy == GPT2_SESSION_DROP_OLDEST && s->cv.first < s->cv.n - 2;
 }
 
 /* The reply filled the context: drop the oldest exchanges and recompute. */
@@ -877,7 +877,7 @@ gpt2_status gpt2_session_send(gpt2_session *s, const char *text, size_t len, gpt
         st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a %zu-byte message", len);
         goto fail;
     }
-    st = fit(s, s->tmpl, &s->cv, 1, s->policy == GPT2_CONTEXT_DROP_OLDEST, s->max_new, "this message", &f, err);
+    st = fit(s, s->tmpl, &s->cv, 1, s->policy == GPT2_SESSION_DROP_OLDEST, s->max_new, "this message", &f, err);
     if (st != GPT2_OK) goto fail;
     tv_swap(&s->toks, &s->next);
     s->cv.first = f;
@@ -969,7 +969,7 @@ gpt2_status gpt2_session_set_template(gpt2_session *s, const gpt2_chat_template 
     gpt2_chat_template *nt;
     TRY(gpt2_chat_template_copy(t, &nt, err));
     int old_first = s->cv.first, f, evaluated = 0;
-    gpt2_status st = fit(s, nt, &s->cv, 0, s->policy == GPT2_CONTEXT_DROP_OLDEST, s->max_new,
+    gpt2_status st = fit(s, nt, &s->cv, 0, s->policy == GPT2_SESSION_DROP_OLDEST, s->max_new,
                          "the last exchange", &f, err);
     if (st != GPT2_OK) {
         gpt2_chat_template_free(nt);
@@ -1097,12 +1097,12 @@ void gpt2_session_set_max_new_tokens(gpt2_session *s, int n) {
 
 int gpt2_session_max_new_tokens(const gpt2_session *s) { return s ? s->max_new : 0; }
 
-void gpt2_session_set_context_policy(gpt2_session *s, gpt2_context_policy policy) {
-    if (s && (policy == GPT2_CONTEXT_DROP_OLDEST || policy == GPT2_CONTEXT_REFUSE)) s->policy = policy;
+void gpt2_session_set_context_policy(gpt2_session *s, gpt2_session_policy policy) {
+    if (s && (policy == GPT2_SESSION_DROP_OLDEST || policy == GPT2_SESSION_REFUSE)) s->policy = policy;
 }
 
-gpt2_context_policy gpt2_session_context_policy(const gpt2_session *s) {
-    return s ? s->policy : GPT2_CONTEXT_DROP_OLDEST;
+gpt2_session_policy gpt2_session_context_policy(const gpt2_session *s) {
+    return s ? s->policy : GPT2_SESSION_DROP_OLDEST;
 }
 
 const gpt2_sampler *gpt2_session_sampler(const gpt2_session *s) { return s ? s->smp : NULL; }
@@ -1340,7 +1340,7 @@ static cJSON *session_json(const gpt2_session *s) {
              add_u64(root, "rng_state", gpt2_sampler_rng_state(s->smp)) &&
              cJSON_AddNumberToObject(root, "max_new_tokens", s->max_new) &&
              cJSON_AddStringToObject(root, "context_policy",
-                                     s->policy == GPT2_CONTEXT_REFUSE ? "refuse" : "drop-oldest") &&
+                                     s->policy == GPT2_SESSION_REFUSE ? "refuse" : "drop-oldest") &&
              cJSON_AddNumberToObject(root, "first_in_context", s->cv.first) &&
              cJSON_AddBoolToObject(root, "replying", s->replying) && (turns = cJSON_AddArrayToObject(root, "turns"));
     for (int i = 0; ok && i < s->cv.n; i++) {
@@ -1401,7 +1401,7 @@ typedef struct {
     gpt2_sampler_params sp;
     uint64_t rng;
     int max_new;
-    gpt2_context_policy policy;
+    gpt2_session_policy policy;
     int replying;
 } staged;
 
@@ -1647,8 +1647,8 @@ static gpt2_status parse_session(gpt2_session *s, const json_src *L, const cJSON
     TRY(json_get_u64(L, root, "rng_state", &g->rng));
     TRY(json_get_int(L, root, "max_new_tokens", 0, INT_MAX, &g->max_new));
     TRY(json_get_str(L, root, "context_policy", &pol));
-    if (strcmp(pol, "drop-oldest") == 0) g->policy = GPT2_CONTEXT_DROP_OLDEST;
-    else if (strcmp(pol, "refuse") == 0) g->policy = GPT2_CONTEXT_REFUSE;
+    if (strcmp(pol, "drop-oldest") == 0) g->policy = GPT2_SESSION_DROP_OLDEST;
+    else if (strcmp(pol, "refuse") == 0) g->policy = GPT2_SESSION_REFUSE;
     else {
         snprintf(found, sizeof found, "\"%s\"", text_show(pol, strlen(pol), shown));
         return json_bad(L, "context_policy", "\"drop-oldest\" or \"refuse\"", found);
@@ -1705,7 +1705,7 @@ gpt2_status gpt2_session_load(gpt2_session *s, const char *path, gpt2_progress_f
     cJSON_Delete(root);
     int f = 0, evaluated = 0;
     if (st == GPT2_OK)
-        st = fit(s, g.tmpl, &g.cv, 0, g.policy == GPT2_CONTEXT_DROP_OLDEST, g.max_new,
+        st = fit(s, g.tmpl, &g.cv, 0, g.policy == GPT2_SESSION_DROP_OLDEST, g.max_new,
                  "the saved conversation's last exchange", &f, err);
     if (st != GPT2_OK) {
         gpt2_chat_template_free(g.tmpl);
