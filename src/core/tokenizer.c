@@ -24,10 +24,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/byte_alphabet.h"
-#include "core/error.h"
-#include "core/pretokenize.h"
-#include "core/textio.h"
+#include "byte_alphabet.h"
+#include "error.h"
+#include "pretokenize.h"
+#include "textio.h"
 
 enum {
     MAX_VOCAB = 1 << 24,      /* ids beyond this are refused: n_vocab sizes arrays */
