@@ -1322,56 +1322,58 @@ static int add_candidates(cJSON *o, const turn *u) {
     return arr != NULL;
 }
 
+/* The "sampler" object: the knobs, floats to their shortest exact form. */
+static int add_sampler(cJSON *root, gpt2_sampler_params p) {
+    cJSON *sp = cJSON_AddObjectToObject(root, "sampler");
+    return sp && cJSON_AddNumberToObject(sp, "temperature", short_float(p.temperature)) &&
+           cJSON_AddNumberToObject(sp, "top_k", p.top_k) && cJSON_AddNumberToObject(sp, "top_p", short_float(p.top_p)) &&
+           cJSON_AddNumberToObject(sp, "min_p", short_float(p.min_p)) &&
+           cJSON_AddNumberToObject(sp, "repeat_penalty", short_float(p.repeat_penalty)) &&
+           cJSON_AddNumberToObject(sp, "repeat_last_n", p.repeat_last_n) && add_u64(sp, "seed", p.seed);
+}
+
+/* One turn: role, text (and its exact bytes when the text is not valid
+ * UTF-8), and for a reply its ids and their candidates. */
+static int add_turn(cJSON *turns, const turn *u) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return 0;
+    cJSON_AddItemToArray(turns, o);
+    int exact;
+    char *shown = display_text(u->text, u->len, &exact);
+    int ok = shown && cJSON_AddStringToObject(o, "role", u->role == GPT2_ROLE_USER ? "user" : "assistant") &&
+             cJSON_AddStringToObject(o, "text", shown);
+    free(shown);
+    if (ok && !exact) {
+        char *enc = base64_encode((const unsigned char *)u->text, u->len);
+        ok = enc && cJSON_AddStringToObject(o, "text_base64", enc);
+        free(enc);
+    }
+    if (!ok || u->role != GPT2_ROLE_ASSISTANT) return ok;
+    cJSON *ids = cJSON_AddArrayToObject(o, "ids");
+    for (int k = 0; ids && k < u->n_ids; k++) {
+        cJSON *v = cJSON_CreateNumber(u->ids[k]);
+        if (!v) return 0;
+        cJSON_AddItemToArray(ids, v);
+    }
+    return ids && add_candidates(o, u);
+}
+
+/* The session file's JSON (docs/session-format.md); NULL when out of memory. */
 static cJSON *session_json(const gpt2_session *s) {
-    cJSON *root = cJSON_CreateObject(), *tm, *sp, *turns;
+    cJSON *root = cJSON_CreateObject(), *tm, *turns;
     if (!root) return NULL;
-    gpt2_sampler_params p = gpt2_sampler_get_params(s->smp);
     int ok = cJSON_AddStringToObject(root, "format", "gptscope-session") &&
              cJSON_AddNumberToObject(root, "version", 2) &&
              cJSON_AddStringToObject(root, "model", gpt2_model_name(s->model)) &&
              cJSON_AddNumberToObject(root, "n_vocab", s->n_vocab) && (tm = cJSON_AddObjectToObject(root, "template")) &&
-             chat_template_to_json(s->tmpl, tm) && (sp = cJSON_AddObjectToObject(root, "sampler")) &&
-             cJSON_AddNumberToObject(sp, "temperature", short_float(p.temperature)) &&
-             cJSON_AddNumberToObject(sp, "top_k", p.top_k) &&
-             cJSON_AddNumberToObject(sp, "top_p", short_float(p.top_p)) &&
-             cJSON_AddNumberToObject(sp, "min_p", short_float(p.min_p)) &&
-             cJSON_AddNumberToObject(sp, "repeat_penalty", short_float(p.repeat_penalty)) &&
-             cJSON_AddNumberToObject(sp, "repeat_last_n", p.repeat_last_n) && add_u64(sp, "seed", p.seed) &&
+             chat_template_to_json(s->tmpl, tm) && add_sampler(root, gpt2_sampler_get_params(s->smp)) &&
              add_u64(root, "rng_state", gpt2_sampler_rng_state(s->smp)) &&
              cJSON_AddNumberToObject(root, "max_new_tokens", s->max_new) &&
              cJSON_AddStringToObject(root, "context_policy",
                                      s->policy == GPT2_SESSION_REFUSE ? "refuse" : "drop-oldest") &&
              cJSON_AddNumberToObject(root, "first_in_context", s->cv.first) &&
              cJSON_AddBoolToObject(root, "replying", s->replying) && (turns = cJSON_AddArrayToObject(root, "turns"));
-    for (int i = 0; ok && i < s->cv.n; i++) {
-        const turn *u = &s->cv.t[i];
-        cJSON *o = cJSON_CreateObject();
-        if (!o) {
-            ok = 0;
-            break;
-        }
-        cJSON_AddItemToArray(turns, o);
-        int exact;
-        char *shown = display_text(u->text, u->len, &exact);
-        ok = shown && cJSON_AddStringToObject(o, "role", u->role == GPT2_ROLE_USER ? "user" : "assistant") &&
-             cJSON_AddStringToObject(o, "text", shown);
-        free(shown);
-        if (ok && !exact) {
-            char *enc = base64_encode((const unsigned char *)u->text, u->len);
-            ok = enc && cJSON_AddStringToObject(o, "text_base64", enc);
-            free(enc);
-        }
-        if (ok && u->role == GPT2_ROLE_ASSISTANT) {
-            cJSON *ids = cJSON_AddArrayToObject(o, "ids");
-            ok = ids != NULL;
-            for (int k = 0; ok && k < u->n_ids; k++) {
-                cJSON *v = cJSON_CreateNumber(u->ids[k]);
-                if (!v) ok = 0;
-                else cJSON_AddItemToArray(ids, v);
-            }
-            if (ok) ok = add_candidates(o, u);
-        }
-    }
+    for (int i = 0; ok && i < s->cv.n; i++) ok = add_turn(turns, &s->cv.t[i]);
     if (!ok) {
         cJSON_Delete(root);
         return NULL;
