@@ -379,6 +379,19 @@ const gpt2_sampler *gpt2_session_sampler(const gpt2_session *s);
 uint64_t gpt2_session_rng_state(const gpt2_session *s);
 void gpt2_session_set_rng_state(gpt2_session *s, uint64_t state);
 
+/* Zero-ablates attention heads (gpt2_context_set_ablation): heads is
+ * (n_layer, n_head), non-zero for a head whose output is zeroed; NULL lifts
+ * every ablation. The conversation is kept and its cache evaluated again
+ * under the new set (every position: an ablation changes every later
+ * layer's keys and values), with progress as for send; the hooks see the
+ * recomputation. It may be called mid-reply: the reply goes on under the
+ * new set from its next token (queued draft tokens are discarded). The
+ * same set again costs nothing. On failure or cancel the old set is back
+ * and the session unchanged (its cache is caught up by the next call). */
+gpt2_status gpt2_session_set_ablation(gpt2_session *s, const unsigned char *heads, gpt2_progress_fn progress,
+                                      void *user_data, gpt2_error *err);
+int gpt2_session_ablated(const gpt2_session *s, int layer, int head);
+
 /* ---- draft mode (see "Draft mode" above) ---- */
 
 /* Sets the draft model (which must outlive the session or the next

@@ -2245,6 +2245,74 @@ static void test_candidates_kept(void **state) {
     gpt2_session_free(s);
 }
 
+/* ---- ablation ---- */
+
+/* The logits a fresh context of the same model, under `mask`, gives after
+ * the session's tokens. */
+static float *fresh_logits(const gpt2_session *s, const unsigned char *mask) {
+    int n, V = gpt2_model_config(g_model)->n_vocab;
+    const int32_t *toks = gpt2_session_tokens(s, &n);
+    gpt2_context *c;
+    gpt2_error err;
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 4; /* the session's batches, so the same kernels run */
+    assert_int_equal(gpt2_context_new(g_model, cp, &c, &err), GPT2_OK);
+    assert_int_equal(gpt2_context_set_ablation(c, mask, &err), GPT2_OK);
+    assert_int_equal(gpt2_context_eval(c, toks, n, &err), GPT2_OK);
+    float *z = malloc((size_t)V * sizeof *z);
+    memcpy(z, gpt2_context_logits(c), (size_t)V * sizeof *z);
+    gpt2_context_free(c);
+    return z;
+}
+
+/* Mid-reply: the conversation is kept, the cache is the ablated model's (bit
+ * for bit a fresh evaluation's), the reply goes on from the ablated logits;
+ * lifting it gives the plain model back; a cancelled change keeps the old set. */
+static void test_ablation(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 4, 30, greedy(), GPT2_SESSION_DROP_OLDEST);
+    const gpt2_config *c = gpt2_model_config(g_model);
+    const int V = c->n_vocab;
+    unsigned char mask[64] = {0};
+    mask[0 * c->n_head + 1] = mask[1 * c->n_head + 0] = 1;
+    gpt2_session_token tk;
+    gpt2_error err;
+    send_ok(s, "go");
+    for (int i = 0; i < 3; i++) assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    int n0;
+    gpt2_session_tokens(s, &n0);
+    float *plain = fresh_logits(s, NULL), *want = fresh_logits(s, mask);
+    assert_memory_not_equal(plain, want, (size_t)V * sizeof(float));
+    assert_int_equal(gpt2_session_set_ablation(s, mask, NULL, NULL, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_ablated(s, 0, 1), 1);
+    assert_int_equal(gpt2_session_ablated(s, 0, 0), 0);
+    int n1;
+    gpt2_session_tokens(s, &n1);
+    assert_int_equal(n1, n0);
+    assert_int_equal(gpt2_context_n_past(gpt2_session_context(s)), n1);
+    assert_memory_equal(gpt2_context_logits(gpt2_session_context(s)), want, (size_t)V * sizeof(float));
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK); /* greedy: the ablated model's argmax */
+    assert_int_equal(tk.id, argmax(want, V));
+    free(want), free(plain);
+    want = fresh_logits(s, mask);
+    assert_memory_equal(gpt2_context_logits(gpt2_session_context(s)), want, (size_t)V * sizeof(float));
+    /* a cancelled lift: still ablated, conversation as it was */
+    prog p = {.cancel_at = 1};
+    assert_int_equal(gpt2_session_set_ablation(s, NULL, on_progress, &p, &err), GPT2_CANCELLED);
+    assert_int_equal(gpt2_session_ablated(s, 0, 1), 1);
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    assert_int_equal(tk.id, argmax(want, V));
+    free(want);
+    /* lifted: the plain model */
+    assert_int_equal(gpt2_session_set_ablation(s, NULL, NULL, NULL, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_ablated(s, 0, 1), 0);
+    plain = fresh_logits(s, NULL);
+    assert_memory_equal(gpt2_context_logits(gpt2_session_context(s)), plain, (size_t)V * sizeof(float));
+    free(plain);
+    gpt2_session_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_transcript),
@@ -2269,6 +2337,7 @@ int main(void) {
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_file_model_and_size),
         cmocka_unit_test(test_candidates_kept),
+        cmocka_unit_test(test_ablation),
         cmocka_unit_test(test_cancel_prefill),
         cmocka_unit_test(test_hooks),
         cmocka_unit_test_setup(test_draft_greedy_identical, no_draft),

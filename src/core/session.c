@@ -993,6 +993,40 @@ gpt2_status gpt2_session_set_template(gpt2_session *s, const gpt2_chat_template 
     return GPT2_OK;
 }
 
+/* ---- interventions ---- */
+
+gpt2_status gpt2_session_set_ablation(gpt2_session *s, const unsigned char *heads, gpt2_progress_fn progress,
+                                      void *user_data, gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "set_ablation: no session");
+    s->stats.last_call = 0;
+    const gpt2_config *c = gpt2_model_config(s->model);
+    const int n = c->n_layer * c->n_head;
+    unsigned char *old = malloc((size_t)n);
+    if (!old) return gpt2_fail(err, GPT2_ERR_NOMEM, "set_ablation: out of memory");
+    int changed = 0;
+    for (int i = 0; i < n; i++) {
+        old[i] = (unsigned char)gpt2_context_ablated(s->ctx, i / c->n_head, i % c->n_head);
+        changed |= old[i] != (heads && heads[i] ? 1 : 0);
+    }
+    gpt2_status st = GPT2_OK;
+    if (changed) {
+        drop_queue(s); /* drafted and checked without this set */
+        st = gpt2_context_set_ablation(s->ctx, heads, err);
+        int evaluated = 0;
+        if (st == GPT2_OK) st = sync_cache(s, s->toks.n > 0, progress, user_data, &evaluated, err);
+        if (st != GPT2_OK) { /* as before: the old set, the cache caught up by the next call */
+            gpt2_context_set_ablation(s->ctx, old, NULL);
+            settle(s);
+        }
+    }
+    free(old);
+    return st;
+}
+
+int gpt2_session_ablated(const gpt2_session *s, int layer, int head) {
+    return s ? gpt2_context_ablated(s->ctx, layer, head) : 0;
+}
+
 /* ---- accessors ---- */
 
 const gpt2_chat_template *gpt2_session_template(const gpt2_session *s) { return s ? s->tmpl : NULL; }
