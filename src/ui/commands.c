@@ -21,36 +21,34 @@ static int parse_num(const char *s, double *v) {
     return !(errno || end == s || *end);
 }
 
-static void cmd_set(app *a, const char *name, const char *val) {
-    double v;
-    if (!name || !val || !parse_num(val, &v)) {
-        app_message(a, UI_ROLE_ERROR, "usage: /set NAME VALUE (temperature top-k top-p min-p repeat-penalty "
-                                      "repeat-last-n max-tokens seed draft_k)");
+/* /set draft_k K: from the next iteration, mid-reply too. */
+static void set_draft_k(app *a, double v, const char *val) {
+    gpt2_error err;
+    if (v != floor(v) || v < 1 || v > GPT2_SPEC_MAX_K) {
+        app_message(a, UI_ROLE_ERROR, "/set draft_k: K = %s is outside 1..%d", val, GPT2_SPEC_MAX_K);
+    } else if (gpt2_session_set_draft_k(a->s, (int)v, &err) != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+    } else {
+        app_message(a, UI_ROLE_TEXT, "draft_k = %d%s", (int)v,
+                    gpt2_session_draft_model(a->s) ? "" : " (no draft model: --draft DIR or /draft DIR)");
+        app_log(a, "set draft-k %d", (int)v);
+    }
+}
+
+/* /set max-tokens N: the range chat's -n takes. */
+static void set_max_tokens(app *a, double v, const char *val) {
+    if (v != floor(v) || v < 0 || v > 1 << 20) {
+        app_message(a, UI_ROLE_ERROR, "/set max-tokens: expected an integer in [0, %d], found '%s'", 1 << 20, val);
         return;
     }
-    if (!strcmp(name, "draft_k") || !strcmp(name, "draft-k")) { /* from the next iteration, mid-reply too */
-        gpt2_error err;
-        if (v != floor(v) || v < 1 || v > GPT2_SPEC_MAX_K) {
-            app_message(a, UI_ROLE_ERROR, "/set draft_k: K = %s is outside 1..%d", val, GPT2_SPEC_MAX_K);
-        } else if (gpt2_session_set_draft_k(a->s, (int)v, &err) != GPT2_OK) {
-            app_message(a, UI_ROLE_ERROR, "%s", err.msg);
-        } else {
-            app_message(a, UI_ROLE_TEXT, "draft_k = %d%s", (int)v,
-                        gpt2_session_draft_model(a->s) ? "" : " (no draft model: --draft DIR or /draft DIR)");
-            app_log(a, "set draft-k %d", (int)v);
-        }
-        return;
-    }
-    if (!strcmp(name, "max-tokens") || !strcmp(name, "max-new") || !strcmp(name, "n")) {
-        if (v != floor(v) || v < 0 || v > 1 << 20) { /* chat's -n takes the same */
-            app_message(a, UI_ROLE_ERROR, "/set max-tokens: expected an integer in [0, %d], found '%s'", 1 << 20, val);
-            return;
-        }
-        gpt2_session_set_max_new_tokens(a->s, (int)v);
-        app_message(a, UI_ROLE_TEXT, "max-tokens = %d", gpt2_session_max_new_tokens(a->s));
-        app_log(a, "set max-new %d", gpt2_session_max_new_tokens(a->s));
-        return;
-    }
+    gpt2_session_set_max_new_tokens(a->s, (int)v);
+    app_message(a, UI_ROLE_TEXT, "max-tokens = %d", gpt2_session_max_new_tokens(a->s));
+    app_log(a, "set max-new %d", gpt2_session_max_new_tokens(a->s));
+}
+
+/* /set KNOB VALUE for a sampling knob: the command line's table, so /set
+ * refuses exactly what the option refuses. */
+static void set_knob(app *a, const char *name, const char *val) {
     gpt2_sampler_params p = gpt2_session_sampler_params(a->s);
     const char *canon;
     char why[256];
@@ -60,13 +58,26 @@ static void cmd_set(app *a, const char *name, const char *val) {
                                       "repeat-last-n max-tokens seed draft_k)", name);
         return;
     }
-    if (r < 0) { /* refused with the range, as the command-line option refuses it */
+    if (r < 0) {
         app_message(a, UI_ROLE_ERROR, "/set %s: %s", canon, why);
         return;
     }
     gpt2_session_set_sampler_params(a->s, p);
     app_message(a, UI_ROLE_TEXT, "%s = %s", canon, val);
     app_log_sampling(a);
+}
+
+static void c_set(app *a, char *name, char *val) {
+    double v;
+    if (!name || !val || !parse_num(val, &v))
+        app_message(a, UI_ROLE_ERROR, "usage: /set NAME VALUE (temperature top-k top-p min-p repeat-penalty "
+                                      "repeat-last-n max-tokens seed draft_k)");
+    else if (!strcmp(name, "draft_k") || !strcmp(name, "draft-k"))
+        set_draft_k(a, v, val);
+    else if (!strcmp(name, "max-tokens") || !strcmp(name, "max-new") || !strcmp(name, "n"))
+        set_max_tokens(a, v, val);
+    else
+        set_knob(a, name, val);
 }
 
 static void cmd_template(app *a, const char *name) {
@@ -250,8 +261,6 @@ static void c_regen(app *a, char *x, char *y) {
     }
     app_after_change(a);
 }
-
-static void c_set(app *a, char *name, char *val) { cmd_set(a, name, val); }
 
 static void c_layer(app *a, char *arg, char *y) {
     double v;
