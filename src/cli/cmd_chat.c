@@ -53,7 +53,7 @@ static int chat_option(int c, const char *arg, chat_options *o, int *draft_k_giv
     }
 }
 
-/* argv into o: EXIT_OK, or the exit status of --help or a usage error. */
+/* argv into o: -1 when the chat is to run, else the exit status (--help, a usage error). */
 static int chat_parse(int argc, char **argv, chat_options *o) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"n-tokens", required_argument, 0, 'n'},
@@ -84,13 +84,13 @@ static int chat_parse(int argc, char **argv, chat_options *o) {
     }
     if (!seeded) o->sampler.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     o->model_dir = cli_model_dir(o->model_dir);
-    return EXIT_OK;
+    return -1;
 }
 
 int cmd_chat(int argc, char **argv) {
     chat_options o;
     int rc = chat_parse(argc, argv, &o);
-    if (rc != EXIT_OK) return rc;
+    if (rc >= 0) return rc;
     static const chat_host host = {.now = cli_now,
                                    .error = cli_error,
                                    .load_model = cli_load_model_as,
