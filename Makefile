@@ -75,12 +75,13 @@ CFLAGS  += -std=c11 -D_DEFAULT_SOURCE -g $(OPT) $(MARCH) $(WARN) -Iinclude -Isrc
 LDLIBS  := $(LIBS_PKG) -lm -lpthread
 
 CORE_SRC := $(wildcard src/core/*.c src/train/*.c)
-CLI_SRC  := $(wildcard src/cli/*.c) src/main.c
-# src/ui: pure logic (wrap, heatmap, themes; no curses, unit-tested everywhere) and the app
-UI_PURE_SRC := src/ui/wrap.c src/ui/heatmap.c src/ui/theme.c
+CLI_SRC  := $(filter-out src/cli/cmd_chat.c,$(wildcard src/cli/*.c)) src/main.c
+# src/ui: pure logic (wrap, heatmap, themes, the inspector's store; no curses, unit-tested
+# everywhere) and the app
+UI_PURE_SRC := src/ui/wrap.c src/ui/heatmap.c src/ui/theme.c src/ui/inspect_store.c
 UI_APP_SRC  := $(filter-out $(UI_PURE_SRC),$(wildcard src/ui/*.c))
 ifeq ($(HAVE_UI),1)
-CLI_SRC  += $(UI_APP_SRC) $(UI_PURE_SRC)
+CLI_SRC  += src/cli/cmd_chat.c $(UI_APP_SRC) $(UI_PURE_SRC)
 endif
 TEST_SRC := $(wildcard tests/test_*.c)
 
@@ -126,7 +127,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 	$(CC) $(CFLAGS) $(LDSAN) -Itests -o $@ $< $(LIB) $(CMOCKA_LIBS) $(LDLIBS)
 
 # UI unit tests link the pure UI objects only (no curses needed)
-UI_TEST_BIN := $(filter $(B)/tests/test_ui_%,$(TEST_BIN))
+UI_TEST_BIN := $(filter $(B)/tests/test_ui_% $(B)/tests/test_inspect_store,$(TEST_BIN))
 $(UI_TEST_BIN): $(B)/tests/%: tests/%.c $(LIB) $(UI_PURE_OBJ)
 	@$(PKG) --exists cmocka || { echo "cmocka not found: apt-get install libcmocka-dev" >&2; exit 1; }
 	@mkdir -p $(dir $@)
