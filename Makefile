@@ -154,7 +154,7 @@ FUZZ_NAMES := safetensors config vocab merges encode session template theme chec
 FUZZ_DIR   := $(B)/tests/fuzz
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 FUZZ_MAIN  := $(B)/tests/fuzz/standalone_main.o
-FUZZ_DEPS  := $(FUZZ_MAIN) $(LIB) $(UI_PURE_OBJ) $(wildcard tests/fuzz/*.h include/*.h src/core/*.h src/ui/ui_logic.h)
+FUZZ_DEPS  := $(FUZZ_MAIN) $(LIB) $(UI_PURE_OBJ) $(wildcard tests/fuzz/*.h include/*.h src/core/*.h src/ui/heatmap.h src/ui/theme.h src/ui/wrap.h)
 FUZZ_LINK   = @mkdir -p $(dir $@); echo "  CC  $@"; \
 	$(CC) $(CFLAGS) -Wno-unused-function $(LDSAN) -Itests/fuzz -o $@ $< $(FUZZ_MAIN) $(UI_PURE_OBJ) $(LIB) $(LDLIBS)
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "gpt2_status.h"
-#include "ui/ui_logic.h"
+#include "ui/theme.h"
 
 static const char *role_names[UI_ROLE_COUNT] = {
     [UI_ROLE_TEXT] = "text",         [UI_ROLE_DIM] = "dim",
