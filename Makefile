@@ -75,12 +75,13 @@ CFLAGS  += -std=c11 -D_DEFAULT_SOURCE -g $(OPT) $(MARCH) $(WARN) -Iinclude -Isrc
 LDLIBS  := $(LIBS_PKG) -lm -lpthread
 
 CORE_SRC := $(wildcard src/core/*.c src/train/*.c)
-CLI_SRC  := $(wildcard src/cli/*.c) src/main.c
-# src/ui: pure logic (wrap, heatmap, themes; no curses, unit-tested everywhere) and the app
-UI_PURE_SRC := src/ui/wrap.c src/ui/heatmap.c src/ui/theme.c
+CLI_SRC  := $(filter-out src/cli/cmd_chat.c,$(wildcard src/cli/*.c)) src/main.c
+# src/ui: pure logic (wrap, heatmap, themes, the inspector's store; no curses, unit-tested
+# everywhere) and the app
+UI_PURE_SRC := src/ui/wrap.c src/ui/heatmap.c src/ui/theme.c src/ui/inspect_store.c
 UI_APP_SRC  := $(filter-out $(UI_PURE_SRC),$(wildcard src/ui/*.c))
 ifeq ($(HAVE_UI),1)
-CLI_SRC  += $(UI_APP_SRC) $(UI_PURE_SRC)
+CLI_SRC  += src/cli/cmd_chat.c $(UI_APP_SRC) $(UI_PURE_SRC)
 endif
 TEST_SRC := $(wildcard tests/test_*.c)
 
@@ -126,7 +127,7 @@ $(B)/tests/%: tests/%.c $(LIB)
 	$(CC) $(CFLAGS) $(LDSAN) -Itests -o $@ $< $(LIB) $(CMOCKA_LIBS) $(LDLIBS)
 
 # UI unit tests link the pure UI objects only (no curses needed)
-UI_TEST_BIN := $(filter $(B)/tests/test_ui_%,$(TEST_BIN))
+UI_TEST_BIN := $(filter $(B)/tests/test_ui_% $(B)/tests/test_inspect_store,$(TEST_BIN))
 $(UI_TEST_BIN): $(B)/tests/%: tests/%.c $(LIB) $(UI_PURE_OBJ)
 	@$(PKG) --exists cmocka || { echo "cmocka not found: apt-get install libcmocka-dev" >&2; exit 1; }
 	@mkdir -p $(dir $@)
@@ -153,7 +154,7 @@ FUZZ_NAMES := safetensors config vocab merges encode session template theme chec
 FUZZ_DIR   := $(B)/tests/fuzz
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 FUZZ_MAIN  := $(B)/tests/fuzz/standalone_main.o
-FUZZ_DEPS  := $(FUZZ_MAIN) $(LIB) $(UI_PURE_OBJ) $(wildcard tests/fuzz/*.h include/*.h src/core/*.h src/ui/ui_logic.h)
+FUZZ_DEPS  := $(FUZZ_MAIN) $(LIB) $(UI_PURE_OBJ) $(wildcard tests/fuzz/*.h include/*.h src/core/*.h src/ui/heatmap.h src/ui/theme.h src/ui/wrap.h)
 FUZZ_LINK   = @mkdir -p $(dir $@); echo "  CC  $@"; \
 	$(CC) $(CFLAGS) -Wno-unused-function $(LDSAN) -Itests/fuzz -o $@ $< $(FUZZ_MAIN) $(UI_PURE_OBJ) $(LIB) $(LDLIBS)
 
@@ -177,7 +178,7 @@ TUI_TEST := $(if $(HAVE_UI),$(if $(shell command -v tmux 2>/dev/null),tests/tui/
 test: $(APP) $(TEST_BIN) fixtures $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
 	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) PYTHON=$(PYTHON) \
 	    FUZZ_BIN_DIR=$(FUZZ_DIR) FUZZ_SEEDS=$(FUZZ_DIR)/seeds FUZZ_MINI_MODEL=$(FUZZ_DIR)/mini \
-	    sh tests/run_tests.sh $(TEST_BIN) tests/fuzz/regress.sh $(TUI_TEST)
+	    sh tests/run_tests.sh $(TEST_BIN) tests/check_layers.sh tests/fuzz/regress.sh $(TUI_TEST)
 	@[ -n "$(TUI_TEST)" ] || echo "tui tests skipped: $(if $(HAVE_UI),tmux not installed (apt-get install tmux),gptscope was built without chat)"
 
 # the tmux end-to-end tests of the chat app alone

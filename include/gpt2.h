@@ -8,6 +8,8 @@
 #include "gpt2_context.h"
 #include "gpt2_sampler.h"
 #include "gpt2_speculative.h"
+#include "gpt2_inspect.h"
+#include "gpt2_chat_template.h"
 #include "gpt2_session.h"
 #include "gpt2_bpe_train.h"
 #include "gpt2_fileio.h"

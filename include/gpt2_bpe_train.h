@@ -71,7 +71,7 @@ typedef struct {
     /* Optional: called after every merge with the merges learned so far and
      * the number asked for (vocab_size - 257); non-zero stops training with
      * GPT2_CANCELLED and no vocabulary. */
-    int (*progress)(void *user_data, int n_merges, int n_wanted);
+    gpt2_progress_fn progress; /* (user_data, n_merges done, n_wanted) */
     void *user_data;
 } gpt2_bpe_train_params;
 

@@ -71,8 +71,8 @@ typedef struct {
     int (*want_residual)(void *user_data, int layer);
     void (*on_residual)(void *user_data, int layer, int pos, const float *x, int n_embd);
     void (*on_logits)(void *user_data, int pos, const float *logits, int n_vocab);
-    int (*cancel)(void *user_data, int n_done, int n_total);
-    int (*interrupt)(void *user_data);
+    gpt2_progress_fn cancel;
+    gpt2_cancel_fn interrupt;
 } gpt2_hooks;
 
 typedef struct gpt2_context gpt2_context;
@@ -123,6 +123,27 @@ gpt2_status gpt2_context_rewind(gpt2_context *ctx, int n_past, gpt2_error *err);
 void gpt2_context_reset(gpt2_context *ctx);
 
 const gpt2_model *gpt2_context_model(const gpt2_context *ctx);
+
+/* Interventions. Zero-ablation of attention heads: heads is (n_layer,
+ * n_head), non-zero marking a head whose output (its slice of the attention
+ * output, before the output projection) is zeroed at every position; NULL
+ * or all zero lifts every ablation. The head's pattern is still computed
+ * and reported to on_attention. A change to the set resets the cache
+ * (n_past 0, logits unavailable), since every later layer's keys and values
+ * depend on it: evaluate the tokens again (gpt2_context_tokens before the
+ * call has them). Setting the same set again changes nothing. With no head
+ * ablated an eval costs nothing extra. */
+gpt2_status gpt2_context_set_ablation(gpt2_context *ctx, const unsigned char *heads, gpt2_error *err);
+
+/* The logit lens: the final layer norm and the unembedding applied to a
+ * residual-stream vector x (n_embd floats, e.g. from on_residual after
+ * block l) into logits (n_vocab). For the last block's residual at the last
+ * evaluated position this is gpt2_context_logits, bit for bit. Uses the
+ * context's threads and scratch: call it between evals, not from a hook. */
+gpt2_status gpt2_context_unembed(gpt2_context *ctx, const float *x, float *logits, gpt2_error *err);
+
+/* Whether head (layer, head) is ablated; 0 for ids out of range. */
+int gpt2_context_ablated(const gpt2_context *ctx, int layer, int head);
 
 #ifdef __cplusplus
 }

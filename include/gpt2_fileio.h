@@ -68,6 +68,11 @@ gpt2_status gpt2_fileio_write_atomic(const char *path, gpt2_fileio_write_fn fill
 /* The same for len bytes of data. */
 gpt2_status gpt2_fileio_write_bytes(const char *path, const void *data, size_t len, gpt2_error *err);
 
+/* dir + "/" + name into out (cap bytes, NUL included). A path that would
+ * not fit is refused with GPT2_ERR_INVALID_ARG naming it and the limit,
+ * never cut short (a cut path names another file). */
+gpt2_status gpt2_fileio_join(char *out, size_t cap, const char *dir, const char *name, gpt2_error *err);
+
 /* Opens path for appending (see above); *out is a stdio stream to fclose. */
 gpt2_status gpt2_fileio_open_append(const char *path, FILE **out, gpt2_error *err);
 

@@ -95,6 +95,19 @@ gpt2_sampler_params gpt2_sampler_get_params(const gpt2_sampler *s);
 int32_t gpt2_sampler_sample(gpt2_sampler *s, const float *logits, const int32_t *history,
                             size_t n_history);
 
+/* The distribution gpt2_sampler_sample would draw from for the same
+ * params, logits and history, written densely: prob[i] for every id
+ * (n_vocab floats), 0 outside the kept set, a kept token's weight over the
+ * kept mass (the report's prob_final for it, bit for bit). Greedy, or no
+ * distribution: 1 at the id sample would return. Consumes no randomness;
+ * afterwards gpt2_sampler_report describes this call (gpt2_sampler_last is
+ * unchanged). Cost: that of a sample, plus the O(n_vocab) zeroing of prob.
+ * Speculative decoding filters
+ * both models' logits through this, so its kept sets are the sampler's.
+ * Returns the number of kept tokens, or -1 if an argument is NULL. */
+int gpt2_sampler_filter(gpt2_sampler *s, const float *logits, const int32_t *history,
+                        size_t n_history, float *prob);
+
 /* The RNG state, to save and restore a session exactly. The generator is
  * splitmix64, whose whole state is this one number; seeding sets it to the
  * seed. set_rng_state does not change params.seed, so a later set_params

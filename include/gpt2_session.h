@@ -71,7 +71,7 @@
  * reply only (not in the assistant prefix before it).
  *
  * Context full (policy in the params, changeable at any time):
- *   GPT2_CONTEXT_DROP_OLDEST (default): when a message does not fit (it must
+ *   GPT2_SESSION_DROP_OLDEST (default): when a message does not fit (it must
  *     leave at least one position free for the reply), or a reply fills the
  *     context, whole exchanges (user turn + its reply) are dropped from the
  *     model's context, oldest first, never the preamble and never the last
@@ -82,59 +82,20 @@
  *     them, stats.dropped_turns says how many turns went). Dropped turns stay
  *     in the turn list (gpt2_turn.in_context = 0) for the UI's scrollback and
  *     are saved, but are never evaluated again.
- *   GPT2_CONTEXT_REFUSE: send fails with GPT2_ERR_CONTEXT_FULL (the session
+ *   GPT2_SESSION_REFUSE: send fails with GPT2_ERR_CONTEXT_FULL (the session
  *     untouched) and a reply that fills the context ends with
  *     GPT2_REPLY_CONTEXT_FULL.
  * A message too long to fit even with every earlier exchange dropped fails
  * with GPT2_ERR_CONTEXT_FULL under either policy, the session untouched.
  *
- * Session file (gpt2_session_save / gpt2_session_load), JSON, version 2
- * (version 1, without "candidates", still loads):
- *     {
- *       "format": "gptscope-session", "version": 2,
- *       "model": "shakespeare",        gpt2_model_name of the model that wrote it
- *       "n_vocab": 2048,
- *       "template": { "name", "description", "preamble", "user_prefix",
- *                     "user_suffix", "assistant_prefix", "assistant_suffix"
- *                     (strings), "stop": [strings], "eot_after_turn": bool },
- *       "sampler": { "temperature", "top_p", "min_p", "repeat_penalty" (numbers),
- *                    "top_k", "repeat_last_n" (integers), "seed": "42" },
- *       "rng_state": "1234567",        decimal uint64 as a string (JSON numbers
- *                                      are doubles); likewise "seed"
- *       "max_new_tokens": 256,
- *       "context_policy": "drop-oldest" | "refuse",
- *       "first_in_context": 0,         index of the first turn still in the context
- *       "replying": false,             true: the last reply was still being written
- *                                      (its text then holds no whole stop string)
- *       "turns": [ { "role": "user", "text": "..." },
- *                  { "role": "assistant", "text": "...", "ids": [12, 7],
- *                    "candidates": [null, [[0.8, 40, 0.95, 0.05, 1, 64],
- *                                          [[7, 0.61, 0.7, 0.74, 0], ...]]] }, ... ]
- *     }
- * "candidates" (optional, beside "ids") holds each reply token's
- * gpt2_token_candidates: null when none were recorded, else the sampler
- * settings [temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n]
- * and up to 10 candidates [id, prob, prob_temp, prob_final, stage (a
- * gpt2_sampler_stage)], probabilities to 6 significant digits. They are kept
- * when the file's model is the session's, else dropped with the ids.
- * Every field is required except a turn's "ids" and "text_base64" (and,
- * inside "template", what chat_template.json may leave out); unknown fields
- * are an error. Turns alternate user, assistant, starting with a user
- * turn and ending with an assistant turn. "text" is the turn's text when that
- * is valid UTF-8 without NUL bytes; otherwise "text" shows it with each bad
- * byte as U+FFFD and "text_base64" holds the exact bytes. An assistant turn's
- * "ids" are its reply tokens; load uses them when the file's model and n_vocab
- * match the session's (they must then decode to the text exactly) and
- * otherwise encodes the text. The file is written through gpt2_fileio (see
- * gpt2_fileio.h): a temporary file beside the target, fsynced and renamed over
- * it, so a crash leaves either the old file or the new one; a symbolic link is
- * written through to its target, a directory, device, FIFO or socket is
- * refused, an existing file keeps its mode and a new one gets 0666 less the
- * umask (the chat's --log holds the same text under the same rule). Load reads and checks everything
- * before it changes anything; on success the session is in the saved state:
- * same conversation, template, parameters, policy and RNG state, the cache
- * recomputed, a reply in progress continuing where it was, so the same calls
- * sample the same tokens.
+ * Session file (gpt2_session_save / gpt2_session_load): JSON, version 2,
+ * described field by field in docs/session-format.md. Load reads and checks
+ * everything before it changes anything; on success the session is in the
+ * saved state: same conversation, template, parameters, policy and RNG
+ * state, the cache recomputed, a reply in progress continuing where it was,
+ * so the same calls sample the same tokens. The file is written through
+ * gpt2_fileio (a crash leaves the old file or the new one; see
+ * gpt2_fileio.h).
  *
  * Hooks. gpt2_session_set_hooks sets the session's context's own hooks (the
  * bottom of its observer stack, see gpt2_context_push_hooks); a long call's
@@ -205,6 +166,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpt2_chat_template.h"
 #include "gpt2_context.h"
 #include "gpt2_model.h"
 #include "gpt2_sampler.h"
@@ -215,92 +177,21 @@
 extern "C" {
 #endif
 
-/* ---- chat templates ---------------------------------------------------- */
-
-enum {
-    GPT2_TEMPLATE_MAX_STOPS = 16,     /* stop strings per template */
-    GPT2_TEMPLATE_MAX_STOP_LEN = 256, /* bytes per stop string */
-    GPT2_TEMPLATE_MAX_NAME = 64       /* bytes of a template name */
-};
-
-/* How a conversation becomes text (see "Rendering" above). NULL strings count
- * as "". Built-ins, by name:
- *   "transcript" (base GPT-2): preamble "A conversation between a user and an
- *       assistant.\n\n", user_prefix "User: ", user_suffix "\n",
- *       assistant_prefix "Assistant:", assistant_suffix "\n", stop "\nUser:".
- *       The reply begins with the space the model writes after the colon.
- *   "dialogpt": no preamble or prefixes; every turn ends with <|endoftext|>
- *       (eot_after_turn), so a reply ends when the model emits it.
- *   "raw": nothing added; the model continues the text, stopping only at
- *       <|endoftext|> or a limit.
- * A model directory may hold its own in chat_template.json (see
- * gpt2_chat_template_load). */
-typedef struct {
-    const char *name;             /* non-empty, no spaces or control bytes, < GPT2_TEMPLATE_MAX_NAME bytes */
-    const char *description;      /* one line for the UI; may be "" */
-    const char *preamble;         /* text before the first turn */
-    const char *user_prefix;      /* before each user message */
-    const char *user_suffix;      /* after each user message */
-    const char *assistant_prefix; /* before each reply; evaluated with the message */
-    const char *assistant_suffix; /* after each reply, evaluated when the next turn starts */
-    const char *const *stop;      /* n_stop non-empty strings; a reply ends before the first */
-    int n_stop;                   /* 0 .. GPT2_TEMPLATE_MAX_STOPS */
-    int eot_after_turn;           /* non-zero: <|endoftext|> ends every turn (needs a
-                                     vocabulary that has it) */
-} gpt2_chat_template;
-
-/* A built-in template by name ("transcript", "dialogpt", "raw"), or NULL.
- * Static: never free it. */
-const gpt2_chat_template *gpt2_chat_template_builtin(const char *name);
-
-/* The i-th built-in's name (i from 0), NULL past the last: for completion. */
-const char *gpt2_chat_template_builtin_name(int i);
-
-/* Checks the rules in the struct's comments. GPT2_ERR_INVALID_ARG with a
- * message naming the field otherwise. (Whether the model has <|endoftext|>
- * is checked when a session takes the template.) */
-gpt2_status gpt2_chat_template_check(const gpt2_chat_template *t, gpt2_error *err);
-
-/* A deep copy in one allocation (free it with gpt2_chat_template_free); NULL
- * strings become "". Fails on a template that gpt2_chat_template_check rejects. */
-gpt2_status gpt2_chat_template_copy(const gpt2_chat_template *t, gpt2_chat_template **out, gpt2_error *err);
-
-/* Loads a JSON template file:
- *     { "name": "play", "description": "...", "preamble": "",
- *       "user_prefix": "ROMEO:\n", "user_suffix": "\n\n",
- *       "assistant_prefix": "JULIET:\n", "assistant_suffix": "\n\n",
- *       "stop": ["\n\n"], "eot_after_turn": false }
- * "name" is required; the strings default to "", "stop" to [] and
- * "eot_after_turn" to false. Any other field, a wrong type, a NUL inside a
- * string or a value breaking the rules above fails with GPT2_ERR_FORMAT and a
- * message naming the file, the field, what was expected and what was found
- * (a missing file: GPT2_ERR_IO). Hugging Face's Jinja chat templates (a
- * "chat_template" field) are recognised and refused by name. */
-gpt2_status gpt2_chat_template_load(const char *path, gpt2_chat_template **out, gpt2_error *err);
-
-/* The template a model directory asks for: dir/chat_template.json when that
- * file exists (its errors are returned, not skipped), else a copy of
- * "transcript". Free with gpt2_chat_template_free. */
-gpt2_status gpt2_chat_template_for_model(const char *model_dir, gpt2_chat_template **out, gpt2_error *err);
-
-/* Frees a template from copy, load or for_model; NULL is allowed. */
-void gpt2_chat_template_free(gpt2_chat_template *t);
-
 /* ---- session ----------------------------------------------------------- */
 
 typedef enum { GPT2_ROLE_USER = 0, GPT2_ROLE_ASSISTANT } gpt2_role;
 
 typedef enum {
-    GPT2_CONTEXT_DROP_OLDEST = 0, /* drop whole exchanges, oldest first, and post a notice */
-    GPT2_CONTEXT_REFUSE           /* fail with GPT2_ERR_CONTEXT_FULL */
-} gpt2_context_policy;
+    GPT2_SESSION_DROP_OLDEST = 0, /* drop whole exchanges, oldest first, and post a notice */
+    GPT2_SESSION_REFUSE           /* fail with GPT2_ERR_CONTEXT_FULL */
+} gpt2_session_policy;
 
 typedef struct {
     gpt2_context_params context;        /* n_ctx, n_batch, n_threads of the session's context */
     gpt2_sampler_params sampler;        /* initial sampling parameters */
     int max_new_tokens;                 /* sampled tokens per reply, >= 0; 0 = no limit but
                                            the context. Default 256 */
-    gpt2_context_policy context_policy; /* default GPT2_CONTEXT_DROP_OLDEST */
+    gpt2_session_policy context_policy; /* default GPT2_SESSION_DROP_OLDEST */
     const gpt2_chat_template *chat_template; /* copied by new; NULL = "transcript" */
 } gpt2_session_params;
 
@@ -396,10 +287,9 @@ typedef struct {
 typedef struct gpt2_session gpt2_session;
 
 /* Progress/cancel callback of long calls; see "Progress callbacks" above. */
-typedef int (*gpt2_progress_fn)(void *user_data, int n_done, int n_total);
 
 /* Defaults: the context's and sampler's defaults, max_new_tokens 256,
- * GPT2_CONTEXT_DROP_OLDEST, chat_template NULL ("transcript"). */
+ * GPT2_SESSION_DROP_OLDEST, chat_template NULL ("transcript"). */
 gpt2_session_params gpt2_session_default_params(void);
 
 /* Creates a session on model (which must have a tokenizer and outlive the
@@ -440,7 +330,7 @@ int gpt2_session_replying(const gpt2_session *s);
 /* Removes the last reply (finished or in progress), rewinds the cache to just
  * before it and starts it again (re-evaluating the last prompt token for its
  * logits). The sampler's RNG goes on where it was, so the new reply differs;
- * gpt2_sampler_set_rng_state(gpt2_session_sampler(s), state) with the state
+ * gpt2_session_set_rng_state(s, state) with the state
  * read before the original reply's first step gives the same reply again.
  * Fails (GPT2_ERR_INVALID_ARG) when the context holds no exchange. */
 gpt2_status gpt2_session_regen(gpt2_session *s, gpt2_progress_fn progress, void *user_data, gpt2_error *err);
@@ -475,13 +365,32 @@ gpt2_sampler_params gpt2_session_sampler_params(const gpt2_session *s);
 void gpt2_session_set_max_new_tokens(gpt2_session *s, int n);
 int gpt2_session_max_new_tokens(const gpt2_session *s);
 
-void gpt2_session_set_context_policy(gpt2_session *s, gpt2_context_policy policy);
-gpt2_context_policy gpt2_session_context_policy(const gpt2_session *s);
+void gpt2_session_set_context_policy(gpt2_session *s, gpt2_session_policy policy);
+gpt2_session_policy gpt2_session_context_policy(const gpt2_session *s);
 
-/* The session's sampler: for gpt2_sampler_report after each step (the
- * inspector's candidate list), gpt2_sampler_last, and the RNG state. Owned by
- * the session. */
-gpt2_sampler *gpt2_session_sampler(gpt2_session *s);
+/* The session's sampler, read-only: for gpt2_sampler_report after each step
+ * (the inspector's candidate list) and gpt2_sampler_last. Owned by the
+ * session; change its knobs with gpt2_session_set_sampler_params. */
+const gpt2_sampler *gpt2_session_sampler(const gpt2_session *s);
+
+/* The sampler's RNG state (gpt2_sampler_rng_state), to repeat a reply:
+ * restoring the state read before a reply's first step and regenerating
+ * gives the same reply again. */
+uint64_t gpt2_session_rng_state(const gpt2_session *s);
+void gpt2_session_set_rng_state(gpt2_session *s, uint64_t state);
+
+/* Zero-ablates attention heads (gpt2_context_set_ablation): heads is
+ * (n_layer, n_head), non-zero for a head whose output is zeroed; NULL lifts
+ * every ablation. The conversation is kept and its cache evaluated again
+ * under the new set (every position: an ablation changes every later
+ * layer's keys and values), with progress as for send; the hooks see the
+ * recomputation. It may be called mid-reply: the reply goes on under the
+ * new set from its next token (queued draft tokens are discarded). The
+ * same set again costs nothing. On failure or cancel the old set is back
+ * and the session unchanged (its cache is caught up by the next call). */
+gpt2_status gpt2_session_set_ablation(gpt2_session *s, const unsigned char *heads, gpt2_progress_fn progress,
+                                      void *user_data, gpt2_error *err);
+int gpt2_session_ablated(const gpt2_session *s, int layer, int head);
 
 /* ---- draft mode (see "Draft mode" above) ---- */
 
@@ -547,7 +456,7 @@ int gpt2_session_n_ctx(const gpt2_session *s);
 
 /* The session's context (for its logits, n_past and the inspector's reads)
  * and model. Do not evaluate, rewind or set hooks on the context directly. */
-gpt2_context *gpt2_session_context(gpt2_session *s);
+const gpt2_context *gpt2_session_context(const gpt2_session *s);
 const gpt2_model *gpt2_session_model(const gpt2_session *s);
 
 gpt2_session_stats gpt2_session_get_stats(const gpt2_session *s);

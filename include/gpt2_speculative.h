@@ -101,7 +101,7 @@ typedef struct {
     /* Checked before each iteration; non-zero makes the step return
      * GPT2_CANCELLED with nothing changed. Also passed to the prompt prefill
      * of gpt2_speculative_start. May be NULL. */
-    int (*cancel)(void *user_data);
+    gpt2_cancel_fn cancel;
     void *user_data;
     gpt2_speculative_accept_fn accept; /* NULL = gpt2_speculative_accept (tests only) */
 } gpt2_speculative_params;

@@ -55,6 +55,19 @@ const char *gpt2_status_name(gpt2_status status);
  * message has been through it. Returns out. */
 char *gpt2_text_escape(const char *s, size_t n, char *out, size_t cap);
 
+/* The two callback shapes of every long call in the library (a prefill, a
+ * session load, a BPE training, a speculative iteration, a training step).
+ *
+ * progress: told how much of the call's work is done (n_done of n_total, in
+ * the call's own unit: tokens, merges), between units of work; returns
+ * non-zero to cancel, and the call then returns GPT2_CANCELLED with the state
+ * its header describes. */
+typedef int (*gpt2_progress_fn)(void *user_data, int n_done, int n_total);
+
+/* cancel: asked often (every layer, every iteration) whether to stop; returns
+ * non-zero to stop. Keep it cheap: read a flag. */
+typedef int (*gpt2_cancel_fn)(void *user_data);
+
 #ifdef __cplusplus
 }
 #endif

@@ -102,6 +102,12 @@ size_t gpt2_utf8_stream_push(gpt2_utf8_stream *s, const char *bytes, size_t n, c
  * stream. out must have room for 12 bytes. Returns bytes written. */
 size_t gpt2_utf8_stream_flush(gpt2_utf8_stream *s, char *out);
 
+/* The byte offset where a text's held-out part starts: floor(len * fraction),
+ * moved back to the start of a UTF-8 character (0 for fraction <= 0, len for
+ * fraction >= 1). `train` (--val-fraction) and `eval --heldout` both cut
+ * here, so they agree on which text a model never saw. */
+size_t gpt2_text_split(const char *text, size_t len, double fraction);
+
 #ifdef __cplusplus
 }
 #endif

@@ -92,7 +92,7 @@ gpt2_status gpt2_trainer_set_steps(gpt2_trainer *tr, int steps, gpt2_error *err)
  * progress, which then returns GPT2_CANCELLED (gpt2_trainer_eval: NAN) and
  * leaves the trainer as it was before the step: a checkpoint saved then and
  * resumed goes on exactly as an uninterrupted run. NULL removes it. */
-void gpt2_trainer_set_interrupt(gpt2_trainer *tr, int (*interrupt)(void *user_data), void *user_data);
+void gpt2_trainer_set_interrupt(gpt2_trainer *tr, gpt2_cancel_fn interrupt, void *user_data);
 
 /* One optimizer step on a batch sampled from data. *loss: the batch's mean
  * loss before the update (nats per predicted token). Once step_count reaches
@@ -124,33 +124,12 @@ gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **
 gpt2_status gpt2_trainer_export(const gpt2_trainer *tr, const char *dir, gpt2_dtype dtype, int eot,
                                 gpt2_error *err);
 
-/* The byte offset where a text's validation split starts: floor(len * fraction),
- * moved back to the start of a UTF-8 character. `train` and `eval --heldout`
- * both cut here. */
-size_t gpt2_text_split(const char *text, size_t len, double fraction);
-
 /* 64-bit FNV-1a of a token array (for checkpoint data hashes). */
 uint64_t gpt2_tokens_hash(const int32_t *tokens, size_t n);
 
-/* --- for tests: the parameters and gradients as named tensors ------------- */
-
-typedef struct {
-    const char *name;  /* the Hugging Face name, e.g. "h.0.attn.c_attn.weight" */
-    float *param;      /* training layout: matrices (out, in) row-major */
-    float *grad;
-    size_t n;
-    int rows, cols;    /* cols == 0 for vectors */
-} gpt2_train_tensor;
-
-int gpt2_trainer_n_tensors(const gpt2_trainer *tr);
-gpt2_train_tensor gpt2_trainer_tensor(const gpt2_trainer *tr, int i);
-
-/* Loss (mean over B x T predictions) of inputs (B, T) -> targets (B, T) and,
- * with backward, the gradients of every tensor (overwritten). Dropout applies
- * when the params have it and backward is set; use dropout 0 for gradient
- * checks. B <= batch_size, T <= block_size. */
-gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int32_t *targets, int B, int T,
-                              int backward, float *loss, gpt2_error *err);
+/* The number of trained parameters (weights and biases, tied embedding
+ * counted once). */
+size_t gpt2_trainer_n_params(const gpt2_trainer *tr);
 
 #ifdef __cplusplus
 }

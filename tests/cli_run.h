@@ -25,7 +25,7 @@ static inline run_result vrun_in(const char *in, size_t in_len, const char *fmt,
          err_path[] = "/tmp/gptscope-cli-err-XXXXXX";
     int fds[3] = {mkstemp(in_path), mkstemp(out_path), mkstemp(err_path)};
     for (int i = 0; i < 3; i++) assert_true(fds[i] >= 0);
-    if (in_len) assert_int_equal(write(fds[0], in, in_len), (ssize_t)in_len);
+    if (in && in_len) assert_int_equal(write(fds[0], in, in_len), (ssize_t)in_len);
     for (int i = 0; i < 3; i++) close(fds[i]);
     snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=exitcode=99 UBSAN_OPTIONS=exitcode=98 %s %s <%s >%s 2>%s",
              test_env("GPTSCOPE_BIN"), args, in_path, out_path, err_path);

@@ -483,8 +483,22 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* gpt2_fileio_join: a path that fits exactly is written; one byte more is
+ * refused, not cut (a cut path would name another file). */
+static void test_join(void **state) {
+    (void)state;
+    char out[12];
+    gpt2_error err;
+    assert_int_equal(gpt2_fileio_join(out, sizeof out, "mode", "x.json", &err), GPT2_OK);
+    assert_string_equal(out, "mode/x.json"); /* 12 bytes with the NUL: exactly fits */
+    assert_int_equal(gpt2_fileio_join(out, sizeof out, "models", "x.json", &err), GPT2_ERR_INVALID_ARG);
+    assert_string_equal(out, "");
+    assert_non_null(strstr(err.msg, "models/x.json: path too long (13 bytes, the limit is 11)"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_join),
         cmocka_unit_test(test_modes),
         cmocka_unit_test(test_symlinks),
         cmocka_unit_test(test_non_regular_refused),

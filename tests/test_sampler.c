@@ -279,6 +279,49 @@ static void check_report(const gpt2_sampler *s, ref_t *r, const float *logits,
     free(c);
 }
 
+/* gpt2_sampler_filter on the same inputs, against the sampler that just
+ * sampled them (s) and the reference: the report after the filter equals
+ * the sample's bit for bit, the dense distribution holds each reported
+ * token's prob_final bit for bit, every id (reported or not) matches the
+ * reference unless a cut was within rounding, the drawn id is in it, and no
+ * randomness is consumed. */
+static void check_filter(const gpt2_sampler *s, const ref_t *r, const float *l, const int32_t *hist,
+                         size_t nh) {
+    const int n = r->n;
+    gpt2_sampler *f = gpt2_sampler_new(gpt2_sampler_get_params(s), n);
+    float *prob = malloc((size_t)n * sizeof *prob);
+    gpt2_candidate *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    assert_true(f && prob && a && b);
+    const uint64_t rng0 = gpt2_sampler_rng_state(f);
+    int kept = gpt2_sampler_filter(f, l, hist, nh, prob);
+    assert_int_equal(gpt2_sampler_rng_state(f), rng0);
+    size_t na = gpt2_sampler_report(s, a, (size_t)n), nb = gpt2_sampler_report(f, b, (size_t)n);
+    assert_int_equal(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        if (a[i].id != b[i].id || a[i].removed_by != b[i].removed_by ||
+            memcmp(&a[i].prob_final, &b[i].prob_final, sizeof(float)) != 0 ||
+            memcmp(&a[i].prob_temp, &b[i].prob_temp, sizeof(float)) != 0)
+            fail_msg("rank %zu: the report after filter differs from the sample's", i);
+        if (memcmp(&prob[b[i].id], &b[i].prob_final, sizeof(float)) != 0)
+            fail_msg("rank %zu (id %d): filter %.9g, report's prob_final %.9g", i, (int)b[i].id,
+                     prob[b[i].id], b[i].prob_final);
+    }
+    double sum = 0.0;
+    int nonzero = 0;
+    for (int id = 0; id < n; id++) {
+        sum += prob[id];
+        nonzero += prob[id] > 0.0f;
+        if (!r->ambiguous) check_close(prob[id], r->prob_final[id], 1e-6, 1e-4, "filter prob", id);
+    }
+    check_close(sum, 1.0, 1e-5, 0.0, "sum of filter", 0);
+    assert_true(nonzero <= kept);
+    assert_true(prob[gpt2_sampler_last(s)] > 0.0f);
+    free(prob);
+    free(a);
+    free(b);
+    gpt2_sampler_free(f);
+}
+
 /* ---- lifecycle and parameters ---- */
 
 static void test_defaults_and_lifecycle(void **state) {
@@ -484,6 +527,7 @@ static int stage_case(uint64_t *rng, int n, double scale, gpt2_sampler_params p,
     gpt2_sampler_params q = gpt2_sampler_get_params(s);
     ref_compute(&r, l, n, hist, nh, q);
     check_report(s, &r, l, q);
+    check_filter(s, &r, l, hist, nh);
     int ambiguous = r.ambiguous;
     ref_free(&r);
     gpt2_sampler_free(s);

@@ -117,7 +117,7 @@ static gpt2_chat_template short_tmpl(void) {
 }
 
 static gpt2_session *mk(const gpt2_chat_template *t, int n_ctx, int n_batch, int max_new, gpt2_sampler_params sp,
-                        gpt2_context_policy pol) {
+                        gpt2_session_policy pol) {
     gpt2_session_params p = gpt2_session_default_params();
     p.context.n_ctx = n_ctx;
     p.context.n_batch = n_batch;
@@ -185,7 +185,7 @@ static void assert_tokens(gpt2_session *s, const ivec *want) {
     if (n != want->n) fail_msg("session has %d tokens, expected %d", n, want->n);
     for (int i = 0; i < n; i++)
         if (t[i] != want->v[i]) fail_msg("token %d: %d, expected %d", i, t[i], want->v[i]);
-    gpt2_context *ctx = gpt2_session_context(s);
+    const gpt2_context *ctx = gpt2_session_context(s);
     assert_int_equal(gpt2_context_n_past(ctx), n);
     assert_memory_equal(gpt2_context_tokens(ctx), want->v, (size_t)n * sizeof(int32_t));
 }
@@ -203,7 +203,7 @@ static ivec session_tokens(gpt2_session *s) {
 static void assert_cache_fresh(gpt2_session *s) {
     ivec t = session_tokens(s);
     assert_tokens(s, &t);
-    gpt2_context *ctx = gpt2_session_context(s);
+    const gpt2_context *ctx = gpt2_session_context(s);
     const float *got = gpt2_context_logits(ctx);
     assert_non_null(got);
     gpt2_context_params cp = gpt2_context_default_params();
@@ -264,7 +264,7 @@ typedef struct {
     char tmpl[64];
     gpt2_sampler_params sp;
     uint64_t rng;
-    gpt2_context_policy pol;
+    gpt2_session_policy pol;
 } snap;
 
 static snap take(gpt2_session *s) {
@@ -284,7 +284,7 @@ static snap take(gpt2_session *s) {
     x.max_new = gpt2_session_max_new_tokens(s);
     snprintf(x.tmpl, sizeof x.tmpl, "%s", gpt2_session_template(s)->name);
     x.sp = gpt2_session_sampler_params(s);
-    x.rng = gpt2_sampler_rng_state(gpt2_session_sampler(s));
+    x.rng = gpt2_session_rng_state(s);
     x.pol = gpt2_session_context_policy(s);
     return x;
 }
@@ -379,7 +379,7 @@ static int group_teardown(void **state) {
 static void test_render_transcript(void **state) {
     const gpt2_chat_template *t = gpt2_chat_template_builtin("transcript");
     assert_non_null(t);
-    gpt2_session *s = mk(NULL, 64, 256, 2, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s = mk(NULL, 64, 256, 2, greedy(), GPT2_SESSION_DROP_OLDEST);
     assert_string_equal(gpt2_session_template(s)->name, "transcript");
     send_ok(s, "Hi");
     ivec want = {0};
@@ -407,7 +407,7 @@ static void test_render_transcript(void **state) {
     gpt2_chat_template tn = *t;
     tn.name = "transcript-np";
     tn.preamble = "";
-    s = mk(&tn, 64, 256, 2, greedy(), GPT2_CONTEXT_REFUSE);
+    s = mk(&tn, 64, 256, 2, greedy(), GPT2_SESSION_REFUSE);
     send_ok(s, "Hi");
     r = run_reply(s, 10);
     send_ok(s, "Yo");
@@ -425,7 +425,7 @@ static void test_render_dialogpt(void **state) {
     const gpt2_chat_template *t = gpt2_chat_template_builtin("dialogpt");
     assert_non_null(t);
     assert_int_equal(t->eot_after_turn, 1);
-    gpt2_session *s = mk(t, 64, 256, 3, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s = mk(t, 64, 256, 3, greedy(), GPT2_SESSION_DROP_OLDEST);
     send_ok(s, "hello");
     ivec want = {0};
     iv_encs(&want, "hello");
@@ -456,7 +456,7 @@ static void test_render_dialogpt(void **state) {
 static void test_render_raw(void **state) {
     const gpt2_chat_template *t = gpt2_chat_template_builtin("raw");
     assert_non_null(t);
-    gpt2_session *s = mk(t, 64, 256, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s = mk(t, 64, 256, 4, greedy(), GPT2_SESSION_DROP_OLDEST);
     send_ok(s, "The cat");
     ivec want = {0};
     iv_encs(&want, "The cat");
@@ -467,7 +467,7 @@ static void test_render_raw(void **state) {
     iv_encs(&want, " and");
     assert_tokens(s, &want);
     /* Nothing to condition on: empty raw session, empty message. */
-    gpt2_session *e = mk(t, 64, 256, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *e = mk(t, 64, 256, 4, greedy(), GPT2_SESSION_DROP_OLDEST);
     gpt2_error err;
     assert_int_equal(gpt2_session_send(e, "", 0, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "nothing to condition on"));
@@ -482,7 +482,7 @@ static void test_render_raw(void **state) {
 
 static void test_kv_reuse(void **state) {
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 256, 5, hot(3, 1.0f), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s = mk(&t, 64, 256, 5, hot(3, 1.0f), GPT2_SESSION_DROP_OLDEST);
     assert_int_equal(gpt2_context_n_past(gpt2_session_context(s)), 0); /* nothing evaluated yet */
     send_ok(s, "one two");
     ivec b1 = {0};
@@ -527,7 +527,7 @@ typedef struct {
 
 static ref_run greedy_reference(const char *prompt, int n) {
     const gpt2_chat_template *raw = gpt2_chat_template_builtin("raw");
-    gpt2_session *s = mk(raw, 64, 256, n, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(raw, 64, 256, n, greedy(), GPT2_SESSION_REFUSE);
     send_ok(s, prompt);
     ref_run R = {0};
     iv_encs(&R.prompt, prompt);
@@ -578,7 +578,7 @@ static void check_stop_cut(const ref_run *R, const char *prompt, const char *sto
     t.name = "raw-stop";
     t.stop = stops;
     t.n_stop = 1;
-    gpt2_session *s = mk(&t, 64, 256, R->ids.n, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(&t, 64, 256, R->ids.n, greedy(), GPT2_SESSION_REFUSE);
     send_ok(s, prompt);
     reply r = run_reply(s, R->ids.n + 1);
     assert_int_equal(r.end, GPT2_REPLY_STOP_STRING);
@@ -666,7 +666,7 @@ static void test_stop_strings(void **state) {
         gpt2_chat_template t = *gpt2_chat_template_builtin("raw");
         t.stop = stops;
         t.n_stop = 1;
-        gpt2_session *s = mk(&t, 64, 256, R.ids.n, greedy(), GPT2_CONTEXT_REFUSE);
+        gpt2_session *s = mk(&t, 64, 256, R.ids.n, greedy(), GPT2_SESSION_REFUSE);
         send_ok(s, prompt);
         gpt2_session_token tk;
         gpt2_error err;
@@ -727,7 +727,7 @@ static void test_stop_at_token_start(void **state) {
  * (a seeded RNG: always the same runs) soon draws it. */
 static void test_eot_ends_reply(void **state) {
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 256, 0, hot(2024, 1e4f), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(&t, 64, 256, 0, hot(2024, 1e4f), GPT2_SESSION_REFUSE);
     send_ok(s, "end");
     ivec prompt = session_tokens(s);
     gpt2_error err;
@@ -780,7 +780,7 @@ static double softmax_at(const float *z, int n, int id) {
 
 static void test_params_mid_reply(void **state) {
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 256, 30, hot(11, 3.0f), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(&t, 64, 256, 30, hot(11, 3.0f), GPT2_SESSION_REFUSE);
     send_ok(s, "go");
     int V = gpt2_model_config(g_model)->n_vocab, not_argmax = 0;
     float *z = malloc((size_t)V * sizeof *z);
@@ -839,7 +839,7 @@ static void test_stop_and_busy(void **state) {
     gpt2_chat_template t = short_tmpl();
     t.stop = stops;
     t.n_stop = 1;
-    gpt2_session *s = mk(&t, 64, 256, 20, hot(5, 1.0f), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(&t, 64, 256, 20, hot(5, 1.0f), GPT2_SESSION_REFUSE);
     send_ok(s, "x");
     reply r = {0};
     gpt2_session_token tk;
@@ -887,7 +887,7 @@ static int reserve_rule(int n_ctx, int max_new) {
 static void test_context_full_drop(void **state) {
     gpt2_chat_template t = short_tmpl();
     const int max_new = 6;
-    gpt2_session *s = mk(&t, 64, 256, max_new, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s = mk(&t, 64, 256, max_new, greedy(), GPT2_SESSION_DROP_OLDEST);
     const char *msgs[] = {"alpha", "beta gamma", "delta", "epsilon zeta", "eta", "theta iota", "kappa"};
     int dropped_at = -1;
     for (int k = 0; k < 7 && dropped_at < 0; k++) {
@@ -946,7 +946,7 @@ static void test_context_full_drop(void **state) {
     gpt2_session_free(s);
     /* Mid-reply: an unlimited reply fills the context, the oldest exchange
      * goes, the reply goes on, and finally ends when only it is left. */
-    s = mk(&t, 64, 256, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    s = mk(&t, 64, 256, 4, greedy(), GPT2_SESSION_DROP_OLDEST);
     send_ok(s, "alpha");
     reply r0 = run_reply(s, 10);
     reply_free(&r0);
@@ -993,7 +993,7 @@ static void test_context_full_drop(void **state) {
 
 static void test_context_full_refuse(void **state) {
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 256, 6, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(&t, 64, 256, 6, greedy(), GPT2_SESSION_REFUSE);
     const char *msgs[] = {"alpha", "beta gamma", "delta", "epsilon zeta", "eta", "theta iota", "kappa"};
     int refused = 0;
     gpt2_error err;
@@ -1036,7 +1036,7 @@ static void test_oversized_message(void **state) {
     for (int i = 0; i < 399; i++) big[i] = "abcdefghij klmnop"[i % 17];
     big[399] = 0;
     for (int pol = 0; pol < 2; pol++) {
-        gpt2_session *s = mk(&t, 64, 256, 4, greedy(), (gpt2_context_policy)pol);
+        gpt2_session *s = mk(&t, 64, 256, 4, greedy(), (gpt2_session_policy)pol);
         send_ok(s, "first");
         reply r = run_reply(s, 10);
         reply_free(&r);
@@ -1056,14 +1056,14 @@ static void test_oversized_message(void **state) {
 
 static void test_regen(void **state) {
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 256, 8, hot(77, 1.0f), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(&t, 64, 256, 8, hot(77, 1.0f), GPT2_SESSION_REFUSE);
     send_ok(s, "tell");
     ivec prompt = session_tokens(s);
-    uint64_t rng0 = gpt2_sampler_rng_state(gpt2_session_sampler(s));
+    uint64_t rng0 = gpt2_session_rng_state(s);
     reply r1 = run_reply(s, 20);
     gpt2_error err;
     /* Same RNG state: the same reply. */
-    gpt2_sampler_set_rng_state(gpt2_session_sampler(s), rng0);
+    gpt2_session_set_rng_state(s, rng0);
     assert_int_equal(gpt2_session_regen(s, NULL, NULL, &err), GPT2_OK);
     assert_int_equal(gpt2_session_replying(s), 1);
     assert_tokens(s, &prompt);
@@ -1094,7 +1094,7 @@ static void test_regen(void **state) {
     assert_int_equal(a.len, 0);
     assert_int_equal(a.n_ids, 0);
     /* Nothing to regenerate in an empty session. */
-    gpt2_session *e = mk(&t, 64, 256, 8, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *e = mk(&t, 64, 256, 8, greedy(), GPT2_SESSION_REFUSE);
     assert_int_equal(gpt2_session_regen(e, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
     gpt2_session_free(e);
     reply_free(&r1);
@@ -1107,7 +1107,7 @@ static void test_regen(void **state) {
 
 static void test_undo_reset(void **state) {
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 256, 4, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(&t, 64, 256, 4, greedy(), GPT2_SESSION_REFUSE);
     send_ok(s, "one");
     reply r = run_reply(s, 10);
     reply_free(&r);
@@ -1162,7 +1162,7 @@ static void test_undo_reset(void **state) {
 
 static void test_set_template(void **state) {
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 256, 3, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s = mk(&t, 64, 256, 3, greedy(), GPT2_SESSION_DROP_OLDEST);
     send_ok(s, "hi");
     reply r = run_reply(s, 10);
     gpt2_error err;
@@ -1243,7 +1243,7 @@ static void test_template_files(void **state) {
     assert_int_equal(t->n_stop, 1);
     assert_string_equal(t->stop[0], "\n\n");
     assert_int_equal(t->eot_after_turn, 0);
-    gpt2_session *s = mk(t, 64, 256, 3, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s = mk(t, 64, 256, 3, greedy(), GPT2_SESSION_DROP_OLDEST);
     send_ok(s, "Good morrow.");
     ivec want = {0};
     iv_encs(&want, "ROMEO:\nGood morrow.\n\nJULIET:\n");
@@ -1292,7 +1292,7 @@ static void test_template_files(void **state) {
     rmdir(mdir);
     /* eot_after_turn on a vocabulary without <|endoftext|> is refused by the
      * session; here the vocabulary has it, so dialogpt is accepted. */
-    gpt2_session *d = mk(gpt2_chat_template_builtin("dialogpt"), 64, 256, 3, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *d = mk(gpt2_chat_template_builtin("dialogpt"), 64, 256, 3, greedy(), GPT2_SESSION_REFUSE);
     gpt2_session_free(d);
 }
 
@@ -1304,7 +1304,7 @@ static void test_save_load(void **state) {
     const char *stops[1] = {"\x7f\x7f"};
     t.stop = stops;
     t.n_stop = 1;
-    gpt2_session *a = mk(&t, 64, 256, 10, hot(123, 0.9f), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *a = mk(&t, 64, 256, 10, hot(123, 0.9f), GPT2_SESSION_DROP_OLDEST);
     send_ok(a, "save me");
     reply r = run_reply(a, 50);
     reply_free(&r);
@@ -1323,7 +1323,7 @@ static void test_save_load(void **state) {
     snap sa = take(a);
     reply ra = run_reply(a, 40);
     /* A fresh session with other settings takes the file's. */
-    gpt2_session *b = mk(NULL, 64, 256, 5, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *b = mk(NULL, 64, 256, 5, greedy(), GPT2_SESSION_REFUSE);
     assert_int_equal(gpt2_session_load(b, path, NULL, NULL, &err), GPT2_OK);
     snap sb = take(b);
     assert_same(&sa, &sb);
@@ -1340,7 +1340,7 @@ static void test_save_load(void **state) {
     assert_true(ra.ids.n >= 5);
     /* Between turns: both go on the same way after the same message. */
     assert_int_equal(gpt2_session_save(a, path, &err), GPT2_OK);
-    gpt2_session *c = mk(NULL, 64, 256, 5, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *c = mk(NULL, 64, 256, 5, greedy(), GPT2_SESSION_REFUSE);
     assert_int_equal(gpt2_session_load(c, path, NULL, NULL, &err), GPT2_OK);
     assert_int_equal(gpt2_session_replying(c), 0);
     send_ok(a, "next");
@@ -1385,7 +1385,7 @@ static void test_save_load_held(void **state) {
         t.name = "raw-held";
         t.stop = stops;
         t.n_stop = 1;
-        gpt2_session *a = mk(&t, 64, 256, R.ids.n, greedy(), GPT2_CONTEXT_REFUSE);
+        gpt2_session *a = mk(&t, 64, 256, R.ids.n, greedy(), GPT2_SESSION_REFUSE);
         send_ok(a, "The cat");
         gpt2_session_token tk;
         gpt2_error err;
@@ -1398,7 +1398,7 @@ static void test_save_load_held(void **state) {
         turn_of(a, 1, &u);
         assert_int_equal(u.shown, (size_t)b - 1); /* the stop's first byte held back */
         assert_int_equal(gpt2_session_save(a, path, &err), GPT2_OK);
-        gpt2_session *c = mk(NULL, 64, 256, 3, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+        gpt2_session *c = mk(NULL, 64, 256, 3, greedy(), GPT2_SESSION_DROP_OLDEST);
         assert_int_equal(gpt2_session_load(c, path, NULL, NULL, &err), GPT2_OK);
         turn_of(c, 1, &u);
         assert_int_equal(u.replying, 1);
@@ -1430,7 +1430,7 @@ static void test_save_load_held(void **state) {
 static void test_save_load_odd_bytes(void **state) {
     const char *path = tmp_path("odd.json");
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *a = mk(&t, 64, 256, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *a = mk(&t, 64, 256, 4, greedy(), GPT2_SESSION_DROP_OLDEST);
     const char msg[] = "caf\xc3\xa9 \xff\xfe nul\0here";
     gpt2_error err;
     assert_int_equal(gpt2_session_send(a, msg, sizeof msg - 1, NULL, NULL, &err), GPT2_OK);
@@ -1439,7 +1439,7 @@ static void test_save_load_odd_bytes(void **state) {
     char *text = read_file(path, NULL);
     assert_non_null(strstr(text, "\"text_base64\""));
     free(text);
-    gpt2_session *b = mk(&t, 64, 256, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *b = mk(&t, 64, 256, 4, greedy(), GPT2_SESSION_DROP_OLDEST);
     assert_int_equal(gpt2_session_load(b, path, NULL, NULL, &err), GPT2_OK);
     gpt2_turn u;
     turn_of(b, 0, &u);
@@ -1469,7 +1469,7 @@ static char *replace1(const char *text, const char *from, const char *to) {
 static void test_load_errors(void **state) {
     const char *good = tmp_path("good.json"), *badp = tmp_path("bad.json");
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *a = mk(&t, 64, 256, 3, hot(9, 1.0f), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *a = mk(&t, 64, 256, 3, hot(9, 1.0f), GPT2_SESSION_DROP_OLDEST);
     send_ok(a, "keep");
     reply r = run_reply(a, 10);
     reply_free(&r);
@@ -1478,7 +1478,7 @@ static void test_load_errors(void **state) {
     size_t len;
     char *text = read_file(good, &len);
     /* The session to stay untouched: a different, ongoing conversation. */
-    gpt2_session *s = mk(NULL, 64, 256, 7, hot(1, 0.5f), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(NULL, 64, 256, 7, hot(1, 0.5f), GPT2_SESSION_REFUSE);
     send_ok(s, "untouched");
     gpt2_session_token tk;
     assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
@@ -1549,7 +1549,7 @@ static void test_load_errors(void **state) {
         snap_free(&post);
     }
     /* The untouched session goes on as if nothing happened: same as a twin. */
-    gpt2_session *twin = mk(NULL, 64, 256, 7, hot(1, 0.5f), GPT2_CONTEXT_REFUSE);
+    gpt2_session *twin = mk(NULL, 64, 256, 7, hot(1, 0.5f), GPT2_SESSION_REFUSE);
     send_ok(twin, "untouched");
     assert_int_equal(gpt2_session_step(twin, &tk, &err), GPT2_OK);
     reply r1 = run_reply(s, 10), r2 = run_reply(twin, 10);
@@ -1584,8 +1584,8 @@ static int on_progress(void *ud, int done, int total) {
 
 static void test_cancel_prefill(void **state) {
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 2, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
-    gpt2_session *twin = mk(&t, 64, 2, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s = mk(&t, 64, 2, 4, greedy(), GPT2_SESSION_DROP_OLDEST);
+    gpt2_session *twin = mk(&t, 64, 2, 4, greedy(), GPT2_SESSION_DROP_OLDEST);
     send_ok(s, "first");
     send_ok(twin, "first");
     reply r = run_reply(s, 10);
@@ -1677,7 +1677,7 @@ static int count_cancel(void *ud, int done, int total) {
 
 static void test_hooks(void **state) {
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 2, 3, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s = mk(&t, 64, 2, 3, greedy(), GPT2_SESSION_DROP_OLDEST);
     hook_count h = {0};
     gpt2_hooks hk = {.user_data = &h, .on_logits = count_logits, .cancel = count_cancel};
     gpt2_session_set_hooks(s, &hk);
@@ -1758,7 +1758,7 @@ static const int g_max_new[3] = {10, 6, 0};
 static void test_draft_greedy_identical(void **state) {
     gpt2_chat_template t = short_tmpl();
     reply ref[3];
-    gpt2_session *p = mk(&t, 64, 256, 0, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *p = mk(&t, 64, 256, 0, greedy(), GPT2_SESSION_REFUSE);
     for (int i = 0; i < 3; i++) {
         gpt2_session_set_max_new_tokens(p, g_max_new[i]);
         send_ok(p, g_msgs[i]);
@@ -1772,7 +1772,7 @@ static void test_draft_greedy_identical(void **state) {
     for (int d = 0; d < 2; d++) {
         for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
             int k = ks[ki];
-            gpt2_session *s = mk(&t, 64, 256, 0, greedy(), GPT2_CONTEXT_REFUSE);
+            gpt2_session *s = mk(&t, 64, 256, 0, greedy(), GPT2_SESSION_REFUSE);
             gpt2_error err;
             assert_int_equal(gpt2_session_set_draft(s, drafts[d], k, &err), GPT2_OK);
             assert_int_equal(gpt2_session_draft_enabled(s), 1);
@@ -1821,12 +1821,12 @@ static void test_draft_short_window(void **state) {
     if (gpt2_model_load(fixture_path("models/tiny-short"), &shortm, &err) != GPT2_OK) fail_msg("%s", err.msg);
     assert_int_equal(gpt2_model_config(shortm)->n_ctx, 24);
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *p = mk(&t, 64, 256, 0, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *p = mk(&t, 64, 256, 0, greedy(), GPT2_SESSION_REFUSE);
     gpt2_session_set_max_new_tokens(p, 40);
     send_ok(p, g_msgs[0]);
     reply ref = run_reply(p, 80);
     gpt2_session_free(p);
-    gpt2_session *s = mk(&t, 64, 256, 0, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(&t, 64, 256, 0, greedy(), GPT2_SESSION_REFUSE);
     assert_int_equal(gpt2_session_set_draft(s, shortm, 4, &err), GPT2_OK);
     gpt2_session_set_max_new_tokens(s, 40);
     send_ok(s, g_msgs[0]);
@@ -1890,7 +1890,7 @@ static const float *ref_logits(gpt2_context *ref, gpt2_session *s) {
  * distribution at each token's position. */
 static void test_draft_params_mid_reply(void **state) {
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 256, 30, hot(11, 3.0f), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(&t, 64, 256, 30, hot(11, 3.0f), GPT2_SESSION_REFUSE);
     gpt2_error err;
     assert_int_equal(gpt2_session_set_draft(s, g_model, 4, &err), GPT2_OK);
     send_ok(s, "go");
@@ -1957,7 +1957,7 @@ static void test_draft_params_mid_reply(void **state) {
  * applies from the next iteration; on/off; the RNG stream is the sampler's. */
 static void test_draft_setup(void **state) {
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 256, 40, greedy(), GPT2_CONTEXT_REFUSE);
+    gpt2_session *s = mk(&t, 64, 256, 40, greedy(), GPT2_SESSION_REFUSE);
     gpt2_error err;
     /* another tokenizer: ids 0 and 1 swapped */
     char sub[128];
@@ -2032,15 +2032,15 @@ static void test_draft_rng(void **state) {
     gpt2_error err;
     reply r[2];
     for (int i = 0; i < 2; i++) {
-        gpt2_session *s = mk(&t, 64, 256, 12, hot(5, 1.0f), GPT2_CONTEXT_REFUSE);
+        gpt2_session *s = mk(&t, 64, 256, 12, hot(5, 1.0f), GPT2_SESSION_REFUSE);
         assert_int_equal(gpt2_session_set_draft(s, g_draft_lm, 3, &err), GPT2_OK);
         send_ok(s, "tell");
-        uint64_t rng0 = gpt2_sampler_rng_state(gpt2_session_sampler(s));
+        uint64_t rng0 = gpt2_session_rng_state(s);
         dreply d = run_dreply(s, 20);
         r[i] = d.r;
-        assert_true(gpt2_sampler_rng_state(gpt2_session_sampler(s)) != rng0); /* the iterations drew from it */
+        assert_true(gpt2_session_rng_state(s) != rng0); /* the iterations drew from it */
         if (i == 1) {
-            gpt2_sampler_set_rng_state(gpt2_session_sampler(s), rng0);
+            gpt2_session_set_rng_state(s, rng0);
             assert_int_equal(gpt2_session_regen(s, NULL, NULL, &err), GPT2_OK);
             dreply again = run_dreply(s, 20);
             assert_same_reply(&r[0], &again.r);
@@ -2096,7 +2096,7 @@ static void test_draft_plain_scenarios(void **state) {
 static void test_file_model_and_size(void **state) {
     (void)state;
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 8, 4, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s = mk(&t, 64, 8, 4, greedy(), GPT2_SESSION_DROP_OLDEST);
     send_ok(s, "hello");
     char path[] = "/tmp/gptscope-sess-XXXXXX";
     int fd = mkstemp(path);
@@ -2165,7 +2165,7 @@ static int check_candidates(gpt2_session *s) {
 static void test_candidates_kept(void **state) {
     (void)state;
     gpt2_chat_template t = short_tmpl();
-    gpt2_session *s = mk(&t, 64, 8, 6, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s = mk(&t, 64, 8, 6, greedy(), GPT2_SESSION_DROP_OLDEST);
     gpt2_error err;
     assert_int_equal(gpt2_session_candidates(s, 0, 0, &(gpt2_token_candidates){0}), GPT2_ERR_INVALID_ARG);
     unsigned notices = gpt2_session_get_stats(s).notices;
@@ -2194,7 +2194,7 @@ static void test_candidates_kept(void **state) {
     assert_true(fd >= 0);
     close(fd);
     assert_int_equal(gpt2_session_save(s, path, &err), GPT2_OK);
-    gpt2_session *s2 = mk(&t, 64, 8, 6, greedy(), GPT2_CONTEXT_DROP_OLDEST);
+    gpt2_session *s2 = mk(&t, 64, 8, 6, greedy(), GPT2_SESSION_DROP_OLDEST);
     assert_int_equal(gpt2_session_load(s2, path, NULL, NULL, &err), GPT2_OK);
     assert_int_equal(check_candidates(s2), before);
     for (int i = 1; i < n_turns; i += 2) {
@@ -2245,6 +2245,74 @@ static void test_candidates_kept(void **state) {
     gpt2_session_free(s);
 }
 
+/* ---- ablation ---- */
+
+/* The logits a fresh context of the same model, under `mask`, gives after
+ * the session's tokens. */
+static float *fresh_logits(const gpt2_session *s, const unsigned char *mask) {
+    int n, V = gpt2_model_config(g_model)->n_vocab;
+    const int32_t *toks = gpt2_session_tokens(s, &n);
+    gpt2_context *c;
+    gpt2_error err;
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 4; /* the session's batches, so the same kernels run */
+    assert_int_equal(gpt2_context_new(g_model, cp, &c, &err), GPT2_OK);
+    assert_int_equal(gpt2_context_set_ablation(c, mask, &err), GPT2_OK);
+    assert_int_equal(gpt2_context_eval(c, toks, n, &err), GPT2_OK);
+    float *z = malloc((size_t)V * sizeof *z);
+    memcpy(z, gpt2_context_logits(c), (size_t)V * sizeof *z);
+    gpt2_context_free(c);
+    return z;
+}
+
+/* Mid-reply: the conversation is kept, the cache is the ablated model's (bit
+ * for bit a fresh evaluation's), the reply goes on from the ablated logits;
+ * lifting it gives the plain model back; a cancelled change keeps the old set. */
+static void test_ablation(void **state) {
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 4, 30, greedy(), GPT2_SESSION_DROP_OLDEST);
+    const gpt2_config *c = gpt2_model_config(g_model);
+    const int V = c->n_vocab;
+    unsigned char mask[64] = {0};
+    mask[0 * c->n_head + 1] = mask[1 * c->n_head + 0] = 1;
+    gpt2_session_token tk;
+    gpt2_error err;
+    send_ok(s, "go");
+    for (int i = 0; i < 3; i++) assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    int n0;
+    gpt2_session_tokens(s, &n0);
+    float *plain = fresh_logits(s, NULL), *want = fresh_logits(s, mask);
+    assert_memory_not_equal(plain, want, (size_t)V * sizeof(float));
+    assert_int_equal(gpt2_session_set_ablation(s, mask, NULL, NULL, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_ablated(s, 0, 1), 1);
+    assert_int_equal(gpt2_session_ablated(s, 0, 0), 0);
+    int n1;
+    gpt2_session_tokens(s, &n1);
+    assert_int_equal(n1, n0);
+    assert_int_equal(gpt2_context_n_past(gpt2_session_context(s)), n1);
+    assert_memory_equal(gpt2_context_logits(gpt2_session_context(s)), want, (size_t)V * sizeof(float));
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK); /* greedy: the ablated model's argmax */
+    assert_int_equal(tk.id, argmax(want, V));
+    free(want), free(plain);
+    want = fresh_logits(s, mask);
+    assert_memory_equal(gpt2_context_logits(gpt2_session_context(s)), want, (size_t)V * sizeof(float));
+    /* a cancelled lift: still ablated, conversation as it was */
+    prog p = {.cancel_at = 1};
+    assert_int_equal(gpt2_session_set_ablation(s, NULL, on_progress, &p, &err), GPT2_CANCELLED);
+    assert_int_equal(gpt2_session_ablated(s, 0, 1), 1);
+    assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
+    assert_int_equal(tk.id, argmax(want, V));
+    free(want);
+    /* lifted: the plain model */
+    assert_int_equal(gpt2_session_set_ablation(s, NULL, NULL, NULL, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_ablated(s, 0, 1), 0);
+    plain = fresh_logits(s, NULL);
+    assert_memory_equal(gpt2_context_logits(gpt2_session_context(s)), plain, (size_t)V * sizeof(float));
+    free(plain);
+    gpt2_session_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_transcript),
@@ -2269,6 +2337,7 @@ int main(void) {
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_file_model_and_size),
         cmocka_unit_test(test_candidates_kept),
+        cmocka_unit_test(test_ablation),
         cmocka_unit_test(test_cancel_prefill),
         cmocka_unit_test(test_hooks),
         cmocka_unit_test_setup(test_draft_greedy_identical, no_draft),

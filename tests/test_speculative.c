@@ -256,7 +256,7 @@ static void test_filter_matches_sampler(void **state) {
             double listed = 0.0;
             int kept_listed = 0, nonzero = 0;
             for (size_t r = 0; r < nc; r++) {
-                if (fabs(cand[r].prob_final - prob[cand[r].id]) > 1e-6)
+                if (memcmp(&cand[r].prob_final, &prob[cand[r].id], sizeof(float)) != 0)
                     fail_msg("config %zu: id %d: sampler %g, filter %g", c, cand[r].id, cand[r].prob_final,
                              prob[cand[r].id]);
                 listed += prob[cand[r].id];

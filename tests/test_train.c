@@ -8,7 +8,7 @@
 
 #include "gpt2.h"
 #include "checkpoint_craft.h"
-#include "gpt2_train.h"
+#include "gpt2_testing.h"
 #include "test_util.h"
 
 static gpt2_train_params tiny_params(void) {
@@ -45,6 +45,11 @@ static void test_gradient_check(void **state) {
     gpt2_trainer *tr;
     gpt2_error err;
     assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    /* GPT-2's count from the shape: embeddings V*C + P*C; per layer two
+     * LayerNorms (4C), qkv (3C*C + 3C), proj (C*C + C), MLP (4C*C + 4C + 4C*C + C);
+     * the final LayerNorm 2C; the LM head tied to the embedding. */
+    const size_t V = 13, P = 6, C = 8, L = 2;
+    assert_int_equal(gpt2_trainer_n_params(tr), V * C + P * C + L * (12 * C * C + 13 * C) + 2 * C);
     randomize(tr, 99);
     enum { B = 3, T = 6 };
     int32_t x[B * T], y[B * T];

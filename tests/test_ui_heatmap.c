@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-#include "ui/ui_logic.h"
+#include "ui/heatmap.h"
 
 static void test_window_fits(void **state) {
     (void)state;

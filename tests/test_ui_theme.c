@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ui/ui_logic.h"
+#include "ui/theme.h"
 
 static int parse(const char *text, ui_theme *t, char *err) {
     return ui_theme_parse(text, strlen(text), "x.theme", t, err, 256);

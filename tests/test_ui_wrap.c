@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ui/ui_logic.h"
+#include "ui/wrap.h"
 
 /* Wraps s and returns the lines joined with '|' (for compact expectations). */
 static const char *wrapped(const char *s, int width) {

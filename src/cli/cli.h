@@ -27,7 +27,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_train_tokenizer(int argc, char **argv);
-/* The full-screen chat (src/ui/chat.c); built only when ncursesw and readline
+/* The full-screen chat (cmd_chat.c, then src/ui); built only when ncursesw and readline
  * are found (GPTSCOPE_HAVE_CHAT). */
 int cmd_chat(int argc, char **argv);
 

@@ -372,7 +372,7 @@ static int train_run(const train_opts *o, train_result *r) {
     int rc = job_data(o, &j);
     if (rc == EXIT_OK) rc = job_trainer(o, &j);
     if (rc == EXIT_OK) {
-        for (int i = 0; i < gpt2_trainer_n_tensors(j.tr); i++) r->parameters += gpt2_trainer_tensor(j.tr, i).n;
+        r->parameters = gpt2_trainer_n_params(j.tr);
         job_describe(o, &j, r->parameters);
         rc = job_train(o, &j, r);
     }

@@ -7,8 +7,9 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "gpt2_fileio.h"
 #include "json.h"
-#include "session_internal.h"
+#include "chat_template_internal.h"
 #include "textio.h"
 
 static const char *const transcript_stop[] = {"\nUser:"};
@@ -143,65 +144,57 @@ void gpt2_chat_template_free(gpt2_chat_template *t) { free(t); }
 static const char *const string_fields[] = {"name", "description", "preamble", "user_prefix", "user_suffix",
                                             "assistant_prefix", "assistant_suffix"};
 
-gpt2_status chat_template_from_json(const cJSON *obj, const char *where, gpt2_chat_template **out,
-                                    gpt2_error *err) {
+gpt2_status chat_template_from_json(const cJSON *obj, const json_src *src, gpt2_chat_template **out) {
     *out = NULL;
     char shown[TEXT_SHOW_BUF];
-    if (!cJSON_IsObject(obj))
-        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s(template): expected a JSON object, found %s", where,
-                         json_type_name(obj));
+    const char *pre = src->prefix ? src->prefix : "";
     const cJSON *item;
     cJSON_ArrayForEach(item, obj) {
         const char *k = item->string ? item->string : "";
         int known = strcmp(k, "stop") == 0 || strcmp(k, "eot_after_turn") == 0;
         for (int i = 0; i < 7 && !known; i++) known = strcmp(k, string_fields[i]) == 0;
         if (strcmp(k, "chat_template") == 0)
-            return gpt2_fail(err, GPT2_ERR_FORMAT,
-                             "%schat_template: a Hugging Face Jinja template, which gptscope does not run; expected "
-                             "gptscope's fields (name, preamble, user_prefix, user_suffix, assistant_prefix, "
-                             "assistant_suffix, stop)",
-                             where);
+            return gpt2_fail(src->err, src->code,
+                             "%s: %schat_template: a Hugging Face Jinja template, which gptscope does not run; "
+                             "expected gptscope's fields (name, preamble, user_prefix, user_suffix, "
+                             "assistant_prefix, assistant_suffix, stop)",
+                             src->path, pre);
         if (!known)
-            return gpt2_fail(err, GPT2_ERR_FORMAT,
-                             "%s%s: unknown field (expected name, description, preamble, user_prefix, user_suffix, "
-                             "assistant_prefix, assistant_suffix, stop, eot_after_turn)",
-                             where, text_show(k, strlen(k), shown));
+            return gpt2_fail(src->err, src->code,
+                             "%s: %s%s: unknown field (expected name, description, preamble, user_prefix, "
+                             "user_suffix, assistant_prefix, assistant_suffix, stop, eot_after_turn)",
+                             src->path, pre, text_show(k, strlen(k), shown));
     }
     const char *str[7];
-    for (int i = 0; i < 7; i++) {
-        const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, string_fields[i]);
-        if (!j && i == 0) return gpt2_fail(err, GPT2_ERR_FORMAT, "%sname: missing (expected a string)", where);
-        if (j && !cJSON_IsString(j))
-            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s%s: expected a string, found %s", where, string_fields[i],
-                             json_type_name(j));
-        str[i] = j ? j->valuestring : "";
+    gpt2_status st = json_get_str(src, obj, "name", &str[0]);
+    for (int i = 1; i < 7 && st == GPT2_OK; i++) {
+        str[i] = "";
+        if (cJSON_GetObjectItemCaseSensitive(obj, string_fields[i]))
+            st = json_get_str(src, obj, string_fields[i], &str[i]);
     }
+    if (st != GPT2_OK) return st;
     const char *stops[GPT2_TEMPLATE_MAX_STOPS];
     int n_stop = 0;
-    const cJSON *js = cJSON_GetObjectItemCaseSensitive(obj, "stop");
-    if (js) {
-        if (!cJSON_IsArray(js))
-            return gpt2_fail(err, GPT2_ERR_FORMAT, "%sstop: expected an array of strings, found %s", where,
-                             json_type_name(js));
+    const cJSON *js;
+    if (cJSON_GetObjectItemCaseSensitive(obj, "stop")) {
+        if ((st = json_get_array(src, obj, "stop", "an array of strings", &js)) != GPT2_OK) return st;
         int n = cJSON_GetArraySize(js);
-        if (n > GPT2_TEMPLATE_MAX_STOPS)
-            return gpt2_fail(err, GPT2_ERR_FORMAT, "%sstop: expected at most %d strings, found %d", where,
-                             GPT2_TEMPLATE_MAX_STOPS, n);
+        char want[48], found[32], key[32];
+        if (n > GPT2_TEMPLATE_MAX_STOPS) {
+            snprintf(want, sizeof want, "at most %d strings", GPT2_TEMPLATE_MAX_STOPS);
+            snprintf(found, sizeof found, "%d", n);
+            return json_bad(src, "stop", want, found);
+        }
         cJSON_ArrayForEach(item, js) {
-            if (!cJSON_IsString(item))
-                return gpt2_fail(err, GPT2_ERR_FORMAT, "%sstop[%d]: expected a string, found %s", where, n_stop,
-                                 json_type_name(item));
+            snprintf(key, sizeof key, "stop[%d]", n_stop);
+            if (!cJSON_IsString(item)) return json_bad(src, key, "a string", json_type_name(item));
             stops[n_stop++] = item->valuestring;
         }
     }
     int eot = 0;
-    const cJSON *je = cJSON_GetObjectItemCaseSensitive(obj, "eot_after_turn");
-    if (je) {
-        if (!cJSON_IsBool(je))
-            return gpt2_fail(err, GPT2_ERR_FORMAT, "%seot_after_turn: expected true or false, found %s", where,
-                             json_type_name(je));
-        eot = cJSON_IsTrue(je);
-    }
+    if (cJSON_GetObjectItemCaseSensitive(obj, "eot_after_turn") &&
+        (st = json_get_bool(src, obj, "eot_after_turn", &eot)) != GPT2_OK)
+        return st;
     gpt2_chat_template t = {.name = str[0],
                             .description = str[1],
                             .preamble = str[2],
@@ -212,9 +205,10 @@ gpt2_status chat_template_from_json(const cJSON *obj, const char *where, gpt2_ch
                             .stop = stops,
                             .n_stop = n_stop,
                             .eot_after_turn = eot};
-    gpt2_status st = check(&t, where, GPT2_ERR_FORMAT, err);
-    if (st != GPT2_OK) return st;
-    if (!(*out = copy_unchecked(&t))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a chat template");
+    char where[600];
+    snprintf(where, sizeof where, "%s: %s", src->path, pre);
+    if ((st = check(&t, where, src->code, src->err)) != GPT2_OK) return st;
+    if (!(*out = copy_unchecked(&t))) return gpt2_fail(src->err, GPT2_ERR_NOMEM, "out of memory for a chat template");
     return GPT2_OK;
 }
 
@@ -233,51 +227,13 @@ int chat_template_to_json(const gpt2_chat_template *t, cJSON *obj) {
     return cJSON_AddBoolToObject(obj, "eot_after_turn", t->eot_after_turn != 0) != NULL;
 }
 
-/* Parses text as one JSON value with nothing but whitespace after it; a
- * message names path and the byte where parsing stopped. */
-static gpt2_status parse_json_file(const char *path, const char *text, size_t len, cJSON **out, gpt2_error *err) {
-    *out = NULL;
-    long nul = text_json_nul(text, len);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    long at = end && end >= text && end <= text + len ? (long)(end - text) : -1;
-    if (root)
-        while (at >= 0 && (size_t)at < len && text[at] && strchr(" \t\r\n", text[at])) at++;
-    if (!root) return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: not valid JSON (parse error at byte %ld)", path, at);
-    if ((size_t)at != len) {
-        cJSON_Delete(root);
-        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: not valid JSON (text after the value at byte %ld)", path, at);
-    }
-    if (nul >= 0) {
-        cJSON_Delete(root);
-        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: a string holds a NUL character (at byte %ld)", path, nul);
-    }
-    *out = root;
-    return GPT2_OK;
-}
-
-gpt2_status chat_json_read(const char *path, size_t max_bytes, const char *what, cJSON **out, gpt2_error *err) {
-    char *text = NULL;
-    size_t len = 0;
-    gpt2_status st = text_read_file(path, max_bytes, GPT2_ERR_FORMAT, what, &text, &len, err);
-    if (st != GPT2_OK) return st;
-    st = parse_json_file(path, text, len, out, err);
-    free(text);
-    return st;
-}
-
 gpt2_status gpt2_chat_template_load(const char *path, gpt2_chat_template **out, gpt2_error *err) {
     *out = NULL;
     cJSON *root;
-    gpt2_status st = chat_json_read(path, (size_t)1 << 20, "chat template", &root, err);
+    gpt2_status st = json_read_file(path, (size_t)1 << 20, GPT2_ERR_FORMAT, "chat template", &root, err);
     if (st != GPT2_OK) return st;
-    char where[600];
-    snprintf(where, sizeof where, "%s: ", path);
-    if (!cJSON_IsObject(root)) {
-        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: expected a JSON object, found %s", path, json_type_name(root));
-    } else {
-        st = chat_template_from_json(root, where, out, err);
-    }
+    json_src src = {path, NULL, GPT2_ERR_FORMAT, err};
+    st = chat_template_from_json(root, &src, out);
     cJSON_Delete(root);
     return st;
 }
@@ -285,8 +241,8 @@ gpt2_status gpt2_chat_template_load(const char *path, gpt2_chat_template **out, 
 gpt2_status gpt2_chat_template_for_model(const char *model_dir, gpt2_chat_template **out, gpt2_error *err) {
     *out = NULL;
     char path[4096];
-    if (snprintf(path, sizeof path, "%s/chat_template.json", model_dir) >= (int)sizeof path)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "model directory path too long");
+    gpt2_status st = gpt2_fileio_join(path, sizeof path, model_dir, "chat_template.json", err);
+    if (st != GPT2_OK) return st;
     struct stat sb;
     if (stat(path, &sb) != 0 && errno == ENOENT)
         return gpt2_chat_template_copy(gpt2_chat_template_builtin("transcript"), out, err);

@@ -34,6 +34,8 @@ struct gpt2_context {
     gpt2_hooks hooks[GPT2_HOOKS_MAX]; /* [0] the caller's (set_hooks), then pushed observers */
     int n_hooks;                      /* entries in use, >= 1 */
     int want_logits;                  /* some entry has on_logits */
+    unsigned char *ablated;           /* (L, H) non-zero: the head's output is zeroed; NULL: none */
+    int n_ablated;
 };
 
 gpt2_context_params gpt2_context_default_params(void) {
@@ -115,6 +117,7 @@ void gpt2_context_free(gpt2_context *ctx) {
     free(ctx->xn);
     free(ctx->qkv);
     free(ctx->atty);
+    free(ctx->ablated);
     free(ctx->hid);
     free(ctx->att);
     free(ctx->logits);
@@ -236,6 +239,10 @@ static void attention(gpt2_context *ctx, int l, int p0, int T) {
         }
     attention_job job = {ctx, l, p0, T};
     pool_run(ctx->pool, attention_heads, &job, H);
+    if (ctx->n_ablated) /* zero-ablation: the head adds nothing to the output projection */
+        for (int h = 0; h < H; h++)
+            if (ctx->ablated[(size_t)l * H + h])
+                for (int t = 0; t < T; t++) memset(ctx->atty + (size_t)t * C + h * hs, 0, (size_t)hs * sizeof(float));
     for (int i = 0; i < ctx->n_hooks; i++) { /* each observer gets the heads it wants */
         const gpt2_hooks *hk = &ctx->hooks[i];
         if (!hk->on_attention) continue;
@@ -410,4 +417,43 @@ gpt2_status gpt2_context_rewind(gpt2_context *ctx, int n_past, gpt2_error *err) 
 void gpt2_context_reset(gpt2_context *ctx) {
     ctx->n_past = 0;
     ctx->logits_valid = 0;
+}
+
+gpt2_status gpt2_context_set_ablation(gpt2_context *ctx, const unsigned char *heads, gpt2_error *err) {
+    if (!ctx) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "set_ablation: NULL context");
+    const gpt2_config *c = &ctx->m->cfg;
+    const size_t n = (size_t)c->n_layer * c->n_head;
+    int count = 0;
+    for (size_t i = 0; heads && i < n; i++) count += heads[i] != 0;
+    if (!ctx->ablated && count) {
+        if (!(ctx->ablated = calloc(n, 1))) return gpt2_fail(err, GPT2_ERR_NOMEM, "set_ablation: out of memory");
+    }
+    int same = 1;
+    for (size_t i = 0; ctx->ablated && i < n; i++) {
+        unsigned char v = heads && heads[i] ? 1 : 0;
+        same &= ctx->ablated[i] == v;
+        ctx->ablated[i] = v;
+    }
+    ctx->n_ablated = count;
+    /* every position's keys and values from the first layer after an ablated
+     * head on depend on the set: the cache no longer holds this model's state */
+    if (!same) gpt2_context_reset(ctx);
+    return GPT2_OK;
+}
+
+int gpt2_context_ablated(const gpt2_context *ctx, int layer, int head) {
+    if (!ctx || !ctx->ablated) return 0;
+    const gpt2_config *c = &ctx->m->cfg;
+    if (layer < 0 || layer >= c->n_layer || head < 0 || head >= c->n_head) return 0;
+    return ctx->ablated[(size_t)layer * c->n_head + head];
+}
+
+gpt2_status gpt2_context_unembed(gpt2_context *ctx, const float *x, float *logits, gpt2_error *err) {
+    if (!ctx || !x || !logits) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "unembed: NULL argument");
+    const gpt2_model *m = ctx->m;
+    /* the same kernels as the forward pass's last position, so the last
+     * block's residual gives the model's logits bit for bit */
+    layernorm(ctx, ctx->xn, x, m->lnf_g, m->lnf_b, 1);
+    kernel_matmul_t(ctx->pool, logits, m->cfg.n_vocab, ctx->xn, 1, &m->lm_head, ctx->scratch);
+    return GPT2_OK;
 }

@@ -266,3 +266,12 @@ gpt2_status gpt2_fileio_open_append(const char *path, FILE **out, gpt2_error *er
     if (st != GPT2_OK) close(fd);
     return st;
 }
+
+gpt2_status gpt2_fileio_join(char *out, size_t cap, const char *dir, const char *name, gpt2_error *err) {
+    if (!out || cap == 0 || !dir || !name) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "path join: NULL argument");
+    int n = snprintf(out, cap, "%s/%s", dir, name);
+    if (n >= 0 && (size_t)n < cap) return GPT2_OK;
+    out[0] = '\0';
+    return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s/%s: path too long (%d bytes, the limit is %zu)", dir, name, n,
+                     cap - 1);
+}

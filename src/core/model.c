@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "gpt2_fileio.h"
 #include "hugemem.h"
+#include "json.h"
 #include "model_internal.h"
 #include "pool.h"
 #include "rng.h"
@@ -30,102 +32,60 @@ const char *gpt2_dtype_name(gpt2_dtype dtype) {
 
 /* --- config.json ---------------------------------------------------------- */
 
-static gpt2_status cfg_int(const char *path, const cJSON *root, const char *key, const char *alt,
-                           int min, int max, int *out, gpt2_error *err) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!j && alt) j = cJSON_GetObjectItemCaseSensitive(root, alt);
-    if (!j)
-        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: missing key \"%s\" (an integer)", path, key);
-    if (!cJSON_IsNumber(j) || floor(j->valuedouble) != j->valuedouble || j->valuedouble < min ||
-        j->valuedouble > max)
-        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: \"%s\" must be an integer in [%d, %d], found %s", path,
-                         j->string, min, max, cJSON_IsNumber(j) ? "an out-of-range number" : "a non-number");
-    *out = (int)j->valuedouble;
+/* config.json's checks, in the order a message should report them. */
+static gpt2_status check_config(const json_src *src, const cJSON *root, gpt2_model *m) {
+    gpt2_config *c = &m->cfg;
+    char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
+    const char *mt = "gpt2", *act = "gelu_new";
+    gpt2_status st = GPT2_OK;
+    if (cJSON_GetObjectItemCaseSensitive(root, "model_type") && (st = json_get_str(src, root, "model_type", &mt)))
+        return st;
+    if (strcmp(mt, "gpt2") != 0) {
+        snprintf(found, sizeof found, "\"%s\"", text_show(mt, strlen(mt), shown));
+        return json_bad(src, "model_type", "\"gpt2\"", found);
+    }
+    /* n_positions, or its older name n_ctx */
+    const char *pos = cJSON_GetObjectItemCaseSensitive(root, "n_positions") || !cJSON_GetObjectItemCaseSensitive(root, "n_ctx")
+                          ? "n_positions" : "n_ctx";
+    if ((st = json_get_int(src, root, "n_layer", 1, 1000, &c->n_layer)) ||
+        (st = json_get_int(src, root, "n_head", 1, 4096, &c->n_head)) ||
+        (st = json_get_int(src, root, "n_embd", 1, 65536, &c->n_embd)) ||
+        (st = json_get_int(src, root, pos, 1, 1 << 20, &c->n_ctx)) ||
+        (st = json_get_int(src, root, "vocab_size", 1, 1 << 24, &c->n_vocab)))
+        return st;
+    if (c->n_embd % c->n_head != 0)
+        return gpt2_fail(src->err, src->code, "%s: n_embd %d is not divisible by n_head %d", src->path, c->n_embd,
+                         c->n_head);
+    m->n_inner = 4 * c->n_embd;
+    if (json_has(root, "n_inner") && (st = json_get_int(src, root, "n_inner", 1, 1 << 20, &m->n_inner))) return st;
+    c->ln_eps = 1e-5f;
+    if (cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon") &&
+        (st = json_get_float(src, root, "layer_norm_epsilon", 0, 1, 1, &c->ln_eps)))
+        return st;
+    if (cJSON_GetObjectItemCaseSensitive(root, "activation_function") &&
+        (st = json_get_str(src, root, "activation_function", &act)))
+        return st;
+    if (strcmp(act, "gelu") == 0)
+        m->gelu_erf = 1;
+    else if (strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0) {
+        snprintf(found, sizeof found, "\"%s\"", text_show(act, strlen(act), shown));
+        return json_bad(src, "activation_function", "gelu_new, gelu_pytorch_tanh or gelu", found);
+    }
+    static const char *unsupported[] = {"scale_attn_by_inverse_layer_idx", "add_cross_attention"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, unsupported[i])))
+            return json_bad(src, unsupported[i], "false (true is not supported)", "true");
+    if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights")))
+        return json_bad(src, "scale_attn_weights", "true (false is not supported)", "false");
     return GPT2_OK;
 }
 
 static gpt2_status parse_config(const char *path, gpt2_model *m, gpt2_error *err) {
-    char *text = NULL;
-    size_t len = 0;
-    gpt2_status st = text_read_file(path, (size_t)64 << 20, GPT2_ERR_CONFIG, "config file", &text, &len, err);
+    cJSON *root;
+    gpt2_status st = json_read_file(path, (size_t)64 << 20, GPT2_ERR_CONFIG, "config file", &root, err);
     if (st != GPT2_OK) return st;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    long at = end && end >= text && end <= text + len ? (long)(end - text) : -1;
-    if (root) /* only whitespace may follow the object */
-        while (at >= 0 && (size_t)at < len && strchr(" \t\r\n", text[at]) && text[at]) at++;
-    free(text);
-    if (!root || !cJSON_IsObject(root) || (size_t)at != len) {
-        cJSON_Delete(root);
-        if (root && (size_t)at != len)
-            return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: not a valid JSON object (text after it at byte %ld)",
-                             path, at);
-        if (root)
-            return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: not a valid JSON object (found another JSON value)",
-                             path);
-        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: not a valid JSON object (parse error at byte %ld)",
-                         path, at);
-    }
-    gpt2_config *c = &m->cfg;
-    char shown[TEXT_SHOW_BUF];
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "gpt2") != 0)) {
-        st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: model_type is \"%s\", expected \"gpt2\"", path,
-                       cJSON_IsString(mt) ? text_show(mt->valuestring, strlen(mt->valuestring), shown) : "(not a string)");
-        goto done;
-    }
-    if ((st = cfg_int(path, root, "n_layer", NULL, 1, 1000, &c->n_layer, err)) ||
-        (st = cfg_int(path, root, "n_head", NULL, 1, 4096, &c->n_head, err)) ||
-        (st = cfg_int(path, root, "n_embd", NULL, 1, 65536, &c->n_embd, err)) ||
-        (st = cfg_int(path, root, "n_positions", "n_ctx", 1, 1 << 20, &c->n_ctx, err)) ||
-        (st = cfg_int(path, root, "vocab_size", NULL, 1, 1 << 24, &c->n_vocab, err)))
-        goto done;
-    if (c->n_embd % c->n_head != 0) {
-        st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: n_embd %d is not divisible by n_head %d", path, c->n_embd,
-                       c->n_head);
-        goto done;
-    }
-    m->n_inner = 4 * c->n_embd;
-    const cJSON *ni = cJSON_GetObjectItemCaseSensitive(root, "n_inner");
-    if (ni && !cJSON_IsNull(ni) && (st = cfg_int(path, root, "n_inner", NULL, 1, 1 << 20, &m->n_inner, err)))
-        goto done;
-    c->ln_eps = 1e-5f;
-    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
-    if (eps) {
-        /* checked as the float it becomes: 1e-300 is > 0 but rounds to 0 */
-        if (!cJSON_IsNumber(eps) || !(eps->valuedouble > 0) || eps->valuedouble > 1 ||
-            !((float)eps->valuedouble > 0)) {
-            st = gpt2_fail(err, GPT2_ERR_CONFIG,
-                           "%s: layer_norm_epsilon must be a number in (0, 1] that a float can hold, found %s",
-                           path, cJSON_IsNumber(eps) ? "an out-of-range number" : "a non-number");
-            goto done;
-        }
-        c->ln_eps = (float)eps->valuedouble;
-    }
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
-    if (act) {
-        const char *a = cJSON_IsString(act) ? act->valuestring : "";
-        if (strcmp(a, "gelu") == 0)
-            m->gelu_erf = 1;
-        else if (strcmp(a, "gelu_new") != 0 && strcmp(a, "gelu_pytorch_tanh") != 0) {
-            st = gpt2_fail(err, GPT2_ERR_CONFIG,
-                           "%s: activation_function \"%s\" not supported (expected gelu_new or gelu)", path,
-                           text_show(a, strlen(a), shown));
-            goto done;
-        }
-    }
-    static const char *unsupported[] = {"scale_attn_by_inverse_layer_idx", "add_cross_attention"};
-    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, unsupported[i]))) {
-            st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: \"%s\": true is not supported", path, unsupported[i]);
-            goto done;
-        }
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights");
-    if (cJSON_IsFalse(sc)) {
-        st = gpt2_fail(err, GPT2_ERR_CONFIG, "%s: \"scale_attn_weights\": false is not supported", path);
-        goto done;
-    }
-done:
+    json_src src = {path, NULL, GPT2_ERR_CONFIG, err};
+    st = check_config(&src, root, m);
     cJSON_Delete(root);
     return st;
 }
@@ -379,17 +339,17 @@ gpt2_status gpt2_model_load(const char *dir, gpt2_model **out, gpt2_error *err) 
     m->name = model_name(dir);
     char path[PATH_MAX_LEN];
     gpt2_status st;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if ((st = parse_config(path, m, err))) goto fail;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if ((st = st_open(path, &m->st, err)) || (st = bind_all(m, path, err))) goto fail;
+    if ((st = gpt2_fileio_join(path, sizeof path, dir, "config.json", err)) || (st = parse_config(path, m, err)))
+        goto fail;
+    if ((st = gpt2_fileio_join(path, sizeof path, dir, "model.safetensors", err)) ||
+        (st = st_open(path, &m->st, err)) || (st = bind_all(m, path, err)))
+        goto fail;
     if ((st = gpt2_tokenizer_load(dir, &m->tok, err))) goto fail;
     int tv = gpt2_tokenizer_n_vocab(m->tok);
     if (tv > m->cfg.n_vocab) {
-        snprintf(path, sizeof path, "%s/vocab.json", dir);
         st = gpt2_fail(err, GPT2_ERR_CONFIG,
-                       "%s: the vocabulary has ids up to %d, but the model has only vocab_size %d rows", path,
-                       tv - 1, m->cfg.n_vocab);
+                       "%s/vocab.json: the vocabulary has ids up to %d, but the model has only vocab_size %d rows",
+                       dir, tv - 1, m->cfg.n_vocab);
         goto fail;
     }
     *out = m;

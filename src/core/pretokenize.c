@@ -1,7 +1,7 @@
 /* pretokenize.c — GPT-2's pre-tokenization pattern through PCRE2 (see pretokenize.h). */
-#include "core/pretokenize.h"
+#include "pretokenize.h"
 
-#include "core/error.h"
+#include "error.h"
 
 /* The pre-tokenization pattern of encoder.py, with \s spelled out. Python's `regex` module
  * (which GPT-2 used) takes \s to be Unicode's White_Space property: TAB..CR, space, U+0085,

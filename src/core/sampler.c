@@ -20,7 +20,7 @@
  *     then heap-sorts those H;
  *   - top-k on: K exps. top-k off: n exps (vectorised) for the normaliser, and
  *     only if the kept set is deeper than H, a few passes over the tokens that
- *     can still be in it (see sample_deep) — never a full sort.
+ *     can still be in it (see keep_deep) — never a full sort.
  * On a 50257-token vocabulary that is some 30-200 us (tests/test_sampler.c,
  * test_speed). The report's two full softmax normalisers are computed by the
  * report, so that nobody pays for them unless a pane is looking.
@@ -29,7 +29,6 @@
 
 #include "fastmath.h"
 #include "rng.h"
-#include "sampler_internal.h"
 
 #include <float.h>
 #include <limits.h>
@@ -75,6 +74,10 @@ struct gpt2_sampler {
     int n_kept;                 /* L (may exceed n_top) */
     double mass_kept;           /* sum of w over the kept ranks */
     double mass_all;            /* sum of w over all n, or -1 if this call did not need it */
+    /* The kept set below rank H (keep_deep), or deep_bin = -1 when it ends
+     * within top[]: rest[0..deep_in_bin) are kept from the bin where the
+     * nucleus ends, rest[deep_nb..n_rest) with bin_of < deep_bin wholly. */
+    int deep_bin, deep_nb, deep_in_bin, n_rest;
 };
 
 /* ---- parameters ---- */
@@ -94,7 +97,7 @@ gpt2_sampler_params gpt2_sampler_default_params(void) {
 
 /* Brings every field into its documented range. The comparisons are written so
  * that NaN fails them and lands on the "off" (or greedy) value. */
-gpt2_sampler_params sampler_clamp_params(gpt2_sampler_params p) {
+static gpt2_sampler_params clamp_params(gpt2_sampler_params p) {
     if (!(p.temperature > 0.0f)) p.temperature = 0.0f;
     else if (p.temperature > FLT_MAX) p.temperature = FLT_MAX; /* -inf / inf would be NaN */
     if (p.top_k < 0) p.top_k = 0;
@@ -126,7 +129,7 @@ gpt2_sampler *gpt2_sampler_new(gpt2_sampler_params params, int n_vocab) {
         return NULL;
     }
     s->n_vocab = n_vocab;
-    s->params = sampler_clamp_params(params);
+    s->params = clamp_params(params);
     s->rng = s->params.seed;
     s->last = -1;
     return s;
@@ -147,7 +150,7 @@ void gpt2_sampler_free(gpt2_sampler *s) {
 
 void gpt2_sampler_set_params(gpt2_sampler *s, gpt2_sampler_params params) {
     if (!s) return;
-    params = sampler_clamp_params(params);
+    params = clamp_params(params);
     if (params.seed != s->params.seed) s->rng = params.seed;
     s->params = params;
 }
@@ -176,7 +179,9 @@ static void weights(float *restrict w, const float *restrict z, int n, float max
     for (int i = 0; i < n; i++) w[i] = fast_exp_nonpos((z[i] - max) / temp);
 }
 
-double sampler_sum_weights(const float *w, int n) {
+/* Sum in double with eight independent accumulators: exact enough for 50257
+ * terms and not bound by the latency of one long add chain. */
+static double sum_weights(const float *w, int n) {
     double acc[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -200,8 +205,18 @@ static inline void swap_tok(tok *a, tok *b) {
     *b = t;
 }
 
-/* Selection works on sampler_rank_key (sampler_internal.h), which orders
- * exactly like before(). */
+/* Selection works on 64-bit keys that order exactly like before(): the
+ * float's bits mapped to an unsigned integer of the same order, then the
+ * complemented id, so one integer compare ranks two tokens. Equal floats must
+ * have equal bits for this: z never holds NaN or -0. */
+static inline uint64_t rank_key(float z, int32_t id) {
+    uint32_t u;
+    memcpy(&u, &z, sizeof u);
+    u = u >> 31 ? ~u : u | 0x80000000u;
+    return (uint64_t)u << 32 | (uint32_t)~id;
+}
+
+static inline int32_t key_id(uint64_t key) { return (int32_t)~(uint32_t)key; }
 
 /* Min-heap of keys: the root is the latest-ranked token held. */
 static void sift_down(uint64_t *h, int n, int i) {
@@ -224,10 +239,10 @@ static void sift_down(uint64_t *h, int n, int i) {
  * dismissed by a compare that vectorises. */
 static void select_top(const float *z, int n, tok *top, uint64_t *heap, int h) {
     enum { BLOCK = 32 };
-    for (int i = 0; i < h; i++) heap[i] = sampler_rank_key(z[i], i);
+    for (int i = 0; i < h; i++) heap[i] = rank_key(z[i], i);
     for (int i = h / 2 - 1; i >= 0; i--) sift_down(heap, h, i);
     int i = h;
-    float root = z[sampler_key_id(heap[0])];
+    float root = z[key_id(heap[0])];
     while (i < n) {
         if (n - i >= BLOCK) {
             int any = 0;
@@ -239,9 +254,9 @@ static void select_top(const float *z, int n, tok *top, uint64_t *heap, int h) {
         }
         for (int end = n - i >= BLOCK ? i + BLOCK : n; i < end; i++) {
             if (z[i] > root) {
-                heap[0] = sampler_rank_key(z[i], i);
+                heap[0] = rank_key(z[i], i);
                 sift_down(heap, h, 0);
-                root = z[sampler_key_id(heap[0])];
+                root = z[key_id(heap[0])];
             }
         }
     }
@@ -252,7 +267,7 @@ static void select_top(const float *z, int n, tok *top, uint64_t *heap, int h) {
         sift_down(heap, end, 0);
     }
     for (int r = 0; r < h; r++) {
-        int32_t id = sampler_key_id(heap[r]);
+        int32_t id = key_id(heap[r]);
         top[r] = (tok){z[id], 0.0f, id};
     }
 }
@@ -338,9 +353,9 @@ static void penalise(gpt2_sampler *s, const int32_t *history, size_t n_history) 
     }
 }
 
-/* Stages 3-5 and the draw when top-k is on: everything happens within the K
- * best ranks, which top[] already holds in order. */
-static int32_t sample_top_k(gpt2_sampler *s, double u) {
+/* Stages 3-5 when top-k is on: everything happens within the K best ranks,
+ * which top[] already holds in order. */
+static void keep_top_k(gpt2_sampler *s) {
     const gpt2_sampler_params *p = &s->used;
     tok *top = s->top;
     const int k = s->cut_k;
@@ -368,23 +383,22 @@ static int32_t sample_top_k(gpt2_sampler *s, double u) {
     s->cut_p = c;
     s->n_kept = l;
     s->mass_kept = mass;
-    return draw(top, l, mass, u);
 }
 
-/* Stages 4-5 and the draw over the whole vocabulary (top-k off).
+/* Stages 4-5 over the whole vocabulary (top-k off).
  *
  * The H best ranks (sorted) are walked first; when the nucleus or the min-p
  * cut ends among them that settles it. Otherwise all H are kept and the rest
- * of the kept set lies below rank H: see sample_deep. */
-static int32_t sample_deep(gpt2_sampler *s, double u, double mass_top, double target);
+ * of the kept set lies below rank H: see keep_deep. */
+static void keep_deep(gpt2_sampler *s, double mass_top, double target);
 
-static int32_t sample_full(gpt2_sampler *s, double u) {
+static void keep_full(gpt2_sampler *s) {
     const gpt2_sampler_params *p = &s->used;
     tok *top = s->top;
     const int h = s->n_top;
 
     weights(s->w, s->z, s->n_vocab, s->max_z, p->temperature);
-    const double mass_all = sampler_sum_weights(s->w, s->n_vocab);
+    const double mass_all = sum_weights(s->w, s->n_vocab);
     s->mass_all = mass_all;
     const double target = p->top_p < 1.0f ? (double)p->top_p * mass_all : INFINITY;
 
@@ -401,12 +415,14 @@ static int32_t sample_full(gpt2_sampler *s, double u) {
     }
     s->cut_p = c;
     if (c < l) l = c;
-    if (l == INT_MAX) return sample_deep(s, u, cum, target);
+    if (l == INT_MAX) {
+        keep_deep(s, cum, target);
+        return;
+    }
     double mass = 0.0;
     for (int r = 0; r < l; r++) mass += top[r].e;
     s->n_kept = l;
     s->mass_kept = mass;
-    return draw(top, l, mass, u);
 }
 
 /* The kept set is deeper than H. All of top[0..H) is kept (mass_top is their
@@ -424,9 +440,10 @@ static int32_t sample_full(gpt2_sampler *s, double u) {
  * to the z where the weight reaches the cut; a bin is a monotone function of z
  * alone, so bin order refines rank order. The nucleus ends in the first bin at
  * which the running mass reaches top_p*S; only that bin's tokens need ordering
- * (nucleus_select). The draw then picks a bin by the bins' masses and walks
- * only that bin's tokens, so nothing here is a sort or more than a few passes. */
-static int32_t sample_deep(gpt2_sampler *s, double u, double mass_top, double target) {
+ * (nucleus_select). The draw (draw_deep) then picks a bin by the bins' masses
+ * and walks only that bin's tokens, so nothing here is a sort or more than a
+ * few passes. */
+static void keep_deep(gpt2_sampler *s, double mass_top, double target) {
     const gpt2_sampler_params *p = &s->used;
     const int n = s->n_vocab, h = s->n_top;
     const tok *top = s->top;
@@ -485,9 +502,18 @@ static int32_t sample_deep(gpt2_sampler *s, double u, double mass_top, double ta
     }
     s->n_kept = h + n_before + in_bin;
     s->mass_kept = acc + mass_bin;
+    s->deep_bin = bin;
+    s->deep_nb = nb;
+    s->deep_in_bin = in_bin;
+    s->n_rest = n_rest;
+}
 
-    /* The draw: top[0..h), then the bins before `bin` in order, then the kept
-     * part of `bin`, rest[0..in_bin). */
+/* The draw from a kept set that keep_deep found: top[0..h), then the bins
+ * before deep_bin in order, then the kept part of deep_bin, rest[0..in_bin). */
+static int32_t draw_deep(const gpt2_sampler *s, double u) {
+    const tok *top = s->top, *rest = s->rest;
+    const uint16_t *bin_of = s->bin_of;
+    const int h = s->n_top, bin = s->deep_bin, nb = s->deep_nb;
     double r = u * s->mass_kept, cum = 0.0;
     int32_t pick = top[0].id;
     for (int i = 0; i < h; i++) {
@@ -502,7 +528,7 @@ static int32_t sample_deep(gpt2_sampler *s, double u, double mass_top, double ta
             cum += s->bin_mass[b];
             continue;
         }
-        for (int i = nb; i < n_rest; i++) {
+        for (int i = nb; i < s->n_rest; i++) {
             if (bin_of[i] != b || !(rest[i].e > 0.0f)) continue;
             cum += rest[i].e;
             pick = rest[i].id;
@@ -510,7 +536,7 @@ static int32_t sample_deep(gpt2_sampler *s, double u, double mass_top, double ta
         }
         return pick; /* reached, or rounding: the bin's last token with weight */
     }
-    for (int i = 0; i < in_bin; i++) {
+    for (int i = 0; i < s->deep_in_bin; i++) {
         if (rest[i].e > 0.0f) {
             cum += rest[i].e;
             pick = rest[i].id;
@@ -520,9 +546,9 @@ static int32_t sample_deep(gpt2_sampler *s, double u, double mass_top, double ta
     return pick;
 }
 
-int32_t gpt2_sampler_sample(gpt2_sampler *s, const float *logits, const int32_t *history,
-                            size_t n_history) {
-    if (!s || !logits) return -1;
+/* Stage 1 and the ranking: z from the logits, the H best ranks in top[],
+ * and the report's state reset to "argmax only". */
+static void prepare(gpt2_sampler *s, const float *logits, const int32_t *history, size_t n_history) {
     const int n = s->n_vocab;
     const gpt2_sampler_params *p = &s->params;
     s->used = *p;
@@ -548,21 +574,53 @@ int32_t gpt2_sampler_sample(gpt2_sampler *s, const float *logits, const int32_t 
     s->n_kept = 1;
     s->mass_kept = 1.0;
     s->mass_all = -1.0;
+    s->deep_bin = -1;
     s->max_z = s->top[0].z;
     s->has_dist = s->max_z > -INFINITY;
+}
 
+/* Stages 2-5: the kept set and its mass. Returns 0 when the answer is the
+ * argmax alone (greedy, or no distribution). */
+static int keep(gpt2_sampler *s) {
+    if (s->used.temperature == 0.0f || !s->has_dist) return 0;
+    if (s->cut_k < s->n_vocab) keep_top_k(s);
+    else keep_full(s);
+    return 1;
+}
+
+int32_t gpt2_sampler_sample(gpt2_sampler *s, const float *logits, const int32_t *history,
+                            size_t n_history) {
+    if (!s || !logits) return -1;
+    prepare(s, logits, history, n_history);
     /* Exactly one draw whenever temperature > 0, whatever the cuts leave, so
      * the RNG stream does not shift when a knob changes. */
-    double u = p->temperature > 0.0f ? rng_uniform(&s->rng) : 0.0;
-    int32_t id;
-    if (p->temperature == 0.0f || !s->has_dist)
-        id = s->top[0].id; /* argmax, lowest id on ties; 0 if all are -inf */
-    else if (k < n)
-        id = sample_top_k(s, u);
-    else
-        id = sample_full(s, u);
+    double u = s->used.temperature > 0.0f ? rng_uniform(&s->rng) : 0.0;
+    int32_t id = s->top[0].id; /* argmax, lowest id on ties; 0 if all are -inf */
+    if (keep(s)) id = s->deep_bin >= 0 ? draw_deep(s, u) : draw(s->top, s->n_kept, s->mass_kept, u);
     s->last = id;
     return id;
+}
+
+int gpt2_sampler_filter(gpt2_sampler *s, const float *logits, const int32_t *history,
+                        size_t n_history, float *prob) {
+    if (!s || !logits || !prob) return -1;
+    prepare(s, logits, history, n_history);
+    memset(prob, 0, (size_t)s->n_vocab * sizeof *prob);
+    if (!keep(s)) {
+        prob[s->top[0].id] = 1.0f;
+        return 1;
+    }
+    /* Each kept weight over the kept mass: the report's prob_final, bit for bit. */
+    const double mass = s->mass_kept;
+    const tok *top = s->top, *rest = s->rest;
+    const int ranked = s->n_kept < s->n_top ? s->n_kept : s->n_top;
+    for (int r = 0; r < ranked; r++) prob[top[r].id] = (float)(top[r].e / mass);
+    if (s->deep_bin >= 0) {
+        for (int i = 0; i < s->deep_in_bin; i++) prob[rest[i].id] = (float)(rest[i].e / mass);
+        for (int i = s->deep_nb; i < s->n_rest; i++)
+            if (s->bin_of[i] < s->deep_bin) prob[rest[i].id] = (float)(rest[i].e / mass);
+    }
+    return s->n_kept;
 }
 
 /* ---- report ---- */
@@ -576,7 +634,7 @@ static double mass_of(const float *z, int n, float max, float temp) {
     for (int i = 0; i < n; i += CHUNK) {
         int len = n - i < CHUNK ? n - i : CHUNK;
         weights(buf, z + i, len, max, temp);
-        sum += sampler_sum_weights(buf, len);
+        sum += sum_weights(buf, len);
     }
     return sum;
 }

@@ -13,7 +13,7 @@
 #include "error.h"
 #include "gpt2_fileio.h"
 #include "json.h"
-#include "session_internal.h"
+#include "chat_template_internal.h"
 #include "textio.h"
 
 /* One turn. text always points at a NUL-terminated buffer. */
@@ -48,7 +48,7 @@ struct gpt2_session {
     int n_ctx, n_vocab;
     int32_t eot;              /* -1 if the vocabulary has none */
     int max_new;
-    gpt2_context_policy policy;
+    gpt2_session_policy policy;
 
     convo cv;
     tokvec toks; /* the rendered conversation: what the cache should hold */
@@ -409,7 +409,7 @@ gpt2_session_params gpt2_session_default_params(void) {
     return (gpt2_session_params){.context = gpt2_context_default_params(),
                                  .sampler = gpt2_sampler_default_params(),
                                  .max_new_tokens = 256,
-                                 .context_policy = GPT2_CONTEXT_DROP_OLDEST,
+                                 .context_policy = GPT2_SESSION_DROP_OLDEST,
                                  .chat_template = NULL};
 }
 
@@ -423,7 +423,7 @@ gpt2_status gpt2_session_new(const gpt2_model *model, gpt2_session_params p, gpt
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "session: model '%s' has no tokenizer", gpt2_model_name(model));
     if (p.max_new_tokens < 0)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "session: max_new_tokens %d is negative", p.max_new_tokens);
-    if (p.context_policy != GPT2_CONTEXT_DROP_OLDEST && p.context_policy != GPT2_CONTEXT_REFUSE)
+    if (p.context_policy != GPT2_SESSION_DROP_OLDEST && p.context_policy != GPT2_SESSION_REFUSE)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "session: unknown context policy %d", (int)p.context_policy);
     gpt2_session *s = calloc(1, sizeof *s);
     if (!s) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a session");
@@ -642,7 +642,7 @@ static gpt2_status finish_stop(gpt2_session *s, gpt2_session_token *out, size_t 
 }
 
 static int can_drop_mid_reply(const gpt2_session *s) {
-    return s->policy == GPT2_CONTEXT_DROP_OLDEST && s->cv.first < s->cv.n - 2;
+    return s->policy == GPT2_SESSION_DROP_OLDEST && s->cv.first < s->cv.n - 2;
 }
 
 /* The reply filled the context: drop the oldest exchanges and recompute. */
@@ -737,13 +737,10 @@ static int32_t take_queued(gpt2_session *s, gpt2_session_token *out) {
     return t->id;
 }
 
-gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_error *err) {
-    if (!s || !out) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "step: NULL argument");
-    *out = (gpt2_session_token){.id = -1, .text = s->out, .len = 0};
-    s->out[0] = '\0';
-    s->stats.last_call = 0;
-    if (!s->replying)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "step: no reply in progress (send a message or regenerate first)");
+/* Before a token: the limits that end the reply, and a drop of old turns
+ * when the context is full. *ended: the reply ended (out filled by finish). */
+static gpt2_status check_room(gpt2_session *s, gpt2_session_token *out, int *ended, gpt2_error *err) {
+    *ended = 1;
     if (s->max_new > 0 && s->n_sampled >= s->max_new) return finish(s, out, GPT2_REPLY_MAX_TOKENS);
     if (s->toks.n >= s->n_ctx) {
         if (!can_drop_mid_reply(s)) return finish(s, out, GPT2_REPLY_CONTEXT_FULL);
@@ -754,25 +751,63 @@ gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_err
         }
         if (st != GPT2_OK) return st;
     }
+    *ended = 0;
+    return GPT2_OK;
+}
+
+/* The next token: from the draft queue (an iteration first when it is
+ * empty), or sampled from the cache's last logits. */
+static gpt2_status next_id(gpt2_session *s, gpt2_session_token *out, int draft, int32_t *id, gpt2_error *err) {
     gpt2_status st;
-    int32_t id;
-    const int draft = drafting(s);
     if (draft) {
         if (s->q_pos == s->q_len && (st = draft_iteration(s, err)) != GPT2_OK) {
             settle(s);
             return st;
         }
-        id = take_queued(s, out);
-    } else {
-        st = sync_cache(s, 1, NULL, NULL, &s->stats.last_reply, err);
-        if (st != GPT2_OK) {
-            settle(s);
-            return st;
-        }
-        const float *logits = gpt2_context_logits(s->ctx); /* (n_vocab) */
-        id = gpt2_sampler_sample(s->smp, logits, s->toks.v, (size_t)s->toks.n);
-        out->prob = token_prob(logits, s->n_vocab, id);
+        *id = take_queued(s, out);
+        return GPT2_OK;
     }
+    if ((st = sync_cache(s, 1, NULL, NULL, &s->stats.last_reply, err)) != GPT2_OK) {
+        settle(s);
+        return st;
+    }
+    const float *logits = gpt2_context_logits(s->ctx); /* (n_vocab) */
+    *id = gpt2_sampler_sample(s->smp, logits, s->toks.v, (size_t)s->toks.n);
+    out->prob = token_prob(logits, s->n_vocab, *id);
+    return GPT2_OK;
+}
+
+/* Records a kept token (its text already appended to a): the ids, the
+ * sequence, its candidates, and the text now safe to hand out. */
+static void commit_token(gpt2_session *s, turn *a, gpt2_session_token *out, int32_t id, int draft) {
+    gpt2_token_candidates *tc = &a->cands[a->n_ids];
+    memset(tc, 0, sizeof *tc);
+    if (!draft) { /* the sampler's view of this token (a drafted one's came from the decoder: none) */
+        tc->n = (int)gpt2_sampler_report(s->smp, tc->c, GPT2_SESSION_CANDIDATES);
+        tc->params = gpt2_session_sampler_params(s);
+    }
+    a->ids[a->n_ids++] = id;
+    s->toks.v[s->toks.n++] = id;
+    s->n_sampled++;
+    out->kept = 1;
+    size_t h = hold_point(s, a, s->held);
+    if (h > s->held) emit(s, out, a->text + s->held, h - s->held);
+    s->held = h;
+}
+
+gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_error *err) {
+    if (!s || !out) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "step: NULL argument");
+    *out = (gpt2_session_token){.id = -1, .text = s->out, .len = 0};
+    s->out[0] = '\0';
+    s->stats.last_call = 0;
+    if (!s->replying)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "step: no reply in progress (send a message or regenerate first)");
+    int ended;
+    gpt2_status st = check_room(s, out, &ended, err);
+    if (st != GPT2_OK || ended) return st;
+    int32_t id;
+    const int draft = drafting(s);
+    if ((st = next_id(s, out, draft, &id, err)) != GPT2_OK) return st;
     out->id = id;
     if (id == s->eot) return finish(s, out, GPT2_REPLY_EOT);
     turn *a = last_turn(s);
@@ -797,19 +832,7 @@ gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_err
         }
         note_eval(s, 1, &s->stats.last_reply);
     }
-    gpt2_token_candidates *tc = &a->cands[a->n_ids];
-    memset(tc, 0, sizeof *tc);
-    if (!draft) { /* the sampler's view of this token (a drafted one's came from the decoder: none) */
-        tc->n = (int)gpt2_sampler_report(s->smp, tc->c, GPT2_SESSION_CANDIDATES);
-        tc->params = gpt2_session_sampler_params(s);
-    }
-    a->ids[a->n_ids++] = id;
-    s->toks.v[s->toks.n++] = id;
-    s->n_sampled++;
-    out->kept = 1;
-    size_t h = hold_point(s, a, s->held);
-    if (h > s->held) emit(s, out, a->text + s->held, h - s->held);
-    s->held = h;
+    commit_token(s, a, out, id, draft);
     if (s->max_new > 0 && s->n_sampled >= s->max_new) return finish(s, out, GPT2_REPLY_MAX_TOKENS);
     if (s->toks.n >= s->n_ctx && !can_drop_mid_reply(s)) return finish(s, out, GPT2_REPLY_CONTEXT_FULL);
     return GPT2_OK;
@@ -854,7 +877,7 @@ gpt2_status gpt2_session_send(gpt2_session *s, const char *text, size_t len, gpt
         st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a %zu-byte message", len);
         goto fail;
     }
-    st = fit(s, s->tmpl, &s->cv, 1, s->policy == GPT2_CONTEXT_DROP_OLDEST, s->max_new, "this message", &f, err);
+    st = fit(s, s->tmpl, &s->cv, 1, s->policy == GPT2_SESSION_DROP_OLDEST, s->max_new, "this message", &f, err);
     if (st != GPT2_OK) goto fail;
     tv_swap(&s->toks, &s->next);
     s->cv.first = f;
@@ -946,7 +969,7 @@ gpt2_status gpt2_session_set_template(gpt2_session *s, const gpt2_chat_template 
     gpt2_chat_template *nt;
     TRY(gpt2_chat_template_copy(t, &nt, err));
     int old_first = s->cv.first, f, evaluated = 0;
-    gpt2_status st = fit(s, nt, &s->cv, 0, s->policy == GPT2_CONTEXT_DROP_OLDEST, s->max_new,
+    gpt2_status st = fit(s, nt, &s->cv, 0, s->policy == GPT2_SESSION_DROP_OLDEST, s->max_new,
                          "the last exchange", &f, err);
     if (st != GPT2_OK) {
         gpt2_chat_template_free(nt);
@@ -968,6 +991,40 @@ gpt2_status gpt2_session_set_template(gpt2_session *s, const gpt2_chat_template 
     gpt2_chat_template_free(old);
     if (f != old_first) post_drop_notice(s, f - old_first, evaluated);
     return GPT2_OK;
+}
+
+/* ---- interventions ---- */
+
+gpt2_status gpt2_session_set_ablation(gpt2_session *s, const unsigned char *heads, gpt2_progress_fn progress,
+                                      void *user_data, gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "set_ablation: no session");
+    s->stats.last_call = 0;
+    const gpt2_config *c = gpt2_model_config(s->model);
+    const int n = c->n_layer * c->n_head;
+    unsigned char *old = malloc((size_t)n);
+    if (!old) return gpt2_fail(err, GPT2_ERR_NOMEM, "set_ablation: out of memory");
+    int changed = 0;
+    for (int i = 0; i < n; i++) {
+        old[i] = (unsigned char)gpt2_context_ablated(s->ctx, i / c->n_head, i % c->n_head);
+        changed |= old[i] != (heads && heads[i] ? 1 : 0);
+    }
+    gpt2_status st = GPT2_OK;
+    if (changed) {
+        drop_queue(s); /* drafted and checked without this set */
+        st = gpt2_context_set_ablation(s->ctx, heads, err);
+        int evaluated = 0;
+        if (st == GPT2_OK) st = sync_cache(s, s->toks.n > 0, progress, user_data, &evaluated, err);
+        if (st != GPT2_OK) { /* as before: the old set, the cache caught up by the next call */
+            gpt2_context_set_ablation(s->ctx, old, NULL);
+            settle(s);
+        }
+    }
+    free(old);
+    return st;
+}
+
+int gpt2_session_ablated(const gpt2_session *s, int layer, int head) {
+    return s ? gpt2_context_ablated(s->ctx, layer, head) : 0;
 }
 
 /* ---- accessors ---- */
@@ -1074,15 +1131,21 @@ void gpt2_session_set_max_new_tokens(gpt2_session *s, int n) {
 
 int gpt2_session_max_new_tokens(const gpt2_session *s) { return s ? s->max_new : 0; }
 
-void gpt2_session_set_context_policy(gpt2_session *s, gpt2_context_policy policy) {
-    if (s && (policy == GPT2_CONTEXT_DROP_OLDEST || policy == GPT2_CONTEXT_REFUSE)) s->policy = policy;
+void gpt2_session_set_context_policy(gpt2_session *s, gpt2_session_policy policy) {
+    if (s && (policy == GPT2_SESSION_DROP_OLDEST || policy == GPT2_SESSION_REFUSE)) s->policy = policy;
 }
 
-gpt2_context_policy gpt2_session_context_policy(const gpt2_session *s) {
-    return s ? s->policy : GPT2_CONTEXT_DROP_OLDEST;
+gpt2_session_policy gpt2_session_context_policy(const gpt2_session *s) {
+    return s ? s->policy : GPT2_SESSION_DROP_OLDEST;
 }
 
-gpt2_sampler *gpt2_session_sampler(gpt2_session *s) { return s ? s->smp : NULL; }
+const gpt2_sampler *gpt2_session_sampler(const gpt2_session *s) { return s ? s->smp : NULL; }
+
+uint64_t gpt2_session_rng_state(const gpt2_session *s) { return s ? gpt2_sampler_rng_state(s->smp) : 0; }
+
+void gpt2_session_set_rng_state(gpt2_session *s, uint64_t state) {
+    if (s) gpt2_sampler_set_rng_state(s->smp, state);
+}
 
 int gpt2_session_n_turns(const gpt2_session *s) { return s ? s->cv.n : 0; }
 
@@ -1128,7 +1191,7 @@ const int32_t *gpt2_session_tokens(const gpt2_session *s, int *n) {
 }
 
 int gpt2_session_n_ctx(const gpt2_session *s) { return s ? s->n_ctx : 0; }
-gpt2_context *gpt2_session_context(gpt2_session *s) { return s ? s->ctx : NULL; }
+const gpt2_context *gpt2_session_context(const gpt2_session *s) { return s ? s->ctx : NULL; }
 const gpt2_model *gpt2_session_model(const gpt2_session *s) { return s ? s->model : NULL; }
 
 gpt2_session_stats gpt2_session_get_stats(const gpt2_session *s) {
@@ -1293,56 +1356,58 @@ static int add_candidates(cJSON *o, const turn *u) {
     return arr != NULL;
 }
 
+/* The "sampler" object: the knobs, floats to their shortest exact form. */
+static int add_sampler(cJSON *root, gpt2_sampler_params p) {
+    cJSON *sp = cJSON_AddObjectToObject(root, "sampler");
+    return sp && cJSON_AddNumberToObject(sp, "temperature", short_float(p.temperature)) &&
+           cJSON_AddNumberToObject(sp, "top_k", p.top_k) && cJSON_AddNumberToObject(sp, "top_p", short_float(p.top_p)) &&
+           cJSON_AddNumberToObject(sp, "min_p", short_float(p.min_p)) &&
+           cJSON_AddNumberToObject(sp, "repeat_penalty", short_float(p.repeat_penalty)) &&
+           cJSON_AddNumberToObject(sp, "repeat_last_n", p.repeat_last_n) && add_u64(sp, "seed", p.seed);
+}
+
+/* One turn: role, text (and its exact bytes when the text is not valid
+ * UTF-8), and for a reply its ids and their candidates. */
+static int add_turn(cJSON *turns, const turn *u) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return 0;
+    cJSON_AddItemToArray(turns, o);
+    int exact;
+    char *shown = display_text(u->text, u->len, &exact);
+    int ok = shown && cJSON_AddStringToObject(o, "role", u->role == GPT2_ROLE_USER ? "user" : "assistant") &&
+             cJSON_AddStringToObject(o, "text", shown);
+    free(shown);
+    if (ok && !exact) {
+        char *enc = base64_encode((const unsigned char *)u->text, u->len);
+        ok = enc && cJSON_AddStringToObject(o, "text_base64", enc);
+        free(enc);
+    }
+    if (!ok || u->role != GPT2_ROLE_ASSISTANT) return ok;
+    cJSON *ids = cJSON_AddArrayToObject(o, "ids");
+    for (int k = 0; ids && k < u->n_ids; k++) {
+        cJSON *v = cJSON_CreateNumber(u->ids[k]);
+        if (!v) return 0;
+        cJSON_AddItemToArray(ids, v);
+    }
+    return ids && add_candidates(o, u);
+}
+
+/* The session file's JSON (docs/session-format.md); NULL when out of memory. */
 static cJSON *session_json(const gpt2_session *s) {
-    cJSON *root = cJSON_CreateObject(), *tm, *sp, *turns;
+    cJSON *root = cJSON_CreateObject(), *tm, *turns;
     if (!root) return NULL;
-    gpt2_sampler_params p = gpt2_sampler_get_params(s->smp);
     int ok = cJSON_AddStringToObject(root, "format", "gptscope-session") &&
              cJSON_AddNumberToObject(root, "version", 2) &&
              cJSON_AddStringToObject(root, "model", gpt2_model_name(s->model)) &&
              cJSON_AddNumberToObject(root, "n_vocab", s->n_vocab) && (tm = cJSON_AddObjectToObject(root, "template")) &&
-             chat_template_to_json(s->tmpl, tm) && (sp = cJSON_AddObjectToObject(root, "sampler")) &&
-             cJSON_AddNumberToObject(sp, "temperature", short_float(p.temperature)) &&
-             cJSON_AddNumberToObject(sp, "top_k", p.top_k) &&
-             cJSON_AddNumberToObject(sp, "top_p", short_float(p.top_p)) &&
-             cJSON_AddNumberToObject(sp, "min_p", short_float(p.min_p)) &&
-             cJSON_AddNumberToObject(sp, "repeat_penalty", short_float(p.repeat_penalty)) &&
-             cJSON_AddNumberToObject(sp, "repeat_last_n", p.repeat_last_n) && add_u64(sp, "seed", p.seed) &&
+             chat_template_to_json(s->tmpl, tm) && add_sampler(root, gpt2_sampler_get_params(s->smp)) &&
              add_u64(root, "rng_state", gpt2_sampler_rng_state(s->smp)) &&
              cJSON_AddNumberToObject(root, "max_new_tokens", s->max_new) &&
              cJSON_AddStringToObject(root, "context_policy",
-                                     s->policy == GPT2_CONTEXT_REFUSE ? "refuse" : "drop-oldest") &&
+                                     s->policy == GPT2_SESSION_REFUSE ? "refuse" : "drop-oldest") &&
              cJSON_AddNumberToObject(root, "first_in_context", s->cv.first) &&
              cJSON_AddBoolToObject(root, "replying", s->replying) && (turns = cJSON_AddArrayToObject(root, "turns"));
-    for (int i = 0; ok && i < s->cv.n; i++) {
-        const turn *u = &s->cv.t[i];
-        cJSON *o = cJSON_CreateObject();
-        if (!o) {
-            ok = 0;
-            break;
-        }
-        cJSON_AddItemToArray(turns, o);
-        int exact;
-        char *shown = display_text(u->text, u->len, &exact);
-        ok = shown && cJSON_AddStringToObject(o, "role", u->role == GPT2_ROLE_USER ? "user" : "assistant") &&
-             cJSON_AddStringToObject(o, "text", shown);
-        free(shown);
-        if (ok && !exact) {
-            char *enc = base64_encode((const unsigned char *)u->text, u->len);
-            ok = enc && cJSON_AddStringToObject(o, "text_base64", enc);
-            free(enc);
-        }
-        if (ok && u->role == GPT2_ROLE_ASSISTANT) {
-            cJSON *ids = cJSON_AddArrayToObject(o, "ids");
-            ok = ids != NULL;
-            for (int k = 0; ok && k < u->n_ids; k++) {
-                cJSON *v = cJSON_CreateNumber(u->ids[k]);
-                if (!v) ok = 0;
-                else cJSON_AddItemToArray(ids, v);
-            }
-            if (ok) ok = add_candidates(o, u);
-        }
-    }
+    for (int i = 0; ok && i < s->cv.n; i++) ok = add_turn(turns, &s->cv.t[i]);
     if (!ok) {
         cJSON_Delete(root);
         return NULL;
@@ -1372,118 +1437,9 @@ typedef struct {
     gpt2_sampler_params sp;
     uint64_t rng;
     int max_new;
-    gpt2_context_policy policy;
+    gpt2_session_policy policy;
     int replying;
 } staged;
-
-typedef struct {
-    const char *path;
-    gpt2_error *err;
-} ld;
-
-static gpt2_status bad(const ld *L, const char *field, const char *expected, const char *found) {
-    return gpt2_fail(L->err, GPT2_ERR_FORMAT, "%s: %s: expected %s, found %s", L->path, field, expected, found);
-}
-
-static gpt2_status only_keys(const ld *L, const cJSON *obj, const char *prefix, const char *const *keys, int n) {
-    const cJSON *it;
-    char shown[TEXT_SHOW_BUF];
-    cJSON_ArrayForEach(it, obj) {
-        int ok = 0;
-        for (int i = 0; i < n && !ok; i++) ok = strcmp(it->string ? it->string : "", keys[i]) == 0;
-        if (!ok) {
-            const char *k = it->string ? it->string : "";
-            return gpt2_fail(L->err, GPT2_ERR_FORMAT, "%s: %s%s: unknown field", L->path, prefix,
-                             text_show(k, strlen(k), shown));
-        }
-    }
-    return GPT2_OK;
-}
-
-static gpt2_status get(const ld *L, const cJSON *obj, const char *prefix, const char *key, const cJSON **out) {
-    *out = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!*out) return gpt2_fail(L->err, GPT2_ERR_FORMAT, "%s: %s%s: missing", L->path, prefix, key);
-    return GPT2_OK;
-}
-
-static gpt2_status get_int(const ld *L, const cJSON *obj, const char *prefix, const char *key, long lo, long hi,
-                           int *out) {
-    const cJSON *j;
-    TRY(get(L, obj, prefix, key, &j));
-    char field[160], want[96], found[64];
-    snprintf(field, sizeof field, "%s%s", prefix, key);
-    snprintf(want, sizeof want, "an integer in [%ld, %ld]", lo, hi);
-    if (!cJSON_IsNumber(j)) return bad(L, field, want, json_type_name(j));
-    double v = j->valuedouble;
-    if (!(v >= (double)lo && v <= (double)hi) || v != floor(v)) {
-        snprintf(found, sizeof found, "%.17g", v);
-        return bad(L, field, want, found);
-    }
-    *out = (int)v;
-    return GPT2_OK;
-}
-
-/* A float in [lo, hi]; open_lo excludes lo itself. */
-static gpt2_status get_float(const ld *L, const cJSON *obj, const char *prefix, const char *key, double lo, int open_lo,
-                             double hi, float *out) {
-    const cJSON *j;
-    TRY(get(L, obj, prefix, key, &j));
-    char field[160], want[96], found[64];
-    snprintf(field, sizeof field, "%s%s", prefix, key);
-    snprintf(want, sizeof want, "a number in %c%g, %g]", open_lo ? '(' : '[', lo, hi);
-    if (!cJSON_IsNumber(j)) return bad(L, field, want, json_type_name(j));
-    double v = j->valuedouble;
-    if (!(v >= lo && v <= hi) || (open_lo && v == lo)) {
-        snprintf(found, sizeof found, "%.17g", v);
-        return bad(L, field, want, found);
-    }
-    *out = (float)v;
-    return GPT2_OK;
-}
-
-static gpt2_status get_u64(const ld *L, const cJSON *obj, const char *prefix, const char *key, uint64_t *out) {
-    const cJSON *j;
-    TRY(get(L, obj, prefix, key, &j));
-    char field[160], shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
-    snprintf(field, sizeof field, "%s%s", prefix, key);
-    const char *want = "a string of decimal digits (an unsigned 64-bit integer)";
-    if (!cJSON_IsString(j)) return bad(L, field, want, json_type_name(j));
-    const char *v = j->valuestring;
-    size_t n = strlen(v);
-    uint64_t x = 0;
-    int ok = n > 0 && n <= 20;
-    for (size_t i = 0; ok && i < n; i++) {
-        unsigned d = (unsigned)(v[i] - '0');
-        if (d > 9 || x > (UINT64_MAX - d) / 10) ok = 0;
-        else x = x * 10 + d;
-    }
-    if (!ok) {
-        snprintf(found, sizeof found, "\"%s\"", text_show(v, n, shown));
-        return bad(L, field, want, found);
-    }
-    *out = x;
-    return GPT2_OK;
-}
-
-static gpt2_status get_str(const ld *L, const cJSON *obj, const char *prefix, const char *key, const char **out) {
-    const cJSON *j;
-    TRY(get(L, obj, prefix, key, &j));
-    char field[160];
-    snprintf(field, sizeof field, "%s%s", prefix, key);
-    if (!cJSON_IsString(j)) return bad(L, field, "a string", json_type_name(j));
-    *out = j->valuestring;
-    return GPT2_OK;
-}
-
-static gpt2_status get_bool(const ld *L, const cJSON *obj, const char *prefix, const char *key, int *out) {
-    const cJSON *j;
-    TRY(get(L, obj, prefix, key, &j));
-    char field[160];
-    snprintf(field, sizeof field, "%s%s", prefix, key);
-    if (!cJSON_IsBool(j)) return bad(L, field, "true or false", json_type_name(j));
-    *out = cJSON_IsTrue(j);
-    return GPT2_OK;
-}
 
 /* Does ids decode to exactly text? */
 static int ids_match(const gpt2_session *s, const turn *u) {
@@ -1498,13 +1454,13 @@ static int ids_match(const gpt2_session *s, const turn *u) {
 }
 
 /* A number in [lo, hi] (an integer when integral), else a message naming field. */
-static gpt2_status cand_num(const ld *L, const cJSON *v, const char *field, double lo, double hi, int integral,
+static gpt2_status cand_num(const json_src *L, const cJSON *v, const char *field, double lo, double hi, int integral,
                             double *out) {
     char want[96];
     snprintf(want, sizeof want, "%s in [%g, %g]", integral ? "an integer" : "a number", lo, hi);
-    if (!cJSON_IsNumber(v)) return bad(L, field, want, json_type_name(v));
+    if (!cJSON_IsNumber(v)) return json_bad(L, field, want, json_type_name(v));
     double x = v->valuedouble;
-    if (!(x >= lo && x <= hi) || (integral && x != floor(x))) return bad(L, field, want, "another number");
+    if (!(x >= lo && x <= hi) || (integral && x != floor(x))) return json_bad(L, field, want, "another number");
     *out = x;
     return GPT2_OK;
 }
@@ -1512,13 +1468,13 @@ static gpt2_status cand_num(const ld *L, const cJSON *v, const char *field, doub
 /* turns[i].candidates (see add_candidates): n_ids entries, checked whole;
  * kept in u only when n_vocab > 0 (the file's model is the session's: the
  * ids mean the same tokens), else left unrecorded. */
-static gpt2_status parse_candidates(const ld *L, const cJSON *jc, int i, turn *u, int n_vocab, int n_ids) {
+static gpt2_status parse_candidates(const json_src *L, const cJSON *jc, int i, turn *u, int n_vocab, int n_ids) {
     char field[96];
     snprintf(field, sizeof field, "turns[%d].candidates", i);
     if (!cJSON_IsArray(jc) || cJSON_GetArraySize(jc) != n_ids) {
         char want[64];
         snprintf(want, sizeof want, "an array of %d entries, one per id", n_ids);
-        return bad(L, field, want, cJSON_IsArray(jc) ? "another length" : json_type_name(jc));
+        return json_bad(L, field, want, cJSON_IsArray(jc) ? "another length" : json_type_name(jc));
     }
     static const double plo[6] = {0, 0, 1e-9, 0, 1e-9, 0}, phi[6] = {1e6, INT_MAX, 1, 1, 1e6, INT_MAX};
     static const double clo[5] = {0, 0, 0, 0, 0}, chi[5] = {INT32_MAX, 1, 1, 1, GPT2_STAGE_MIN_P};
@@ -1531,7 +1487,7 @@ static gpt2_status parse_candidates(const ld *L, const cJSON *jc, int i, turn *u
             const cJSON *pa = cJSON_GetArrayItem(e, 0), *ca = cJSON_GetArrayItem(e, 1);
             if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2 || !cJSON_IsArray(pa) || cJSON_GetArraySize(pa) != 6 ||
                 !cJSON_IsArray(ca) || cJSON_GetArraySize(ca) > GPT2_SESSION_CANDIDATES)
-                return bad(L, field, "null or [[6 sampler settings], [up to 10 candidates]]", json_type_name(e));
+                return json_bad(L, field, "null or [[6 sampler settings], [up to 10 candidates]]", json_type_name(e));
             double pv[6], cv[5];
             for (int j = 0; j < 6; j++) TRY(cand_num(L, cJSON_GetArrayItem(pa, j), field, plo[j], phi[j], j == 1 || j == 5, &pv[j]));
             tc.params = gpt2_sampler_default_params();
@@ -1540,10 +1496,10 @@ static gpt2_status parse_candidates(const ld *L, const cJSON *jc, int i, turn *u
             const cJSON *c;
             cJSON_ArrayForEach(c, ca) {
                 if (!cJSON_IsArray(c) || cJSON_GetArraySize(c) != 5)
-                    return bad(L, field, "candidates as [id, prob, prob_temp, prob_final, stage]", json_type_name(c));
+                    return json_bad(L, field, "candidates as [id, prob, prob_temp, prob_final, stage]", json_type_name(c));
                 for (int j = 0; j < 5; j++)
                     TRY(cand_num(L, cJSON_GetArrayItem(c, j), field, clo[j], chi[j], j == 0 || j == 4, &cv[j]));
-                if (n_vocab && cv[0] >= n_vocab) return bad(L, field, "token ids of this model's vocabulary", "another id");
+                if (n_vocab && cv[0] >= n_vocab) return json_bad(L, field, "token ids of this model's vocabulary", "another id");
                 tc.c[tc.n++] = (gpt2_candidate){.id = (int32_t)cv[0], .logit = NAN, .prob = (float)cv[1],
                                                 .prob_temp = (float)cv[2], .prob_final = (float)cv[3],
                                                 .removed_by = (gpt2_sampler_stage)cv[4]};
@@ -1555,7 +1511,79 @@ static gpt2_status parse_candidates(const ld *L, const cJSON *jc, int i, turn *u
     return GPT2_OK;
 }
 
-static gpt2_status parse_turns(gpt2_session *s, const ld *L, const cJSON *arr, int same_model, staged *g) {
+/* A turn's text: "text", or the exact bytes of "text_base64" when present;
+ * appended to the staged conversation as role `want`. */
+static gpt2_status parse_turn_text(const json_src *T, const cJSON *o, gpt2_role want, staged *g) {
+    const char *text;
+    gpt2_status st = json_get_str(T, o, "text", &text);
+    if (st != GPT2_OK) return st;
+    size_t len = strlen(text);
+    unsigned char *raw = NULL;
+    const cJSON *jb = cJSON_GetObjectItemCaseSensitive(o, "text_base64");
+    if (jb) {
+        if (!cJSON_IsString(jb)) return json_bad(T, "text_base64", "a base64 string", json_type_name(jb));
+        long n = base64_decode(jb->valuestring, &raw);
+        if (n < 0) return json_bad(T, "text_base64", "a base64 string", "other text");
+        text = (const char *)raw;
+        len = (size_t)n;
+    }
+    int pushed = cv_push(&g->cv, want, text, len);
+    free(raw);
+    return pushed ? GPT2_OK : gpt2_fail(T->err, GPT2_ERR_NOMEM, "%s: out of memory", T->path);
+}
+
+/* turns[i].ids into u: integers, and when the file's model is the
+ * session's, ids of its vocabulary that decode to the turn's text;
+ * otherwise dropped (the text is encoded instead). */
+static gpt2_status parse_turn_ids(gpt2_session *s, const json_src *L, const cJSON *ji, int i, int same_model,
+                                  turn *u) {
+    char field[64], found[32], want_ids[96];
+    snprintf(field, sizeof field, "turns[%d].ids", i);
+    snprintf(want_ids, sizeof want_ids, "an array of token ids in [0, %d)", s->n_vocab);
+    if (!cJSON_IsArray(ji)) return json_bad(L, field, want_ids, json_type_name(ji));
+    int n = cJSON_GetArraySize(ji);
+    if (!ids_reserve(u, n)) return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
+    const cJSON *v;
+    cJSON_ArrayForEach(v, ji) {
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
+            v->valuedouble > INT32_MAX) {
+            snprintf(field, sizeof field, "turns[%d].ids[%d]", i, u->n_ids);
+            return json_bad(L, field, "a non-negative integer", cJSON_IsNumber(v) ? "another number" : json_type_name(v));
+        }
+        u->ids[u->n_ids++] = (int32_t)v->valuedouble;
+    }
+    if (!same_model) {
+        u->n_ids = 0; /* another model's tokens: encode the text instead */
+        return GPT2_OK;
+    }
+    for (int k = 0; k < u->n_ids; k++)
+        if (u->ids[k] >= s->n_vocab) {
+            snprintf(field, sizeof field, "turns[%d].ids[%d]", i, k);
+            snprintf(found, sizeof found, "%d", u->ids[k]);
+            return json_bad(L, field, want_ids, found);
+        }
+    if (!ids_match(s, u))
+        return gpt2_fail(L->err, GPT2_ERR_FORMAT, "%s: turns[%d].ids: do not decode to turns[%d].text", L->path, i, i);
+    return GPT2_OK;
+}
+
+/* A reply's ids when the file gave none usable: the text, encoded. */
+static gpt2_status encode_reply(gpt2_session *s, const json_src *L, turn *u) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    gpt2_status st = gpt2_tokenizer_encode(s->tok, u->text, u->len, 0, &ids, &n, L->err);
+    if (st != GPT2_OK) return st;
+    if (n > (size_t)INT_MAX / 4 || !ids_reserve(u, (int)n)) {
+        free(ids);
+        return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
+    }
+    if (n) memcpy(u->ids, ids, n * sizeof *ids);
+    u->n_ids = (int)n;
+    free(ids);
+    return GPT2_OK;
+}
+
+static gpt2_status parse_turns(gpt2_session *s, const json_src *L, const cJSON *arr, int same_model, staged *g) {
     static const char *const keys[] = {"role", "text", "text_base64", "ids", "candidates"};
     char prefix[48], field[64], shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
     int i = 0;
@@ -1563,88 +1591,30 @@ static gpt2_status parse_turns(gpt2_session *s, const ld *L, const cJSON *arr, i
     cJSON_ArrayForEach(o, arr) {
         snprintf(prefix, sizeof prefix, "turns[%d].", i);
         snprintf(field, sizeof field, "turns[%d]", i);
-        if (!cJSON_IsObject(o)) return bad(L, field, "an object", json_type_name(o));
-        TRY(only_keys(L, o, prefix, keys, 5));
-        const char *role, *text;
-        TRY(get_str(L, o, prefix, "role", &role));
+        if (!cJSON_IsObject(o)) return json_bad(L, field, "an object", json_type_name(o));
+        json_src T = *L;
+        T.prefix = prefix;
+        TRY(json_only_keys(&T, o, keys, 5));
+        const char *role;
+        TRY(json_get_str(&T, o, "role", &role));
         gpt2_role want = i % 2 ? GPT2_ROLE_ASSISTANT : GPT2_ROLE_USER;
-        const char *want_name = want == GPT2_ROLE_USER ? "\"user\" (turns alternate, a user turn first)"
-                                                       : "\"assistant\" (turns alternate, a user turn first)";
         if (strcmp(role, want == GPT2_ROLE_USER ? "user" : "assistant") != 0) {
-            snprintf(field, sizeof field, "turns[%d].role", i);
             snprintf(found, sizeof found, "\"%s\"", text_show(role, strlen(role), shown));
-            return bad(L, field, want_name, found);
+            return json_bad(&T, "role",
+                            want == GPT2_ROLE_USER ? "\"user\" (turns alternate, a user turn first)"
+                                                   : "\"assistant\" (turns alternate, a user turn first)",
+                            found);
         }
-        TRY(get_str(L, o, prefix, "text", &text));
-        size_t len = strlen(text);
-        unsigned char *raw = NULL;
-        const cJSON *jb = cJSON_GetObjectItemCaseSensitive(o, "text_base64");
-        if (jb) {
-            snprintf(field, sizeof field, "turns[%d].text_base64", i);
-            if (!cJSON_IsString(jb)) return bad(L, field, "a base64 string", json_type_name(jb));
-            long n = base64_decode(jb->valuestring, &raw);
-            if (n < 0) return bad(L, field, "a base64 string", "other text");
-            text = (const char *)raw;
-            len = (size_t)n;
-        }
-        int pushed = cv_push(&g->cv, want, text, len);
-        free(raw);
-        if (!pushed) return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
+        TRY(parse_turn_text(&T, o, want, g));
         turn *u = &g->cv.t[g->cv.n - 1];
         const cJSON *ji = cJSON_GetObjectItemCaseSensitive(o, "ids");
-        if (ji && want == GPT2_ROLE_USER) {
-            snprintf(field, sizeof field, "turns[%d].ids", i);
-            return bad(L, field, "no ids on a user turn", "an ids field");
-        }
-        if (ji) {
-            snprintf(field, sizeof field, "turns[%d].ids", i);
-            char want_ids[96];
-            snprintf(want_ids, sizeof want_ids, "an array of token ids in [0, %d)", s->n_vocab);
-            if (!cJSON_IsArray(ji)) return bad(L, field, want_ids, json_type_name(ji));
-            int n = cJSON_GetArraySize(ji);
-            if (!ids_reserve(u, n)) return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
-            const cJSON *v;
-            cJSON_ArrayForEach(v, ji) {
-                if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
-                    v->valuedouble > INT32_MAX) {
-                    snprintf(field, sizeof field, "turns[%d].ids[%d]", i, u->n_ids);
-                    return bad(L, field, "a non-negative integer",
-                               cJSON_IsNumber(v) ? "another number" : json_type_name(v));
-                }
-                u->ids[u->n_ids++] = (int32_t)v->valuedouble;
-            }
-            if (same_model) {
-                for (int k = 0; k < u->n_ids; k++)
-                    if (u->ids[k] >= s->n_vocab) {
-                        snprintf(field, sizeof field, "turns[%d].ids[%d]", i, k);
-                        snprintf(found, sizeof found, "%d", u->ids[k]);
-                        return bad(L, field, want_ids, found);
-                    }
-                if (!ids_match(s, u))
-                    return gpt2_fail(L->err, GPT2_ERR_FORMAT, "%s: turns[%d].ids: do not decode to turns[%d].text",
-                                     L->path, i, i);
-            } else {
-                u->n_ids = 0; /* another model's tokens: encode the text instead */
-            }
-        }
+        if (ji && want == GPT2_ROLE_USER) return json_bad(&T, "ids", "no ids on a user turn", "an ids field");
+        if (ji) TRY(parse_turn_ids(s, L, ji, i, same_model, u));
         const cJSON *jc = cJSON_GetObjectItemCaseSensitive(o, "candidates");
-        if (jc && (!ji || want == GPT2_ROLE_USER)) {
-            snprintf(field, sizeof field, "turns[%d].candidates", i);
-            return bad(L, field, "candidates only beside a reply's ids", "candidates without ids");
-        }
+        if (jc && (!ji || want == GPT2_ROLE_USER))
+            return json_bad(&T, "candidates", "candidates only beside a reply's ids", "candidates without ids");
         if (jc) TRY(parse_candidates(L, jc, i, u, same_model ? s->n_vocab : 0, cJSON_GetArraySize(ji)));
-        if (want == GPT2_ROLE_ASSISTANT && (!ji || !same_model)) {
-            int32_t *ids = NULL;
-            size_t n = 0;
-            TRY(gpt2_tokenizer_encode(s->tok, u->text, u->len, 0, &ids, &n, L->err));
-            if (n > (size_t)INT_MAX / 4 || !ids_reserve(u, (int)n)) {
-                free(ids);
-                return gpt2_fail(L->err, GPT2_ERR_NOMEM, "%s: out of memory", L->path);
-            }
-            if (n) memcpy(u->ids, ids, n * sizeof *ids);
-            u->n_ids = (int)n;
-            free(ids);
-        }
+        if (want == GPT2_ROLE_ASSISTANT && (!ji || !same_model)) TRY(encode_reply(s, L, u));
         i++;
     }
     return GPT2_OK;
@@ -1652,7 +1622,7 @@ static gpt2_status parse_turns(gpt2_session *s, const ld *L, const cJSON *arr, i
 
 /* A reply in progress never holds a whole stop string: it would have ended
  * there, and loaded so, it could never end at it. */
-static gpt2_status check_reply_in_progress(const ld *L, const staged *g) {
+static gpt2_status check_reply_in_progress(const json_src *L, const staged *g) {
     const turn *a = &g->cv.t[g->cv.n - 1];
     char shown[TEXT_SHOW_BUF];
     for (int k = 0; k < g->tmpl->n_stop; k++) {
@@ -1668,79 +1638,77 @@ static gpt2_status check_reply_in_progress(const ld *L, const staged *g) {
     return GPT2_OK;
 }
 
-static gpt2_status parse_session(gpt2_session *s, const ld *L, const cJSON *root, staged *g) {
+static gpt2_status parse_session(gpt2_session *s, const json_src *L, const cJSON *root, staged *g) {
     static const char *const top[] = {"format",        "version",        "model",          "n_vocab",
                                       "template",      "sampler",        "rng_state",      "max_new_tokens",
                                       "context_policy", "first_in_context", "replying",     "turns"};
     static const char *const skeys[] = {"temperature",    "top_k",         "top_p", "min_p",
                                         "repeat_penalty", "repeat_last_n", "seed"};
     char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 32];
-    if (!cJSON_IsObject(root)) return bad(L, "(file)", "a JSON object", json_type_name(root));
     const char *fmt, *model, *pol;
-    TRY(get_str(L, root, "", "format", &fmt));
+    TRY(json_get_str(L, root, "format", &fmt));
     if (strcmp(fmt, "gptscope-session") != 0) {
         snprintf(found, sizeof found, "\"%s\"", text_show(fmt, strlen(fmt), shown));
-        return bad(L, "format", "\"gptscope-session\"", found);
+        return json_bad(L, "format", "\"gptscope-session\"", found);
     }
     int version, n_vocab;
-    TRY(get_int(L, root, "", "version", 0, INT_MAX, &version));
+    TRY(json_get_int(L, root, "version", 0, INT_MAX, &version));
     if (version != 1 && version != 2) { /* 2 added the turns' candidates */
         snprintf(found, sizeof found, "%d (written by a newer gptscope?)", version);
-        return bad(L, "version", "1 or 2", found);
+        return json_bad(L, "version", "1 or 2", found);
     }
-    TRY(get_str(L, root, "", "model", &model));
-    TRY(get_int(L, root, "", "n_vocab", 1, INT_MAX, &n_vocab));
+    TRY(json_get_str(L, root, "model", &model));
+    TRY(json_get_int(L, root, "n_vocab", 1, INT_MAX, &n_vocab));
     const cJSON *jt, *js, *jturns;
-    TRY(get(L, root, "", "template", &jt));
-    if (!cJSON_IsObject(jt)) return bad(L, "template", "an object", json_type_name(jt));
-    char where[600];
-    snprintf(where, sizeof where, "%s: template.", L->path);
-    TRY(chat_template_from_json(jt, where, &g->tmpl, L->err));
+    TRY(json_get_object(L, root, "template", &jt));
+    json_src T = *L;
+    T.prefix = "template.";
+    TRY(chat_template_from_json(jt, &T, &g->tmpl));
     if (g->tmpl->eot_after_turn && s->eot < 0)
         return gpt2_fail(L->err, GPT2_ERR_FORMAT,
                          "%s: template.eot_after_turn: true, but model '%s' has no <|endoftext|> token", L->path,
                          gpt2_model_name(s->model));
-    TRY(get(L, root, "", "sampler", &js));
-    if (!cJSON_IsObject(js)) return bad(L, "sampler", "an object", json_type_name(js));
+    TRY(json_get_object(L, root, "sampler", &js));
+    json_src S = *L;
+    S.prefix = "sampler.";
     g->sp = gpt2_sampler_default_params();
-    TRY(get_float(L, js, "sampler.", "temperature", 0, 0, FLT_MAX, &g->sp.temperature));
-    TRY(get_int(L, js, "sampler.", "top_k", 0, INT_MAX, &g->sp.top_k));
-    TRY(get_float(L, js, "sampler.", "top_p", 0, 1, 1, &g->sp.top_p));
-    TRY(get_float(L, js, "sampler.", "min_p", 0, 0, 1, &g->sp.min_p));
-    TRY(get_float(L, js, "sampler.", "repeat_penalty", 0, 1, FLT_MAX, &g->sp.repeat_penalty));
-    TRY(get_int(L, js, "sampler.", "repeat_last_n", 0, INT_MAX, &g->sp.repeat_last_n));
-    TRY(get_u64(L, js, "sampler.", "seed", &g->sp.seed));
-    TRY(only_keys(L, js, "sampler.", skeys, 7));
-    TRY(get_u64(L, root, "", "rng_state", &g->rng));
-    TRY(get_int(L, root, "", "max_new_tokens", 0, INT_MAX, &g->max_new));
-    TRY(get_str(L, root, "", "context_policy", &pol));
-    if (strcmp(pol, "drop-oldest") == 0) g->policy = GPT2_CONTEXT_DROP_OLDEST;
-    else if (strcmp(pol, "refuse") == 0) g->policy = GPT2_CONTEXT_REFUSE;
+    TRY(json_get_float(&S, js, "temperature", 0, 0, FLT_MAX, &g->sp.temperature));
+    TRY(json_get_int(&S, js, "top_k", 0, INT_MAX, &g->sp.top_k));
+    TRY(json_get_float(&S, js, "top_p", 0, 1, 1, &g->sp.top_p));
+    TRY(json_get_float(&S, js, "min_p", 0, 0, 1, &g->sp.min_p));
+    TRY(json_get_float(&S, js, "repeat_penalty", 0, 1, FLT_MAX, &g->sp.repeat_penalty));
+    TRY(json_get_int(&S, js, "repeat_last_n", 0, INT_MAX, &g->sp.repeat_last_n));
+    TRY(json_get_u64(&S, js, "seed", &g->sp.seed));
+    TRY(json_only_keys(&S, js, skeys, 7));
+    TRY(json_get_u64(L, root, "rng_state", &g->rng));
+    TRY(json_get_int(L, root, "max_new_tokens", 0, INT_MAX, &g->max_new));
+    TRY(json_get_str(L, root, "context_policy", &pol));
+    if (strcmp(pol, "drop-oldest") == 0) g->policy = GPT2_SESSION_DROP_OLDEST;
+    else if (strcmp(pol, "refuse") == 0) g->policy = GPT2_SESSION_REFUSE;
     else {
         snprintf(found, sizeof found, "\"%s\"", text_show(pol, strlen(pol), shown));
-        return bad(L, "context_policy", "\"drop-oldest\" or \"refuse\"", found);
+        return json_bad(L, "context_policy", "\"drop-oldest\" or \"refuse\"", found);
     }
-    TRY(get(L, root, "", "turns", &jturns));
-    if (!cJSON_IsArray(jturns)) return bad(L, "turns", "an array", json_type_name(jturns));
+    TRY(json_get_array(L, root, "turns", NULL, &jturns));
     int n_turns = cJSON_GetArraySize(jturns), first;
     if (n_turns % 2) {
         snprintf(found, sizeof found, "%d turns", n_turns);
-        return bad(L, "turns", "an even number of turns (each user turn followed by its reply)", found);
+        return json_bad(L, "turns", "an even number of turns (each user turn followed by its reply)", found);
     }
-    TRY(get_int(L, root, "", "first_in_context", 0, n_turns, &first));
+    TRY(json_get_int(L, root, "first_in_context", 0, n_turns, &first));
     if (first % 2) {
         snprintf(found, sizeof found, "%d", first);
-        return bad(L, "first_in_context", "an even turn index (a user turn)", found);
+        return json_bad(L, "first_in_context", "an even turn index (a user turn)", found);
     }
-    TRY(get_bool(L, root, "", "replying", &g->replying));
+    TRY(json_get_bool(L, root, "replying", &g->replying));
     if (g->replying && first >= n_turns)
-        return bad(L, "replying", "false when the context holds no exchange", "true");
+        return json_bad(L, "replying", "false when the context holds no exchange", "true");
     int same_model = strcmp(model, gpt2_model_name(s->model)) == 0 && n_vocab == s->n_vocab;
     TRY(parse_turns(s, L, jturns, same_model, g));
     if (g->replying) TRY(check_reply_in_progress(L, g));
     g->cv.first = first;
     /* Unknown fields last: a misspelt required field is reported as missing. */
-    return only_keys(L, root, "", top, 12);
+    return json_only_keys(L, root, top, 12);
 }
 
 /* A conversation's file is far smaller: the size is checked before anything
@@ -1751,12 +1719,11 @@ static gpt2_status parse_session(gpt2_session *s, const ld *L, const cJSON *root
 gpt2_status gpt2_session_file_model(const char *path, char *name, size_t cap, int *n_vocab, gpt2_error *err) {
     if (!path || !name || cap == 0 || !n_vocab) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "file_model: bad argument");
     cJSON *root;
-    TRY(chat_json_read(path, SESSION_FILE_MAX, "session file", &root, err));
-    ld L = {path, err};
+    TRY(json_read_file(path, SESSION_FILE_MAX, GPT2_ERR_FORMAT, "session file", &root, err));
+    json_src L = {path, NULL, GPT2_ERR_FORMAT, err};
     const char *model = NULL;
-    gpt2_status st = cJSON_IsObject(root) ? get_str(&L, root, "", "model", &model)
-                                          : bad(&L, "(file)", "a JSON object", json_type_name(root));
-    if (st == GPT2_OK) st = get_int(&L, root, "", "n_vocab", 1, INT_MAX, n_vocab);
+    gpt2_status st = json_get_str(&L, root, "model", &model);
+    if (st == GPT2_OK) st = json_get_int(&L, root, "n_vocab", 1, INT_MAX, n_vocab);
     if (st == GPT2_OK) snprintf(name, cap, "%s", model);
     cJSON_Delete(root);
     return st;
@@ -1767,14 +1734,14 @@ gpt2_status gpt2_session_load(gpt2_session *s, const char *path, gpt2_progress_f
     if (!s || !path) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "load: NULL argument");
     s->stats.last_call = 0;
     cJSON *root;
-    TRY(chat_json_read(path, SESSION_FILE_MAX, "session file", &root, err));
+    TRY(json_read_file(path, SESSION_FILE_MAX, GPT2_ERR_FORMAT, "session file", &root, err));
     staged g = {0};
-    ld L = {path, err};
+    json_src L = {path, NULL, GPT2_ERR_FORMAT, err};
     gpt2_status st = parse_session(s, &L, root, &g);
     cJSON_Delete(root);
     int f = 0, evaluated = 0;
     if (st == GPT2_OK)
-        st = fit(s, g.tmpl, &g.cv, 0, g.policy == GPT2_CONTEXT_DROP_OLDEST, g.max_new,
+        st = fit(s, g.tmpl, &g.cv, 0, g.policy == GPT2_SESSION_DROP_OLDEST, g.max_new,
                  "the saved conversation's last exchange", &f, err);
     if (st != GPT2_OK) {
         gpt2_chat_template_free(g.tmpl);

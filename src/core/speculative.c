@@ -5,22 +5,16 @@
  * length <= n_seq - 1; a step first evaluates what is missing (1 or 2 tokens
  * after a normal step: the correction, or the last draft + the bonus).
  *
- * Filtering reproduces gpt2_sampler (src/core/sampler.c) stage by stage with
- * the same arithmetic: sanitised + penalised logits z, ranking by z then id,
- * weights w = fast_exp_nonpos((z - max) / T), top-k prefix, top-p by a double
- * running sum over ranks against top_p * (mass of the top-k, or sum_weights
- * over the whole vocabulary when top-k is off), min-p as the first w < min_p.
- * Only the ranking is done differently (quickselect + sort of the few
- * candidates that can be kept), which does not change which tokens are kept.
+ * Both models' logits go through gpt2_sampler_filter (one sampler owned by
+ * the decoder, used for its scratch and its params only), so the p and q the
+ * acceptance rule compares are exactly the distributions gpt2_sampler draws
+ * from; the decoder's own RNG drives the draws.
  */
 #include "gpt2_speculative.h"
 
 #include "error.h"
-#include "fastmath.h"
 #include "rng.h"
-#include "sampler_internal.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,10 +36,7 @@ struct gpt2_speculative {
     int tlog_rows;
     int last_n_out; /* tokens of the last step; tlog rows 0..last_n_out-1 are theirs */
 
-    /* filter scratch */
-    float *z, *w;           /* (n_vocab) */
-    unsigned char *seen;    /* (n_vocab) all zero between calls */
-    uint64_t *keys;         /* (n_vocab) rank keys of candidates */
+    gpt2_sampler *filt;     /* the kept-set filter, with params.sampling */
 
     gpt2_speculative_stats stats;
 };
@@ -101,125 +92,12 @@ int32_t gpt2_speculative_accept(const float *p, const float *q, int n, int32_t x
     return pick;
 }
 
-/* ---- filtering (gpt2_sampler's distribution, dense) ---- */
-
-static int cmp_key_desc(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/* Moves the k largest keys of a[0..n) to a[0..k) (any order). */
-static void select_largest(uint64_t *a, int n, int k) {
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        uint64_t pivot = a[lo + (hi - lo) / 2];
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] > pivot) i++;
-            while (a[j] < pivot) j--;
-            if (i <= j) {
-                uint64_t t = a[i];
-                a[i++] = a[j];
-                a[j--] = t;
-            }
-        }
-        if (k - 1 <= j) hi = j;
-        else if (k - 1 >= i) lo = i;
-        else break;
-    }
-}
-
-static void filter(gpt2_speculative *sd, const float *logits, const int32_t *history,
-                   size_t n_history, float *prob) {
-    const gpt2_sampler_params *p = &sd->params.sampling;
-    const int n = sd->n_vocab;
-    float *z = sd->z, *w = sd->w;
-    for (int i = 0; i < n; i++) {
-        float v = logits[i];
-        z[i] = v != v ? -INFINITY : v > FLT_MAX ? FLT_MAX : v + 0.0f;
-    }
-    /* stage 1: repetition penalty, as sampler.c penalise() */
-    const float pen = p->repeat_penalty;
-    if (pen != 1.0f && p->repeat_last_n > 0 && history) {
-        size_t win = (size_t)p->repeat_last_n;
-        size_t start = n_history > win ? n_history - win : 0;
-        for (size_t i = start; i < n_history; i++) {
-            int32_t t = history[i];
-            if (t < 0 || t >= n || sd->seen[t]) continue;
-            sd->seen[t] = 1;
-            float v = z[t];
-            v = v > 0.0f ? v / pen : v < 0.0f ? v * pen : v;
-            z[t] = (v > FLT_MAX ? FLT_MAX : v) + 0.0f;
-        }
-        for (size_t i = start; i < n_history; i++) {
-            int32_t t = history[i];
-            if (t >= 0 && t < n) sd->seen[t] = 0;
-        }
-    }
-    int arg = 0;
-    for (int i = 1; i < n; i++)
-        if (z[i] > z[arg]) arg = i;
-    const float max = z[arg];
-    memset(prob, 0, (size_t)n * sizeof *prob);
-    if (p->temperature == 0.0f || !(max > -INFINITY)) {
-        prob[arg] = 1.0f;
-        return;
-    }
-    const float temp = p->temperature;
-    for (int i = 0; i < n; i++) w[i] = fast_exp_nonpos((z[i] - max) / temp);
-
-    const int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
-    uint64_t *keys = sd->keys;
-    int nc = 0, n_rank; /* candidates; ranks [0, n_rank) sorted */
-    double target;
-    if (k < n) {
-        /* Zero-weight tokens rank last and weigh nothing: dropping them
-         * changes no mass, cut or kept weight. */
-        for (int i = 0; i < n; i++)
-            if (w[i] > 0.0f) keys[nc++] = sampler_rank_key(z[i], i);
-        n_rank = nc < k ? nc : k;
-        if (n_rank < nc) select_largest(keys, nc, n_rank);
-        qsort(keys, (size_t)n_rank, sizeof *keys, cmp_key_desc);
-        double mass_k = 0.0;
-        for (int r = 0; r < n_rank; r++) mass_k += w[sampler_key_id(keys[r])];
-        target = p->top_p < 1.0f ? (double)p->top_p * mass_k : INFINITY;
-    } else {
-        const double mass_all = sampler_sum_weights(w, n);
-        target = p->top_p < 1.0f ? (double)p->top_p * mass_all : INFINITY;
-        /* Tokens below (1 - top_p) * mass / n never reach the nucleus, nor
-         * below min_p the min-p set (sampler.c, sample_deep). */
-        float cut = p->top_p < 1.0f ? (float)((1.0 - p->top_p) * mass_all / n) : 0.0f;
-        if (p->min_p > cut) cut = p->min_p;
-        for (int i = 0; i < n; i++)
-            if (w[i] > 0.0f && w[i] >= cut) keys[nc++] = sampler_rank_key(z[i], i);
-        n_rank = nc;
-        qsort(keys, (size_t)n_rank, sizeof *keys, cmp_key_desc);
-    }
-    /* top-p: smallest prefix reaching target; min-p: up to the first w < min_p */
-    int c = n_rank;
-    double cum = 0.0;
-    for (int r = 0; r < n_rank; r++) {
-        cum += w[sampler_key_id(keys[r])];
-        if (cum >= target) {
-            c = r + 1;
-            break;
-        }
-    }
-    int l = 1;
-    double mass = w[sampler_key_id(keys[0])];
-    while (l < c && w[sampler_key_id(keys[l])] >= p->min_p) mass += w[sampler_key_id(keys[l++])];
-    for (int r = 0; r < l; r++) {
-        int32_t id = sampler_key_id(keys[r]);
-        prob[id] = (float)(w[id] / mass);
-    }
-}
-
 gpt2_status gpt2_speculative_filter(gpt2_speculative *sd, const float *logits,
                                     const int32_t *history, size_t n_history, float *prob,
                                     gpt2_error *err) {
     if (!sd || !logits || !prob)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative_filter: NULL argument");
-    filter(sd, logits, history, n_history, prob);
+    gpt2_sampler_filter(sd->filt, logits, history, n_history, prob);
     return GPT2_OK;
 }
 
@@ -304,11 +182,8 @@ gpt2_status gpt2_speculative_new(gpt2_context *target, gpt2_context *draft,
     sd->p = malloc(GPT2_SPEC_MAX_K * n * sizeof *sd->p);
     sd->q = malloc((GPT2_SPEC_MAX_K + 1) * n * sizeof *sd->q);
     sd->tlog = malloc((GPT2_SPEC_MAX_K + 1) * n * sizeof *sd->tlog);
-    sd->z = malloc(n * sizeof *sd->z);
-    sd->w = malloc(n * sizeof *sd->w);
-    sd->seen = calloc(n, 1);
-    sd->keys = malloc(n * sizeof *sd->keys);
-    if (!sd->seq || !sd->p || !sd->q || !sd->tlog || !sd->z || !sd->w || !sd->seen || !sd->keys) {
+    sd->filt = gpt2_sampler_new(params.sampling, (int)n);
+    if (!sd->seq || !sd->p || !sd->q || !sd->tlog || !sd->filt) {
         gpt2_speculative_free(sd);
         return gpt2_fail(err, GPT2_ERR_NOMEM, "speculative: out of memory for %zu-token distributions", n);
     }
@@ -316,7 +191,7 @@ gpt2_status gpt2_speculative_new(gpt2_context *target, gpt2_context *draft,
     sd->draft = draft;
     sd->n_vocab = (int)n;
     sd->params = params;
-    sd->params.sampling = sampler_clamp_params(params.sampling);
+    sd->params.sampling = gpt2_sampler_get_params(sd->filt); /* clamped */
     sd->rng = sd->params.sampling.seed;
     *out = sd;
     return GPT2_OK;
@@ -328,10 +203,7 @@ void gpt2_speculative_free(gpt2_speculative *sd) {
     free(sd->p);
     free(sd->q);
     free(sd->tlog);
-    free(sd->z);
-    free(sd->w);
-    free(sd->seen);
-    free(sd->keys);
+    gpt2_sampler_free(sd->filt);
     free(sd);
 }
 
@@ -340,7 +212,8 @@ gpt2_status gpt2_speculative_set_params(gpt2_speculative *sd, gpt2_speculative_p
     if (!sd) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative: NULL decoder");
     gpt2_status st = check_params(&params, err);
     if (st != GPT2_OK) return st;
-    params.sampling = sampler_clamp_params(params.sampling);
+    gpt2_sampler_set_params(sd->filt, params.sampling);
+    params.sampling = gpt2_sampler_get_params(sd->filt); /* clamped */
     if (params.sampling.seed != sd->params.sampling.seed) sd->rng = params.sampling.seed;
     sd->params = params;
     return GPT2_OK;
@@ -478,6 +351,78 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* 1. The draft: k tokens, one at a time; draft position i predicts seq[n + i]. */
+static gpt2_status draft_tokens(gpt2_speculative *sd, int n, int k, gpt2_error *err) {
+    gpt2_status st = fill_to(sd, sd->draft, n - 1, 0, err);
+    for (int i = 0; i < k && st == GPT2_OK; i++) {
+        int np = gpt2_context_n_past(sd->draft);
+        if ((st = gpt2_context_eval(sd->draft, sd->seq + np, n + i - np, err)) != GPT2_OK) break;
+        sd->stats.draft_evals++;
+        float *pi = sd->p + (size_t)i * sd->n_vocab;
+        gpt2_sampler_filter(sd->filt, gpt2_context_logits(sd->draft), sd->seq, (size_t)(n + i), pi);
+        sd->seq[n + i] = draw_dense(pi, sd->n_vocab, rng_uniform(&sd->rng));
+    }
+    return st;
+}
+
+/* 2. The target: seq[n-1 .. n+k) in one eval (plus anything it lacks before),
+ * its logits captured into tlog. */
+static gpt2_status verify_tokens(gpt2_speculative *sd, int n, int k, gpt2_error *err) {
+    gpt2_status st = fill_to(sd, sd->target, n - 1, 0, err);
+    if (st != GPT2_OK) return st;
+    int np = gpt2_context_n_past(sd->target);
+    sd->tlog_pos0 = n - 1;
+    sd->tlog_rows = k + 1;
+    st = eval_chained(sd, sd->target, sd->seq + np, n + k - np, 0, 1, err);
+    if (st == GPT2_OK) sd->stats.target_passes++;
+    return st;
+}
+
+/* 3. Accept or correct each draft in turn, then the bonus token when all k
+ * were accepted; writes out[0..*m) and the corrected/bonus id into seq. */
+static gpt2_status accept_tokens(gpt2_speculative *sd, int n, int k, gpt2_spec_token *out, int *m,
+                                 gpt2_error *err) {
+    const int nv = sd->n_vocab;
+    gpt2_speculative_accept_fn accept = sd->params.accept ? sd->params.accept : gpt2_speculative_accept;
+    int j = 0;
+    *m = 0;
+    for (; j < k; j++) {
+        const float *pj = sd->p + (size_t)j * nv;
+        float *qj = sd->q + (size_t)j * nv;
+        gpt2_sampler_filter(sd->filt, sd->tlog + (size_t)j * nv, sd->seq, (size_t)(n + j), qj);
+        int32_t x = sd->seq[n + j];
+        double ua = rng_uniform(&sd->rng), ur = rng_uniform(&sd->rng);
+        int ok = 0;
+        int32_t y = accept(pj, qj, nv, x, ua, ur, &ok);
+        if (y < 0 || y >= nv)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative: the acceptance rule returned id %d", y);
+        out[(*m)++] = (gpt2_spec_token){y, ok ? GPT2_SPEC_ACCEPTED : GPT2_SPEC_CORRECTED, pj[y], qj[y]};
+        if (!ok) {
+            sd->seq[n + j] = y;
+            break;
+        }
+    }
+    sd->stats.drafted += k;
+    sd->stats.accepted += j;
+    if (j == k) {
+        float *qk = sd->q + (size_t)k * nv;
+        gpt2_sampler_filter(sd->filt, sd->tlog + (size_t)k * nv, sd->seq, (size_t)(n + k), qk);
+        int32_t b = draw_dense(qk, nv, rng_uniform(&sd->rng));
+        sd->seq[n + k] = b;
+        out[(*m)++] = (gpt2_spec_token){b, GPT2_SPEC_BONUS, 0.0f, qk[b]};
+    }
+    return GPT2_OK;
+}
+
+/* 4. Roll back: each cache keeps at most seq[0 .. n_seq - 1). */
+static gpt2_status roll_back(gpt2_speculative *sd, gpt2_error *err) {
+    int keep = sd->n_seq - 1;
+    gpt2_status st = GPT2_OK;
+    if (gpt2_context_n_past(sd->target) > keep) st = gpt2_context_rewind(sd->target, keep, err);
+    if (st == GPT2_OK && gpt2_context_n_past(sd->draft) > keep) st = gpt2_context_rewind(sd->draft, keep, err);
+    return st;
+}
+
 gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, int *n_out, gpt2_error *err) {
     const double t0 = now_s();
     if (n_out) *n_out = 0;
@@ -487,7 +432,7 @@ gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, in
     if (sd->params.cancel && sd->params.cancel(sd->params.user_data))
         return gpt2_fail(err, GPT2_CANCELLED, "speculative: cancelled before iteration %ld",
                          sd->stats.iterations + 1);
-    const int n = sd->n_seq, nv = sd->n_vocab, win = smaller_window(sd);
+    const int n = sd->n_seq, win = smaller_window(sd);
     if (n >= win)
         return gpt2_fail(err, GPT2_ERR_CONTEXT_FULL,
                          "speculative: the sequence of %d tokens fills the context window of %d "
@@ -497,70 +442,17 @@ gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, in
     /* the sequence never grows past the window: n + k + 1 <= win (k = 0 at
      * the last position: the target alone gives the final token) */
     const int k = sd->params.k < win - n - 1 ? sd->params.k : win - n - 1;
-    gpt2_status st;
-
-    /* 1. the draft: K tokens, one at a time; draft position i predicts seq[n + i] */
-    if ((st = fill_to(sd, sd->draft, n - 1, 0, err)) != GPT2_OK) return st;
-    for (int i = 0; i < k; i++) {
-        int np = gpt2_context_n_past(sd->draft);
-        if ((st = gpt2_context_eval(sd->draft, sd->seq + np, n + i - np, err)) != GPT2_OK) goto fail;
-        sd->stats.draft_evals++;
-        float *pi = sd->p + (size_t)i * nv;
-        filter(sd, gpt2_context_logits(sd->draft), sd->seq, (size_t)(n + i), pi);
-        sd->seq[n + i] = draw_dense(pi, nv, rng_uniform(&sd->rng));
-    }
-
-    /* 2. the target: seq[n-1 .. n+k) in one eval (plus anything it lacks before) */
+    /* On failure the sequence is unchanged; caches may hold drafts, which the
+     * next step's prefix match discards (the caller's hooks are back in place). */
+    gpt2_status st = draft_tokens(sd, n, k, err);
+    if (st != GPT2_OK) return st;
     const double t1 = now_s();
-    if ((st = fill_to(sd, sd->target, n - 1, 0, err)) != GPT2_OK) goto fail;
-    {
-        int np = gpt2_context_n_past(sd->target);
-        sd->tlog_pos0 = n - 1;
-        sd->tlog_rows = k + 1;
-        st = eval_chained(sd, sd->target, sd->seq + np, n + k - np, 0, 1, err);
-        if (st != GPT2_OK) goto fail;
-        sd->stats.target_passes++;
-    }
+    if ((st = verify_tokens(sd, n, k, err)) != GPT2_OK) return st;
     const double t2 = now_s();
-
-    /* 3. accept or correct */
-    gpt2_speculative_accept_fn accept = sd->params.accept ? sd->params.accept : gpt2_speculative_accept;
-    int j = 0, m = 0;
-    for (; j < k; j++) {
-        const float *pj = sd->p + (size_t)j * nv;
-        float *qj = sd->q + (size_t)j * nv;
-        filter(sd, sd->tlog + (size_t)j * nv, sd->seq, (size_t)(n + j), qj);
-        int32_t x = sd->seq[n + j];
-        double ua = rng_uniform(&sd->rng), ur = rng_uniform(&sd->rng);
-        int ok = 0;
-        int32_t y = accept(pj, qj, nv, x, ua, ur, &ok);
-        if (y < 0 || y >= nv) {
-            st = gpt2_fail(err, GPT2_ERR_INVALID_ARG, "speculative: the acceptance rule returned id %d", y);
-            goto fail;
-        }
-        out[m++] = (gpt2_spec_token){y, ok ? GPT2_SPEC_ACCEPTED : GPT2_SPEC_CORRECTED, pj[y], qj[y]};
-        if (!ok) {
-            sd->seq[n + j] = y;
-            break;
-        }
-    }
-    sd->stats.drafted += k;
-    sd->stats.accepted += j;
-    if (j == k) { /* all accepted: the bonus token */
-        float *qk = sd->q + (size_t)k * nv;
-        filter(sd, sd->tlog + (size_t)k * nv, sd->seq, (size_t)(n + k), qk);
-        int32_t b = draw_dense(qk, nv, rng_uniform(&sd->rng));
-        sd->seq[n + k] = b;
-        out[m++] = (gpt2_spec_token){b, GPT2_SPEC_BONUS, 0.0f, qk[b]};
-    }
+    int m = 0;
+    if ((st = accept_tokens(sd, n, k, out, &m, err)) != GPT2_OK) return st;
     sd->n_seq = n + m;
-
-    /* 4. roll back: each cache keeps at most seq[0 .. n_seq - 1) */
-    int keep = sd->n_seq - 1;
-    if (gpt2_context_n_past(sd->target) > keep && (st = gpt2_context_rewind(sd->target, keep, err)) != GPT2_OK)
-        return st;
-    if (gpt2_context_n_past(sd->draft) > keep && (st = gpt2_context_rewind(sd->draft, keep, err)) != GPT2_OK)
-        return st;
+    if ((st = roll_back(sd, err)) != GPT2_OK) return st;
     sd->stats.iterations++;
     sd->stats.produced += m;
     const double t3 = now_s();
@@ -570,9 +462,4 @@ gpt2_status gpt2_speculative_step(gpt2_speculative *sd, gpt2_spec_token *out, in
     sd->last_n_out = m;
     *n_out = m;
     return GPT2_OK;
-
-fail:
-    /* the sequence is unchanged; caches may hold drafts, which the next
-     * step's prefix match discards (the caller's hooks are back in place) */
-    return st;
 }

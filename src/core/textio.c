@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "gpt2_tokenizer.h"
 
 gpt2_status text_read_file(const char *path, size_t max_bytes, gpt2_status too_big_status, const char *what,
                            char **data, size_t *len, gpt2_error *err) {
@@ -84,4 +86,12 @@ long text_json_nul(const char *text, size_t len) {
 
 const char *text_show(const char *s, size_t n, char buf[TEXT_SHOW_BUF]) {
     return gpt2_text_escape(s, n, buf, TEXT_SHOW_BUF);
+}
+
+size_t gpt2_text_split(const char *text, size_t len, double fraction) {
+    if (!(fraction > 0)) return 0;
+    if (fraction >= 1) return len;
+    size_t at = (size_t)floor((double)len * fraction);
+    while (at > 0 && at < len && ((unsigned char)text[at] & 0xC0) == 0x80) at--;
+    return at;
 }

@@ -24,10 +24,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/byte_alphabet.h"
-#include "core/error.h"
-#include "core/pretokenize.h"
-#include "core/textio.h"
+#include "byte_alphabet.h"
+#include "error.h"
+#include "pretokenize.h"
+#include "textio.h"
 
 enum {
     MAX_VOCAB = 1 << 24,      /* ids beyond this are refused: n_vocab sizes arrays */
@@ -139,132 +139,111 @@ static const pair_slot *pair_find(const gpt2_tokenizer *t, int32_t left, int32_t
 
 /* ---- loading -------------------------------------------------------------------------- */
 
-static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *data, size_t len,
-                              gpt2_error *err) {
+/* First pass over vocab.json: every id an integer in [0, MAX_VOCAB); the
+ * token count, the largest id and the bytes the names need. */
+static gpt2_status vocab_sizes(const cJSON *root, const char *path, size_t *n_tok, int *max_id, size_t *blob_size,
+                               gpt2_error *err) {
     char s1[TEXT_SHOW_BUF];
-    if (len == 0)
-        return gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                         "%s: empty file, expected a JSON object mapping tokens to ids", path);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(data, len, &end, 0);
-    if (!root)
-        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: not valid JSON (parse error at byte %ld)",
-                         path, end ? (long)(end - data) : -1L);
-    gpt2_status st = GPT2_OK;
-    for (const char *q = end; q && q < data + len; q++) /* only whitespace may follow */
-        if (*q != ' ' && *q != '\t' && *q != '\n' && *q != '\r') {
-            st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                           "%s: not valid JSON (text after the object at byte %ld)", path, (long)(q - data));
-            goto done;
-        }
-    long nul = text_json_nul(data, len);
-    if (nul >= 0) {
-        st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                       "%s: a string has a NUL character (byte %ld); U+0000 is not in GPT-2's byte "
-                       "alphabet", path, nul);
-        goto done;
-    }
-    if (!cJSON_IsObject(root)) {
-        st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                       "%s: expected a JSON object mapping tokens to ids, found %s", path,
-                       json_type_name(root));
-        goto done;
-    }
-
-    /* First pass: check ids, find n_vocab and the blob size. */
-    size_t n_tok = 0, blob_size = 0;
-    int max_id = -1;
+    *n_tok = *blob_size = 0;
+    *max_id = -1;
     for (const cJSON *it = root->child; it; it = it->next) {
         double v = it->valuedouble;
         if (!cJSON_IsNumber(it) || !(v >= 0 && v < MAX_VOCAB) || v != floor(v)) {
             if (cJSON_IsNumber(it))
-                st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                               "%s: token \"%s\" has id %.15g, expected an integer in [0, %d)", path,
-                               text_show(it->string, strlen(it->string), s1), v, MAX_VOCAB);
-            else
-                st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                               "%s: token \"%s\" has %s as id, expected an integer", path,
-                               text_show(it->string, strlen(it->string), s1), json_type_name(it));
-            goto done;
+                return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token \"%s\" has id %.15g, expected an integer in [0, %d)",
+                                 path, text_show(it->string, strlen(it->string), s1), v, MAX_VOCAB);
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token \"%s\" has %s as id, expected an integer", path,
+                             text_show(it->string, strlen(it->string), s1), json_type_name(it));
         }
-        if ((int)v > max_id) max_id = (int)v;
-        blob_size += strlen(it->string);
-        n_tok++;
+        if ((int)v > *max_id) *max_id = (int)v;
+        *blob_size += strlen(it->string);
+        (*n_tok)++;
     }
-    if (n_tok == 0 || n_tok > MAX_VOCAB) {
-        st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %zu tokens, expected 256 to %d", path,
-                       n_tok, MAX_VOCAB);
-        goto done;
-    }
+    if (*n_tok == 0 || *n_tok > MAX_VOCAB)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %zu tokens, expected 256 to %d", path, *n_tok, MAX_VOCAB);
+    return GPT2_OK;
+}
 
-    t->n_vocab = max_id + 1;
-    t->blob = malloc(blob_size + 1);
-    t->tok_off = calloc((size_t)t->n_vocab, sizeof *t->tok_off);
-    t->tok_len = malloc((size_t)t->n_vocab * sizeof *t->tok_len);
-    uint32_t size = table_size(n_tok);
-    t->ids = malloc(size * sizeof *t->ids);
-    t->ids_mask = size - 1;
-    if (!t->blob || !t->tok_off || !t->tok_len || !t->ids) {
-        st = gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for %zu tokens", path, n_tok);
-        goto done;
-    }
-    for (int i = 0; i < t->n_vocab; i++) t->tok_len[i] = -1;
-    memset(t->ids, 0xFF, size * sizeof *t->ids);
+/* One vocab.json entry: its name decoded from the byte alphabet into the
+ * blob at *off, its id recorded both ways; a duplicate id or name refused. */
+static gpt2_status vocab_add(gpt2_tokenizer *t, const cJSON *it, const char *path, size_t *off, gpt2_error *err) {
+    char s1[TEXT_SHOW_BUF];
+    int32_t id = (int32_t)it->valuedouble;
+    uint32_t bad;
+    long n = alphabet_to_bytes(it->string, strlen(it->string), t->blob + *off, &bad);
+    if (n == 0) return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: id %d is the empty string", path, id);
+    if (n < 0 && bad == UINT32_MAX)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token with id %d is not valid UTF-8", path, id);
+    if (n < 0)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                         "%s: token \"%s\" (id %d) has U+%04X, a character outside GPT-2's 256-character byte alphabet",
+                         path, text_show(it->string, strlen(it->string), s1), id, (unsigned)bad);
+    if (t->tok_len[id] >= 0)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: id %d is given to two tokens (the second is \"%s\")", path, id,
+                         text_show(it->string, strlen(it->string), s1));
+    t->tok_off[id] = (uint32_t)*off;
+    t->tok_len[id] = (int32_t)n;
+    uint32_t slot = ids_slot(t, t->blob + *off, (size_t)n);
+    if (t->ids[slot] >= 0)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token \"%s\" appears twice (ids %d and %d)", path,
+                         text_show(it->string, strlen(it->string), s1), t->ids[slot], id);
+    t->ids[slot] = id;
+    *off += (size_t)n;
+    return GPT2_OK;
+}
 
-    /* Second pass: each token's raw bytes into the blob and the bytes -> id table. */
-    size_t off = 0;
-    for (const cJSON *it = root->child; it; it = it->next) {
-        int32_t id = (int32_t)it->valuedouble;
-        uint32_t bad;
-        long n = alphabet_to_bytes(it->string, strlen(it->string), t->blob + off, &bad);
-        if (n <= 0) {
-            if (n == 0)
-                st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: id %d is the empty string", path, id);
-            else if (bad == UINT32_MAX)
-                st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token with id %d is not valid UTF-8",
-                               path, id);
-            else
-                st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                               "%s: token \"%s\" (id %d) has U+%04X, a character outside GPT-2's "
-                               "256-character byte alphabet",
-                               path, text_show(it->string, strlen(it->string), s1), id, (unsigned)bad);
-            goto done;
-        }
-        if (t->tok_len[id] >= 0) {
-            st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: id %d is given to two tokens (the second "
-                           "is \"%s\")", path, id, text_show(it->string, strlen(it->string), s1));
-            goto done;
-        }
-        t->tok_off[id] = (uint32_t)off;
-        t->tok_len[id] = (int32_t)n;
-        uint32_t slot = ids_slot(t, t->blob + off, (size_t)n);
-        if (t->ids[slot] >= 0) {
-            st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token \"%s\" appears twice (ids %d and %d)",
-                           path, text_show(it->string, strlen(it->string), s1), t->ids[slot], id);
-            goto done;
-        }
-        t->ids[slot] = id;
-        off += (size_t)n;
-    }
-
+/* Every byte's single-byte token, which byte-level BPE starts from. */
+static gpt2_status vocab_byte_ids(gpt2_tokenizer *t, const char *path, gpt2_error *err) {
     for (int b = 0; b < 256; b++) {
         char c = (char)b;
         t->byte_id[b] = gpt2_tokenizer_token_id(t, &c, 1);
-        if (t->byte_id[b] < 0) {
-            uint32_t u = byte_to_char(b); /* < U+0144: one or two UTF-8 bytes */
-            char shown[3] = {(char)u, 0, 0};
-            if (u >= 0x80) {
-                shown[0] = (char)(0xC0 | (u >> 6));
-                shown[1] = (char)(0x80 | (u & 0x3F));
-            }
-            st = gpt2_fail(err, GPT2_ERR_TOKENIZER,
-                           "%s: no token for byte 0x%02X (\"%s\"); a GPT-2 vocabulary has all 256 "
-                           "single-byte tokens", path, b, shown);
-            goto done;
+        if (t->byte_id[b] >= 0) continue;
+        uint32_t u = byte_to_char(b); /* < U+0144: one or two UTF-8 bytes */
+        char shown[3] = {(char)u, 0, 0};
+        if (u >= 0x80) {
+            shown[0] = (char)(0xC0 | (u >> 6));
+            shown[1] = (char)(0x80 | (u & 0x3F));
+        }
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                         "%s: no token for byte 0x%02X (\"%s\"); a GPT-2 vocabulary has all 256 single-byte tokens",
+                         path, b, shown);
+    }
+    return GPT2_OK;
+}
+
+static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *data, size_t len,
+                              gpt2_error *err) {
+    if (len == 0)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                         "%s: empty file, expected a JSON object mapping tokens to ids", path);
+    cJSON *root;
+    gpt2_status st = json_parse(path, data, len, GPT2_ERR_TOKENIZER, &root, err);
+    if (st != GPT2_OK) return st;
+    size_t n_tok = 0, blob_size = 0;
+    int max_id = -1;
+    if (!cJSON_IsObject(root))
+        st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: expected a JSON object mapping tokens to ids, found %s", path,
+                       json_type_name(root));
+    if (st == GPT2_OK) st = vocab_sizes(root, path, &n_tok, &max_id, &blob_size, err);
+    if (st == GPT2_OK) {
+        t->n_vocab = max_id + 1;
+        t->blob = malloc(blob_size + 1);
+        t->tok_off = calloc((size_t)t->n_vocab, sizeof *t->tok_off);
+        t->tok_len = malloc((size_t)t->n_vocab * sizeof *t->tok_len);
+        uint32_t size = table_size(n_tok);
+        t->ids = malloc(size * sizeof *t->ids);
+        t->ids_mask = size - 1;
+        if (!t->blob || !t->tok_off || !t->tok_len || !t->ids)
+            st = gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for %zu tokens", path, n_tok);
+        else {
+            for (int i = 0; i < t->n_vocab; i++) t->tok_len[i] = -1;
+            memset(t->ids, 0xFF, size * sizeof *t->ids);
         }
     }
-    t->eot = gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
-done:
+    size_t off = 0;
+    for (const cJSON *it = root->child; st == GPT2_OK && it; it = it->next) st = vocab_add(t, it, path, &off, err);
+    if (st == GPT2_OK) st = vocab_byte_ids(t, path, err);
+    if (st == GPT2_OK) t->eot = gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
     cJSON_Delete(root);
     return st;
 }

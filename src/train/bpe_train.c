@@ -691,13 +691,11 @@ static gpt2_status put_vocab_file(FILE *f, void *user, gpt2_error *err) {
 /* Writes dir/name atomically (gpt2_fileio). */
 static gpt2_status save_file(const gpt2_bpe_vocab *v, const char *dir, const char *name,
                              void (*writer)(FILE *, const gpt2_bpe_vocab *), gpt2_error *err) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *path = malloc(n);
-    if (!path) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
-    snprintf(path, n, "%s/%s", dir, name);
+    char path[4096];
+    gpt2_status rc = gpt2_fileio_join(path, sizeof path, dir, name, err);
+    if (rc != GPT2_OK) return rc;
     vocab_writer w = {v, writer};
-    gpt2_status rc = gpt2_fileio_write_atomic(path, put_vocab_file, &w, err);
-    free(path);
+    rc = gpt2_fileio_write_atomic(path, put_vocab_file, &w, err);
     return rc;
 }
 

@@ -30,8 +30,8 @@ static gpt2_status put_parts(FILE *f, void *user, gpt2_error *err) {
 static gpt2_status write_atomic(const char *dir, const char *name, const void *a, size_t na, const void *b, size_t nb,
                                 gpt2_error *err) {
     char path[4096];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "export: path too long");
+    gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, name, err);
+    if (st != GPT2_OK) return st;
     two_parts p = {.a = a, .na = na, .b = b, .nb = nb};
     return gpt2_fileio_write_atomic(path, put_parts, &p, err);
 }

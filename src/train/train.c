@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/pool.h"
 #include "core/rng.h"
+#include "gpt2_testing.h"
 #include "gpt2_train.h"
 #include "train/train_internal.h"
 
@@ -576,9 +577,104 @@ void gpt2_trainer_set_interrupt(gpt2_trainer *tr, int (*interrupt)(void *user_da
     tr->interrupt_ud = user_data;
 }
 
-gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int32_t *targets, int B, int T,
-                              int backward, float *loss_out, gpt2_error *err) {
+/* One layer's saved activations, (B, T, ...) each, inside the trainer's
+ * buffers sized for the largest batch. */
+typedef struct {
+    const float *in; /* the block's input: x0 or the previous block's res3 */
+    float *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fchg, *res3;
+    float *ln1_stats, *ln2_stats;
+} layer_acts;
+
+static layer_acts acts_of(const gpt2_trainer *tr, int l) {
     const gpt2_train_params *p = &tr->p;
+    const size_t lBTC = (size_t)p->batch_size * p->block_size * p->n_embd;
+    const size_t lBT = (size_t)p->batch_size * p->block_size, lATT = lBT * p->n_head * p->block_size;
+    return (layer_acts){.in = l == 0 ? tr->x0 : tr->res3 + (l - 1) * lBTC,
+                        .ln1 = tr->ln1 + l * lBTC, .qkv = tr->qkv + 3 * l * lBTC, .att = tr->att + l * lATT,
+                        .atty = tr->atty + l * lBTC, .res2 = tr->res2 + l * lBTC, .ln2 = tr->ln2 + l * lBTC,
+                        .fch = tr->fch + 4 * l * lBTC, .fchg = tr->fchg + 4 * l * lBTC, .res3 = tr->res3 + l * lBTC,
+                        .ln1_stats = tr->ln1_stats + 2 * l * lBT, .ln2_stats = tr->ln2_stats + 2 * l * lBT};
+}
+
+/* Block l forward: res2 = in + drop(attn(ln1(in))), res3 = res2 + drop(mlp(ln2(res2))). */
+static void block_forward(gpt2_trainer *tr, int l, int B, int T) {
+    const int C = tr->p.n_embd, BT = B * T;
+    const size_t BTC = (size_t)BT * C;
+    float *P = tr->params;
+    layer_acts a = acts_of(tr, l);
+    layernorm_forward(tr, a.ln1, a.ln1_stats, a.in, LT(tr, P, l, LN1_W), LT(tr, P, l, LN1_B), BT);
+    matmul_forward(tr, a.qkv, a.ln1, LT(tr, P, l, QKV_W), LT(tr, P, l, QKV_B), BT, 3 * C, C);
+    attn_job aj = {.tr = tr, .qkv = a.qkv, .att = a.att, .y = a.atty, .B = B, .T = T};
+    pool_run(tr->pool, attn_fwd_chunk, &aj, B * tr->p.n_head);
+    matmul_forward(tr, tr->dbuf, a.atty, LT(tr, P, l, PROJ_W), LT(tr, P, l, PROJ_B), BT, C, C);
+    dropout(tr, tr->dbuf, BTC, 1 + 2 * l);
+    elementwise(tr, (ew_job){.kind = EW_ADD, .out = a.res2, .a = a.in, .b = tr->dbuf, .n = BTC});
+    layernorm_forward(tr, a.ln2, a.ln2_stats, a.res2, LT(tr, P, l, LN2_W), LT(tr, P, l, LN2_B), BT);
+    matmul_forward(tr, a.fch, a.ln2, LT(tr, P, l, FC_W), LT(tr, P, l, FC_B), BT, 4 * C, C);
+    elementwise(tr, (ew_job){.kind = EW_GELU_FWD, .out = a.fchg, .a = a.fch, .n = (size_t)BT * 4 * C});
+    matmul_forward(tr, tr->dbuf, a.fchg, LT(tr, P, l, FCPROJ_W), LT(tr, P, l, FCPROJ_B), BT, C, 4 * C);
+    dropout(tr, tr->dbuf, BTC, 2 + 2 * l);
+    elementwise(tr, (ew_job){.kind = EW_ADD, .out = a.res3, .a = a.res2, .b = tr->dbuf, .n = BTC});
+}
+
+/* Block l backward: dres holds d(loss)/d(res3) on entry, d(loss)/d(in) on
+ * return; the block's parameter gradients are written into G. */
+static void block_backward(gpt2_trainer *tr, int l, int B, int T) {
+    const int C = tr->p.n_embd, F = 4 * C, BT = B * T;
+    const size_t BTC = (size_t)BT * C;
+    float *P = tr->params, *G = tr->grads;
+    layer_acts a = acts_of(tr, l);
+    /* MLP branch: res3 = res2 + drop(gelu(ln2 Wfc^T + bfc) Wproj^T + bproj) */
+    memcpy(tr->dbuf, tr->dres, BTC * sizeof(float));
+    dropout(tr, tr->dbuf, BTC, 2 + 2 * l);
+    matmul_backward(tr, tr->dbig, LT(tr, G, l, FCPROJ_W), LT(tr, G, l, FCPROJ_B), tr->dbuf, a.fchg,
+                    LT(tr, P, l, FCPROJ_W), BT, C, F);
+    elementwise(tr, (ew_job){.kind = EW_GELU_BWD, .out = tr->dbig, .a = a.fch, .n = (size_t)BT * F});
+    matmul_backward(tr, tr->dbuf, LT(tr, G, l, FC_W), LT(tr, G, l, FC_B), tr->dbig, a.ln2, LT(tr, P, l, FC_W), BT, F,
+                    C);
+    layernorm_backward(tr, tr->dres, LT(tr, G, l, LN2_W), LT(tr, G, l, LN2_B), tr->dbuf, a.res2, a.ln2_stats,
+                       LT(tr, P, l, LN2_W), BT);
+    /* attention branch: res2 = in + drop(attn(ln1 Wqkv^T + bqkv) Wproj^T + bproj) */
+    memcpy(tr->dbuf, tr->dres, BTC * sizeof(float));
+    dropout(tr, tr->dbuf, BTC, 1 + 2 * l);
+    matmul_backward(tr, tr->dbig, LT(tr, G, l, PROJ_W), LT(tr, G, l, PROJ_B), tr->dbuf, a.atty, LT(tr, P, l, PROJ_W),
+                    BT, C, C);
+    attn_job aj = {.tr = tr, .qkv = a.qkv, .att_in = a.att, .dy = tr->dbig, .dqkv = tr->dqkv, .B = B, .T = T};
+    pool_run(tr->pool, attn_bwd_chunk, &aj, B * tr->p.n_head);
+    matmul_backward(tr, tr->dbuf, LT(tr, G, l, QKV_W), LT(tr, G, l, QKV_B), tr->dqkv, a.ln1, LT(tr, P, l, QKV_W), BT,
+                    3 * C, C);
+    layernorm_backward(tr, tr->dres, LT(tr, G, l, LN1_W), LT(tr, G, l, LN1_B), tr->dbuf, a.in, a.ln1_stats,
+                       LT(tr, P, l, LN1_W), BT);
+}
+
+/* x0 (B, T, C) = wte[inputs] + wpe[t], then dropout. */
+static void embed_forward(gpt2_trainer *tr, const int32_t *inputs, int B, int T) {
+    const int C = tr->p.n_embd;
+    const float *P = tr->params;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *x = tr->x0 + ((size_t)b * T + t) * C;
+            const float *te = P + (size_t)inputs[b * T + t] * C, *pe = P + tr->offset[1] + (size_t)t * C;
+            for (int i = 0; i < C; i++) x[i] = te[i] + pe[i];
+        }
+    dropout(tr, tr->x0, (size_t)B * T * C, 0);
+}
+
+/* dres = d(loss)/d(x0): through the dropout into wte's rows and wpe. */
+static void embed_backward(gpt2_trainer *tr, const int32_t *inputs, int B, int T) {
+    const int C = tr->p.n_embd;
+    dropout(tr, tr->dres, (size_t)B * T * C, 0);
+    float *dwte = tr->grads, *dwpe = tr->grads + tr->offset[1];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = tr->dres + ((size_t)b * T + t) * C;
+            float *te = dwte + (size_t)inputs[b * T + t] * C, *pe = dwpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) te[i] += d[i], pe[i] += d[i];
+        }
+}
+
+static gpt2_status check_batch(const gpt2_train_params *p, const int32_t *inputs, const int32_t *targets, int B,
+                               int T, gpt2_error *err) {
     if (B < 1 || B > p->batch_size || T < 1 || T > p->block_size)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: batch %d x %d exceeds the trainer's %d x %d", B, T,
                          p->batch_size, p->block_size);
@@ -586,40 +682,23 @@ gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int
         if (inputs[i] < 0 || inputs[i] >= p->n_vocab || targets[i] < 0 || targets[i] >= p->n_vocab)
             return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: token id %d at position %zu is outside 0..%d",
                              inputs[i] < 0 || inputs[i] >= p->n_vocab ? inputs[i] : targets[i], i, p->n_vocab - 1);
-    const int C = p->n_embd, F = 4 * C, V = p->n_vocab, L = p->n_layer, H = p->n_head, BT = B * T;
-    const size_t BTC = (size_t)BT * C, lBTC = (size_t)p->batch_size * p->block_size * C;
-    const size_t lBT = (size_t)p->batch_size * p->block_size, lATT = lBT * H * p->block_size;
+    return GPT2_OK;
+}
+
+gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int32_t *targets, int B, int T,
+                              int backward, float *loss_out, gpt2_error *err) {
+    const gpt2_train_params *p = &tr->p;
+    gpt2_status st = check_batch(p, inputs, targets, B, T, err);
+    if (st != GPT2_OK) return st;
+    const int C = p->n_embd, V = p->n_vocab, L = p->n_layer, BT = B * T;
+    const size_t lBTC = (size_t)p->batch_size * p->block_size * C;
     float *P = tr->params;
     tr->dropout_on = backward && p->dropout > 0;
 
-    /* x0 (B, T, C) = wte[inputs] + wpe[t] */
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            float *x = tr->x0 + ((size_t)b * T + t) * C;
-            const float *te = P + (size_t)inputs[b * T + t] * C, *pe = P + tr->offset[1] + (size_t)t * C;
-            for (int i = 0; i < C; i++) x[i] = te[i] + pe[i];
-        }
-    dropout(tr, tr->x0, BTC, 0);
-
+    embed_forward(tr, inputs, B, T);
     for (int l = 0; l < L; l++) {
-        const float *in = l == 0 ? tr->x0 : tr->res3 + (l - 1) * lBTC;
-        float *ln1 = tr->ln1 + l * lBTC, *qkv = tr->qkv + 3 * l * lBTC, *att = tr->att + l * lATT;
-        float *atty = tr->atty + l * lBTC, *res2 = tr->res2 + l * lBTC, *ln2 = tr->ln2 + l * lBTC;
-        float *fch = tr->fch + 4 * l * lBTC, *fchg = tr->fchg + 4 * l * lBTC, *res3 = tr->res3 + l * lBTC;
         if (interrupted(tr)) return gpt2_fail(err, GPT2_CANCELLED, "train: interrupted in layer %d's forward", l);
-        layernorm_forward(tr, ln1, tr->ln1_stats + 2 * l * lBT, in, LT(tr, P, l, LN1_W), LT(tr, P, l, LN1_B), BT);
-        matmul_forward(tr, qkv, ln1, LT(tr, P, l, QKV_W), LT(tr, P, l, QKV_B), BT, 3 * C, C);
-        attn_job aj = {.tr = tr, .qkv = qkv, .att = att, .y = atty, .B = B, .T = T};
-        pool_run(tr->pool, attn_fwd_chunk, &aj, B * H);
-        matmul_forward(tr, tr->dbuf, atty, LT(tr, P, l, PROJ_W), LT(tr, P, l, PROJ_B), BT, C, C);
-        dropout(tr, tr->dbuf, BTC, 1 + 2 * l);
-        elementwise(tr, (ew_job){.kind = EW_ADD, .out = res2, .a = in, .b = tr->dbuf, .n = BTC});
-        layernorm_forward(tr, ln2, tr->ln2_stats + 2 * l * lBT, res2, LT(tr, P, l, LN2_W), LT(tr, P, l, LN2_B), BT);
-        matmul_forward(tr, fch, ln2, LT(tr, P, l, FC_W), LT(tr, P, l, FC_B), BT, F, C);
-        elementwise(tr, (ew_job){.kind = EW_GELU_FWD, .out = fchg, .a = fch, .n = (size_t)BT * F});
-        matmul_forward(tr, tr->dbuf, fchg, LT(tr, P, l, FCPROJ_W), LT(tr, P, l, FCPROJ_B), BT, C, F);
-        dropout(tr, tr->dbuf, BTC, 2 + 2 * l);
-        elementwise(tr, (ew_job){.kind = EW_ADD, .out = res3, .a = res2, .b = tr->dbuf, .n = BTC});
+        block_forward(tr, l, B, T);
     }
     const float *last = tr->res3 + (L - 1) * lBTC;
     float *lnf_w = P + tr->offset[tr->n_tensors - 2], *lnf_b = P + tr->offset[tr->n_tensors - 1];
@@ -633,49 +712,18 @@ gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int
     *loss_out = (float)(loss / BT);
     if (!backward) return GPT2_OK;
 
-    /* --- backward: dres holds d(loss)/d(residual stream) going down --- */
+    /* backward: dres holds d(loss)/d(residual stream) going down */
     float *G = tr->grads;
     memset(G, 0, tr->n_params * sizeof(float));
     matmul_backward(tr, tr->dbuf, G, NULL, tr->logits, tr->lnf, P, BT, V, C);
-    memset(tr->dres, 0, BTC * sizeof(float));
+    memset(tr->dres, 0, (size_t)BT * C * sizeof(float));
     layernorm_backward(tr, tr->dres, G + tr->offset[tr->n_tensors - 2], G + tr->offset[tr->n_tensors - 1], tr->dbuf,
                        last, tr->lnf_stats, lnf_w, BT);
     for (int l = L - 1; l >= 0; l--) {
-        const float *in = l == 0 ? tr->x0 : tr->res3 + (l - 1) * lBTC;
-        float *ln1 = tr->ln1 + l * lBTC, *qkv = tr->qkv + 3 * l * lBTC, *att = tr->att + l * lATT;
-        float *atty = tr->atty + l * lBTC, *res2 = tr->res2 + l * lBTC, *ln2 = tr->ln2 + l * lBTC;
-        float *fch = tr->fch + 4 * l * lBTC, *fchg = tr->fchg + 4 * l * lBTC;
         if (interrupted(tr)) return gpt2_fail(err, GPT2_CANCELLED, "train: interrupted in layer %d's backward", l);
-        /* MLP branch: res3 = res2 + drop(gelu(ln2 Wfc^T + bfc) Wproj^T + bproj) */
-        memcpy(tr->dbuf, tr->dres, BTC * sizeof(float));
-        dropout(tr, tr->dbuf, BTC, 2 + 2 * l);
-        matmul_backward(tr, tr->dbig, LT(tr, G, l, FCPROJ_W), LT(tr, G, l, FCPROJ_B), tr->dbuf, fchg,
-                        LT(tr, P, l, FCPROJ_W), BT, C, F);
-        elementwise(tr, (ew_job){.kind = EW_GELU_BWD, .out = tr->dbig, .a = fch, .n = (size_t)BT * F});
-        matmul_backward(tr, tr->dbuf, LT(tr, G, l, FC_W), LT(tr, G, l, FC_B), tr->dbig, ln2, LT(tr, P, l, FC_W), BT,
-                        F, C);
-        layernorm_backward(tr, tr->dres, LT(tr, G, l, LN2_W), LT(tr, G, l, LN2_B), tr->dbuf, res2,
-                           tr->ln2_stats + 2 * l * lBT, LT(tr, P, l, LN2_W), BT);
-        /* attention branch: res2 = in + drop(attn(ln1 Wqkv^T + bqkv) Wproj^T + bproj) */
-        memcpy(tr->dbuf, tr->dres, BTC * sizeof(float));
-        dropout(tr, tr->dbuf, BTC, 1 + 2 * l);
-        matmul_backward(tr, tr->dbig, LT(tr, G, l, PROJ_W), LT(tr, G, l, PROJ_B), tr->dbuf, atty,
-                        LT(tr, P, l, PROJ_W), BT, C, C);
-        attn_job aj = {.tr = tr, .qkv = qkv, .att_in = att, .dy = tr->dbig, .dqkv = tr->dqkv, .B = B, .T = T};
-        pool_run(tr->pool, attn_bwd_chunk, &aj, B * H);
-        matmul_backward(tr, tr->dbuf, LT(tr, G, l, QKV_W), LT(tr, G, l, QKV_B), tr->dqkv, ln1, LT(tr, P, l, QKV_W),
-                        BT, 3 * C, C);
-        layernorm_backward(tr, tr->dres, LT(tr, G, l, LN1_W), LT(tr, G, l, LN1_B), tr->dbuf, in,
-                           tr->ln1_stats + 2 * l * lBT, LT(tr, P, l, LN1_W), BT);
+        block_backward(tr, l, B, T);
     }
-    dropout(tr, tr->dres, BTC, 0);
-    float *dwte = G, *dwpe = G + tr->offset[1];
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            const float *d = tr->dres + ((size_t)b * T + t) * C;
-            float *te = dwte + (size_t)inputs[b * T + t] * C, *pe = dwpe + (size_t)t * C;
-            for (int i = 0; i < C; i++) te[i] += d[i], pe[i] += d[i];
-        }
+    embed_backward(tr, inputs, B, T);
     return GPT2_OK;
 }
 
@@ -816,12 +864,10 @@ float gpt2_trainer_eval(gpt2_trainer *tr, const gpt2_train_data *d, int max_batc
 
 /* --- small utilities ------------------------------------------------------------ */
 
-size_t gpt2_text_split(const char *text, size_t len, double fraction) {
-    if (!(fraction > 0)) return 0;
-    if (fraction >= 1) return len;
-    size_t at = (size_t)floor((double)len * fraction);
-    while (at > 0 && at < len && ((unsigned char)text[at] & 0xC0) == 0x80) at--;
-    return at;
+size_t gpt2_trainer_n_params(const gpt2_trainer *tr) {
+    size_t n = 0;
+    for (int i = 0; tr && i < gpt2_trainer_n_tensors(tr); i++) n += gpt2_trainer_tensor(tr, i).n;
+    return n;
 }
 
 uint64_t gpt2_tokens_hash(const int32_t *tokens, size_t n) {

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "core/pool.h"
-#include "gpt2_train.h"
+#include "gpt2_testing.h"
 
 #define LN_EPS 1e-5 /* layer_norm_epsilon, as GPT-2 */
 

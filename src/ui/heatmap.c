@@ -1,7 +1,7 @@
 /* heatmap.c — which cells of an attention matrix a pane shows, and how dark (no curses). */
 #include <math.h>
 
-#include "ui/ui_logic.h"
+#include "ui/heatmap.h"
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 

@@ -1,12 +1,17 @@
-/* input.c — the input line: GNU readline through its callback interface,
- * drawing into the input pane's curses window.
+/* input.c — the input pane: the message line above it (notices, errors, a
+ * prefill's progress) and the line being typed, edited by GNU readline
+ * through its callback interface.
  *
  * Readline never touches the terminal here: no prep/deprep, no signals, its
- * output stream is /dev/null. Keys come from curses (chat.c reads them) and are
- * fed to readline one byte at a time through rl_getc_function; KEY_* codes
- * become the emacs bytes readline knows (Left -> C-b, Up -> C-p, ...).
- * rl_redisplay_function draws prompt, line and cursor into the pane. History
- * lives in $XDG_STATE_HOME/gptscope/history (default ~/.local/state/...). */
+ * output stream is /dev/null. The pane's key handler feeds it one byte at a
+ * time through rl_getc_function; KEY_* codes become the emacs bytes readline
+ * knows (Left -> C-b, Up -> C-p, ...), an Alt combination (KEY_META_BIT) its
+ * Meta binding. rl_redisplay_function draws prompt, line and cursor into the
+ * pane. An accepted line goes to history, then to app_submit_line. Keys that
+ * are the screen's (Tab, F-keys, PgUp/PgDn, Ctrl-C, Ctrl-L, ? on an empty
+ * line) are left to the global keys. History lives in
+ * $XDG_STATE_HOME/gptscope/history (default ~/.local/state/...).
+ * Readline is one per process, and so is this pane. */
 #define _XOPEN_SOURCE_EXTENDED 1
 #include <limits.h>
 #include <stdio.h>
@@ -19,32 +24,38 @@
 
 #include "ui/app.h"
 
-static app *in_app; /* readline's callbacks take no user data */
-static int in_byte;
-static int in_have_byte;
-static char *in_pending_line;
-static int in_got_line;
+typedef struct {
+    pane base;
+    int byte, have_byte; /* the byte readline reads next */
+    char *pending_line;  /* the line readline accepted (malloc'd; NULL: Ctrl-D on an empty line) */
+    int got_line;
+    FILE *devnull;       /* readline's output stream */
+    char history_path[PATH_MAX + 16];
+} input_pane;
+
+static input_pane *in_pane; /* readline's callbacks take no user data */
 
 static int in_getc(FILE *f) {
     (void)f;
-    in_have_byte = 0;
-    return in_byte;
+    in_pane->have_byte = 0;
+    return in_pane->byte;
 }
-static int in_avail(void) { return in_have_byte; }
+static int in_avail(void) { return in_pane->have_byte; }
 
 static void in_feed(unsigned char c) {
-    in_byte = c;
-    in_have_byte = 1;
+    in_pane->byte = c;
+    in_pane->have_byte = 1;
     rl_callback_read_char();
 }
 
 static void in_line_cb(char *line) {
-    free(in_pending_line);
-    in_pending_line = line; /* NULL: Ctrl-D on an empty line */
-    in_got_line = 1;
+    free(in_pane->pending_line);
+    in_pane->pending_line = line; /* NULL: Ctrl-D on an empty line */
+    in_pane->got_line = 1;
 }
 
-void input_draw_line(pane *p) {
+/* prompt, line and cursor on the pane's last row (the message lines are above it) */
+static void draw_line(pane *p) {
     const char *prompt = rl_display_prompt ? rl_display_prompt : "";
     const char *buf = rl_line_buffer ? rl_line_buffer : "";
     int len = rl_end, point = rl_point;
@@ -82,16 +93,26 @@ void input_draw_line(pane *p) {
     wmove(p->win, y, pc + cur_col - skip < p->w ? pc + cur_col - skip : p->w - 1);
 }
 
-static void in_redisplay(void) {
-    app *a = in_app;
-    pane *in = &a->panes[PANE_INPUT];
-    if (!term_active() || !in->win || a->too_small || a->help) return;
-    in->ops->draw(in);
-    wnoutrefresh(in->win);
-    doupdate();
+static void input_draw(pane *p) {
+    app *a = p->a;
+    werase(p->win);
+    if (a->prefill_msg[0] || a->msg[0])
+        screen_draw_message(a, p->win, p->w);
+    else {
+        wattrset(p->win, term_attr(UI_ROLE_BORDER));
+        mvwhline(p->win, 0, 0, ACS_HLINE, p->w);
+        wattrset(p->win, 0);
+    }
+    draw_line(p);
 }
 
-static char history_path[PATH_MAX + 16];
+static void in_redisplay(void) {
+    pane *p = &in_pane->base;
+    if (!term_active() || !p->win || p->a->too_small || p->a->help) return;
+    input_draw(p);
+    wnoutrefresh(p->win);
+    doupdate();
+}
 
 int input_state_path(const char *name, char *out, size_t cap) {
     const char *st = getenv("XDG_STATE_HOME");
@@ -110,16 +131,123 @@ int input_state_path(const char *name, char *out, size_t cap) {
     return snprintf(out, cap, "%s/%s", dir, name) < (int)cap;
 }
 
-static void history_setup(void) {
-    if (!input_state_path("history", history_path, sizeof history_path)) return;
-    using_history();
-    read_history(history_path);
+static void insert_newline(void) {
+    rl_insert_text("\n");
+    in_redisplay();
 }
 
-static FILE *in_devnull;
+void input_clear(pane *p) {
+    (void)p;
+    rl_replace_line("", 0);
+    rl_point = 0;
+}
 
-void input_setup(app *a) {
-    in_app = a;
+int input_empty(const pane *p) {
+    (void)p;
+    return rl_end == 0;
+}
+
+/* A character: its UTF-8 bytes. */
+static void feed_char(uint32_t c) {
+    char u[4];
+    int n = 0;
+    if (c < 0x80) {
+        u[n++] = (char)c;
+    } else {
+        int extra = c < 0x800 ? 1 : c < 0x10000 ? 2 : 3;
+        static const unsigned char lead[4] = {0, 0xC0, 0xE0, 0xF0};
+        u[n++] = (char)(lead[extra] | c >> (6 * extra));
+        for (int k = extra - 1; k >= 0; k--) u[n++] = (char)(0x80 | ((c >> (6 * k)) & 0x3F));
+    }
+    for (int i = 0; i < n; i++) in_feed((unsigned char)u[i]);
+}
+
+/* A KEY_* code as the emacs byte readline knows; 0 for none. */
+static int code_byte(int key) {
+    switch (key) {
+    case KEY_LEFT: return 2;
+    case KEY_RIGHT: return 6;
+    case KEY_HOME: return 1;
+    case KEY_END: return 5;
+    case KEY_UP: return 16;
+    case KEY_DOWN: return 14;
+    case KEY_BACKSPACE: return 127;
+    case KEY_DC: return rl_end > 0 ? 4 : 0; /* Ctrl-D on an empty line would quit */
+    case KEY_ENTER: return '\r';
+    default: return 0;
+    }
+}
+
+/* The keys the screen handles whatever has focus. */
+static int screen_key_code(int key) {
+    return (key >= KEY_F0 && key <= KEY_F(63)) || key == KEY_PPAGE || key == KEY_NPAGE || key == KEY_BTAB ||
+           key == KEY_MOUSE || key == KEY_RESIZE;
+}
+
+/* A line readline accepted (Enter) goes to history and to the app. */
+static void take_line(input_pane *ip) {
+    if (!ip->got_line) return;
+    char *line = ip->pending_line;
+    ip->pending_line = NULL, ip->got_line = 0;
+    if (line && *line) {
+        add_history(line);
+        using_history(); /* back to the end: else readline's teardown of the next line rewrites this entry */
+    }
+    app_submit_line(ip->base.a, line);
+    free(line);
+}
+
+static int input_key(pane *p, int key, int is_code) {
+    input_pane *ip = (input_pane *)p;
+    if (is_code) {
+        if (screen_key_code(key)) return PANE_IGNORED;
+        int b = code_byte(key);
+        if (b) in_feed((unsigned char)b);
+    } else if (key & KEY_META_BIT) { /* Alt-Enter: a new line; Alt-B, ...: readline's Meta bindings */
+        int c = key & ~KEY_META_BIT;
+        if (c == '\r' || c == '\n') insert_newline();
+        else in_feed(27), feed_char((uint32_t)c);
+        return PANE_REDRAW;
+    } else if (key == '\t' || key == 12 || key == 3 || key == 27 || (key == '?' && rl_end == 0)) {
+        return PANE_IGNORED; /* focus, redraw, stop, help: the screen's */
+    } else if (key == '\n') { /* Ctrl-J: a new line in the message */
+        insert_newline();
+        return PANE_REDRAW;
+    } else {
+        feed_char((uint32_t)key);
+    }
+    take_line(ip);
+    return PANE_REDRAW;
+}
+
+static void history_setup(input_pane *ip) {
+    if (!input_state_path("history", ip->history_path, sizeof ip->history_path)) return;
+    using_history();
+    read_history(ip->history_path);
+}
+
+static void input_free(pane *p) {
+    input_pane *ip = (input_pane *)p;
+    rl_callback_handler_remove();
+    if (ip->history_path[0]) {
+        write_history(ip->history_path);
+        history_truncate_file(ip->history_path, 1000);
+    }
+    if (ip->devnull) fclose(ip->devnull);
+    rl_outstream = NULL;
+    free(ip->pending_line);
+    in_pane = NULL;
+    pane_release(p);
+}
+
+static const pane_ops input_ops = {
+    .name = "input", .draw = input_draw, .key = input_key, .resize = pane_place, .free = input_free};
+
+pane *input_pane_new(app *a) {
+    input_pane *ip = calloc(1, sizeof *ip);
+    if (!ip) return NULL;
+    ip->base = (pane){.ops = &input_ops, .a = a};
+    in_pane = ip;
     rl_readline_name = "gptscope";
     rl_catch_signals = 0;
     rl_catch_sigwinch = 0;
@@ -129,83 +257,12 @@ void input_setup(app *a) {
     rl_getc_function = in_getc;
     rl_input_available_hook = in_avail;
     rl_redisplay_function = in_redisplay;
-    in_devnull = fopen("/dev/null", "w");
-    if (in_devnull) rl_outstream = in_devnull;
+    ip->devnull = fopen("/dev/null", "w");
+    if (ip->devnull) rl_outstream = ip->devnull;
     rl_bind_key('\t', rl_insert);
     rl_variable_bind("enable-bracketed-paste", "off");
     rl_callback_handler_install("> ", in_line_cb);
     rl_variable_bind("enable-bracketed-paste", "off");
-    history_setup();
-}
-
-void input_teardown(void) {
-    rl_callback_handler_remove();
-    if (history_path[0]) {
-        write_history(history_path);
-        history_truncate_file(history_path, 1000);
-    }
-    if (in_devnull) fclose(in_devnull), in_devnull = NULL;
-    rl_outstream = NULL;
-    free(in_pending_line);
-    in_pending_line = NULL;
-}
-
-void input_key(int key, int is_code) {
-    if (!is_code) { /* a character: its UTF-8 bytes */
-        char u[4];
-        int n = 0;
-        uint32_t c = (uint32_t)key;
-        if (c < 0x80) {
-            u[n++] = (char)c;
-        } else {
-            int extra = c < 0x800 ? 1 : c < 0x10000 ? 2 : 3;
-            static const unsigned char lead[4] = {0, 0xC0, 0xE0, 0xF0};
-            u[n++] = (char)(lead[extra] | c >> (6 * extra));
-            for (int k = extra - 1; k >= 0; k--) u[n++] = (char)(0x80 | ((c >> (6 * k)) & 0x3F));
-        }
-        for (int i = 0; i < n; i++) in_feed((unsigned char)u[i]);
-        return;
-    }
-    switch (key) {
-    case KEY_LEFT: in_feed(2); break;
-    case KEY_RIGHT: in_feed(6); break;
-    case KEY_HOME: in_feed(1); break;
-    case KEY_END: in_feed(5); break;
-    case KEY_UP: in_feed(16); break;
-    case KEY_DOWN: in_feed(14); break;
-    case KEY_BACKSPACE: in_feed(127); break;
-    case KEY_DC: if (rl_end > 0) in_feed(4); break;
-    case KEY_ENTER: in_feed('\r'); break;
-    default: break;
-    }
-}
-
-void input_meta_key(int key) {
-    in_feed(27);
-    input_key(key, 0);
-}
-
-char *input_take_line(int *got) {
-    *got = in_got_line;
-    in_got_line = 0;
-    char *line = in_pending_line;
-    in_pending_line = NULL;
-    return line;
-}
-
-void input_insert_newline(void) {
-    rl_insert_text("\n");
-    in_redisplay();
-}
-
-void input_clear(void) {
-    rl_replace_line("", 0);
-    rl_point = 0;
-}
-
-int input_empty(void) { return rl_end == 0; }
-
-void input_history_add(const char *line) {
-    add_history(line);
-    using_history(); /* back to the end: else readline's teardown of the next line rewrites this entry */
+    history_setup(ip);
+    return &ip->base;
 }

@@ -1,6 +1,10 @@
 /* screen.c — the screen manager: lays the panes out for the terminal's size,
- * draws them (the input pane last: it owns the cursor), the help overlay, and
- * the focus order. A terminal below 50x12 gets "window too small" instead. */
+ * draws them (the input pane last: it owns the cursor), the help overlay
+ * (its command list drawn from the command table), the focus order, and the
+ * keys: each goes to the focused pane first, then to the global keys. A
+ * terminal below 50x12 gets "window too small" instead. */
+#define _XOPEN_SOURCE_EXTENDED 1
+#include <stdlib.h>
 #include <string.h>
 
 #include "ui/app.h"
@@ -16,15 +20,43 @@ static int message_rows(const app *a, int W) {
     return n < 1 ? 1 : n > 3 ? 3 : n;
 }
 
+/* ---- panes ---- */
+
+void pane_place(pane *p, int y, int x, int h, int w) {
+    if (p->win) delwin(p->win), p->win = NULL;
+    p->y = y, p->x = x, p->h = h, p->w = w;
+    if (h > 0 && w > 0) p->win = newwin(h, w, y, x);
+}
+
+void pane_release(pane *p) {
+    if (p->win) delwin(p->win);
+    free(p);
+}
+
+int screen_focused(const pane *p) { return p->a->panes[p->a->focus] == p; }
+
+void pane_title(pane *p, const char *title) {
+    attr_t a = term_attr(screen_focused(p) ? UI_ROLE_SELECTION : UI_ROLE_TITLE);
+    term_fill(p->win, 0, 0, p->w, term_attr(UI_ROLE_BORDER));
+    term_printf(p->win, 0, 1, p->w - 1, a, " %s ", title);
+}
+
+void pane_left_border(pane *p) {
+    wattrset(p->win, term_attr(UI_ROLE_BORDER));
+    mvwvline(p->win, 0, 0, ACS_VLINE, p->h);
+    wattrset(p->win, 0);
+}
+
+/* ---- layout and drawing ---- */
+
 void screen_layout(app *a) {
     int H = LINES, W = COLS;
     a->msg_rows = message_rows(a, W);
     a->too_small = H < 12 || W < 50;
-    for (int i = 0; i < N_PANES; i++) {
-        pane *p = &a->panes[i];
-        if (p->win) delwin(p->win), p->win = NULL;
+    if (a->too_small) {
+        for (int i = 0; i < N_PANES; i++) a->panes[i]->ops->resize(a->panes[i], 0, 0, 0, 0);
+        return;
     }
-    if (a->too_small) return;
     int right = W >= 100 ? W * 45 / 100 : W >= 72 ? 36 : 0;
     int top_h = H - 2 - a->msg_rows;
     int samp_h = right ? 5 : 0;
@@ -35,13 +67,8 @@ void screen_layout(app *a) {
         [PANE_INPUT] = {top_h, 0, a->msg_rows + 1, W},
         [PANE_STATUS] = {H - 1, 0, 1, W},
     };
-    for (int i = 0; i < N_PANES; i++) {
-        pane *p = &a->panes[i];
-        p->y = g[i].y, p->x = g[i].x, p->h = g[i].h, p->w = g[i].w;
-        if (p->h > 0 && p->w > 0) p->win = newwin(p->h, p->w, p->y, p->x);
-        if (p->win) p->ops->resize(p);
-    }
-    if (!a->panes[a->focus].win) a->focus = PANE_INPUT;
+    for (int i = 0; i < N_PANES; i++) a->panes[i]->ops->resize(a->panes[i], g[i].y, g[i].x, g[i].h, g[i].w);
+    if (!a->panes[a->focus]->win) a->focus = PANE_INPUT;
 }
 
 /* At most 76 columns, so that the box fits 80; taller than the screen, it scrolls. */
@@ -104,7 +131,9 @@ static int help_build(char lines[][HELP_TEXT_W * 4 + 1]) {
  * and the footer line). */
 static int help_rows(void) { return LINES - 3 < 1 ? 1 : LINES - 3; }
 
-int app_help_scroll(app *a, int key) {
+/* A key while the help is open: 1 if it scrolled the help (Up, Down, PgUp,
+ * PgDn, Home, End), 0 if it is a key that closes it. */
+static int help_scroll(app *a, int key) {
     static char lines[HELP_MAX][HELP_TEXT_W * 4 + 1];
     const int n = help_build(lines), rows = help_rows();
     const int most = n > rows ? n - rows : 0;
@@ -122,7 +151,7 @@ int app_help_scroll(app *a, int key) {
     return 1;
 }
 
-void app_draw_help(app *a) {
+static void draw_help(app *a) {
     static char help[HELP_MAX][HELP_TEXT_W * 4 + 1];
     const int n = help_build(help);
     int rows = help_rows();
@@ -172,18 +201,18 @@ void screen_draw(app *a) {
     if (message_rows(a, COLS) != a->msg_rows) screen_layout(a); /* a longer or shorter message */
     wnoutrefresh(stdscr); /* so that get_wch's implicit refresh of stdscr never paints over the panes */
     for (int i = 0; i < N_PANES; i++) {
-        pane *p = &a->panes[i];
+        pane *p = a->panes[i];
         if (!p->win || i == PANE_INPUT) continue;
         p->ops->draw(p);
         wnoutrefresh(p->win);
     }
     if (a->help) {
-        app_draw_help(a);
+        draw_help(a);
         curs_set(0);
     } else {
         curs_set(a->focus == PANE_INPUT ? 1 : 0);
     }
-    pane *in = &a->panes[PANE_INPUT];
+    pane *in = a->panes[PANE_INPUT];
     if (in->win && !a->help) {
         in->ops->draw(in); /* last: it places the cursor */
         wnoutrefresh(in->win);
@@ -197,10 +226,107 @@ void screen_focus_next(app *a, int dir) {
     while (i < n && order[i] != a->focus) i++;
     for (int k = 0; k < n; k++) {
         i = (i + dir + n) % n;
-        if (a->panes[order[i]].win) {
+        if (a->panes[order[i]]->win) {
             a->focus = order[i];
             return;
         }
     }
 }
 
+
+/* ---- keys ---- */
+
+/* Ctrl-C: stop the reply; else clear the line; on an empty line, say how to quit. */
+static void interrupt_key(app *a) {
+    pane *in = a->panes[PANE_INPUT];
+    if (a->generating) app_stop(a);
+    else if (!input_empty(in)) input_clear(in), a->msg[0] = '\0';
+    else app_message(a, UI_ROLE_NOTICE, "Ctrl-C stops a reply and clears the line; /quit (or Ctrl-D on an empty line) quits");
+}
+
+/* Global function and mouse keys: F1 help, F2 confidence, F3-F7 the
+ * inspector, Shift-Tab, the wheel, PgUp/PgDn for the conversation. */
+static int global_code(app *a, int key) {
+    pane *ins = a->panes[PANE_INSPECTOR], *conv = a->panes[PANE_CONV];
+    switch (key) {
+    case KEY_F(1): a->help = 1; return 1;
+    case KEY_F(2): conv_toggle_confidence(conv); return 1;
+    case KEY_F(3): inspector_set_layer(ins, inspector_layer(ins) - 1); return 1;
+    case KEY_F(4): inspector_set_layer(ins, inspector_layer(ins) + 1); return 1;
+    case KEY_F(5): inspector_set_head(ins, inspector_head(ins) - 1); return 1;
+    case KEY_F(6): inspector_set_head(ins, inspector_head(ins) + 1); return 1;
+    case KEY_F(7): inspector_toggle_average(ins); return 1;
+    case KEY_BTAB: screen_focus_next(a, -1); return 1;
+    case KEY_MOUSE: {
+        MEVENT ev;
+        if (getmouse(&ev) == OK) {
+            if (ev.bstate & BUTTON4_PRESSED) conv_scroll(conv, 3);
+            else if (ev.bstate & BUTTON5_PRESSED) conv_scroll(conv, -3);
+        }
+        return 1;
+    }
+    case KEY_PPAGE:
+    case KEY_NPAGE: return conv->ops->key(conv, key, 1) ? 1 : 0; /* from any pane that does not page itself */
+    default: return 0;
+    }
+}
+
+/* A key no pane took. Typing in another pane goes back to the input line. */
+static int global_key(app *a, int key, int is_code) {
+    if (is_code) return global_code(a, key);
+    if (key & KEY_META_BIT) return 1; /* an Alt combination outside the input line */
+    switch (key) {
+    case 3: interrupt_key(a); return 1;
+    case '\t': screen_focus_next(a, +1); return 1;
+    case 12: clearok(curscr, TRUE); return 1; /* Ctrl-L */
+    case '?': a->help = 1; return 1;          /* the input line took it unless it is empty */
+    default: break;
+    }
+    pane *in = a->panes[PANE_INPUT];
+    a->focus = PANE_INPUT;
+    in->ops->key(in, key, 0);
+    return 1;
+}
+
+/* Escape: alone, stop the reply (or give the input focus back); followed at
+ * once by a key, an Alt combination (KEY_META_BIT) or an escape sequence
+ * curses did not know. */
+static int escape_key(app *a) {
+    wint_t nx;
+    nodelay(stdscr, TRUE);
+    int r = term_get_key(&nx);
+    if (r == OK) return screen_key(a, (int)nx | KEY_META_BIT, 0);
+    if (r == KEY_CODE_YES) return screen_key(a, (int)nx, 1);
+    if (a->generating) app_stop(a);
+    else a->focus = PANE_INPUT;
+    return 1;
+}
+
+/* The states that take every key: the help (arrows scroll it, any other key
+ * closes it) and a window too small (Ctrl-C still quits). -1: neither. */
+static int modal_key(app *a, int key, int is_code) {
+    if (a->help) {
+        if (!(is_code && help_scroll(a, key))) a->help = 0, a->help_top = 0;
+        return 1;
+    }
+    if (a->too_small) {
+        if (!is_code && key == 3) a->quit = 1;
+        return 1;
+    }
+    return -1;
+}
+
+int screen_key(app *a, int key, int is_code) {
+    if (is_code && key == KEY_RESIZE) {
+        screen_layout(a);
+        clearok(curscr, TRUE);
+        return 1;
+    }
+    int m = modal_key(a, key, is_code);
+    if (m >= 0) return m;
+    if (!is_code && key == 27) return escape_key(a);
+    pane *fp = a->panes[a->focus];
+    int r = fp->ops->key(fp, key, is_code);
+    if (r & PANE_QUIT) a->quit = 1;
+    return r ? 1 : global_key(a, key, is_code);
+}

@@ -12,7 +12,9 @@
 #define _XOPEN_SOURCE_EXTENDED 1
 #include <ncurses.h>
 
-#include "ui/ui_logic.h"
+#include "ui/heatmap.h"
+#include "ui/theme.h"
+#include "ui/wrap.h"
 
 /* Starts curses (raw, no echo, keypad, mouse wheel) with theme. 0 on success;
  * -1 (message in err) when the terminal cannot be set up. */

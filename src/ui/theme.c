@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "gpt2_status.h"
-#include "ui/ui_logic.h"
+#include "ui/theme.h"
 
 static const char *role_names[UI_ROLE_COUNT] = {
     [UI_ROLE_TEXT] = "text",         [UI_ROLE_DIM] = "dim",
@@ -170,13 +170,22 @@ static int load_error(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
+/* Where a line is being parsed, for its error messages. */
+typedef struct {
+    const char *path;
+    int lineno;
+    char *err;
+    size_t errlen;
+    char glued[64]; /* the word glued to the '#' of the line's comment ("" if none) */
+} line_ctx;
+
 /* "PATH:LINE: message" */
-static int fail(char *err, size_t errlen, const char *path, int line, const char *fmt, ...) {
+static int fail(const line_ctx *c, const char *fmt, ...) {
     char where[1040];
-    snprintf(where, sizeof where, "%.1024s:%d: ", path, line);
+    snprintf(where, sizeof where, "%.1024s:%d: ", c->path, c->lineno);
     va_list ap;
     va_start(ap, fmt);
-    theme_error(err, errlen, where, fmt, ap);
+    theme_error(c->err, c->errlen, where, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -187,112 +196,145 @@ enum { MAX_WORDS = 24 };
 
 /* A line whose value is missing but whose comment begins with a word glued to
  * the '#' ("text = #zzzzzz"): that word was meant as a colour, so say that. */
-static int not_a_colour(char *err, size_t errlen, const char *path, int line, const char *key, const char *word) {
-    return fail(err, errlen, path, line,
-                "%s: '#%s' is not a colour (" COLOUR_FORMS "; a '#' not followed by a hex digit starts a comment)",
-                key, word);
+static int not_a_colour(const line_ctx *c, const char *key) {
+    return fail(c, "%s: '#%s' is not a colour (" COLOUR_FORMS "; a '#' not followed by a hex digit starts a comment)",
+                key, c->glued);
+}
+
+/* The next line of text from *pos into line (cap bytes), NUL-terminated. */
+static int next_line(const char *text, size_t len, size_t *pos, char *line, size_t cap, const line_ctx *c) {
+    size_t e = *pos;
+    while (e < len && text[e] != '\n') e++;
+    size_t ll = e - *pos;
+    if (ll >= cap) return fail(c, "line longer than %zu bytes", cap - 1);
+    memcpy(line, text + *pos, ll);
+    line[ll] = '\0';
+    *pos = e < len ? e + 1 : e;
+    if (memchr(line, '\0', ll)) return fail(c, "NUL byte in the line");
+    return 0;
+}
+
+/* Cuts the comment off: '#' starts one unless a hex digit follows it (a
+ * #rrggbb colour). The word glued to its '#' goes to c->glued. */
+static void strip_comment(char *line, line_ctx *c) {
+    char *hash = strchr(line, '#');
+    while (hash && isxdigit((unsigned char)hash[1])) hash = strchr(hash + 1, '#');
+    c->glued[0] = '\0';
+    if (hash) {
+        sscanf(hash + 1, "%63[^ \t\r#]", c->glued);
+        *hash = '\0';
+    }
+}
+
+/* "KEY = V1 V2", "KEY= V1", "KEY=V1 V2": the key, and the values after it. */
+static int split_setting(char *line, char *words[MAX_WORDS], char **key, char ***vals, int *nv, const line_ctx *c) {
+    int nw = 0;
+    *key = NULL;
+    for (char *tok = strtok(line, " \t\r"); tok; tok = strtok(NULL, " \t\r")) {
+        if (nw == MAX_WORDS) return fail(c, "too many words (at most %d)", MAX_WORDS);
+        words[nw++] = tok;
+    }
+    if (nw == 0) return 0;
+    *key = words[0];
+    char *eq = strchr(*key, '=');
+    int first = 1;
+    if (eq) { /* "KEY=" glued, maybe with the first value glued too */
+        *eq = '\0';
+        if (eq[1]) words[0] = eq + 1, first = 0;
+    } else {
+        if (nw < 2 || strcmp(words[1], "=") != 0) return fail(c, "expected 'NAME = VALUE', found '%s'", *key);
+        first = 2;
+    }
+    if (!**key) return fail(c, "missing name before '='");
+    *vals = words + first;
+    *nv = nw - first;
+    return 0;
+}
+
+/* name = WORD: printable, short enough to be kept whole. */
+static int parse_name(char **vals, int nv, ui_theme *th, const line_ctx *c) {
+    if (nv != 1) return fail(c, "name: expected one word");
+    size_t nl = strlen(vals[0]); /* a longer name would be cut, maybe inside a character */
+    if (nl >= sizeof th->name) return fail(c, "name: expected at most %zu bytes, found %zu", sizeof th->name - 1, nl);
+    char shown[sizeof th->name * 4];
+    gpt2_text_escape(vals[0], strlen(vals[0]), shown, sizeof shown);
+    if (strcmp(shown, vals[0]) != 0) /* the app shows the name: no control bytes */
+        return fail(c, "name: '%s' has control characters or invalid UTF-8, expected printable text", vals[0]);
+    snprintf(th->name, sizeof th->name, "%s", vals[0]);
+    return 0;
+}
+
+/* heat = C1 C2 ...: the ramp, low to high. */
+static int parse_heat(char **vals, int nv, ui_theme *th, const line_ctx *c) {
+    if (nv < 2 || nv > UI_HEAT_MAX) return fail(c, "heat: expected 2 to %d colours, found %d", UI_HEAT_MAX, nv);
+    for (int i = 0; i < nv; i++)
+        if (ui_color_parse(vals[i], &th->heat[i]) != 0)
+            return fail(c, "heat: '%s' is not a colour (" COLOUR_FORMS ")", vals[i]);
+    th->n_heat = nv;
+    return 0;
+}
+
+/* An attribute word's UI_ATTR_* bit; 0 if the word is not one. */
+static int attr_bit(const char *w) {
+    static const struct { const char *name; int bit; } attrs[] = {
+        {"bold", UI_ATTR_BOLD}, {"dim", UI_ATTR_DIM}, {"underline", UI_ATTR_UNDERLINE}, {"reverse", UI_ATTR_REVERSE}};
+    for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++)
+        if (strcmp(w, attrs[i].name) == 0) return attrs[i].bit;
+    return 0;
+}
+
+/* ROLE = [FG] [on BG] [bold dim underline reverse]: into st. */
+static int parse_style(const char *key, char **vals, int nv, ui_style *st, const line_ctx *c) {
+    *st = (ui_style){dflt(), dflt(), 0};
+    int have_fg = 0;
+    for (int i = 0; i < nv; i++) {
+        const char *w = vals[i];
+        int bit = attr_bit(w);
+        if (bit) {
+            st->attrs |= bit;
+        } else if (strcmp(w, "on") == 0) {
+            if (i + 1 >= nv && c->glued[0]) return not_a_colour(c, key);
+            if (i + 1 >= nv) return fail(c, "%s: 'on' needs a background colour", key);
+            if (ui_color_parse(vals[++i], &st->bg) != 0)
+                return fail(c, "%s: '%s' is not a colour (" COLOUR_FORMS ")", key, vals[i]);
+        } else if (!have_fg) {
+            if (ui_color_parse(w, &st->fg) != 0)
+                return fail(c, "%s: '%s' is not a colour or attribute (" COLOUR_FORMS
+                            "; attributes: bold, dim, underline, reverse)", key, w);
+            have_fg = 1;
+        } else {
+            return fail(c, "%s: unexpected '%s' (background colours follow 'on')", key, w);
+        }
+    }
+    return 0;
+}
+
+/* One line (comment already cut) applied to th. */
+static int parse_setting(char *line, ui_theme *th, const line_ctx *c) {
+    char *words[MAX_WORDS], *key, **vals = NULL;
+    int nv = 0;
+    if (split_setting(line, words, &key, &vals, &nv, c) != 0) return -1;
+    if (!key) return 0; /* blank */
+    if (nv < 1 && c->glued[0] && strcmp(key, "name") != 0) return not_a_colour(c, key);
+    if (nv < 1) return fail(c, "'%s' has no value", key);
+    if (strcmp(key, "name") == 0) return parse_name(vals, nv, th, c);
+    if (strcmp(key, "heat") == 0) return parse_heat(vals, nv, th, c);
+    int r = 0;
+    while (r < UI_ROLE_COUNT && strcmp(role_names[r], key) != 0) r++;
+    if (r == UI_ROLE_COUNT) return fail(c, "unknown setting '%s'", key);
+    return parse_style(key, vals, nv, &th->role[r], c);
 }
 
 int ui_theme_parse(const char *text, size_t len, const char *path, ui_theme *t, char *err, size_t errlen) {
     ui_theme th;
     ui_theme_default(&th);
-    int lineno = 0;
-    size_t pos = 0;
+    line_ctx c = {.path = path, .err = err, .errlen = errlen};
     char line[1024];
-    while (pos < len) {
-        size_t e = pos;
-        while (e < len && text[e] != '\n') e++;
-        lineno++;
-        size_t ll = e - pos;
-        if (ll >= sizeof line) return fail(err, errlen, path, lineno, "line longer than %zu bytes", sizeof line - 1);
-        memcpy(line, text + pos, ll);
-        line[ll] = '\0';
-        pos = e < len ? e + 1 : e;
-        if (memchr(line, '\0', ll)) return fail(err, errlen, path, lineno, "NUL byte in the line");
-        /* '#' starts a comment unless a hex digit follows it (a #rrggbb colour) */
-        char *hash = strchr(line, '#'), glued[64] = "";
-        while (hash && isxdigit((unsigned char)hash[1])) hash = strchr(hash + 1, '#');
-        if (hash) {
-            sscanf(hash + 1, "%63[^ \t\r#]", glued);
-            *hash = '\0';
-        }
-        char *words[MAX_WORDS];
-        int nw = 0;
-        for (char *tok = strtok(line, " \t\r"); tok; tok = strtok(NULL, " \t\r")) {
-            if (nw == MAX_WORDS) return fail(err, errlen, path, lineno, "too many words (at most %d)", MAX_WORDS);
-            words[nw++] = tok;
-        }
-        if (nw == 0) continue;
-        /* KEY = ... ; allow "KEY=" glued forms by splitting on '=' */
-        char *key = words[0];
-        char *eq = strchr(key, '=');
-        int first = 1;
-        if (eq) {
-            *eq = '\0';
-            if (eq[1]) words[0] = eq + 1, first = 0;
-            else first = 1;
-        } else {
-            if (nw < 2 || strcmp(words[1], "=") != 0)
-                return fail(err, errlen, path, lineno, "expected 'NAME = VALUE', found '%s'", key);
-            first = 2;
-        }
-        if (!*key) return fail(err, errlen, path, lineno, "missing name before '='");
-        char **vals = words + first;
-        int nv = nw - first;
-        if (nv < 1 && glued[0] && strcmp(key, "name") != 0)
-            return not_a_colour(err, errlen, path, lineno, key, glued);
-        if (nv < 1) return fail(err, errlen, path, lineno, "'%s' has no value", key);
-        if (strcmp(key, "name") == 0) {
-            if (nv != 1) return fail(err, errlen, path, lineno, "name: expected one word");
-            size_t nl = strlen(vals[0]); /* a longer name would be cut, maybe inside a character */
-            if (nl >= sizeof th.name)
-                return fail(err, errlen, path, lineno, "name: expected at most %zu bytes, found %zu",
-                            sizeof th.name - 1, nl);
-            char shown[sizeof th.name * 4];
-            gpt2_text_escape(vals[0], strlen(vals[0]), shown, sizeof shown);
-            if (strcmp(shown, vals[0]) != 0) /* the app shows the name: no control bytes */
-                return fail(err, errlen, path, lineno, "name: '%s' has control characters or invalid UTF-8, "
-                            "expected printable text", vals[0]);
-            snprintf(th.name, sizeof th.name, "%s", vals[0]);
-            continue;
-        }
-        if (strcmp(key, "heat") == 0) {
-            if (nv < 2 || nv > UI_HEAT_MAX)
-                return fail(err, errlen, path, lineno, "heat: expected 2 to %d colours, found %d", UI_HEAT_MAX, nv);
-            for (int i = 0; i < nv; i++)
-                if (ui_color_parse(vals[i], &th.heat[i]) != 0)
-                    return fail(err, errlen, path, lineno, "heat: '%s' is not a colour (" COLOUR_FORMS ")", vals[i]);
-            th.n_heat = nv;
-            continue;
-        }
-        int r = 0;
-        while (r < UI_ROLE_COUNT && strcmp(role_names[r], key) != 0) r++;
-        if (r == UI_ROLE_COUNT) return fail(err, errlen, path, lineno, "unknown setting '%s'", key);
-        ui_style st = {dflt(), dflt(), 0};
-        int have_fg = 0;
-        for (int i = 0; i < nv; i++) {
-            const char *w = vals[i];
-            if (strcmp(w, "bold") == 0) st.attrs |= UI_ATTR_BOLD;
-            else if (strcmp(w, "dim") == 0) st.attrs |= UI_ATTR_DIM;
-            else if (strcmp(w, "underline") == 0) st.attrs |= UI_ATTR_UNDERLINE;
-            else if (strcmp(w, "reverse") == 0) st.attrs |= UI_ATTR_REVERSE;
-            else if (strcmp(w, "on") == 0) {
-                if (i + 1 >= nv && glued[0]) return not_a_colour(err, errlen, path, lineno, key, glued);
-                if (i + 1 >= nv) return fail(err, errlen, path, lineno, "%s: 'on' needs a background colour", key);
-                if (ui_color_parse(vals[++i], &st.bg) != 0)
-                    return fail(err, errlen, path, lineno, "%s: '%s' is not a colour (" COLOUR_FORMS ")", key, vals[i]);
-            } else if (!have_fg) {
-                if (ui_color_parse(w, &st.fg) != 0)
-                    return fail(err, errlen, path, lineno,
-                                "%s: '%s' is not a colour or attribute (" COLOUR_FORMS
-                                "; attributes: bold, dim, underline, reverse)",
-                                key, w);
-                have_fg = 1;
-            } else {
-                return fail(err, errlen, path, lineno, "%s: unexpected '%s' (background colours follow 'on')", key, w);
-            }
-        }
-        th.role[r] = st;
+    for (size_t pos = 0; pos < len;) {
+        c.lineno++;
+        if (next_line(text, len, &pos, line, sizeof line, &c) != 0) return -1;
+        strip_comment(line, &c);
+        if (parse_setting(line, &th, &c) != 0) return -1;
     }
     *t = th;
     return 0;

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <wchar.h>
 
-#include "ui/ui_logic.h"
+#include "ui/wrap.h"
 
 int ui_utf8_decode(const char *str, size_t n, uint32_t *cp) {
     const unsigned char *s = (const unsigned char *)str;

@@ -137,7 +137,7 @@ static void fz_check_session(gpt2_session *s, int synced) {
                "the session's %d tokens are not the rendering of its turns (%d tokens)", n, want.n);
     free(want.v);
     FUZZ_CHECK(n <= gpt2_session_n_ctx(s), "%d tokens in a context of %d", n, gpt2_session_n_ctx(s));
-    gpt2_context *ctx = gpt2_session_context(s);
+    const gpt2_context *ctx = gpt2_session_context(s);
     const int np = gpt2_context_n_past(ctx);
     const int32_t *ct = gpt2_context_tokens(ctx);
     FUZZ_CHECK(np <= n && (np == 0 || memcmp(ct, toks, (size_t)np * sizeof *ct) == 0),
@@ -158,7 +158,7 @@ typedef struct {
 static fz_snap fz_snap_take(gpt2_session *s) {
     fz_snap z = {.n_turns = gpt2_session_n_turns(s), .replying = gpt2_session_replying(s),
                  .max_new = gpt2_session_max_new_tokens(s), .policy = (int)gpt2_session_context_policy(s),
-                 .rng = gpt2_sampler_rng_state(gpt2_session_sampler(s)), .sp = gpt2_session_sampler_params(s)};
+                 .rng = gpt2_session_rng_state(s), .sp = gpt2_session_sampler_params(s)};
     snprintf(z.tmpl_name, sizeof z.tmpl_name, "%s", gpt2_session_template(s)->name);
     for (int i = 0; i < z.n_turns; i++) {
         gpt2_turn u;

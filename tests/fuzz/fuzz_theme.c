@@ -9,7 +9,7 @@
  *     0xFFFFFF, attributes UI_ATTR_*; every colour converts to 256 and 8 colours.
  */
 #include "fuzz_common.h"
-#include "ui/ui_logic.h"
+#include "ui/theme.h"
 
 static char *g_dir, g_path[300];
 

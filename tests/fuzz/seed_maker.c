@@ -28,7 +28,7 @@ static gpt2_error err;
 
 static char out_dir[1024];
 
-static gpt2_session *session(const gpt2_model *m, const char *tmpl, gpt2_context_policy pol, int max_new) {
+static gpt2_session *session(const gpt2_model *m, const char *tmpl, gpt2_session_policy pol, int max_new) {
     gpt2_session_params p = gpt2_session_default_params();
     p.context.n_threads = 1;
     p.sampler.seed = 3;
@@ -55,33 +55,33 @@ static void save(gpt2_session *s, const char *name) {
 }
 
 static void sessions(const gpt2_model *m) {
-    save(session(m, NULL, GPT2_CONTEXT_DROP_OLDEST, 8), "empty");
-    gpt2_session *s = session(m, NULL, GPT2_CONTEXT_DROP_OLDEST, 8);
+    save(session(m, NULL, GPT2_SESSION_DROP_OLDEST, 8), "empty");
+    gpt2_session *s = session(m, NULL, GPT2_SESSION_DROP_OLDEST, 8);
     exchange(s, "Good morrow", 11, -1);
     save(s, "one-exchange");
-    s = session(m, NULL, GPT2_CONTEXT_DROP_OLDEST, 8);
+    s = session(m, NULL, GPT2_SESSION_DROP_OLDEST, 8);
     exchange(s, "Hello there", 11, 3);
     save(s, "mid-reply");
-    s = session(m, "raw", GPT2_CONTEXT_DROP_OLDEST, 12);
+    s = session(m, "raw", GPT2_SESSION_DROP_OLDEST, 12);
     for (int i = 0; i < 4; i++) exchange(s, "the light in the lamp", 21, -1); /* n_ctx 64: turns drop */
     exchange(s, "and the boat", 12, 2);
     save(s, "dropped-mid-reply");
-    s = session(m, "dialogpt", GPT2_CONTEXT_REFUSE, 5);
+    s = session(m, "dialogpt", GPT2_SESSION_REFUSE, 5);
     exchange(s, "Hi", 2, -1);
     exchange(s, "ok", 2, -1);
     save(s, "dialogpt-refuse");
-    s = session(m, "raw", GPT2_CONTEXT_DROP_OLDEST, 0);
+    s = session(m, "raw", GPT2_SESSION_DROP_OLDEST, 0);
     exchange(s, "caf\xc3\xa9 \xff\xfe\0x", 10, 4); /* not UTF-8, a NUL: text_base64 */
     gpt2_session_stop(s, NULL, &err);
     save(s, "bytes-base64");
-    s = session(m, NULL, GPT2_CONTEXT_REFUSE, 3);
+    s = session(m, NULL, GPT2_SESSION_REFUSE, 3);
     gpt2_sampler_params sp = gpt2_session_sampler_params(s);
     sp.temperature = 0, sp.top_k = 5, sp.top_p = 0.5f, sp.min_p = 0.25f, sp.repeat_penalty = 1.3f;
     sp.repeat_last_n = 16, sp.seed = 18446744073709551615ull;
     gpt2_session_set_sampler_params(s, sp);
     exchange(s, "<|endoftext|>", 13, -1);
     save(s, "greedy-params");
-    s = session(m, NULL, GPT2_CONTEXT_DROP_OLDEST, 8);
+    s = session(m, NULL, GPT2_SESSION_DROP_OLDEST, 8);
     gpt2_chat_template play = {.name = "play", .description = "ROMEO and JULIET", .user_prefix = "ROMEO:\n",
                                .user_suffix = "\n\n", .assistant_prefix = "JULIET:\n", .assistant_suffix = "\n\n",
                                .stop = (const char *const[]){"\n\n", "ROMEO:"}, .n_stop = 2};

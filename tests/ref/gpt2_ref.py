@@ -183,8 +183,9 @@ def linear(x, w, b):
     return x @ w + b
 
 
-def attention(x, c_attn, c_proj, n_head):
-    """x: (T, C) -> (output (T, C), probs (n_head, T, T))."""
+def attention(x, c_attn, c_proj, n_head, ablate=()):
+    """x: (T, C) -> (output (T, C), probs (n_head, T, T)).
+    ablate: heads whose output is zeroed before c_proj (zero-ablation)."""
     T, C = x.shape
     hd = C // n_head
     qkv = linear(x, **c_attn)                                  # (T, 3C)
@@ -196,7 +197,10 @@ def attention(x, c_attn, c_proj, n_head):
     future = np.triu(np.ones((T, T), dtype=bool), k=1)         # j > i
     scores = np.where(future, -np.inf, scores)
     probs = softmax(scores)                                    # (n_head, T, T), 0 above diag
-    out = (probs @ v).transpose(1, 0, 2).reshape(T, C)         # (T, C)
+    out = probs @ v                                            # (n_head, T, hd)
+    for h in ablate:
+        out[h] = 0.0
+    out = out.transpose(1, 0, 2).reshape(T, C)                 # (T, C)
     return linear(out, **c_proj), probs
 
 
@@ -205,8 +209,9 @@ def mlp(x, c_fc, c_proj):
     return linear(gelu(linear(x, **c_fc)), **c_proj)
 
 
-def forward(hp, params, ids):
-    """ids: sequence of T ints (T <= n_positions).
+def forward(hp, params, ids, ablate=()):
+    """ids: sequence of T ints (T <= n_positions); ablate: (layer, head) pairs
+    to zero-ablate.
 
     Returns (logits (T, V), attn (L, H, T, T), resid (L, T, C)), float64.
     resid[l] is the residual stream after block l (before ln_f)."""
@@ -220,8 +225,9 @@ def forward(hp, params, ids):
 
     x = params["wte"][ids] + params["wpe"][np.arange(T)]       # (T, C)
     attn_all, resid_all = [], []
-    for blk in params["blocks"]:
-        a, probs = attention(layer_norm(x, **blk["ln_1"], eps=eps), **blk["attn"], n_head=H)
+    for l, blk in enumerate(params["blocks"]):
+        off = [h for (bl, h) in ablate if bl == l]
+        a, probs = attention(layer_norm(x, **blk["ln_1"], eps=eps), **blk["attn"], n_head=H, ablate=off)
         x = x + a
         x = x + mlp(layer_norm(x, **blk["ln_2"], eps=eps), **blk["mlp"])
         attn_all.append(probs)
@@ -229,6 +235,32 @@ def forward(hp, params, ids):
     x = layer_norm(x, **params["ln_f"], eps=eps)
     logits = x @ params["lm_head"].T                           # (T, V)
     return logits, np.stack(attn_all), np.stack(resid_all)
+
+
+def lens(hp, params, resid):
+    """The logit lens: resid (L, T, C) -> (L, T, V), ln_f then the
+    unembedding applied to the residual stream after each block."""
+    return np.stack([layer_norm(r, **params["ln_f"], eps=hp["eps"]) @ params["lm_head"].T for r in resid])
+
+
+def head_scores(A, ids):
+    """A: (T, T) one head's probabilities (row q over keys 0..q); ids: T ints.
+    Returns [prev_token, first_token, self, entropy, induction, n_induction]
+    by the definitions in include/gpt2_inspect.h, NaN where undefined."""
+    T = len(ids)
+    if T < 2:
+        return [math.nan] * 5 + [0]
+    qs = range(1, T)
+    prev = np.mean([A[q, q - 1] for q in qs])
+    first = np.mean([A[q, 0] for q in qs])
+    self_ = np.mean([A[q, q] for q in qs])
+    ent = np.mean([-sum(p * math.log(p) for p in A[q, :q + 1] if p > 0) for q in qs])
+    ind = []
+    for q in qs:
+        earlier = [j for j in range(q - 1) if ids[j] == ids[q]]
+        if earlier:
+            ind.append(A[q, max(earlier) + 1])
+    return [prev, first, self_, ent, np.mean(ind) if ind else math.nan, len(ind)]
 
 
 def greedy(hp, params, prompt, n_new):

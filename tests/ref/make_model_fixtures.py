@@ -418,6 +418,34 @@ MIN_MARGIN = 2e-3  # smallest acceptable top-1/top-2 logit gap at a greedy step
 MIN_DISTINCT = 10  # distinct ids the greedy continuation must contain
 
 
+def write_scores(path, attn, ids):
+    """One line per head: layer head prev first self entropy induction n_induction."""
+    lines = []
+    for l in range(attn.shape[0]):
+        for h in range(attn.shape[1]):
+            s = gpt2_ref.head_scores(attn[l, h], ids)
+            lines.append(f"{l} {h} " + " ".join(repr(float(v)) for v in s[:5]) + f" {s[5]}")
+    write(path, "\n".join(lines) + "\n")
+
+
+def write_microscope(hp, params, ref_dir, ids, resid, attn, seed):
+    """The microscope's references: zero-ablated logits, the logit lens, and
+    head scores on the reference tokens and on a random sequence repeated
+    twice (where induction is defined)."""
+    L, H, V = hp["n_layer"], hp["n_head"], hp["vocab_size"]
+    ablate = sorted({(0, H - 1), (L - 1, 0)})
+    logits_ab, _, _ = gpt2_ref.forward(hp, params, ids, ablate=ablate)
+    write(os.path.join(ref_dir, "ablate.txt"), " ".join(f"{l}.{h}" for l, h in ablate) + "\n")
+    write(os.path.join(ref_dir, "logits_ablated.f32"), logits_ab.astype("<f4").tobytes())
+    write(os.path.join(ref_dir, "lens.f32"), gpt2_ref.lens(hp, params, resid).astype("<f4").tobytes())
+    write_scores(os.path.join(ref_dir, "heads.txt"), attn, ids)
+    half = [int(i) for i in np.random.default_rng(seed + 7).integers(0, V - 1, size=10)]
+    rep = half + half
+    _, attn_rep, _ = gpt2_ref.forward(hp, params, rep)
+    write(os.path.join(ref_dir, "tokens_rep.txt"), " ".join(map(str, rep)) + "\n")
+    write_scores(os.path.join(ref_dir, "heads_rep.txt"), attn_rep, rep)
+
+
 def write_reference(model_dir, ref_dir, seed, eot):
     """Runs gpt2_ref on the model as stored on disk (so F16/BF16 rounding is
     included) and writes the reference files. Returns (min greedy margin, logits)."""
@@ -433,6 +461,7 @@ def write_reference(model_dir, ref_dir, seed, eot):
     write(os.path.join(ref_dir, "resid.f32"), resid.astype("<f4").tobytes())
     write(os.path.join(ref_dir, "meta.txt"),
           f"{hp['n_layer']} {hp['n_head']} {hp['n_embd']} {hp['n_positions']} {V} {T_REF}\n")
+    write_microscope(hp, params, ref_dir, ids, resid, attn, seed)
 
     # Greedy: retry prompt seeds until no step has a near-tie (the C engine
     # runs in float32 and may legitimately flip a tie), <|endoftext|> is

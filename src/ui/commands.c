@@ -1,0 +1,398 @@
+/* commands.c — the chat's slash commands: one table {name, alias, args, help,
+ * fn} from which the help screen (screen.c) and /help are drawn, so that the
+ * two never drift; the dispatch of a line the input accepted (a command or a
+ * message); and the commands themselves. Each says what it did on the message
+ * line and in the --log. */
+#define _XOPEN_SOURCE_EXTENDED 1
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ui/app.h"
+
+static int parse_num(const char *s, double *v) {
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return !(errno || end == s || *end);
+}
+
+/* /set draft_k K: from the next iteration, mid-reply too. */
+static void set_draft_k(app *a, double v, const char *val) {
+    gpt2_error err;
+    if (v != floor(v) || v < 1 || v > GPT2_SPEC_MAX_K) {
+        app_message(a, UI_ROLE_ERROR, "/set draft_k: K = %s is outside 1..%d", val, GPT2_SPEC_MAX_K);
+    } else if (gpt2_session_set_draft_k(a->s, (int)v, &err) != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+    } else {
+        app_message(a, UI_ROLE_TEXT, "draft_k = %d%s", (int)v,
+                    gpt2_session_draft_model(a->s) ? "" : " (no draft model: --draft DIR or /draft DIR)");
+        app_log(a, "set draft-k %d", (int)v);
+    }
+}
+
+/* /set max-tokens N: the range chat's -n takes. */
+static void set_max_tokens(app *a, double v, const char *val) {
+    if (v != floor(v) || v < 0 || v > 1 << 20) {
+        app_message(a, UI_ROLE_ERROR, "/set max-tokens: expected an integer in [0, %d], found '%s'", 1 << 20, val);
+        return;
+    }
+    gpt2_session_set_max_new_tokens(a->s, (int)v);
+    app_message(a, UI_ROLE_TEXT, "max-tokens = %d", gpt2_session_max_new_tokens(a->s));
+    app_log(a, "set max-new %d", gpt2_session_max_new_tokens(a->s));
+}
+
+/* /set KNOB VALUE for a sampling knob: the command line's table, so /set
+ * refuses exactly what the option refuses. */
+static void set_knob(app *a, const char *name, const char *val) {
+    gpt2_sampler_params p = gpt2_session_sampler_params(a->s);
+    const char *canon;
+    char why[256];
+    int r = a->host->sampling_set(name, val, &p, &canon, why, sizeof why);
+    if (r == 0) {
+        app_message(a, UI_ROLE_ERROR, "/set: unknown parameter '%s' (temperature top-k top-p min-p repeat-penalty "
+                                      "repeat-last-n max-tokens seed draft_k)", name);
+        return;
+    }
+    if (r < 0) {
+        app_message(a, UI_ROLE_ERROR, "/set %s: %s", canon, why);
+        return;
+    }
+    gpt2_session_set_sampler_params(a->s, p);
+    app_message(a, UI_ROLE_TEXT, "%s = %s", canon, val);
+    app_log_sampling(a);
+}
+
+static void c_set(app *a, char *name, char *val) {
+    double v;
+    if (!name || !val || !parse_num(val, &v))
+        app_message(a, UI_ROLE_ERROR, "usage: /set NAME VALUE (temperature top-k top-p min-p repeat-penalty "
+                                      "repeat-last-n max-tokens seed draft_k)");
+    else if (!strcmp(name, "draft_k") || !strcmp(name, "draft-k"))
+        set_draft_k(a, v, val);
+    else if (!strcmp(name, "max-tokens") || !strcmp(name, "max-new") || !strcmp(name, "n"))
+        set_max_tokens(a, v, val);
+    else
+        set_knob(a, name, val);
+}
+
+static void cmd_template(app *a, const char *name) {
+    gpt2_error err;
+    gpt2_chat_template *own = NULL;
+    const gpt2_chat_template *t = NULL;
+    if (!name) {
+        app_message(a, UI_ROLE_TEXT, "template: %s (built-in: transcript dialogpt raw; model; or a .json path)",
+                    gpt2_session_template(a->s)->name);
+        return;
+    }
+    if (a->generating) {
+        app_message(a, UI_ROLE_ERROR, "stop the reply first (Esc)");
+        return;
+    }
+    if (!strcmp(name, "model")) {
+        if (gpt2_chat_template_for_model(a->model_dir, &own, &err) != GPT2_OK) {
+            app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+            return;
+        }
+        t = own;
+    } else if ((t = gpt2_chat_template_builtin(name)) == NULL) {
+        if (gpt2_chat_template_load(name, &own, &err) != GPT2_OK) {
+            app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+            return;
+        }
+        t = own;
+    }
+    gpt2_status st = gpt2_session_set_template(a->s, t, app_progress, a, &err);
+    a->prefill_msg[0] = '\0';
+    if (st != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "template switch cancelled" : err.msg);
+    else {
+        app_forget_latest(a);
+        app_message(a, UI_ROLE_TEXT, "template: %s", gpt2_session_template(a->s)->name);
+        app_log(a, "template %s: evaluated %d", gpt2_session_template(a->s)->name, gpt2_session_get_stats(a->s).last_call);
+    }
+    gpt2_chat_template_free(own);
+    app_after_change(a);
+}
+
+/* /draft [on|off|DIR]: draft mode (speculative sampling) on or off, or
+ * another draft model (which must share the model's tokenizer). */
+static void cmd_draft(app *a, const char *arg) {
+    gpt2_error err;
+    if (!arg) {
+        if (!a->draft) app_message(a, UI_ROLE_TEXT, "draft: none (/draft DIR loads a draft model)");
+        else
+            app_message(a, UI_ROLE_TEXT, "draft: %s, k %d, %s", a->draft_name, gpt2_session_draft_k(a->s),
+                        gpt2_session_draft_enabled(a->s) ? "on" : "off");
+        return;
+    }
+    if (!strcmp(arg, "on") || !strcmp(arg, "off")) {
+        int on = !strcmp(arg, "on");
+        if (!a->draft) {
+            app_message(a, UI_ROLE_ERROR, "draft: no draft model (/draft DIR or --draft DIR loads one)");
+            return;
+        }
+        if (gpt2_session_set_draft_enabled(a->s, on, &err) != GPT2_OK) {
+            app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+            return;
+        }
+        app_message(a, UI_ROLE_TEXT, "draft %s: %s", a->draft_name, on ? "on" : "off");
+        app_log(a, "draft %s", on ? "on" : "off");
+        return;
+    }
+    /* A draft file truncated while it loads would end the process (SIGBUS):
+       the conversation is saved first, and the handler says where. */
+    if (gpt2_session_n_turns(a->s) > 0 && input_state_path("autosave.json", a->autosave, sizeof a->autosave) &&
+        gpt2_session_save(a->s, a->autosave, &err) != GPT2_OK)
+        a->autosave[0] = '\0';
+    gpt2_model *m;
+    a->host->mark_loading(arg);
+    gpt2_status lst = gpt2_model_load(arg, &m, &err);
+    a->host->mark_loading(NULL);
+    a->autosave[0] = '\0';
+    if (lst != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        return;
+    }
+    if (gpt2_session_set_draft(a->s, m, gpt2_session_draft_k(a->s), &err) != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        gpt2_model_free(m);
+        return;
+    }
+    gpt2_model_free(a->draft); /* the session let go of it */
+    a->draft = m;
+    snprintf(a->draft_name, sizeof a->draft_name, "%s", gpt2_model_name(m));
+    app_message(a, UI_ROLE_TEXT, "draft: %s, k %d, on", a->draft_name, gpt2_session_draft_k(a->s));
+    app_log(a, "draft %s k %d", a->draft_name, gpt2_session_draft_k(a->s));
+}
+
+/* A path typed in the chat with its leading ~ or ~user expanded, as a shell
+ * would have (no shell sees it): into buf, else arg as it is. */
+static char *expand_home(char *arg, char *buf, size_t cap) {
+    if (!arg || arg[0] != '~') return arg;
+    const char *rest = strchr(arg, '/');
+    size_t ul = rest ? (size_t)(rest - arg - 1) : strlen(arg + 1);
+    const char *home = ul == 0 ? getenv("HOME") : NULL;
+    char user[256];
+    if (!home || !*home) {
+        if (ul >= sizeof user) return arg;
+        memcpy(user, arg + 1, ul);
+        user[ul] = '\0';
+        struct passwd *pw = ul ? getpwnam(user) : getpwuid(getuid());
+        home = pw ? pw->pw_dir : NULL;
+    }
+    if (!home || snprintf(buf, cap, "%s%s", home, rest ? rest : "") >= (int)cap) return arg;
+    return buf;
+}
+
+/* /load of a conversation another model wrote: it would be re-encoded, and
+ * its template and sampling settings would replace these. The first /load
+ * says so, naming both models; the same /load again goes ahead. 0: not now
+ * (a message says why). */
+static int other_model_confirmed(app *a, const char *path) {
+    char saved[128];
+    int n_vocab;
+    gpt2_error err;
+    if (gpt2_session_file_model(path, saved, sizeof saved, &n_vocab, &err) != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        return 0;
+    }
+    if (!strcmp(saved, a->model_name) || !strcmp(a->pending_load, path)) {
+        a->pending_load[0] = '\0';
+        return 1;
+    }
+    snprintf(a->pending_load, sizeof a->pending_load, "%s", path);
+    char shown[160];
+    gpt2_text_escape(saved, strlen(saved), shown, sizeof shown);
+    app_message(a, UI_ROLE_NOTICE, "%s was saved with model '%s', and this chat runs '%s': its text would be "
+                "re-encoded and its template and sampling settings would replace these. /load it again to go ahead.",
+                path, shown, a->model_name);
+    return 0;
+}
+
+/* ---- the slash commands: one table, from which /help's list is drawn ---- */
+
+static void c_quit(app *a, char *x, char *y) { (void)x, (void)y, a->quit = 1; }
+static void c_help(app *a, char *x, char *y) { (void)x, (void)y, a->help = 1; }
+
+static void c_conf(app *a, char *x, char *y) {
+    (void)x, (void)y;
+    int on = conv_toggle_confidence(a->panes[PANE_CONV]);
+    app_message(a, UI_ROLE_TEXT, "confidence view %s", on ? "on (F2 or /conf turns it off)" : "off");
+}
+
+static void c_reset(app *a, char *x, char *y) {
+    gpt2_error err;
+    (void)x, (void)y;
+    if (a->generating) app_stop(a);
+    if (gpt2_session_reset(a->s, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+    else app_message(a, UI_ROLE_TEXT, "conversation cleared"), app_forget_latest(a), istore_notes_clear(a->store, -1), app_log(a, "reset");
+    app_after_change(a);
+}
+
+static void c_undo(app *a, char *x, char *y) {
+    gpt2_error err;
+    (void)x, (void)y;
+    if (a->generating) app_stop(a);
+    if (gpt2_session_undo(a->s, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+    else app_message(a, UI_ROLE_TEXT, "last exchange removed"), app_log(a, "undo");
+    app_after_change(a);
+    istore_clear_last(a->store);
+}
+
+static void c_regen(app *a, char *x, char *y) {
+    gpt2_error err;
+    (void)x, (void)y;
+    if (a->generating) app_stop(a);
+    gpt2_status st = gpt2_session_regen(a->s, app_progress, a, &err);
+    a->prefill_msg[0] = '\0';
+    if (st != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "regen cancelled" : err.msg);
+    } else {
+        int nt = gpt2_session_n_turns(a->s);
+        istore_notes_sync(a->store, nt);
+        if (nt > 0) istore_notes_clear(a->store, nt - 1); /* the reply starts over */
+        app_start_reply(a, gpt2_session_get_stats(a->s).last_call);
+        app_message(a, UI_ROLE_TEXT, "regenerating the last reply");
+        app_log(a, "regen: evaluated %d", gpt2_session_get_stats(a->s).last_call);
+    }
+    app_after_change(a);
+}
+
+static void c_layer(app *a, char *arg, char *y) {
+    double v;
+    (void)y;
+    if (!arg || !parse_num(arg, &v) || v < 0 || v >= a->cfg->n_layer || v != floor(v)) {
+        app_message(a, UI_ROLE_ERROR, "usage: /layer N (0..%d)", a->cfg->n_layer - 1);
+        return;
+    }
+    pane *in = a->panes[PANE_INSPECTOR];
+    inspector_set_layer(in, (int)v);
+    app_message(a, UI_ROLE_TEXT, "inspector: layer %d (layers 0-%d)", inspector_layer(in), a->cfg->n_layer - 1);
+    app_log(a, "layer %d", inspector_layer(in));
+}
+
+static void c_head(app *a, char *arg, char *y) {
+    double v;
+    pane *in = a->panes[PANE_INSPECTOR];
+    (void)y;
+    if (arg && (!strcmp(arg, "avg") || !strcmp(arg, "average"))) {
+        inspector_set_head(in, -1);
+        app_message(a, UI_ROLE_TEXT, "inspector: the average of the %d heads", a->cfg->n_head);
+        app_log(a, "head avg");
+    } else if (!arg || !parse_num(arg, &v) || v < 0 || v >= a->cfg->n_head || v != floor(v)) {
+        app_message(a, UI_ROLE_ERROR, "usage: /head N (0..%d) or /head avg", a->cfg->n_head - 1);
+    } else {
+        inspector_set_head(in, (int)v);
+        app_message(a, UI_ROLE_TEXT, "inspector: head %d (heads 0-%d)", inspector_head(in), a->cfg->n_head - 1);
+        app_log(a, "head %d", inspector_head(in));
+    }
+}
+
+static void c_theme(app *a, char *arg, char *y) {
+    ui_theme th;
+    char e[512];
+    (void)y;
+    if (!arg) app_message(a, UI_ROLE_TEXT, "theme: %s (bundled: dark light high-contrast)", term_theme()->name);
+    else if (ui_theme_load(arg, a->themes_dir, &th, e, sizeof e) != 0) app_message(a, UI_ROLE_ERROR, "%s", e);
+    else term_set_theme(&th), app_message(a, UI_ROLE_TEXT, "theme: %s", th.name), clearok(curscr, TRUE);
+}
+
+static void c_template(app *a, char *arg, char *y) { (void)y, cmd_template(a, arg); }
+static void c_draft(app *a, char *arg, char *y) { (void)y, cmd_draft(a, arg); }
+
+static void c_save(app *a, char *path, char *y) {
+    gpt2_error err;
+    (void)y;
+    if (!path) app_message(a, UI_ROLE_ERROR, "usage: /save FILE");
+    else if (gpt2_session_save(a->s, path, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+    else app_message(a, UI_ROLE_TEXT, "saved to %s", path), app_log(a, "saved %s", path);
+}
+
+static void c_load(app *a, char *path, char *y) {
+    gpt2_error err;
+    (void)y;
+    if (!path) {
+        app_message(a, UI_ROLE_ERROR, "usage: /load FILE");
+        return;
+    }
+    if (!other_model_confirmed(a, path)) return;
+    if (a->generating) app_stop(a);
+    gpt2_status st = gpt2_session_load(a->s, path, app_progress, a, &err);
+    a->prefill_msg[0] = '\0';
+    if (st != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "load cancelled" : err.msg);
+    } else {
+        app_forget_latest(a);
+        istore_notes_clear(a->store, -1);
+        int n;
+        gpt2_session_tokens(a->s, &n);
+        app_message(a, UI_ROLE_TEXT, "loaded %s (%d turns, %d tokens)", path, gpt2_session_n_turns(a->s), n);
+        app_log(a, "loaded %s: %d turns, %d tokens", path, gpt2_session_n_turns(a->s), n);
+        a->turn_prefill = gpt2_session_get_stats(a->s).last_call, a->reply_tokens = 0;
+        if (gpt2_session_replying(a->s)) a->generating = 1, a->reply_t0 = a->host->now();
+    }
+    app_after_change(a);
+}
+
+static const app_command commands[] = {
+    {"/help", "/?", "", "this help", 0, c_help},
+    {"/reset", NULL, "", "empty the conversation (template, knobs and RNG kept)", 0, c_reset},
+    {"/regen", NULL, "", "sample the last reply again", 0, c_regen},
+    {"/undo", NULL, "", "remove the last exchange", 0, c_undo},
+    {"/set", NULL, "NAME VALUE",
+     "temperature top-k top-p min-p repeat-penalty repeat-last-n max-tokens seed draft_k (the ranges of the "
+     "command-line options)", 0, c_set},
+    {"/layer", NULL, "N", "the inspector's layer", 0, c_layer},
+    {"/head", NULL, "N|avg", "the inspector's head, or the average of the heads", 0, c_head},
+    {"/conf", NULL, "", "confidence view on/off (as F2)", 0, c_conf},
+    {"/theme", NULL, "NAME|PATH", "dark light high-contrast, or a .theme file", 1, c_theme},
+    {"/template", NULL, "NAME|PATH", "transcript dialogpt raw model, or a chat_template.json", 1, c_template},
+    {"/save", NULL, "FILE", "the session as JSON (~ is your home directory)", 1, c_save},
+    {"/load", NULL, "FILE", "a saved session (another model's: asks first)", 1, c_load},
+    {"/draft", NULL, "on|off|DIR", "speculative sampling with a draft model", 1, c_draft},
+    {"/quit", "/q", "", "quit (also /exit, Ctrl-D on an empty line)", 0, c_quit},
+    {"/exit", NULL, NULL, NULL, 0, c_quit}, /* NULL help: an alias not listed */
+};
+
+const app_command *app_commands(int *n) {
+    *n = (int)(sizeof commands / sizeof *commands);
+    return commands;
+}
+
+static void run_command(app *a, char *line) {
+    char *save = NULL, home_buf[PATH_MAX];
+    char *cmd = strtok_r(line, " \t", &save);
+    char *arg1 = strtok_r(NULL, " \t", &save);
+    char *arg2 = strtok_r(NULL, " \t", &save);
+    a->msg[0] = '\0'; /* an earlier message is stale now; each command says what it did */
+    if (strcmp(cmd, "/load")) a->pending_load[0] = '\0'; /* a confirmation is the very next /load */
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        const app_command *c = &commands[i];
+        if (strcmp(cmd, c->name) && (!c->alias || strcmp(cmd, c->alias))) continue;
+        if (c->path_arg) arg1 = expand_home(arg1, home_buf, sizeof home_buf);
+        c->fn(a, arg1, arg2);
+        return;
+    }
+    app_message(a, UI_ROLE_ERROR, "unknown command %s (F1 or /help lists them)", cmd);
+}
+
+void app_submit_line(app *a, char *line) {
+    if (!line) { /* Ctrl-D on an empty line */
+        a->quit = 1;
+        return;
+    }
+    size_t n = strlen(line);
+    if (n == 0) return;
+    if (line[0] == '/') {
+        char *copy = strdup(line);
+        if (copy) run_command(a, copy);
+        free(copy);
+        return;
+    }
+    app_send(a, line);
+}
+
