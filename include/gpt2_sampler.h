@@ -16,7 +16,8 @@
  *
  *     gpt2_sampler_params sp = gpt2_sampler_default_params();
  *     sp.temperature = 0.7f;
- *     gpt2_sampler *s = gpt2_sampler_new(sp, n_vocab);
+ *     gpt2_sampler *s;
+ *     if (gpt2_sampler_new(sp, n_vocab, &s, &err) != GPT2_OK) ...
  *     int32_t id = gpt2_sampler_sample(s, logits, history, n_history);
  *     sp.top_k = 10; gpt2_sampler_set_params(s, sp);   // applies to the next token
  *
@@ -28,6 +29,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "gpt2_status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,10 +57,11 @@ typedef struct gpt2_sampler gpt2_sampler;
  * repeat_penalty 1.0 (off; a window of 64 tokens when raised), seed 42. */
 gpt2_sampler_params gpt2_sampler_default_params(void);
 
-/* Returns NULL on allocation failure or an n_vocab < 1. Everything a sample
- * needs is allocated here (about 50 bytes per vocabulary entry); sampling and
+/* *out: a sampler for n_vocab tokens; GPT2_ERR_INVALID_ARG for n_vocab < 1,
+ * GPT2_ERR_NOMEM (*out NULL either way). Everything a sample needs is
+ * allocated here (about 50 bytes per vocabulary entry); sampling and
  * reporting never allocate. The RNG starts from params.seed. */
-gpt2_sampler *gpt2_sampler_new(gpt2_sampler_params params, int n_vocab);
+gpt2_status gpt2_sampler_new(gpt2_sampler_params params, int n_vocab, gpt2_sampler **out, gpt2_error *err);
 void gpt2_sampler_free(gpt2_sampler *s);
 
 /* Replaces the parameters for the next sample. The RNG state is kept unless

@@ -12,7 +12,7 @@
  *     p.n_vocab = n_vocab;  p.n_layer = 4;  ...
  *     gpt2_trainer *tr;
  *     gpt2_error err;
- *     if (gpt2_trainer_new(&p, &tr, &err) != GPT2_OK) ...
+ *     if (gpt2_trainer_new(p, &tr, &err) != GPT2_OK) ...
  *     gpt2_train_data train = {ids, n_train}, val = {ids + n_train, n_val};
  *     while (gpt2_trainer_step_count(tr) < p.steps) {
  *         float loss;
@@ -76,7 +76,7 @@ typedef struct gpt2_trainer gpt2_trainer;
 
 /* A fresh model, GPT-2's initialisation: normal(0, 0.02), residual output
  * projections scaled by 1/sqrt(2 n_layer), biases 0, layer norms 1/0. */
-gpt2_status gpt2_trainer_new(const gpt2_train_params *p, gpt2_trainer **out, gpt2_error *err);
+gpt2_status gpt2_trainer_new(gpt2_train_params params, gpt2_trainer **out, gpt2_error *err);
 void gpt2_trainer_free(gpt2_trainer *tr);
 
 const gpt2_train_params *gpt2_trainer_params(const gpt2_trainer *tr);

@@ -466,7 +466,7 @@ static int setup(void **state) {
     gpt2_train_params tp = gpt2_train_default_params();
     tp.n_layer = 1, tp.n_head = 2, tp.n_embd = 8, tp.block_size = 8, tp.n_vocab = 300, tp.batch_size = 2;
     tp.n_threads = 1, tp.steps = 10;
-    if (gpt2_trainer_new(&tp, &g_trainer, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    if (gpt2_trainer_new(tp, &g_trainer, &err) != GPT2_OK) fail_msg("%s", err.msg);
     const char *text = "the cat sat on the mat; the cat ate the rat. ";
     gpt2_bpe_train_params bp = gpt2_bpe_train_default_params();
     bp.vocab_size = 270;

@@ -296,7 +296,7 @@ static void test_greedy_50(void **state) {
     gpt2_sampler_params sp = gpt2_sampler_default_params();
     sp.temperature = 0;
     sp.repeat_penalty = 1;
-    gpt2_sampler *s = gpt2_sampler_new(sp, f->V);
+    gpt2_sampler *s = new_sampler(sp, f->V);
     eval_ok(ctx, f->g_prompt, (int)f->n_prompt);
     for (size_t i = 0; i < f->n_out; i++) {
         int32_t id = gpt2_sampler_sample(s, gpt2_context_logits(ctx), NULL, 0);

@@ -28,6 +28,7 @@
 
 #include "gpt2_sampler.h"
 #include "stats_util.h"
+#include "test_util.h"
 
 /* ---- test helpers ---- */
 
@@ -288,7 +289,7 @@ static void check_report(const gpt2_sampler *s, ref_t *r, const float *logits,
 static void check_filter(const gpt2_sampler *s, const ref_t *r, const float *l, const int32_t *hist,
                          size_t nh) {
     const int n = r->n;
-    gpt2_sampler *f = gpt2_sampler_new(gpt2_sampler_get_params(s), n);
+    gpt2_sampler *f = new_sampler(gpt2_sampler_get_params(s), n);
     float *prob = malloc((size_t)n * sizeof *prob);
     gpt2_candidate *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
     assert_true(f && prob && a && b);
@@ -335,11 +336,16 @@ static void test_defaults_and_lifecycle(void **state) {
     assert_int_equal(p.repeat_last_n, 64);
     assert_true(p.seed == 42);
 
-    assert_null(gpt2_sampler_new(p, 0));
-    assert_null(gpt2_sampler_new(p, -5));
+    gpt2_sampler *none = (gpt2_sampler *)&p;
+    gpt2_error err;
+    assert_int_equal(gpt2_sampler_new(p, 0, &none, &err), GPT2_ERR_INVALID_ARG);
+    assert_null(none);
+    assert_non_null(strstr(err.msg, "a vocabulary of 0 tokens"));
+    assert_int_equal(gpt2_sampler_new(p, -5, &none, &err), GPT2_ERR_INVALID_ARG);
+    assert_null(none);
     gpt2_sampler_free(NULL);
 
-    gpt2_sampler *s = gpt2_sampler_new(p, 10);
+    gpt2_sampler *s = new_sampler(p, 10);
     assert_non_null(s);
     assert_int_equal(gpt2_sampler_last(s), -1);
     gpt2_candidate c[4];
@@ -355,7 +361,7 @@ static void test_defaults_and_lifecycle(void **state) {
     gpt2_sampler_free(s);
 
     /* n_vocab = 1: the only token, whatever the knobs */
-    s = gpt2_sampler_new(p, 1);
+    s = new_sampler(p, 1);
     assert_non_null(s);
     float one = -3.0f;
     for (int i = 0; i < 5; i++) assert_int_equal(gpt2_sampler_sample(s, &one, NULL, 0), 0);
@@ -373,7 +379,7 @@ static void test_clamping(void **state) {
     p.min_p = -0.5f;
     p.repeat_penalty = -2.0f;
     p.repeat_last_n = -1;
-    gpt2_sampler *s = gpt2_sampler_new(p, 50);
+    gpt2_sampler *s = new_sampler(p, 50);
     assert_non_null(s);
     gpt2_sampler_params q = gpt2_sampler_get_params(s);
     assert_true(q.temperature == 0.0f);
@@ -450,7 +456,7 @@ static void test_greedy_argmax(void **state) {
         gpt2_sampler_params p = gpt2_sampler_default_params();
         p.temperature = 0.0f;
         p.repeat_penalty = 1.0f;
-        gpt2_sampler *s = gpt2_sampler_new(p, n);
+        gpt2_sampler *s = new_sampler(p, n);
         assert_non_null(s);
         for (int trial = 0; trial < 50; trial++) {
             float *l = random_logits(&rng, n, trial % 2 ? 10.0 : 0.01);
@@ -475,7 +481,7 @@ static void test_greedy_argmax(void **state) {
     /* all equal: id 0 */
     float flat[300];
     for (int i = 0; i < 300; i++) flat[i] = 1.5f;
-    gpt2_sampler *s = gpt2_sampler_new(plain_params(0.0f), 300);
+    gpt2_sampler *s = new_sampler(plain_params(0.0f), 300);
     assert_int_equal(gpt2_sampler_sample(s, flat, NULL, 0), 0);
     flat[299] = 1.5000001f;
     assert_int_equal(gpt2_sampler_sample(s, flat, NULL, 0), 299);
@@ -490,7 +496,7 @@ static void test_top_k1_is_greedy(void **state) {
         gpt2_sampler_params p = plain_params(1.0f);
         p.top_k = 1;
         p.top_p = 0.5f;
-        gpt2_sampler *s = gpt2_sampler_new(p, n);
+        gpt2_sampler *s = new_sampler(p, n);
         for (int trial = 0; trial < 200; trial++) {
             p.temperature = temps[trial % 5];
             gpt2_sampler_set_params(s, p);
@@ -520,7 +526,7 @@ static int stage_case(uint64_t *rng, int n, double scale, gpt2_sampler_params p,
         for (size_t i = 0; i < nh; i++) hist[i] = (int32_t)(t_next(rng) % (uint64_t)(n + 2)) - 1;
     }
     p.seed = t_next(rng);
-    gpt2_sampler *s = gpt2_sampler_new(p, n);
+    gpt2_sampler *s = new_sampler(p, n);
     assert_non_null(s);
     gpt2_sampler_sample(s, l, hist, nh);
     ref_t r;
@@ -581,7 +587,7 @@ static void test_deep_nucleus_vs_brute_force(void **state) {
 }
 
 static void expect_stages(const float *l, int n, gpt2_sampler_params p, const int *want_stage) {
-    gpt2_sampler *s = gpt2_sampler_new(p, n);
+    gpt2_sampler *s = new_sampler(p, n);
     assert_non_null(s);
     int32_t id = gpt2_sampler_sample(s, l, NULL, 0);
     gpt2_candidate c[64];
@@ -665,7 +671,7 @@ static void test_repetition_penalty(void **state) {
     gpt2_sampler_params p = plain_params(1.0f);
     p.repeat_penalty = 2.0f;
     p.repeat_last_n = 64;
-    gpt2_sampler *s = gpt2_sampler_new(p, 6);
+    gpt2_sampler *s = new_sampler(p, 6);
     double prob[6];
 
     /* id 0 positive: divided; id 1 negative: multiplied; id 3 zero: unchanged;
@@ -708,7 +714,7 @@ static void test_repetition_penalty(void **state) {
     /* the effect on greedy choices */
     p = plain_params(0.0f);
     p.repeat_penalty = 2.0f;
-    s = gpt2_sampler_new(p, 2);
+    s = new_sampler(p, 2);
     const int32_t h0[] = {0};
     assert_int_equal(gpt2_sampler_sample(s, (const float[]){2.0f, 1.5f}, h0, 1), 1);
     assert_int_equal(gpt2_sampler_sample(s, (const float[]){2.0f, 0.9f}, h0, 1), 0);
@@ -793,7 +799,7 @@ static void test_chi_square_frequencies(void **state) {
     for (size_t ci = 0; ci < sizeof chi_cfgs / sizeof *chi_cfgs; ci++) {
         gpt2_sampler_params p = chi_params(&chi_cfgs[ci]);
         p.seed = 1000 + ci;
-        gpt2_sampler *s = gpt2_sampler_new(p, CHI_N);
+        gpt2_sampler *s = new_sampler(p, CHI_N);
         long counts[CHI_N] = {0};
         for (long d = 0; d < CHI_DRAWS; d++) counts[gpt2_sampler_sample(s, chi_logits, NULL, 0)]++;
         ref_t r;
@@ -921,7 +927,7 @@ static void test_chi_square_deep(void **state) {
         p.top_p = cfgs[ci].top_p;
         p.min_p = cfgs[ci].min_p;
         p.seed = 99 + ci;
-        gpt2_sampler *s = gpt2_sampler_new(p, N);
+        gpt2_sampler *s = new_sampler(p, N);
         ref_t r;
         ref_compute(&r, l, N, NULL, 0, gpt2_sampler_get_params(s));
         assert_false(r.ambiguous);
@@ -986,12 +992,12 @@ static void test_seeds_and_rng_state(void **state) {
 
     /* same seed, same sequence; another seed, another */
     p.seed = 7;
-    gpt2_sampler *s1 = gpt2_sampler_new(p, N), *s2 = gpt2_sampler_new(p, N);
+    gpt2_sampler *s1 = new_sampler(p, N), *s2 = new_sampler(p, N);
     draw_sequence(s1, l, COUNT, a);
     draw_sequence(s2, l, COUNT, b);
     assert_memory_equal(a, b, sizeof a);
     p.seed = 8;
-    gpt2_sampler *s3 = gpt2_sampler_new(p, N);
+    gpt2_sampler *s3 = new_sampler(p, N);
     draw_sequence(s3, l, COUNT, c);
     int differ = 0;
     for (int i = 0; i < COUNT; i++) differ += a[i] != c[i];
@@ -1010,8 +1016,8 @@ static void test_seeds_and_rng_state(void **state) {
     /* set_params with the same seed keeps the stream; a new seed restarts it */
     p.seed = 7;
     gpt2_sampler_free(s2);
-    s2 = gpt2_sampler_new(p, N);
-    gpt2_sampler *s4 = gpt2_sampler_new(p, N);
+    s2 = new_sampler(p, N);
+    gpt2_sampler *s4 = new_sampler(p, N);
     draw_sequence(s2, l, COUNT / 2, a);
     draw_sequence(s4, l, COUNT / 2, b);
     uint64_t mid = gpt2_sampler_rng_state(s2);
@@ -1028,7 +1034,7 @@ static void test_seeds_and_rng_state(void **state) {
     gpt2_sampler_set_params(s2, q);
     assert_true(gpt2_sampler_rng_state(s2) == 8);
     gpt2_sampler_free(s3);
-    s3 = gpt2_sampler_new(q, N);
+    s3 = new_sampler(q, N);
     draw_sequence(s2, l, COUNT, a);
     draw_sequence(s3, l, COUNT, b);
     assert_memory_equal(a, b, sizeof a);
@@ -1064,7 +1070,7 @@ static void test_report_properties(void **state) {
     p.top_k = 0;
     p.top_p = 0.8f;
     p.temperature = 0.7f;
-    gpt2_sampler *s = gpt2_sampler_new(p, N);
+    gpt2_sampler *s = new_sampler(p, N);
     int32_t hist[3] = {5, 6, 7};
     int32_t id = gpt2_sampler_sample(s, l, hist, 3);
     gpt2_candidate c[N + 10];
@@ -1100,7 +1106,7 @@ static void test_report_properties(void **state) {
     l = random_logits(&rng, BIG, 3.0);
     gpt2_candidate *big = malloc(2000 * sizeof *big);
     p = gpt2_sampler_default_params();
-    s = gpt2_sampler_new(p, BIG);
+    s = new_sampler(p, BIG);
     gpt2_sampler_sample(s, l, NULL, 0);
     assert_int_equal(gpt2_sampler_report(s, big, 2000), 256); /* top_k 40 */
     p.top_k = 1000;
@@ -1129,7 +1135,7 @@ static void test_report_properties(void **state) {
 static void test_nonfinite_logits(void **state) {
     (void)state;
     enum { N = 8 };
-    gpt2_sampler *s = gpt2_sampler_new(plain_params(1.0f), N);
+    gpt2_sampler *s = new_sampler(plain_params(1.0f), N);
     gpt2_candidate c[N];
 
     /* NaN counts as -inf: never the argmax, never drawn, probability 0 */
@@ -1198,7 +1204,7 @@ static void test_nonfinite_logits(void **state) {
     uint64_t rng = 9;
     float *l2 = random_logits(&rng, BIG, 0.3);
     for (int i = 0; i < BIG; i += 3) l2[i] = -INFINITY;
-    s = gpt2_sampler_new(plain_params(1.0f), BIG);
+    s = new_sampler(plain_params(1.0f), BIG);
     for (int i = 0; i < 3000; i++) assert_true(gpt2_sampler_sample(s, l2, NULL, 0) % 3 != 0);
     gpt2_sampler_free(s);
     free(l2);
@@ -1236,7 +1242,7 @@ static void test_speed(void **state) {
     for (int si = 0; si < 2; si++) {
         float *l = random_logits(&rng, N, scales[si]);
         gpt2_sampler_params p = gpt2_sampler_default_params();
-        gpt2_sampler *s = gpt2_sampler_new(p, N);
+        gpt2_sampler *s = new_sampler(p, N);
         double t_default = time_sample(s, l, hist, 64);
         p.top_k = 0;
         p.top_p = 0.9f;

@@ -249,7 +249,7 @@ static void test_filter_matches_sampler(void **state) {
             sp.sampling.repeat_penalty = cfg[c].pen;
             assert_int_equal(gpt2_speculative_set_params(sd, sp, &err), GPT2_OK);
             assert_int_equal(gpt2_speculative_filter(sd, logits, hist, 40, prob, &err), GPT2_OK);
-            gpt2_sampler *s = gpt2_sampler_new(sp.sampling, NV);
+            gpt2_sampler *s = new_sampler(sp.sampling, NV);
             int32_t id = gpt2_sampler_sample(s, logits, hist, 40);
             assert_true(prob[id] > 0.0f);
             size_t nc = gpt2_sampler_report(s, cand, NV);
@@ -390,7 +390,7 @@ static void target_only_counts(loaded *t, idmap *map, long *first, long *bigram)
     for (int run = 0; run < RUNS; run++) {
         gpt2_sampler_params sp = dist_params();
         sp.seed = 1000000u + (uint64_t)run;
-        gpt2_sampler *s = gpt2_sampler_new(sp, nv);
+        gpt2_sampler *s = new_sampler(sp, nv);
         assert_non_null(s);
         assert_int_equal(gpt2_context_rewind(t->ctx, N_PROMPT - 1, &err), GPT2_OK);
         assert_int_equal(gpt2_context_eval(t->ctx, &PROMPT[N_PROMPT - 1], 1, &err), GPT2_OK);

@@ -44,7 +44,7 @@ static void test_gradient_check(void **state) {
     gpt2_train_params p = tiny_params();
     gpt2_trainer *tr;
     gpt2_error err;
-    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_OK);
     /* GPT-2's count from the shape: embeddings V*C + P*C; per layer two
      * LayerNorms (4C), qkv (3C*C + 3C), proj (C*C + C), MLP (4C*C + 4C + 4C*C + C);
      * the final LayerNorm 2C; the LM head tied to the embedding. */
@@ -103,7 +103,7 @@ static void test_loss_falls(void **state) {
     p.min_lr = 1e-3f, p.dropout = 0.0f;
     gpt2_trainer *tr;
     gpt2_error err;
-    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_OK);
     int32_t ids[500];
     for (int i = 0; i < 500; i++) ids[i] = (int32_t)(3 + (i * 5) % 7);
     gpt2_train_data d = {ids, 500, 0};
@@ -140,8 +140,8 @@ static void test_resume_exact(void **state) {
     gpt2_trainer *a, *b, *c;
     gpt2_error err;
     float loss;
-    assert_int_equal(gpt2_trainer_new(&p, &a, &err), GPT2_OK);
-    assert_int_equal(gpt2_trainer_new(&p, &b, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(p, &a, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(p, &b, &err), GPT2_OK);
     for (int i = 0; i < 6; i++) assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
     for (int i = 0; i < 3; i++) assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
     char path[] = "/tmp/gptscope-ckpt-XXXXXX";
@@ -187,7 +187,7 @@ static void test_crafted_checkpoints(void **state) {
     p.steps = 6;
     gpt2_trainer *tr, *c = NULL;
     gpt2_error err;
-    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_OK);
     char path[] = "/tmp/gptscope-ckpt-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -244,7 +244,7 @@ static void test_nonfinite_not_written(void **state) {
     gpt2_train_params p = tiny_params();
     gpt2_trainer *tr;
     gpt2_error err;
-    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_OK);
     char dir[] = "/tmp/gptscope-nonfinite-XXXXXX", files[3][512];
     assert_non_null(mkdtemp(dir));
     snprintf(files[0], sizeof files[0], "%s/model.safetensors", dir);
@@ -312,7 +312,7 @@ static void test_export_matches_engine(void **state) {
     p.n_threads = 2, p.steps = 5;
     gpt2_trainer *tr;
     gpt2_error err;
-    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_OK);
     int32_t ids[400];
     uint64_t s = 3;
     for (int i = 0; i < 400; i++) ids[i] = (int32_t)(lcg(&s) % 507);
@@ -372,13 +372,13 @@ static void test_bad_params(void **state) {
     gpt2_trainer *tr;
     gpt2_error err;
     p.n_embd = 10, p.n_head = 4;
-    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_ERR_INVALID_ARG);
+    assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "multiple of n_head"));
     p = tiny_params();
     p.dropout = 1.0f;
-    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_ERR_INVALID_ARG);
+    assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_ERR_INVALID_ARG);
     p = tiny_params();
-    assert_int_equal(gpt2_trainer_new(&p, &tr, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_OK);
     int32_t ids[5] = {1, 2, 3, 4, 5};
     gpt2_train_data d = {ids, 5, 0}; /* block 6 needs 7 tokens */
     float loss;
@@ -412,8 +412,8 @@ static void test_interrupt_step(void **state) {
     gpt2_trainer *a, *b;
     gpt2_error err;
     float loss;
-    assert_int_equal(gpt2_trainer_new(&p, &a, &err), GPT2_OK);
-    assert_int_equal(gpt2_trainer_new(&p, &b, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(p, &a, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(p, &b, &err), GPT2_OK);
     for (int i = 0; i < 4; i++) assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
     const int stops[2] = {2, p.n_layer + 1}; /* layer 1's forward; the last layer's backward */
     for (int k = 0; k < 2; k++) {

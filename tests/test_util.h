@@ -113,4 +113,14 @@ static inline int32_t *parse_ids(const char *s, size_t *n) {
     return ids;
 }
 
+#ifdef GPT2_SAMPLER_H
+/* A sampler that must be created (the tests' shorthand for gpt2_sampler_new). */
+static inline gpt2_sampler *new_sampler(gpt2_sampler_params p, int n_vocab) {
+    gpt2_sampler *s;
+    gpt2_error err;
+    if (gpt2_sampler_new(p, n_vocab, &s, &err) != GPT2_OK) fail_msg("sampler_new: %s", err.msg);
+    return s;
+}
+#endif
+
 #endif

@@ -146,14 +146,19 @@ static int sample_stream(const generate_opts *o, gpt2_context *ctx, gpt2_sampler
 /* Plain sampling (gpt2_sampler), without --draft. */
 static int generate_plain(const generate_opts *o, gpt2_context *ctx, const int32_t *ids, size_t n_ids,
                           generate_result *r) {
-    gpt2_sampler *smp = gpt2_sampler_new(o->sp, gpt2_model_config(r->m)->n_vocab);
+    gpt2_sampler *smp = NULL;
+    gpt2_error err;
+    gpt2_status st = gpt2_sampler_new(o->sp, gpt2_model_config(r->m)->n_vocab, &smp, &err);
     int32_t *hist = malloc(((size_t)n_ids + (size_t)o->n_new) * sizeof *hist);
     int rc = EXIT_ERR;
-    if (smp && hist) {
+    if (st != GPT2_OK)
+        cli_error("%s", err.msg);
+    else if (!hist)
+        cli_error("out of memory");
+    else {
         memcpy(hist, ids, n_ids * sizeof *hist);
         rc = sample_stream(o, ctx, smp, hist, n_ids, r);
-    } else
-        cli_error("out of memory");
+    }
     free(hist);
     gpt2_sampler_free(smp);
     return rc;

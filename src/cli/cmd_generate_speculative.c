@@ -13,11 +13,12 @@
 static double time_target_only(gpt2_context *ctx, const int32_t *ids, size_t n_ids, long n,
                                gpt2_sampler_params sp, double *t_eval) {
     const gpt2_config *cfg = gpt2_model_config(gpt2_context_model(ctx));
-    gpt2_sampler *smp = gpt2_sampler_new(sp, cfg->n_vocab);
+    gpt2_sampler *smp = NULL;
+    gpt2_error err;
+    gpt2_status st = gpt2_sampler_new(sp, cfg->n_vocab, &smp, &err);
     int32_t *hist = malloc((n_ids + (size_t)n + 1) * sizeof *hist);
     double t = -1.0, t_ev = 0.0;
-    gpt2_error err;
-    if (!smp || !hist) goto out;
+    if (st != GPT2_OK || !hist) goto out;
     memcpy(hist, ids, n_ids * sizeof *hist);
     size_t n_hist = n_ids;
     gpt2_context_reset(ctx);

@@ -246,7 +246,7 @@ static int job_trainer(const train_opts *o, train_job *j) {
     j->data_hash = gpt2_tokens_hash(j->train.ids, j->train.n) ^ (uint64_t)j->train.example_len;
     j->p.n_vocab = gpt2_tokenizer_n_vocab(j->tok);
     if (!o->resume) {
-        if (gpt2_trainer_new(&j->p, &j->tr, &err) == GPT2_OK) return EXIT_OK;
+        if (gpt2_trainer_new(j->p, &j->tr, &err) == GPT2_OK) return EXIT_OK;
         cli_error("%s", err.msg);
         return EXIT_ERR;
     }

@@ -27,6 +27,7 @@
  */
 #include "gpt2_sampler.h"
 
+#include "error.h"
 #include "fastmath.h"
 #include "rng.h"
 
@@ -110,10 +111,13 @@ static gpt2_sampler_params clamp_params(gpt2_sampler_params p) {
     return p;
 }
 
-gpt2_sampler *gpt2_sampler_new(gpt2_sampler_params params, int n_vocab) {
-    if (n_vocab < 1) return NULL;
+gpt2_status gpt2_sampler_new(gpt2_sampler_params params, int n_vocab, gpt2_sampler **out, gpt2_error *err) {
+    if (!out) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "sampler_new: NULL out");
+    *out = NULL;
+    if (n_vocab < 1)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "sampler: a vocabulary of %d tokens, expected at least 1", n_vocab);
     gpt2_sampler *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
+    if (!s) return gpt2_fail(err, GPT2_ERR_NOMEM, "sampler: out of memory");
     size_t n = (size_t)n_vocab;
     s->z = malloc(n * sizeof *s->z);
     s->w = malloc(n * sizeof *s->w);
@@ -126,13 +130,14 @@ gpt2_sampler *gpt2_sampler_new(gpt2_sampler_params params, int n_vocab) {
     if (!s->z || !s->w || !s->seen || !s->top || !s->top_logit || !s->rest || !s->heap ||
         !s->bin_of) {
         gpt2_sampler_free(s);
-        return NULL;
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "sampler: out of memory for %d tokens", n_vocab);
     }
     s->n_vocab = n_vocab;
     s->params = clamp_params(params);
     s->rng = s->params.seed;
     s->last = -1;
-    return s;
+    *out = s;
+    return GPT2_OK;
 }
 
 void gpt2_sampler_free(gpt2_sampler *s) {

@@ -440,8 +440,7 @@ gpt2_status gpt2_session_new(const gpt2_model *model, gpt2_session_params p, gpt
     gpt2_status st = check_for_model(s, t, err);
     if (st == GPT2_OK) st = gpt2_chat_template_copy(t, &s->tmpl, err);
     if (st == GPT2_OK) st = gpt2_context_new(model, p.context, &s->ctx, err);
-    if (st == GPT2_OK && !(s->smp = gpt2_sampler_new(p.sampler, s->n_vocab)))
-        st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for the sampler");
+    if (st == GPT2_OK) st = gpt2_sampler_new(p.sampler, s->n_vocab, &s->smp, err);
     if (st == GPT2_OK) {
         s->n_ctx = gpt2_context_n_ctx(s->ctx);
         /* The most a step can give out: the held-back text plus one token, each

@@ -182,7 +182,7 @@ gpt2_status gpt2_speculative_new(gpt2_context *target, gpt2_context *draft,
     sd->p = malloc(GPT2_SPEC_MAX_K * n * sizeof *sd->p);
     sd->q = malloc((GPT2_SPEC_MAX_K + 1) * n * sizeof *sd->q);
     sd->tlog = malloc((GPT2_SPEC_MAX_K + 1) * n * sizeof *sd->tlog);
-    sd->filt = gpt2_sampler_new(params.sampling, (int)n);
+    gpt2_sampler_new(params.sampling, (int)n, &sd->filt, NULL);
     if (!sd->seq || !sd->p || !sd->q || !sd->tlog || !sd->filt) {
         gpt2_speculative_free(sd);
         return gpt2_fail(err, GPT2_ERR_NOMEM, "speculative: out of memory for %zu-token distributions", n);

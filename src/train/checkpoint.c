@@ -176,7 +176,7 @@ gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **
                        path, (unsigned long long)n_params, p.n_layer, p.n_embd, p.block_size, p.n_vocab, planned);
         goto out;
     }
-    if (st != GPT2_OK || (st = gpt2_trainer_new(&p, &tr, err)) != GPT2_OK) {
+    if (st != GPT2_OK || (st = gpt2_trainer_new(p, &tr, err)) != GPT2_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", err->msg);
         st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: invalid settings in checkpoint: %s", path, why);

@@ -232,7 +232,8 @@ nomem:
                      p->n_layer, p->n_embd, p->batch_size, p->block_size);
 }
 
-gpt2_status gpt2_trainer_new(const gpt2_train_params *p, gpt2_trainer **out, gpt2_error *err) {
+gpt2_status gpt2_trainer_new(gpt2_train_params params, gpt2_trainer **out, gpt2_error *err) {
+    const gpt2_train_params *p = &params;
     gpt2_status st = trainer_alloc(p, out, err);
     if (st != GPT2_OK) return st;
     gpt2_trainer *tr = *out;

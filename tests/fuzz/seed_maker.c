@@ -96,7 +96,7 @@ static void checkpoint(const char *name, int L, int H, int C, int T, int V, int 
     p.n_layer = L, p.n_head = H, p.n_embd = C, p.block_size = T, p.n_vocab = V, p.batch_size = B;
     p.steps = steps, p.warmup_steps = steps / 2, p.dropout = drop, p.n_threads = 1, p.seed = 5;
     gpt2_trainer *tr;
-    OK(gpt2_trainer_new(&p, &tr, &err));
+    OK(gpt2_trainer_new(p, &tr, &err));
     int32_t tok[64];
     for (int i = 0; i < 64; i++) tok[i] = (i * 7 + i / 5) % V;
     gpt2_train_data d = {tok, 64, 0};
