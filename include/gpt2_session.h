@@ -392,6 +392,11 @@ gpt2_status gpt2_session_set_ablation(gpt2_session *s, const unsigned char *head
                                       void *user_data, gpt2_error *err);
 int gpt2_session_ablated(const gpt2_session *s, int layer, int head);
 
+/* The logit lens on the session's model (gpt2_context_unembed): logits
+ * (n_vocab) of a residual vector x (n_embd), e.g. one the hooks' on_residual
+ * delivered. Between calls that evaluate, never from a hook. */
+gpt2_status gpt2_session_unembed(gpt2_session *s, const float *x, float *logits, gpt2_error *err);
+
 /* ---- draft mode (see "Draft mode" above) ---- */
 
 /* Sets the draft model (which must outlive the session or the next

@@ -2247,6 +2247,16 @@ static void test_candidates_kept(void **state) {
 
 /* ---- ablation ---- */
 
+typedef struct {
+    float *out;
+    int layer, pos;
+} last_resid;
+
+static void keep_resid(void *ud, int layer, int pos, const float *x, int n) {
+    last_resid *r = ud;
+    if (layer == r->layer && pos == r->pos) memcpy(r->out, x, (size_t)n * sizeof *x);
+}
+
 /* The logits a fresh context of the same model, under `mask`, gives after
  * the session's tokens. */
 static float *fresh_logits(const gpt2_session *s, const unsigned char *mask) {
@@ -2304,6 +2314,22 @@ static void test_ablation(void **state) {
     assert_int_equal(gpt2_session_step(s, &tk, &err), GPT2_OK);
     assert_int_equal(tk.id, argmax(want, V));
     free(want);
+    /* the lens of the last block's residual at the last position is the cache's own logits */
+    float *resid = NULL;
+    {
+        int n;
+        gpt2_session_tokens(s, &n);
+        resid = calloc((size_t)c->n_embd, sizeof *resid);
+        last_resid r = {resid, c->n_layer - 1, n - 1};
+        gpt2_hooks h = {.user_data = &r, .on_residual = keep_resid};
+        gpt2_session_set_hooks(s, &h);
+        assert_int_equal(gpt2_session_set_ablation(s, NULL, NULL, NULL, &err), GPT2_OK); /* re-evaluates: the hook sees it */
+        gpt2_session_set_hooks(s, NULL);
+        float *z = malloc((size_t)V * sizeof *z);
+        assert_int_equal(gpt2_session_unembed(s, resid, z, &err), GPT2_OK);
+        assert_memory_equal(z, gpt2_context_logits(gpt2_session_context(s)), (size_t)V * sizeof(float));
+        free(z), free(resid);
+    }
     /* lifted: the plain model */
     assert_int_equal(gpt2_session_set_ablation(s, NULL, NULL, NULL, &err), GPT2_OK);
     assert_int_equal(gpt2_session_ablated(s, 0, 1), 0);

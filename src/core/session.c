@@ -1022,6 +1022,11 @@ gpt2_status gpt2_session_set_ablation(gpt2_session *s, const unsigned char *head
     return st;
 }
 
+gpt2_status gpt2_session_unembed(gpt2_session *s, const float *x, float *logits, gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "unembed: no session");
+    return gpt2_context_unembed(s->ctx, x, logits, err);
+}
+
 int gpt2_session_ablated(const gpt2_session *s, int layer, int head) {
     return s ? gpt2_context_ablated(s->ctx, layer, head) : 0;
 }
