@@ -67,7 +67,8 @@ void app_token_label(const app *a, int32_t id, char *buf, size_t cap) {
 
 int app_progress(void *ud, int done, int total) {
     app *a = ud;
-    snprintf(a->prefill_msg, sizeof a->prefill_msg, "prefill %d/%d tokens  (Esc cancels)", done, total);
+    snprintf(a->prefill_msg, sizeof a->prefill_msg, "%s %d/%d tokens  (Esc cancels)",
+             a->progress_what ? a->progress_what : "prefill", done, total);
     pane *in = a->panes[PANE_INPUT];
     if (!a->too_small && in && in->win) in->ops->draw(in), wnoutrefresh(in->win), doupdate();
     if (*a->signalled) return 1;
@@ -86,6 +87,7 @@ int app_progress(void *ud, int done, int total) {
 
 void app_forget_latest(app *a) {
     istore_clear_last(a->store);
+    a->cmp_n_tok = -1;
     inspector_follow_newest(a->panes[PANE_INSPECTOR]);
 }
 

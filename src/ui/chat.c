@@ -144,6 +144,10 @@ static int open_store(app *a) {
     }
     gpt2_hooks hooks = {.user_data = a->store, .want_attention = istore_hook_want, .on_attention = istore_hook_put};
     gpt2_session_set_hooks(a->s, &hooks);
+    if (app_microscope_open(a) != 0) {
+        a->host->error("out of memory for the inspector's buffers");
+        return -1;
+    }
     return 0;
 }
 
@@ -252,6 +256,7 @@ static void close_app(app *a, gpt2_chat_template *tmpl) {
     gpt2_model_free(a->model);
     gpt2_model_free(a->draft);
     istore_free(a->store);
+    app_microscope_close(a);
     if (a->log && fclose(a->log) != 0 && !a->log_error[0])
         snprintf(a->log_error, sizeof a->log_error, "log %s: cannot write: %s", a->log_path, strerror(errno));
     a->log = NULL;

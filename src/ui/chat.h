@@ -51,6 +51,9 @@ typedef struct {
        (*canon = its name), 0 no such knob, -1 refused (why in msg) */
     int (*sampling_set)(const char *name, const char *text, gpt2_sampler_params *sp, const char **canon, char *msg,
                         size_t cap);
+    /* /ablate SPEC: "L.H[,L.H...]" (L.* a whole layer) into mask (n_layer,
+       n_head; set entries only): 1, or 0 with the reason in msg */
+    int (*ablation_parse)(const char *spec, int n_layer, int n_head, unsigned char *mask, char *msg, size_t cap);
 } chat_host;
 
 int chat_run(const chat_options *o, const chat_host *host);

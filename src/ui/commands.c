@@ -292,6 +292,29 @@ static void c_head(app *a, char *arg, char *y) {
     }
 }
 
+/* /ablate L.H[,L.H...] | L.* | off: adds heads to the ablated set (or lifts
+ * it); alone, names the set. */
+static void c_ablate(app *a, char *arg, char *y) {
+    char set[256], why[256];
+    (void)y;
+    app_ablation_text(a, set, sizeof set);
+    if (!arg) {
+        app_message(a, UI_ROLE_TEXT, "ablated: %s (x/X in the inspector toggle a head/layer; /ablate off lifts all)",
+                    set[0] ? set : "none");
+        return;
+    }
+    const int nl = a->cfg->n_layer, nh = a->cfg->n_head;
+    unsigned char *mask = calloc((size_t)nl * nh, 1);
+    if (!mask) return;
+    int off = !strcmp(arg, "off") || !strcmp(arg, "none");
+    for (int i = 0; !off && i < nl * nh; i++) mask[i] = (unsigned char)gpt2_session_ablated(a->s, i / nh, i % nh);
+    if (!off && !a->host->ablation_parse(arg, nl, nh, mask, why, sizeof why))
+        app_message(a, UI_ROLE_ERROR, "/ablate %s: %s", arg, why);
+    else
+        app_ablate_set(a, off ? NULL : mask, off ? "ablation lifted" : "ablated");
+    free(mask);
+}
+
 static void c_theme(app *a, char *arg, char *y) {
     ui_theme th;
     char e[512];
@@ -348,6 +371,8 @@ static const app_command commands[] = {
      "command-line options)", 0, c_set},
     {"/layer", NULL, "N", "the inspector's layer", 0, c_layer},
     {"/head", NULL, "N|avg", "the inspector's head, or the average of the heads", 0, c_head},
+    {"/ablate", NULL, "L.H|L.*|off", "zero-ablate heads (3.1,2.0; 3.* a layer): the context is re-evaluated, the "
+     "next-token panel compares before/after; off lifts all", 0, c_ablate},
     {"/conf", NULL, "", "confidence view on/off (as F2)", 0, c_conf},
     {"/theme", NULL, "NAME|PATH", "dark light high-contrast, or a .theme file", 1, c_theme},
     {"/template", NULL, "NAME|PATH", "transcript dialogpt raw model, or a chat_template.json", 1, c_template},

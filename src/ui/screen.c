@@ -244,6 +244,12 @@ static void interrupt_key(app *a) {
     else app_message(a, UI_ROLE_NOTICE, "Ctrl-C stops a reply and clears the line; /quit (or Ctrl-D on an empty line) quits");
 }
 
+/* A click on a token of the text view: that token becomes the query. */
+static void click(app *a, int y, int x) {
+    int q = conv_token_at(a->panes[PANE_CONV], y, x);
+    if (q >= 0) inspector_set_query(a->panes[PANE_INSPECTOR], q, -1);
+}
+
 /* Global function and mouse keys: F1 help, F2 confidence, F3-F7 the
  * inspector, Shift-Tab, the wheel, PgUp/PgDn for the conversation. */
 static int global_code(app *a, int key) {
@@ -256,12 +262,14 @@ static int global_code(app *a, int key) {
     case KEY_F(5): inspector_set_head(ins, inspector_head(ins) - 1); return 1;
     case KEY_F(6): inspector_set_head(ins, inspector_head(ins) + 1); return 1;
     case KEY_F(7): inspector_toggle_average(ins); return 1;
+    case KEY_F(8): inspector_next_view(ins); return 1;
     case KEY_BTAB: screen_focus_next(a, -1); return 1;
     case KEY_MOUSE: {
         MEVENT ev;
         if (getmouse(&ev) == OK) {
             if (ev.bstate & BUTTON4_PRESSED) conv_scroll(conv, 3);
             else if (ev.bstate & BUTTON5_PRESSED) conv_scroll(conv, -3);
+            else if (ev.bstate & (BUTTON1_PRESSED | BUTTON1_CLICKED)) click(a, ev.y, ev.x);
         }
         return 1;
     }

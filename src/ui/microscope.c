@@ -1,0 +1,156 @@
+/* microscope.c — what the chat does to look inside the model beyond
+ * observing it: head ablation (the inspector's x/X keys and /ablate), with
+ * the next-token distribution before and after each change; and prompt mode
+ * (below). An ablation changes every later layer's keys and values, so the
+ * session re-evaluates the whole cached context under the new set (with
+ * progress, the conversation kept) and generation goes on under it until
+ * it is lifted. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ui/app.h"
+
+int app_microscope_open(app *a) {
+    gpt2_error err;
+    gpt2_sampler_params sp = gpt2_sampler_default_params();
+    sp.temperature = 1, sp.top_k = 0, sp.top_p = 1, sp.min_p = 0, sp.repeat_penalty = 1;
+    if (gpt2_sampler_new(sp, a->cfg->n_vocab, &a->probe, &err) != GPT2_OK) return -1;
+    a->cmp_before = malloc((size_t)a->cfg->n_vocab * sizeof *a->cmp_before);
+    a->cmp_after = malloc((size_t)a->cfg->n_vocab * sizeof *a->cmp_after);
+    a->cmp_logits = malloc((size_t)a->cfg->n_vocab * sizeof *a->cmp_logits);
+    a->cmp_n_tok = -1;
+    return a->cmp_before && a->cmp_after && a->cmp_logits ? 0 : -1;
+}
+
+void app_microscope_close(app *a) {
+    gpt2_sampler_free(a->probe);
+    free(a->cmp_before);
+    free(a->cmp_after);
+    free(a->cmp_logits);
+    a->probe = NULL, a->cmp_before = a->cmp_after = a->cmp_logits = NULL;
+}
+
+int app_ablation_count(const app *a) {
+    int n = 0;
+    for (int l = 0; l < a->cfg->n_layer; l++)
+        for (int h = 0; h < a->cfg->n_head; h++) n += gpt2_session_ablated(a->s, l, h);
+    return n;
+}
+
+void app_ablation_text(const app *a, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int l = 0; l < a->cfg->n_layer; l++) {
+        int n = 0;
+        for (int h = 0; h < a->cfg->n_head; h++) n += gpt2_session_ablated(a->s, l, h);
+        if (n == a->cfg->n_head && o < cap) o += (size_t)snprintf(buf + o, cap - o, "%s%d.*", o ? " " : "", l);
+        for (int h = 0; n < a->cfg->n_head && h < a->cfg->n_head && o < cap; h++)
+            if (gpt2_session_ablated(a->s, l, h)) o += (size_t)snprintf(buf + o, cap - o, "%s%d.%d", o ? " " : "", l, h);
+    }
+}
+
+/* The logits at the end of the context now, when the cache is in line with
+ * the tokens (mid-reply in draft mode it may not be); NULL otherwise. */
+static const float *logits_now(app *a) {
+    const gpt2_context *ctx = gpt2_session_context(a->s);
+    int n_tok;
+    gpt2_session_tokens(a->s, &n_tok);
+    return n_tok > 0 && gpt2_context_n_past(ctx) == n_tok ? gpt2_context_logits(ctx) : NULL;
+}
+
+static void compare_rows(app *a);
+
+void app_ablate_set(app *a, const unsigned char *mask, const char *what) {
+    gpt2_error err;
+    const float *lg = logits_now(a);
+    int had_before = lg != NULL;
+    if (lg) memcpy(a->cmp_logits, lg, (size_t)a->cfg->n_vocab * sizeof *lg);
+    a->progress_what = "ablation: re-evaluating the whole context under the new set";
+    gpt2_status st = gpt2_session_set_ablation(a->s, mask, app_progress, a, &err);
+    a->progress_what = NULL, a->prefill_msg[0] = '\0';
+    if (st != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "ablation cancelled: the old set is back" : err.msg);
+        return;
+    }
+    int n_tok;
+    gpt2_session_tokens(a->s, &n_tok);
+    a->cmp_n_tok = had_before && logits_now(a) ? n_tok : -1;
+    if (a->cmp_n_tok >= 0) compare_rows(a);
+    snprintf(a->cmp_what, sizeof a->cmp_what, "%s", what);
+    char set[256];
+    app_ablation_text(a, set, sizeof set);
+    app_message(a, UI_ROLE_NOTICE, "%s: the KV cache was re-evaluated under %s%s (%d tokens; conversation kept)%s", what,
+                set[0] ? "ablation " : "no ablation", set, n_tok,
+                set[0] ? "; generation goes on ablated until /ablate off" : "");
+    app_log(a, "ablate %s: evaluated %d", set[0] ? set : "off", gpt2_session_get_stats(a->s).last_call);
+    app_after_change(a);
+}
+
+void app_ablate_toggle(app *a, int layer, int head) {
+    const int nh = a->cfg->n_head, nl = a->cfg->n_layer;
+    if (layer < 0 || layer >= nl || head >= nh) return;
+    unsigned char *mask = malloc((size_t)nl * nh);
+    if (!mask) return;
+    for (int i = 0; i < nl * nh; i++) mask[i] = (unsigned char)gpt2_session_ablated(a->s, i / nh, i % nh);
+    int on = 0;
+    for (int h = 0; h < nh; h++) on += mask[layer * nh + h];
+    char what[96];
+    if (head < 0) { /* the whole layer: on, unless all of it already is */
+        int to = on < nh;
+        for (int h = 0; h < nh; h++) mask[layer * nh + h] = (unsigned char)to;
+        snprintf(what, sizeof what, "%s layer %d (all %d heads)", to ? "ablated" : "restored", layer, nh);
+    } else {
+        mask[layer * nh + head] ^= 1;
+        snprintf(what, sizeof what, "%s L%d H%d", mask[layer * nh + head] ? "ablated" : "restored", layer, head);
+    }
+    app_ablate_set(a, mask, what);
+    free(mask);
+}
+
+/* One row of the comparison: the token, its probability before and after,
+ * the change in percentage points, and a bar of the after. */
+static void compare_row(app *a, pane *p, int y, int32_t id) {
+    char lab[48], pb[8], pa[8], bar[3 * 32 + 1];
+    float b = a->cmp_before[id], f = a->cmp_after[id];
+    app_token_label(a, id, lab, sizeof lab);
+    term_printf(p->win, y, 2, 10, term_attr(UI_ROLE_TEXT), "%s", lab);
+    int c = 13 + term_printf(p->win, y, 13, 7, term_attr(UI_ROLE_DIM), "%s", ui_percent(b, pb));
+    c += term_printf(p->win, y, c, 3, term_attr(UI_ROLE_DIM), " \u2192");
+    c += term_printf(p->win, y, c, 7, term_attr(UI_ROLE_TEXT), "%s", ui_percent(f, pa));
+    float d = 100 * (f - b);
+    c += term_printf(p->win, y, c, 8, term_attr(d > 0.05f ? UI_ROLE_CONF_HIGH : d < -0.05f ? UI_ROLE_CONF_LOW : UI_ROLE_DIM),
+                     " %+6.1f", (double)d);
+    int bw = p->w - 2 - c - 1;
+    if (bw >= 3) term_printf(p->win, y, c + 1, bw, term_attr(UI_ROLE_BAR), "%s", ui_bar(f, bw > 32 ? 32 : bw, bar));
+}
+
+int app_compare_draw(app *a, pane *p, int y, int rows) {
+    int n_tok;
+    gpt2_session_tokens(a->s, &n_tok);
+    if (a->cmp_n_tok < 0 || a->cmp_n_tok != n_tok || rows < 2) return 0;
+    term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " next token at #%d: before \u2192 after (%s)",
+                n_tok, a->cmp_what);
+    for (int i = 0; i < a->cmp_n && i < rows - 1; i++) compare_row(a, p, y + 1 + i, a->cmp_ids[i]);
+    return 1;
+}
+
+/* Appends id to the comparison's rows unless it is there. */
+static void add_row(app *a, int32_t id) {
+    for (int j = 0; j < a->cmp_n; j++)
+        if (a->cmp_ids[j] == id) return;
+    if (a->cmp_n < (int)(sizeof a->cmp_ids / sizeof *a->cmp_ids)) a->cmp_ids[a->cmp_n++] = id;
+}
+
+/* The rows, most probable either side: after's top 5, before's top 5, then
+ * after's next ones (both rankings by the probe's report). */
+static void compare_rows(app *a) {
+    gpt2_candidate cb[ISTORE_SNAP_K], ca[ISTORE_SNAP_K];
+    gpt2_sampler_filter(a->probe, a->cmp_logits, NULL, 0, a->cmp_before);
+    int nb = (int)gpt2_sampler_report(a->probe, cb, ISTORE_SNAP_K);
+    gpt2_sampler_filter(a->probe, gpt2_context_logits(gpt2_session_context(a->s)), NULL, 0, a->cmp_after);
+    int na = (int)gpt2_sampler_report(a->probe, ca, ISTORE_SNAP_K);
+    a->cmp_n = 0;
+    for (int i = 0; i < na && i < 5; i++) add_row(a, ca[i].id);
+    for (int i = 0; i < nb && i < 5; i++) add_row(a, cb[i].id);
+    for (int i = 5; i < na; i++) add_row(a, ca[i].id);
+}
