@@ -108,6 +108,7 @@ struct app {
 
     /* the microscope (microscope.c) */
     gpt2_sampler *probe;  /* temperature 1, no cuts: reads a next-token distribution off the logits */
+    gpt2_context *probe_ctx; /* evaluates the "before" when the session's cache has no logits (NULL: not yet) */
     float *cmp_logits;    /* (n_vocab) the logits before the last ablation change */
     float *cmp_before, *cmp_after; /* (n_vocab) the distributions before and after it */
     int32_t cmp_ids[2 * ISTORE_SNAP_K]; /* the tokens the comparison lists */

@@ -24,6 +24,8 @@ int app_microscope_open(app *a) {
 
 void app_microscope_close(app *a) {
     gpt2_sampler_free(a->probe);
+    gpt2_context_free(a->probe_ctx);
+    a->probe_ctx = NULL;
     free(a->cmp_before);
     free(a->cmp_after);
     free(a->cmp_logits);
@@ -60,11 +62,38 @@ static const float *logits_now(app *a) {
 
 static void compare_rows(app *a);
 
+/* The logits at the end of the context under the set in force now, into
+ * out: the session's when its cache holds them; else (a stop string rewound
+ * the last token away) from the app's own probe context, which evaluates the
+ * context once more under that set. 0 when neither can. */
+static int logits_before(app *a, float *out) {
+    const float *lg = logits_now(a);
+    int n_tok;
+    const int32_t *toks = gpt2_session_tokens(a->s, &n_tok);
+    const size_t nv = (size_t)a->cfg->n_vocab, nm = (size_t)a->cfg->n_layer * a->cfg->n_head;
+    gpt2_error err;
+    if (!lg && n_tok > 0) {
+        gpt2_context_params cp = gpt2_context_default_params();
+        cp.n_ctx = a->n_ctx;
+        unsigned char *mask = malloc(nm);
+        if (!mask || (!a->probe_ctx && gpt2_context_new(a->model, cp, &a->probe_ctx, &err) != GPT2_OK)) {
+            free(mask);
+            return 0;
+        }
+        for (size_t i = 0; i < nm; i++) mask[i] = (unsigned char)gpt2_session_ablated(a->s, (int)(i / a->cfg->n_head), (int)(i % a->cfg->n_head));
+        gpt2_context_reset(a->probe_ctx);
+        if (gpt2_context_set_ablation(a->probe_ctx, mask, &err) == GPT2_OK &&
+            gpt2_context_eval(a->probe_ctx, toks, n_tok, &err) == GPT2_OK)
+            lg = gpt2_context_logits(a->probe_ctx);
+        free(mask);
+    }
+    if (lg) memcpy(out, lg, nv * sizeof *lg);
+    return lg != NULL;
+}
+
 void app_ablate_set(app *a, const unsigned char *mask, const char *what) {
     gpt2_error err;
-    const float *lg = logits_now(a);
-    int had_before = lg != NULL;
-    if (lg) memcpy(a->cmp_logits, lg, (size_t)a->cfg->n_vocab * sizeof *lg);
+    int had_before = logits_before(a, a->cmp_logits);
     a->progress_what = "ablation: re-evaluating the whole context under the new set";
     gpt2_status st = gpt2_session_set_ablation(a->s, mask, app_progress, a, &err);
     a->progress_what = NULL, a->prefill_msg[0] = '\0';
