@@ -115,10 +115,7 @@ static int chat_parse(int argc, char **argv, chat_options *o) {
     return -1;
 }
 
-int cmd_chat(int argc, char **argv) {
-    chat_options o;
-    int rc = chat_parse(argc, argv, &o);
-    if (rc >= 0) return rc;
+const chat_host *cli_chat_host(void) {
     static const chat_host host = {.now = cli_now,
                                    .error = cli_error,
                                    .load_model = cli_load_model_as,
@@ -127,5 +124,12 @@ int cmd_chat(int argc, char **argv) {
                                    .say = cli_say,
                                    .sampling_set = cli_sampling_set,
                                    .ablation_parse = ablation_parse};
-    return chat_run(&o, &host);
+    return &host;
+}
+
+int cmd_chat(int argc, char **argv) {
+    chat_options o;
+    int rc = chat_parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    return chat_run(&o, cli_chat_host());
 }

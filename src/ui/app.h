@@ -62,6 +62,8 @@ struct pane {
     int y, x, h, w;
 };
 
+enum { APP_ATT_BUDGET = 256 << 20 }; /* bytes of attention rows a store keeps for all layers */
+
 enum { PANE_CONV = 0, PANE_SAMPLING, PANE_INSPECTOR, PANE_INPUT, PANE_STATUS, N_PANES };
 
 struct app {
@@ -71,6 +73,7 @@ struct app {
     const gpt2_config *cfg;
     gpt2_session *s;
     int n_ctx;          /* the session's context */
+    int n_batch;        /* its prefill batch (progress and Esc between batches) */
     gpt2_model *draft;  /* draft mode's model (owned), NULL: none */
     char draft_name[128];
     const char *model_dir;
@@ -115,6 +118,9 @@ struct app {
     int cmp_n;
     int cmp_n_tok;        /* the context length they are for; -1: none (shown while it is the same) */
     char cmp_what[96];    /* "ablated L3 H1", "ablation lifted" */
+    int prompt_mode;      /* a->s and a->store are the prompt's; the chat's wait in other_s, other_store */
+    gpt2_session *other_s;
+    istore *other_store;
 
     /* commands */
     char pending_load[4096]; /* a /load of another model's file, waiting to be repeated */
@@ -170,6 +176,20 @@ void app_ablation_text(const app *a, char *buf, size_t cap);
 /* The next-token distribution before and after the last ablation change,
  * from row y (rows at most), while the context is as it was then: 1 drawn. */
 int app_compare_draw(app *a, pane *p, int y, int rows);
+/* The next-token distribution at the end of the context (temperature 1, no
+ * cuts) when nothing was sampled there (prompt mode): 1 when the cache has it. */
+int app_next_now(app *a, istore_snap *out);
+
+/* ---- microscope.c: prompt mode ---- */
+
+/* Prompt mode on text: a second session on the raw template (made once,
+ * with its own store) holds the text as its one user turn; sending it
+ * evaluates it and opens the reply, which is left unstepped. The chat's
+ * session and store wait aside, untouched, until app_back_to_chat. */
+void app_inspect_text(app *a, const char *text);
+void app_hook_store(gpt2_session *s, istore *st); /* the session's hooks fill the store */
+void app_generate(app *a, int n); /* prompt mode: continue the text by n tokens */
+void app_back_to_chat(app *a);
 
 /* ---- commands.c: the slash commands ---- */
 
@@ -180,6 +200,7 @@ typedef struct {
     const char *help;         /* one line; NULL: an alias the help does not list */
     int path_arg;             /* the first argument is a path (~ expanded) */
     void (*fn)(app *a, char *arg1, char *arg2);
+    int rest_arg;             /* arg1 is the rest of the line, spaces kept (/inspect TEXT) */
 } app_command;
 const app_command *app_commands(int *n);
 /* A line the input accepted: a command, a message, or NULL (Ctrl-D on an empty line: quit). */
@@ -219,6 +240,7 @@ void inspector_set_head(pane *p, int head);   /* wraps around through -1, the av
 void inspector_toggle_average(pane *p);
 void inspector_cycle_mode(pane *p);            /* the selected head -> mean of heads -> max over heads */
 void inspector_next_view(pane *p);
+void inspector_set_view(pane *p, int view); /* an inspect_view */
 int inspector_layer(const pane *p);
 int inspector_head(const pane *p);             /* 0..n_head-1, ISTORE_MEAN or ISTORE_MAX */
 void inspector_follow_newest(pane *p);         /* the cursor back on the newest token */

@@ -29,10 +29,11 @@ typedef struct {
     int n_new;                 /* -n: max new tokens per reply, 0 = until the context is full */
     int draft_k;               /* --draft-k */
     int n_threads;             /* --threads, 0: one per CPU */
+    const char *prompt;        /* `gptscope inspect`: open in prompt mode on this text; NULL: the chat */
     gpt2_sampler_params sampler; /* the knobs, the seed chosen */
 } chat_options;
 
-typedef struct {
+typedef struct chat_host_s {
     double (*now)(void); /* seconds, monotonic */
     /* "gptscope: MESSAGE" on stderr (before the terminal is taken, or after) */
     void (*error)(const char *fmt, ...)

@@ -62,6 +62,14 @@ static const float *logits_now(app *a) {
 
 static void compare_rows(app *a);
 
+int app_next_now(app *a, istore_snap *out) {
+    const float *lg = logits_now(a);
+    if (!lg || gpt2_sampler_filter(a->probe, lg, NULL, 0, a->cmp_after) < 0) return 0;
+    *out = (istore_snap){.valid = 1, .chosen = -1, .params = gpt2_sampler_get_params(a->probe)};
+    out->n = (int)gpt2_sampler_report(a->probe, out->c, ISTORE_SNAP_K);
+    return out->n > 0;
+}
+
 /* The logits at the end of the context under the set in force now, into
  * out: the session's when its cache holds them; else (a stop string rewound
  * the last token away) from the app's own probe context, which evaluates the
@@ -182,4 +190,102 @@ static void compare_rows(app *a) {
     for (int i = 0; i < na && i < 5; i++) add_row(a, ca[i].id);
     for (int i = 0; i < nb && i < 5; i++) add_row(a, cb[i].id);
     for (int i = 5; i < na; i++) add_row(a, ca[i].id);
+}
+
+/* ---- prompt mode ---- */
+
+void app_hook_store(gpt2_session *s, istore *st) {
+    gpt2_hooks hooks = {.user_data = st, .want_attention = istore_hook_want, .on_attention = istore_hook_put};
+    gpt2_session_set_hooks(s, &hooks);
+}
+
+/* The prompt's session and store, made the first time (the raw template:
+ * the text is evaluated exactly as typed, nothing around it). */
+static int prompt_session(app *a) {
+    gpt2_error err;
+    if (a->other_s) return 0;
+    gpt2_session_params ps = gpt2_session_default_params();
+    ps.sampler = gpt2_session_sampler_params(a->s);
+    ps.chat_template = gpt2_chat_template_builtin("raw");
+    ps.context.n_batch = a->n_batch;
+    if (gpt2_session_new(a->model, ps, &a->other_s, &err) != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        return -1;
+    }
+    if (istore_new(a->cfg->n_layer, a->cfg->n_head, gpt2_session_n_ctx(a->other_s), APP_ATT_BUDGET, &a->other_store) !=
+        ISTORE_OK) {
+        gpt2_session_free(a->other_s), a->other_s = NULL;
+        app_message(a, UI_ROLE_ERROR, "out of memory for prompt mode's attention rows");
+        return -1;
+    }
+    app_hook_store(a->other_s, a->other_store);
+    return 0;
+}
+
+/* Prompt mode <-> chat: the session and store shown trade places. */
+static void swap_sessions(app *a) {
+    gpt2_session *s = a->s;
+    istore *st = a->store;
+    a->s = a->other_s, a->store = a->other_store;
+    a->other_s = s, a->other_store = st;
+    a->prompt_mode = !a->prompt_mode;
+    pane *ins = a->panes[PANE_INSPECTOR];
+    inspector_set_layer(ins, inspector_layer(ins)); /* the store keeps the layer shown */
+    app_forget_latest(a);
+    a->reply_tokens = 0, a->turn_prefill = 0;
+}
+
+void app_inspect_text(app *a, const char *text) {
+    gpt2_error err;
+    if (a->generating) app_stop(a);
+    if (!a->prompt_mode && (prompt_session(a) != 0 || (swap_sessions(a), 0))) return;
+    if (gpt2_session_replying(a->s)) gpt2_session_stop(a->s, NULL, &err);
+    gpt2_session_reset(a->s, &err);
+    istore_notes_clear(a->store, -1);
+    a->progress_what = "prompt: evaluating";
+    gpt2_status st = gpt2_session_send(a->s, text, strlen(text), app_progress, a, &err);
+    a->progress_what = NULL, a->prefill_msg[0] = '\0';
+    app_after_change(a);
+    app_forget_latest(a);
+    if (st != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "prompt cancelled" : err.msg);
+        return;
+    }
+    int n;
+    gpt2_session_tokens(a->s, &n);
+    a->turn_prefill = gpt2_session_get_stats(a->s).last_prefill;
+    inspector_set_view(a->panes[PANE_INSPECTOR], INSPECT_TEXT);
+    app_message(a, UI_ROLE_NOTICE, "prompt mode: %d tokens evaluated as typed (raw template), nothing generated; "
+                "/generate N continues the text, Enter inspects another, /chat returns to the conversation", n);
+    app_log(a, "inspect: %d tokens", n);
+}
+
+void app_generate(app *a, int n) {
+    gpt2_error err;
+    if (!a->prompt_mode) {
+        app_message(a, UI_ROLE_ERROR, "/generate continues a prompt (/inspect TEXT); in the chat, send a message");
+        return;
+    }
+    if (a->generating) app_stop(a);
+    /* the prompt's reply is open until a generation ends it; then an empty
+       turn (no tokens on the raw template) opens another after the text */
+    if (!gpt2_session_replying(a->s) && gpt2_session_send(a->s, "", 0, NULL, NULL, &err) != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+        return;
+    }
+    gpt2_session_set_max_new_tokens(a->s, n);
+    app_after_change(a);
+    app_start_reply(a, 0);
+    app_message(a, UI_ROLE_TEXT, "generating %d tokens after the prompt (Esc stops)", n);
+}
+
+void app_back_to_chat(app *a) {
+    if (!a->prompt_mode) {
+        app_message(a, UI_ROLE_TEXT, "already in the conversation (/inspect TEXT opens prompt mode)");
+        return;
+    }
+    if (a->generating) app_stop(a);
+    swap_sessions(a);
+    app_after_change(a);
+    app_message(a, UI_ROLE_TEXT, "back to the conversation (the prompt is kept: /inspect TEXT)");
 }

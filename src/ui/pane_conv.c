@@ -159,7 +159,7 @@ static void role_label(const app *a, int user, char *out, size_t cap) {
     const gpt2_chat_template *t = gpt2_session_template(a->s);
     char who[32];
     speaker(user ? t->user_prefix : t->assistant_prefix, who, sizeof who);
-    const char *base = user ? "you" : a->model_name;
+    const char *base = a->prompt_mode ? (user ? "prompt (as typed, raw template)" : "generated") : user ? "you" : a->model_name;
     if (who[0]) snprintf(out, cap, "%.40s, as %s", base, who);
     else snprintf(out, cap, "%.40s", base);
 }
@@ -260,10 +260,10 @@ static void draw_context(conv_pane *cp) {
     float scale = f.query >= 0 ? view_row(a, &f, f.query, cp->row) : 0;
     char who[64];
     inspector_head_name(a, &f, who, sizeof who);
-    term_printf(p->win, 0, 0, p->w - 1, term_attr(UI_ROLE_TITLE), "text view: the context as the model sees it "
-                "(%d tokens, template text included)", f.n_tok);
-    term_printf(p->win, 1, 0, p->w - 1, term_attr(UI_ROLE_DIM), "shaded by the attention of query #%d (marked), %s; "
-                "click a token or move the inspector's cursor; F8: next view", f.query, who);
+    term_printf(p->win, 0, 0, p->w - 1, term_attr(UI_ROLE_TITLE), "text view: the model's context, %d tokens, "
+                "template text included", f.n_tok);
+    term_printf(p->win, 1, 0, p->w - 1, term_attr(UI_ROLE_DIM), "shade = attention of query #%d (marked), %s; "
+                "click a token or \u2191\u2193 in the inspector", f.query, who);
     int tw = p->w - 1 > 1 ? p->w - 1 : 1, need = ui_wrap(cp->ctx, (size_t)len, tw, NULL, 0);
     if (!reserve((void **)&cp->wrap, &cp->wrap_cap, need, sizeof *cp->wrap)) return;
     ui_wrap(cp->ctx, (size_t)len, tw, cp->wrap, need);

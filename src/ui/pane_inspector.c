@@ -69,6 +69,8 @@ void inspector_next_view(pane *p) {
     ip->view = (inspect_view)((ip->view + 1) % N_INSPECT_VIEWS);
 }
 
+void inspector_set_view(pane *p, int view) { ((inspector_pane *)p)->view = (inspect_view)(view % N_INSPECT_VIEWS); }
+
 int inspector_layer(const pane *p) { return ((const inspector_pane *)p)->layer; }
 int inspector_head(const pane *p) { return ((const inspector_pane *)p)->head; }
 
@@ -201,7 +203,9 @@ static void draw_next_token(inspector_pane *ip, int y, int k_lines, const inspec
         }
         return;
     }
-    draw_candidates(p, y, istore_last(a->store), -1, k_lines);
+    const istore_snap *last = istore_last(a->store);
+    if (!last->valid && app_next_now(a, &here)) last = &here; /* nothing sampled yet: the model's own distribution */
+    draw_candidates(p, y, last, -1, k_lines);
 }
 
 /* The text view's note in the inspector: where the drawing is. */

@@ -35,7 +35,8 @@ int view_legend(pane *p, int y, const inspect_focus *f, const char *how) {
     int nl = term_heat_levels(), maxc = p->w - 2;
     int glyphs = !term_half_blocks() && f->view != INSPECT_TEXT;
     int c = 1 + term_printf(w, y, 1, maxc, term_attr(UI_ROLE_DIM), "scale 0");
-    for (int l = 1; l < nl && c < p->w - 1; l++) {
+    int step = 9 + (nl - 1) * 4 > maxc ? 2 : 1; /* narrow: every other level's tick */
+    for (int l = 1; l < nl && c < p->w - 1; l += step) {
         char t[8];
         tick_text(ui_heat_level_floor(l, nl), t, sizeof t);
         c += term_printf(w, y, c, p->w - 1 - c, 0, " ");
