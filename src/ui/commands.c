@@ -295,7 +295,7 @@ static void c_head(app *a, char *arg, char *y) {
 /* /ablate L.H[,L.H...] | L.* | off: adds heads to the ablated set (or lifts
  * it); alone, names the set. */
 static void c_ablate(app *a, char *arg, char *y) {
-    char set[256], why[256];
+    char set[256], why[256], what[96];
     (void)y;
     app_ablation_text(a, set, sizeof set);
     if (!arg) {
@@ -311,7 +311,7 @@ static void c_ablate(app *a, char *arg, char *y) {
     if (!off && !a->host->ablation_parse(arg, nl, nh, mask, why, sizeof why))
         app_message(a, UI_ROLE_ERROR, "/ablate %s: %s", arg, why);
     else
-        app_ablate_set(a, off ? NULL : mask, off ? "ablation lifted" : "ablated");
+        snprintf(what, sizeof what, "ablated %.80s", arg), app_ablate_set(a, off ? NULL : mask, off ? "ablation lifted" : what);
     free(mask);
 }
 
@@ -411,8 +411,7 @@ const app_command *app_commands(int *n) {
 static void run_command(app *a, char *line) {
     char *save = NULL, home_buf[PATH_MAX];
     size_t cl = strcspn(line, " \t");
-    char *rest = line + cl + strspn(line + cl, " \t"); /* the line after the command, spaces kept */
-    if (!*rest) rest = NULL;
+    char *rest = strdup(line + cl + strspn(line + cl, " \t")); /* the line after the command, spaces kept */
     char *cmd = strtok_r(line, " \t", &save);
     char *arg1 = strtok_r(NULL, " \t", &save);
     char *arg2 = strtok_r(NULL, " \t", &save);
@@ -422,10 +421,12 @@ static void run_command(app *a, char *line) {
         const app_command *c = &commands[i];
         if (strcmp(cmd, c->name) && (!c->alias || strcmp(cmd, c->alias))) continue;
         if (c->path_arg) arg1 = expand_home(arg1, home_buf, sizeof home_buf);
-        if (c->rest_arg) arg1 = rest, arg2 = NULL;
+        if (c->rest_arg) arg1 = rest && *rest ? rest : NULL, arg2 = NULL;
         c->fn(a, arg1, arg2);
+        free(rest);
         return;
     }
+    free(rest);
     app_message(a, UI_ROLE_ERROR, "unknown command %s (F1 or /help lists them)", cmd);
 }
 

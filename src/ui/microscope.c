@@ -165,8 +165,8 @@ int app_compare_draw(app *a, pane *p, int y, int rows) {
     int n_tok;
     gpt2_session_tokens(a->s, &n_tok);
     if (a->cmp_n_tok < 0 || a->cmp_n_tok != n_tok || rows < 2) return 0;
-    term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " next token at #%d: before \u2192 after (%s)",
-                n_tok, a->cmp_what);
+    term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " next token at #%d, before \u2192 after %s", n_tok,
+                a->cmp_what);
     for (int i = 0; i < a->cmp_n && i < rows - 1; i++) compare_row(a, p, y + 1 + i, a->cmp_ids[i]);
     return 1;
 }
@@ -275,7 +275,7 @@ void app_generate(app *a, int n) {
     }
     gpt2_session_set_max_new_tokens(a->s, n);
     app_after_change(a);
-    app_start_reply(a, 0);
+    app_start_reply(a, a->turn_prefill); /* the turn's prefill stays the prompt's */
     app_message(a, UI_ROLE_TEXT, "generating %d tokens after the prompt (Esc stops)", n);
 }
 

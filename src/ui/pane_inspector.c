@@ -30,9 +30,9 @@ typedef struct {
 
 static const char *view_name(inspect_view v) {
     switch (v) {
-    case INSPECT_ZOOM: return "heatmap";
-    case INSPECT_OVERVIEW: return "overview";
-    case INSPECT_TEXT: return "text";
+    case INSPECT_ZOOM: return "attention heatmap";
+    case INSPECT_OVERVIEW: return "attention overview";
+    case INSPECT_TEXT: return "attention text";
     default: return "?";
     }
 }
@@ -140,8 +140,7 @@ static void draw_title_line(inspector_pane *ip, const inspect_focus *f) {
     inspector_head_name(p->a, f, who, sizeof who);
     int top_l = p->a->cfg->n_layer - 1, top_h = p->a->cfg->n_head - 1;
     if (p->w >= 42)
-        snprintf(title, sizeof title, "attention %s  %s  (layers 0-%d, heads 0-%d)", view_name(ip->view), who, top_l,
-                 top_h);
+        snprintf(title, sizeof title, "%s  %s  (layers 0-%d, heads 0-%d)", view_name(ip->view), who, top_l, top_h);
     else
         snprintf(title, sizeof title, "%s %s", view_name(ip->view), who);
     pane_title(p, title);

@@ -151,8 +151,9 @@ void view_zoom(pane *p, int y, int h, const inspect_focus *f, float *rows2, int 
     const int x0 = 1 + digits + (half ? 8 : 6) + 1;
     char how[64];
     snprintf(how, sizeof how, half ? "1 token/col, 2 queries/row \u2580" : "1 token/cell");
-    y += view_legend(p, y, f, how);
-    int mrows = h - (KEY_LABEL_ROWS + 1) - 1;
+    int lr = view_legend(p, y, f, how);
+    y += lr;
+    int mrows = h - (KEY_LABEL_ROWS + 1) - lr;
     if (mrows < 1 || p->w - x0 - 1 < 4 || f->n_tok == 0) return;
     ui_heat_view v;
     ui_heat_window(f->n_tok, mrows * rpc, p->w - x0 - 1, *scroll, f->query, &v);
@@ -184,7 +185,7 @@ void view_zoom(pane *p, int y, int h, const inspect_focus *f, float *rows2, int 
  * rows2: 2 * n_ctx floats; bins: 2 * n_ctx floats. */
 void view_overview(pane *p, int y, int h, const inspect_focus *f, float *row, float *bins) {
     const int half = term_half_blocks(), rpc = half ? 2 : 1, digits = digits_of(f->n_tok - 1);
-    const int x0 = 1 + digits + 2, cols = p->w - x0 - 1, mrows = h - 2 - 1;
+    const int x0 = 1 + digits + 2, cols = p->w - x0 - 1, mrows = h - 2 - 2; /* legend (up to 2), key axis */
     if (f->n_tok == 0 || cols < 4 || mrows < 1) return;
     int k = ui_bin_size(f->n_tok, cols), kr = ui_bin_size(f->n_tok, mrows * rpc);
     if (kr > k) k = kr;
