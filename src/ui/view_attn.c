@@ -141,6 +141,18 @@ static void zoom_row_label(pane *p, int y, int digits, int q0, int q1, const ins
     }
 }
 
+/* One heat cell: '▀' with the upper level in front and the lower behind
+ * (half blocks; -1: no row there), else the upper's shade glyph ('?' for a
+ * weight not computed). */
+static void heat_cell(pane *p, int y, int x, int lu, int ll, int missing) {
+    if (term_half_blocks()) {
+        if (lu >= 0 || ll >= 0) term_put_half(p->win, y, x, lu < 0 ? 0 : lu, ll);
+    } else if (lu >= 0) {
+        const char *g = missing ? "?" : term_heat_glyph(lu);
+        term_put(p->win, y, x, g, strlen(g), 1, term_heat(lu));
+    }
+}
+
 /* The zoomed heatmap from row y, h rows: a legend, the key axis, then the
  * matrix with rows = queries (two per cell with '▀': upper row's colour in
  * front, lower's behind), columns = keys, one token each; the window
@@ -170,13 +182,19 @@ void view_zoom(pane *p, int y, int h, const inspect_focus *f, float *rows2, int 
         for (int c = 0; c < v.n_cols; c++) {
             int k = v.col0 + c;
             int lu = k <= q0 ? view_level(up[k], s0) : -1, ll = q1 >= 0 && k <= q1 ? view_level(lo[k], s1) : -1;
-            if (half) {
-                if (lu >= 0 || ll >= 0) term_put_half(p->win, y + r, x0 + c, lu < 0 ? 0 : lu, ll);
-            } else if (lu >= 0) {
-                const char *g = up[k] != up[k] ? "?" : term_heat_glyph(lu);
-                term_put(p->win, y + r, x0 + c, g, strlen(g), 1, term_heat(lu));
-            }
+            heat_cell(p, y + r, x0 + c, lu, ll, k <= q0 && up[k] != up[k]);
         }
+    }
+}
+
+/* Query bin qb (queries qb*k .. qb*k + k - 1) max-pooled into b[0..nb):
+ * each row scaled first (per-row scale), NaN where no query reaches. */
+static void pool_bin_row(const app *a, const inspect_focus *f, int qb, int k, int nb, float *row, float *b) {
+    for (int j = 0; j < nb; j++) b[j] = NAN;
+    for (int q = qb * k; q < f->n_tok && q < (qb + 1) * k; q++) {
+        float s = view_row(a, f, q, row);
+        for (int j = 0; j <= q; j++) row[j] = ui_heat_scaled(row[j], s);
+        ui_bin_max(row, q + 1, k, b, 1);
     }
 }
 
@@ -201,28 +219,14 @@ void view_overview(pane *p, int y, int h, const inspect_focus *f, float *row, fl
     }
     y++;
     for (int r = 0; r * rpc < nb && r < mrows; r++) {
-        for (int i = 0; i < rpc; i++) { /* query bins r*rpc (+1): max-pooled rows */
-            float *b = bins + (size_t)i * n_ctx;
-            for (int j = 0; j < nb; j++) b[j] = NAN;
-            int qb = r * rpc + i;
-            for (int q = qb * k; q < f->n_tok && q < (qb + 1) * k; q++) {
-                float s = view_row(p->a, f, q, row);
-                for (int j = 0; j <= q; j++) row[j] = ui_heat_scaled(row[j], s);
-                ui_bin_max(row, q + 1, k, b, 1);
-            }
-        }
+        for (int i = 0; i < rpc; i++) pool_bin_row(p->a, f, r * rpc + i, k, nb, row, bins + (size_t)i * n_ctx);
         int qc = f->query / k; /* the cursor's bin row */
         int mark = qc / rpc == r;
         term_printf(p->win, y + r, 1, digits + 1, term_attr(mark ? UI_ROLE_SELECTION : UI_ROLE_DIM), "%*d%s", digits,
                     r * rpc * k, mark ? ">" : " ");
         for (int c = 0; c < nb && c < cols; c++) {
             float u = bins[c], l = half && (r * rpc + 1) < nb ? bins[n_ctx + c] : NAN;
-            int lu = u == u ? view_level(u, 0) : -1, ll = l == l ? view_level(l, 0) : -1;
-            if (half) {
-                if (lu >= 0 || ll >= 0) term_put_half(p->win, y + r, x0 + c, lu < 0 ? 0 : lu, ll);
-            } else if (lu >= 0) {
-                term_put(p->win, y + r, x0 + c, term_heat_glyph(lu), strlen(term_heat_glyph(lu)), 1, term_heat(lu));
-            }
+            heat_cell(p, y + r, x0 + c, u == u ? view_level(u, 0) : -1, l == l ? view_level(l, 0) : -1, 0);
         }
     }
 }
