@@ -75,13 +75,13 @@ CFLAGS  += -std=c11 -D_DEFAULT_SOURCE -g $(OPT) $(MARCH) $(WARN) -Iinclude -Isrc
 LDLIBS  := $(LIBS_PKG) -lm -lpthread
 
 CORE_SRC := $(wildcard src/core/*.c src/train/*.c)
-CLI_SRC  := $(filter-out src/cli/cmd_chat.c,$(wildcard src/cli/*.c)) src/main.c
+CLI_SRC  := $(filter-out src/cli/cmd_chat.c src/cli/cmd_inspect.c,$(wildcard src/cli/*.c)) src/main.c
 # src/ui: pure logic (wrap, heatmap, themes, the inspector's store; no curses, unit-tested
 # everywhere) and the app
 UI_PURE_SRC := src/ui/wrap.c src/ui/heatmap.c src/ui/theme.c src/ui/inspect_store.c
 UI_APP_SRC  := $(filter-out $(UI_PURE_SRC),$(wildcard src/ui/*.c))
 ifeq ($(HAVE_UI),1)
-CLI_SRC  += src/cli/cmd_chat.c $(UI_APP_SRC) $(UI_PURE_SRC)
+CLI_SRC  += src/cli/cmd_chat.c src/cli/cmd_inspect.c $(UI_APP_SRC) $(UI_PURE_SRC)
 endif
 TEST_SRC := $(wildcard tests/test_*.c)
 

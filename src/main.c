@@ -16,6 +16,7 @@ static const struct {
 } commands[] = {
 #ifdef GPTSCOPE_HAVE_CHAT
     {"chat", cmd_chat, "the full-screen chat app (also: gptscope with no arguments on a terminal)"},
+    {"inspect", cmd_inspect, "the chat's microscope on a fixed prompt (nothing generated unless asked)"},
 #endif
     {"generate", cmd_generate, "stream a continuation of a prompt"},
     {"tokenize", cmd_tokenize, "print the token ids of text"},

@@ -88,8 +88,13 @@ static void test_weight_and_head_mean(void **state) {
         assert_float_equal(istore_weight(st, l, -1, q, k), mean, 1e-7);
         assert_float_equal(out[k], mean, 1e-7);
         assert_float_equal(istore_weight(st, l, 1, q, k), r[1][k], 0);
+        float mx = fmaxf(fmaxf(r[0][k], r[1][k]), fmaxf(r[2][k], r[3][k]));
+        assert_float_equal(istore_weight(st, l, ISTORE_MAX, q, k), mx, 0);
     }
+    istore_weights(st, l, ISTORE_MAX, q, out);
+    for (int k = 0; k <= q; k++) assert_float_equal(out[k], fmaxf(fmaxf(r[0][k], r[1][k]), fmaxf(r[2][k], r[3][k])), 0);
     assert_true(isnan(istore_weight(st, l, 0, q, q + 1))); /* a key after the query: causal, none */
+    assert_true(isnan(istore_weight(st, l, ISTORE_MAX, q, q + 1)));
     istore_free(st);
 }
 

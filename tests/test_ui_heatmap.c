@@ -89,11 +89,65 @@ static void test_top_entries(void **state) {
     assert_int_equal(ui_top_entries(row, 2, 3, idx, w), 2);
 }
 
+/* The legend's ticks: level l is where sqrt(w) * (n - 1) reaches l - 1. */
+static void test_level_floors(void **state) {
+    (void)state;
+    const int n = 5; /* the shade glyphs: " ░▒▓█" */
+    assert_float_equal(ui_heat_level_floor(0, n), 0, 0);
+    assert_float_equal(ui_heat_level_floor(1, n), 0, 0);
+    assert_float_equal(ui_heat_level_floor(2, n), 0.0625f, 1e-7); /* (1/4)^2 */
+    assert_float_equal(ui_heat_level_floor(3, n), 0.25f, 1e-7);   /* (2/4)^2 */
+    assert_float_equal(ui_heat_level_floor(4, n), 0.5625f, 1e-7); /* (3/4)^2 */
+    for (int l = 2; l < n; l++) { /* each floor is the first weight of its level */
+        float f = ui_heat_level_floor(l, n);
+        assert_int_equal(ui_heat_level(f * 1.001f, n), l);
+        assert_int_equal(ui_heat_level(f * 0.999f, n), l - 1);
+    }
+    assert_float_equal(ui_heat_level_floor(10, 10), 64.0f / 81.0f, 1e-6); /* clamped to level 9: (8/9)^2 */
+}
+
+static void test_scale(void **state) {
+    (void)state;
+    float row[] = {0.1f, NAN, 0.4f, 0.2f};
+    assert_float_equal(ui_row_max(row, 4), 0.4f, 0);
+    assert_float_equal(ui_row_max(row, 2), 0.1f, 0);
+    assert_float_equal(ui_row_max(row, 0), 0, 0);
+    assert_float_equal(ui_heat_scaled(0.1f, 0), 0.1f, 0);      /* global: as it is */
+    assert_float_equal(ui_heat_scaled(0.1f, 0.4f), 0.25f, 1e-7); /* per row: over the row's max */
+    assert_float_equal(ui_heat_scaled(0.4f, 0.4f), 1.0f, 0);
+    assert_true(isnan(ui_heat_scaled(NAN, 0.4f)));
+}
+
+static void test_bins(void **state) {
+    (void)state;
+    assert_int_equal(ui_bin_size(90, 40), 3); /* ceil(90 / 40) */
+    assert_int_equal(ui_bin_size(80, 40), 2);
+    assert_int_equal(ui_bin_size(10, 40), 1);
+    assert_int_equal(ui_bin_size(0, 40), 1);
+    assert_int_equal(ui_bin_size(7, 0), 7);
+    float row[] = {0.1f, 0.5f, 0.2f, NAN, 0.05f, NAN, NAN};
+    float out[4];
+    assert_int_equal(ui_bin_max(row, 7, 2, out, 0), 4);
+    assert_float_equal(out[0], 0.5f, 0);  /* max(0.1, 0.5) */
+    assert_float_equal(out[1], 0.2f, 0);  /* max(0.2, NaN) */
+    assert_float_equal(out[2], 0.05f, 0); /* max(0.05, NaN) */
+    assert_true(isnan(out[3]));           /* NaN alone */
+    float row2[] = {0.3f, 0.1f, 0.1f, 0.6f, NAN, NAN, 0.9f};
+    assert_int_equal(ui_bin_max(row2, 7, 2, out, 1), 4);
+    assert_float_equal(out[0], 0.5f, 0);  /* max(0.5, 0.3, 0.1) */
+    assert_float_equal(out[1], 0.6f, 0);
+    assert_float_equal(out[2], 0.05f, 0); /* nothing finite to add */
+    assert_float_equal(out[3], 0.9f, 0);  /* a NaN bin takes the new value */
+    assert_int_equal(ui_bin_max(row, 7, 7, out, 0), 1);
+    assert_float_equal(out[0], 0.5f, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_fits), cmocka_unit_test(test_window_follows_newest),
         cmocka_unit_test(test_window_scroll_and_cursor), cmocka_unit_test(test_levels),
-        cmocka_unit_test(test_top_entries),
+        cmocka_unit_test(test_top_entries), cmocka_unit_test(test_level_floors),
+        cmocka_unit_test(test_scale), cmocka_unit_test(test_bins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,12 +164,30 @@ static void test_bundled_themes(void **state) {
     assert_non_null(strstr(err, "themes/nosuch.theme"));
 }
 
+/* Text on a heat cell: dark on light colours, light on dark ones (relative
+ * luminance of the sRGB colour, threshold 0.18). */
+static void test_color_is_light(void **state) {
+    (void)state;
+    ui_color white = {UI_COLOR_RGB, 0xffffff}, black = {UI_COLOR_RGB, 0}, def = {UI_COLOR_DEFAULT, 0};
+    assert_int_equal(ui_color_is_light(white), 1);
+    assert_int_equal(ui_color_is_light(black), 0);
+    assert_int_equal(ui_color_is_light(def), -1);
+    assert_int_equal(ui_color_is_light((ui_color){UI_COLOR_INDEX, 231}), 1); /* #ffffff */
+    assert_int_equal(ui_color_is_light((ui_color){UI_COLOR_INDEX, 17}), 0);  /* #00005f, navy */
+    assert_int_equal(ui_color_is_light((ui_color){UI_COLOR_INDEX, 220}), 1); /* #ffd700, gold: Y = 0.70 */
+    /* grey: Y is the channel's linear value: #808080 0.216 > 0.18, light; #707070 0.162, dark */
+    assert_int_equal(ui_color_is_light((ui_color){UI_COLOR_RGB, 0x808080}), 1);
+    assert_int_equal(ui_color_is_light((ui_color){UI_COLOR_RGB, 0x707070}), 0);
+    assert_int_equal(ui_color_is_light((ui_color){UI_COLOR_RGB, 0x0000ff}), 0); /* blue: Y = 0.0722 */
+    assert_int_equal(ui_color_is_light((ui_color){UI_COLOR_RGB, 0x00ff00}), 1); /* green: Y = 0.7152 */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_roles), cmocka_unit_test(test_parse_errors_name_file_and_line),
         cmocka_unit_test(test_colors), cmocka_unit_test(test_bundled_themes),
         cmocka_unit_test(test_error_messages_say_what), cmocka_unit_test(test_hostile_bytes_escaped),
-        cmocka_unit_test(test_directory_theme),
+        cmocka_unit_test(test_directory_theme), cmocka_unit_test(test_color_is_light),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

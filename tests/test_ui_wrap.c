@@ -128,12 +128,54 @@ static void test_utf8_input(void **state) {
     assert_string_equal(decoded("\xe2\x82", 2), "FFFD ");               /* the input stops mid-character */
 }
 
+/* Labels: every byte accounted for, the invisible ones made visible. */
+static void test_token_escape(void **state) {
+    (void)state;
+    char out[64];
+    assert_int_equal(ui_token_escape(" ROMEO", 6, out, sizeof out), strlen("\u00B7ROMEO"));
+    assert_string_equal(out, "\u00B7ROMEO");
+    ui_token_escape("\n\n", 2, out, sizeof out);
+    assert_string_equal(out, "\u21B5\u21B5");
+    ui_token_escape("a\tb", 3, out, sizeof out);
+    assert_string_equal(out, "a\u2192b");
+    ui_token_escape("\xff", 1, out, sizeof out); /* a lone byte */
+    assert_string_equal(out, "\\xff");
+    ui_token_escape("\xe2\x80", 2, out, sizeof out); /* half a character (of U+2014) */
+    assert_string_equal(out, "\\xe2\\x80");
+    ui_token_escape("\xe2\x80\x94", 3, out, sizeof out); /* the whole character */
+    assert_string_equal(out, "\u2014");
+    ui_token_escape("\xef\xbf\xbd", 3, out, sizeof out); /* a real U+FFFD is text */
+    assert_string_equal(out, "\uFFFD");
+    ui_token_escape("\x01\x7f", 2, out, sizeof out);
+    assert_string_equal(out, "\\x01\\x7f");
+    assert_int_equal(ui_token_escape("abc\xff", 4, out, 6), 3); /* "\xff" does not fit: stops before it */
+    assert_string_equal(out, "abc");
+    assert_int_equal(ui_token_escape("  ", 2, out, 4), 2); /* one '·' (2 bytes) + NUL fits, not two */
+    assert_string_equal(out, "\u00B7");
+}
+
+static void test_char_at(void **state) {
+    (void)state;
+    const char *s = "a\u00B7\u21B5z";
+    size_t st, n = strlen(s);
+    assert_int_equal(ui_char_at(s, n, 0, &st), 1);
+    assert_int_equal(st, 0);
+    assert_int_equal(ui_char_at(s, n, 1, &st), 2);
+    assert_int_equal(st, 1);
+    assert_int_equal(ui_char_at(s, n, 2, &st), 3);
+    assert_int_equal(st, 3);
+    assert_int_equal(ui_char_at(s, n, 3, &st), 1);
+    assert_int_equal(st, 6);
+    assert_int_equal(ui_char_at(s, n, 4, &st), 0);
+}
+
 int main(void) {
     if (!setlocale(LC_ALL, "C.UTF-8")) setlocale(LC_ALL, "en_US.UTF-8");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wrap_words),       cmocka_unit_test(test_wrap_newlines_and_empty),
         cmocka_unit_test(test_wrap_utf8_widths), cmocka_unit_test(test_wrap_counts_without_output),
         cmocka_unit_test(test_bars),             cmocka_unit_test(test_utf8_input),
+        cmocka_unit_test(test_token_escape),     cmocka_unit_test(test_char_at),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

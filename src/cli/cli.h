@@ -30,6 +30,10 @@ int cmd_train_tokenizer(int argc, char **argv);
 /* The full-screen chat (cmd_chat.c, then src/ui); built only when ncursesw and readline
  * are found (GPTSCOPE_HAVE_CHAT). */
 int cmd_chat(int argc, char **argv);
+int cmd_inspect(int argc, char **argv); /* the chat in prompt mode (cmd_inspect.c) */
+struct chat_host_s;
+/* What the app needs from the command line (cmd_chat.c): a chat_host. */
+const struct chat_host_s *cli_chat_host(void);
 
 /* The mean loss of a model on a text, as `gptscope eval` defines it: every
  * token but the first predicted once, from windows of n_ctx tokens advancing

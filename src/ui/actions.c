@@ -61,31 +61,14 @@ static void log_reply_text(app *a, const char *text, size_t len) {
 void app_token_label(const app *a, int32_t id, char *buf, size_t cap) {
     size_t bl;
     const char *b = gpt2_tokenizer_token_bytes(a->tok, id, &bl);
-    size_t o = 0;
-    if (!b) {
-        snprintf(buf, cap, "<%d>", id);
-        return;
-    }
-    if (id == gpt2_tokenizer_eot(a->tok)) {
-        snprintf(buf, cap, "<eot>");
-        return;
-    }
-    for (size_t i = 0; i < bl && o + 8 < cap;) {
-        uint32_t cp;
-        int nb = ui_utf8_decode(b + i, bl - i, &cp);
-        if (cp == '\n') o += (size_t)snprintf(buf + o, cap - o, "\u21B5");
-        else if (cp == ' ') o += (size_t)snprintf(buf + o, cap - o, "\u00B7");
-        else if (cp == '\t') o += (size_t)snprintf(buf + o, cap - o, "\u2192");
-        else if (cp < 0x20 || cp == 0xFFFD) o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", (unsigned char)b[i]);
-        else memcpy(buf + o, b + i, (size_t)nb), o += (size_t)nb;
-        i += (size_t)nb;
-    }
-    buf[o] = '\0';
+    if (!b) snprintf(buf, cap, "<%d>", id);
+    else ui_token_escape(b, bl, buf, cap);
 }
 
 int app_progress(void *ud, int done, int total) {
     app *a = ud;
-    snprintf(a->prefill_msg, sizeof a->prefill_msg, "prefill %d/%d tokens  (Esc cancels)", done, total);
+    snprintf(a->prefill_msg, sizeof a->prefill_msg, "%s %d/%d tokens  (Esc cancels)",
+             a->progress_what ? a->progress_what : "prefill", done, total);
     pane *in = a->panes[PANE_INPUT];
     if (!a->too_small && in && in->win) in->ops->draw(in), wnoutrefresh(in->win), doupdate();
     if (*a->signalled) return 1;
@@ -104,6 +87,7 @@ int app_progress(void *ud, int done, int total) {
 
 void app_forget_latest(app *a) {
     istore_clear_last(a->store);
+    a->cmp_n_tok = -1;
     inspector_follow_newest(a->panes[PANE_INSPECTOR]);
 }
 

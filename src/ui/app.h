@@ -9,6 +9,11 @@
  *   commands.c        the slash-command table: /help and the help screen list it
  *   pane_conv.c, pane_sampling.c, pane_inspector.c, pane_status.c, input.c
  *                     the panes, each with its own state
+ *   view_attn.c       the inspector's attention drawings (zoomed heatmap,
+ *                     binned overview, legend, readout); the text view is
+ *                     drawn by the conversation pane (pane_conv.c)
+ *   microscope.c      ablation (keys and /ablate) and prompt mode (/inspect,
+ *                     `gptscope inspect`, /generate, /chat)
  *   inspect_store.c   the inspector's data (attention rows, candidates, notes):
  *                     plain data, no curses; the panes only read it
  *
@@ -57,6 +62,8 @@ struct pane {
     int y, x, h, w;
 };
 
+enum { APP_ATT_BUDGET = 256 << 20 }; /* bytes of attention rows a store keeps for all layers */
+
 enum { PANE_CONV = 0, PANE_SAMPLING, PANE_INSPECTOR, PANE_INPUT, PANE_STATUS, N_PANES };
 
 struct app {
@@ -66,6 +73,7 @@ struct app {
     const gpt2_config *cfg;
     gpt2_session *s;
     int n_ctx;          /* the session's context */
+    int n_batch;        /* its prefill batch (progress and Esc between batches) */
     gpt2_model *draft;  /* draft mode's model (owned), NULL: none */
     char draft_name[128];
     const char *model_dir;
@@ -97,7 +105,22 @@ struct app {
     int reply_tokens;  /* tokens the current (or last) reply kept */
     int turn_prefill;  /* tokens evaluated before it: its send's prefill, or regen's re-evaluation */
     double last_tps;
-    char prefill_msg[128];
+    char prefill_msg[160];
+
+    const char *progress_what; /* what app_progress says is running ("prefill", "ablation: ...") */
+
+    /* the microscope (microscope.c) */
+    gpt2_sampler *probe;  /* temperature 1, no cuts: reads a next-token distribution off the logits */
+    gpt2_context *probe_ctx; /* evaluates the "before" when the session's cache has no logits (NULL: not yet) */
+    float *cmp_logits;    /* (n_vocab) the logits before the last ablation change */
+    float *cmp_before, *cmp_after; /* (n_vocab) the distributions before and after it */
+    int32_t cmp_ids[2 * ISTORE_SNAP_K]; /* the tokens the comparison lists */
+    int cmp_n;
+    int cmp_n_tok;        /* the context length they are for; -1: none (shown while it is the same) */
+    char cmp_what[96];    /* "ablated L3 H1", "ablation lifted" */
+    int prompt_mode;      /* a->s and a->store are the prompt's; the chat's wait in other_s, other_store */
+    gpt2_session *other_s;
+    istore *other_store;
 
     /* commands */
     char pending_load[4096]; /* a /load of another model's file, waiting to be repeated */
@@ -138,6 +161,36 @@ void app_after_change(app *a);
  * candidates and the inspector's cursor start afresh. */
 void app_forget_latest(app *a);
 
+/* ---- microscope.c: ablation ---- */
+
+int app_microscope_open(app *a);  /* the probe sampler and buffers; -1 out of memory */
+void app_microscope_close(app *a);
+/* Toggles head (layer, head) (head -1: the whole layer, on unless all of it
+ * is) and re-evaluates the context under the new set, with progress. */
+void app_ablate_toggle(app *a, int layer, int head);
+/* Replaces the set (NULL: none): the same, and the before/after comparison. */
+void app_ablate_set(app *a, const unsigned char *mask, const char *what);
+int app_ablation_count(const app *a);
+/* "3.1 4.*" (a whole layer as L.*), "" for none */
+void app_ablation_text(const app *a, char *buf, size_t cap);
+/* The next-token distribution before and after the last ablation change,
+ * from row y (rows at most), while the context is as it was then: 1 drawn. */
+int app_compare_draw(app *a, pane *p, int y, int rows);
+/* The next-token distribution at the end of the context (temperature 1, no
+ * cuts) when nothing was sampled there (prompt mode): 1 when the cache has it. */
+int app_next_now(app *a, istore_snap *out);
+
+/* ---- microscope.c: prompt mode ---- */
+
+/* Prompt mode on text: a second session on the raw template (made once,
+ * with its own store) holds the text as its one user turn; sending it
+ * evaluates it and opens the reply, which is left unstepped. The chat's
+ * session and store wait aside, untouched, until app_back_to_chat. */
+void app_inspect_text(app *a, const char *text);
+void app_hook_store(gpt2_session *s, istore *st); /* the session's hooks fill the store */
+void app_generate(app *a, int n); /* prompt mode: continue the text by n tokens */
+void app_back_to_chat(app *a);
+
 /* ---- commands.c: the slash commands ---- */
 
 /* The table: the help screen lists it, /help points at it. */
@@ -147,6 +200,7 @@ typedef struct {
     const char *help;         /* one line; NULL: an alias the help does not list */
     int path_arg;             /* the first argument is a path (~ expanded) */
     void (*fn)(app *a, char *arg1, char *arg2);
+    int rest_arg;             /* arg1 is the rest of the line, spaces kept (/inspect TEXT) */
 } app_command;
 const app_command *app_commands(int *n);
 /* A line the input accepted: a command, a message, or NULL (Ctrl-D on an empty line: quit). */
@@ -174,6 +228,9 @@ void pane_left_border(pane *p);
 pane *conv_pane_new(app *a);
 int conv_toggle_confidence(pane *p);  /* returns the new state */
 void conv_scroll(pane *p, int lines); /* + back, - forward */
+/* The context position of the token drawn at screen cell (y, x) in the
+ * text view; -1 for none (another view, or no token there). */
+int conv_token_at(const pane *p, int y, int x);
 
 pane *sampling_pane_new(app *a);
 
@@ -181,9 +238,46 @@ pane *inspector_pane_new(app *a);
 void inspector_set_layer(pane *p, int layer); /* wraps around */
 void inspector_set_head(pane *p, int head);   /* wraps around through -1, the average */
 void inspector_toggle_average(pane *p);
+void inspector_cycle_mode(pane *p);            /* the selected head -> mean of heads -> max over heads */
+void inspector_next_view(pane *p);
+void inspector_set_view(pane *p, int view); /* an inspect_view */
 int inspector_layer(const pane *p);
-int inspector_head(const pane *p);
+int inspector_head(const pane *p);             /* 0..n_head-1, ISTORE_MEAN or ISTORE_MAX */
 void inspector_follow_newest(pane *p);         /* the cursor back on the newest token */
+void inspector_set_query(pane *p, int q, int key); /* a click: query q (key -1: its top key) */
+
+/* The inspector's views: different drawings of the same store. To add one,
+ * add it here, name it in view_name (pane_inspector.c) and draw it in
+ * inspector_draw's switch. */
+typedef enum { INSPECT_ZOOM = 0, INSPECT_OVERVIEW, INSPECT_TEXT, N_INSPECT_VIEWS } inspect_view;
+
+/* What the views draw: the inspector's choices, resolved for this frame. */
+typedef struct {
+    inspect_view view;
+    int layer, head;     /* head: 0..n_head-1, ISTORE_MEAN or ISTORE_MAX */
+    int query;           /* the query under the cursor; -1: no tokens */
+    int key;             /* the key under the key cursor (<= query) */
+    int row_scale;       /* 1: each query row scaled to its own maximum */
+    int n_tok;
+    const int32_t *toks; /* the context (n_tok ids) */
+} inspect_focus;
+
+void inspector_focus(pane *p, inspect_focus *f);
+/* "L2 H3", "L2 mean", "L2 max": the head(s) a drawing shows */
+void inspector_head_name(const app *a, const inspect_focus *f, char *buf, size_t cap);
+
+/* view_attn.c. Query q's weights under the focus into out[0..q] (NaN where
+ * missing); returns the scale for ui_heat_scaled: 0 global, else the row's
+ * maximum (per-row scale). */
+float view_row(const app *a, const inspect_focus *f, int q, float *out);
+/* y is a row of p's window; legend and readout return the rows they used.
+ * Buffers: row n_ctx floats, rows2 and bins 2 * n_ctx. */
+int view_legend(pane *p, int y, const inspect_focus *f, const char *how);
+int view_readout(pane *p, int y, int max_rows, const inspect_focus *f, float *row);
+void view_zoom(pane *p, int y, int h, const inspect_focus *f, float *row, int *scroll);
+void view_overview(pane *p, int y, int h, const inspect_focus *f, float *row, float *bins);
+/* A weight under scale (view_row's) as a ramp level: what the text view and the heatmap colour by. */
+int view_level(float w, float scale);
 
 pane *status_pane_new(app *a);
 

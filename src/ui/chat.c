@@ -19,7 +19,6 @@
 
 #include "ui/app.h"
 
-enum { ATT_BUDGET = 256 << 20 }; /* bytes of attention rows kept for all layers */
 enum { CHAT_OK = 0, CHAT_ERR = 1 };
 
 static volatile sig_atomic_t g_signal; /* SIGTERM/SIGINT/SIGHUP: quit */
@@ -105,7 +104,7 @@ static int open_session(app *a, const chat_options *o, const gpt2_chat_template 
     /* prefill in chunks of at most a quarter of the context (64 at most): progress
        shows and Esc cancels between them */
     int q = a->cfg->n_ctx / 4;
-    ps.context.n_batch = q < 1 ? 1 : q > 64 ? 64 : q;
+    ps.context.n_batch = a->n_batch = q < 1 ? 1 : q > 64 ? 64 : q;
     gpt2_status st = gpt2_session_new(a->model, ps, &a->s, &err);
     if (st == GPT2_ERR_CONTEXT_FULL && !o->template_name) {
         /* a model too small for its default template's preamble (models/reverse:
@@ -138,12 +137,15 @@ static int open_draft(app *a, const chat_options *o) {
 
 /* The inspector's store, filled by the session's hooks. */
 static int open_store(app *a) {
-    if (istore_new(a->cfg->n_layer, a->cfg->n_head, a->n_ctx, ATT_BUDGET, &a->store) != ISTORE_OK) {
+    if (istore_new(a->cfg->n_layer, a->cfg->n_head, a->n_ctx, APP_ATT_BUDGET, &a->store) != ISTORE_OK) {
         a->host->error("out of memory for the inspector's buffers");
         return -1;
     }
-    gpt2_hooks hooks = {.user_data = a->store, .want_attention = istore_hook_want, .on_attention = istore_hook_put};
-    gpt2_session_set_hooks(a->s, &hooks);
+    app_hook_store(a->s, a->store);
+    if (app_microscope_open(a) != 0) {
+        a->host->error("out of memory for the inspector's buffers");
+        return -1;
+    }
     return 0;
 }
 
@@ -252,6 +254,9 @@ static void close_app(app *a, gpt2_chat_template *tmpl) {
     gpt2_model_free(a->model);
     gpt2_model_free(a->draft);
     istore_free(a->store);
+    if (a->other_s) gpt2_session_free(a->other_s);
+    istore_free(a->other_store);
+    app_microscope_close(a);
     if (a->log && fclose(a->log) != 0 && !a->log_error[0])
         snprintf(a->log_error, sizeof a->log_error, "log %s: cannot write: %s", a->log_path, strerror(errno));
     a->log = NULL;
@@ -276,6 +281,7 @@ int chat_run(const chat_options *o, const chat_host *host) {
         const char *delay_env = getenv("GPTSCOPE_TEST_STEP_DELAY_MS");
         a->step_delay_ms = delay_env ? atoi(delay_env) : 0;
         if (open_screen(a, &theme) == 0) {
+            if (o->prompt) app_inspect_text(a, o->prompt), screen_draw(a);
             run_loop(a);
             rc = g_signal == SIGINT || g_signal == SIGTERM || g_signal == SIGHUP ? 128 + (int)g_signal : CHAT_OK;
         }

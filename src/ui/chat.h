@@ -29,10 +29,11 @@ typedef struct {
     int n_new;                 /* -n: max new tokens per reply, 0 = until the context is full */
     int draft_k;               /* --draft-k */
     int n_threads;             /* --threads, 0: one per CPU */
+    const char *prompt;        /* `gptscope inspect`: open in prompt mode on this text; NULL: the chat */
     gpt2_sampler_params sampler; /* the knobs, the seed chosen */
 } chat_options;
 
-typedef struct {
+typedef struct chat_host_s {
     double (*now)(void); /* seconds, monotonic */
     /* "gptscope: MESSAGE" on stderr (before the terminal is taken, or after) */
     void (*error)(const char *fmt, ...)
@@ -51,6 +52,9 @@ typedef struct {
        (*canon = its name), 0 no such knob, -1 refused (why in msg) */
     int (*sampling_set)(const char *name, const char *text, gpt2_sampler_params *sp, const char **canon, char *msg,
                         size_t cap);
+    /* /ablate SPEC: "L.H[,L.H...]" (L.* a whole layer) into mask (n_layer,
+       n_head; set entries only): 1, or 0 with the reason in msg */
+    int (*ablation_parse)(const char *spec, int n_layer, int n_head, unsigned char *mask, char *msg, size_t cap);
 } chat_host;
 
 int chat_run(const chat_options *o, const chat_host *host);

@@ -292,6 +292,45 @@ static void c_head(app *a, char *arg, char *y) {
     }
 }
 
+/* /ablate L.H[,L.H...] | L.* | off: adds heads to the ablated set (or lifts
+ * it); alone, names the set. */
+static void c_ablate(app *a, char *arg, char *y) {
+    char set[256], why[256], what[96];
+    (void)y;
+    app_ablation_text(a, set, sizeof set);
+    if (!arg) {
+        app_message(a, UI_ROLE_TEXT, "ablated: %s (x/X in the inspector toggle a head/layer; /ablate off lifts all)",
+                    set[0] ? set : "none");
+        return;
+    }
+    const int nl = a->cfg->n_layer, nh = a->cfg->n_head;
+    unsigned char *mask = calloc((size_t)nl * nh, 1);
+    if (!mask) return;
+    int off = !strcmp(arg, "off") || !strcmp(arg, "none");
+    for (int i = 0; !off && i < nl * nh; i++) mask[i] = (unsigned char)gpt2_session_ablated(a->s, i / nh, i % nh);
+    if (!off && !a->host->ablation_parse(arg, nl, nh, mask, why, sizeof why))
+        app_message(a, UI_ROLE_ERROR, "/ablate %s: %s", arg, why);
+    else
+        snprintf(what, sizeof what, "ablated %.80s", arg), app_ablate_set(a, off ? NULL : mask, off ? "ablation lifted" : what);
+    free(mask);
+}
+
+static void c_inspect(app *a, char *text, char *y) {
+    (void)y;
+    if (!text) app_message(a, UI_ROLE_ERROR, "usage: /inspect TEXT (the text evaluated as it is, nothing generated)");
+    else app_inspect_text(a, text);
+}
+
+static void c_generate(app *a, char *arg, char *y) {
+    double v;
+    (void)y;
+    if (!arg || !parse_num(arg, &v) || v < 1 || v > 1 << 20 || v != floor(v))
+        app_message(a, UI_ROLE_ERROR, "usage: /generate N (tokens, 1..%d)", 1 << 20);
+    else app_generate(a, (int)v);
+}
+
+static void c_chat(app *a, char *x, char *y) { (void)x, (void)y, app_back_to_chat(a); }
+
 static void c_theme(app *a, char *arg, char *y) {
     ui_theme th;
     char e[512];
@@ -339,23 +378,29 @@ static void c_load(app *a, char *path, char *y) {
 }
 
 static const app_command commands[] = {
-    {"/help", "/?", "", "this help", 0, c_help},
-    {"/reset", NULL, "", "empty the conversation (template, knobs and RNG kept)", 0, c_reset},
-    {"/regen", NULL, "", "sample the last reply again", 0, c_regen},
-    {"/undo", NULL, "", "remove the last exchange", 0, c_undo},
+    {"/help", "/?", "", "this help", 0, c_help, 0},
+    {"/reset", NULL, "", "empty the conversation (template, knobs and RNG kept)", 0, c_reset, 0},
+    {"/regen", NULL, "", "sample the last reply again", 0, c_regen, 0},
+    {"/undo", NULL, "", "remove the last exchange", 0, c_undo, 0},
     {"/set", NULL, "NAME VALUE",
      "temperature top-k top-p min-p repeat-penalty repeat-last-n max-tokens seed draft_k (the ranges of the "
-     "command-line options)", 0, c_set},
-    {"/layer", NULL, "N", "the inspector's layer", 0, c_layer},
-    {"/head", NULL, "N|avg", "the inspector's head, or the average of the heads", 0, c_head},
-    {"/conf", NULL, "", "confidence view on/off (as F2)", 0, c_conf},
-    {"/theme", NULL, "NAME|PATH", "dark light high-contrast, or a .theme file", 1, c_theme},
-    {"/template", NULL, "NAME|PATH", "transcript dialogpt raw model, or a chat_template.json", 1, c_template},
-    {"/save", NULL, "FILE", "the session as JSON (~ is your home directory)", 1, c_save},
-    {"/load", NULL, "FILE", "a saved session (another model's: asks first)", 1, c_load},
-    {"/draft", NULL, "on|off|DIR", "speculative sampling with a draft model", 1, c_draft},
-    {"/quit", "/q", "", "quit (also /exit, Ctrl-D on an empty line)", 0, c_quit},
-    {"/exit", NULL, NULL, NULL, 0, c_quit}, /* NULL help: an alias not listed */
+     "command-line options)", 0, c_set, 0},
+    {"/layer", NULL, "N", "the inspector's layer", 0, c_layer, 0},
+    {"/head", NULL, "N|avg", "the inspector's head, or the average of the heads", 0, c_head, 0},
+    {"/ablate", NULL, "L.H|L.*|off", "zero-ablate heads (3.1,2.0; 3.* a layer): the context is re-evaluated, the "
+     "next-token panel compares before/after; off lifts all", 0, c_ablate, 0},
+    {"/inspect", NULL, "TEXT", "prompt mode on TEXT: evaluated as it is (raw template), nothing generated; "
+     "the conversation waits (/chat)", 0, c_inspect, 1},
+    {"/generate", NULL, "N", "prompt mode: continue the text by N tokens", 0, c_generate, 0},
+    {"/chat", NULL, "", "back from prompt mode to the conversation (kept as it was)", 0, c_chat, 0},
+    {"/conf", NULL, "", "confidence view on/off (as F2)", 0, c_conf, 0},
+    {"/theme", NULL, "NAME|PATH", "dark light high-contrast, or a .theme file", 1, c_theme, 0},
+    {"/template", NULL, "NAME|PATH", "transcript dialogpt raw model, or a chat_template.json", 1, c_template, 0},
+    {"/save", NULL, "FILE", "the session as JSON (~ is your home directory)", 1, c_save, 0},
+    {"/load", NULL, "FILE", "a saved session (another model's: asks first)", 1, c_load, 0},
+    {"/draft", NULL, "on|off|DIR", "speculative sampling with a draft model", 1, c_draft, 0},
+    {"/quit", "/q", "", "quit (also /exit, Ctrl-D on an empty line)", 0, c_quit, 0},
+    {"/exit", NULL, NULL, NULL, 0, c_quit, 0}, /* NULL help: an alias not listed */
 };
 
 const app_command *app_commands(int *n) {
@@ -365,6 +410,8 @@ const app_command *app_commands(int *n) {
 
 static void run_command(app *a, char *line) {
     char *save = NULL, home_buf[PATH_MAX];
+    size_t cl = strcspn(line, " \t");
+    char *rest = strdup(line + cl + strspn(line + cl, " \t")); /* the line after the command, spaces kept */
     char *cmd = strtok_r(line, " \t", &save);
     char *arg1 = strtok_r(NULL, " \t", &save);
     char *arg2 = strtok_r(NULL, " \t", &save);
@@ -374,9 +421,12 @@ static void run_command(app *a, char *line) {
         const app_command *c = &commands[i];
         if (strcmp(cmd, c->name) && (!c->alias || strcmp(cmd, c->alias))) continue;
         if (c->path_arg) arg1 = expand_home(arg1, home_buf, sizeof home_buf);
+        if (c->rest_arg) arg1 = rest && *rest ? rest : NULL, arg2 = NULL;
         c->fn(a, arg1, arg2);
+        free(rest);
         return;
     }
+    free(rest);
     app_message(a, UI_ROLE_ERROR, "unknown command %s (F1 or /help lists them)", cmd);
 }
 
@@ -393,6 +443,7 @@ void app_submit_line(app *a, char *line) {
         free(copy);
         return;
     }
-    app_send(a, line);
+    if (a->prompt_mode) app_inspect_text(a, line); /* a line in prompt mode is the next prompt */
+    else app_send(a, line);
 }
 

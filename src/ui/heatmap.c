@@ -56,3 +56,44 @@ int ui_top_entries(const float *row, int n, int k, int *idx, float *w) {
     }
     return m;
 }
+
+float ui_heat_level_floor(int level, int n_levels) {
+    if (n_levels < 2) n_levels = 2;
+    if (level <= 1) return 0;
+    if (level > n_levels - 1) level = n_levels - 1;
+    float x = (float)(level - 1) / (float)(n_levels - 1);
+    return x * x;
+}
+
+float ui_heat_scaled(float w, float row_max) {
+    if (w != w || row_max <= 0) return w;
+    float x = w / row_max;
+    return x > 1 ? 1 : x;
+}
+
+float ui_row_max(const float *row, int n) {
+    float m = 0;
+    for (int i = 0; i < n; i++)
+        if (row[i] > m) m = row[i];
+    return m;
+}
+
+int ui_bin_size(int n, int cells) {
+    if (n <= 0) return 1;
+    if (cells <= 0) return n;
+    int k = (n + cells - 1) / cells;
+    return k < 1 ? 1 : k;
+}
+
+int ui_bin_max(const float *row, int n, int k, float *out, int accumulate) {
+    if (k < 1) k = 1;
+    int nb = n > 0 ? (n + k - 1) / k : 0;
+    for (int b = 0; b < nb; b++) {
+        float m = NAN;
+        for (int j = b * k; j < n && j < (b + 1) * k; j++)
+            if (row[j] == row[j] && !(m >= row[j])) m = row[j];
+        if (accumulate && out[b] == out[b] && !(m > out[b])) continue;
+        out[b] = m;
+    }
+    return nb;
+}

@@ -29,6 +29,33 @@ void ui_heat_window(int n, int rows, int cols, int scroll, int cursor, ui_heat_v
  * (and NaN). n_levels >= 2. */
 int ui_heat_level(float w, int n_levels);
 
+/* The lowest weight that level (1 .. n_levels - 1) stands for under
+ * ui_heat_level: ((level - 1) / (n_levels - 1))^2 (level 1: anything above
+ * 0); 0 for level 0. The legend's tick numbers. */
+float ui_heat_level_floor(int level, int n_levels);
+
+/* A weight as the ramp sees it under a scale: global (row_max <= 0: w as it
+ * is, weights being in [0, 1]) or per row (w / row_max, so that each row's
+ * largest weight is 1). NaN stays NaN. */
+float ui_heat_scaled(float w, float row_max);
+
+/* The largest finite entry of row (n of them; NaN skipped), 0 if none. */
+float ui_row_max(const float *row, int n);
+
+/* ---- overview: the whole matrix binned -------------------------------- */
+
+/* Tokens per cell so that n tokens fit into cells cells: ceil(n / cells),
+ * at least 1 (0 cells: n). Rows and columns use the same size, so the
+ * diagonal stays a diagonal. */
+int ui_bin_size(int n, int cells);
+
+/* Max-pools row (n entries, NaN skipped) into bins of k: bin b covers
+ * entries b*k .. b*k + k - 1. accumulate 0: out[b] = that maximum (NaN for a
+ * bin with no finite entry); 1: out[b] = max(out[b], it), a NaN out[b]
+ * replaced. Returns the bins written, ceil(n / k). Max, not mean: one sharp
+ * weight in a bin stays visible. */
+int ui_bin_max(const float *row, int n, int k, float *out, int accumulate);
+
 /* The k largest entries of row (n of them): their indices into idx and weights
  * into w, largest first, ties to the lower index. Returns min(k, n). */
 int ui_top_entries(const float *row, int n, int k, int *idx, float *w);

@@ -93,13 +93,14 @@ float istore_weight(const istore *st, int layer, int head, int q, int k) {
         const float *row = istore_row(st, layer, head, q);
         return row ? row[k] : NAN;
     }
-    float s = 0;
+    float s = 0, mx = 0;
     for (int h = 0; h < st->n_head; h++) {
         const float *row = istore_row(st, layer, h, q);
         if (!row) return NAN;
         s += row[k];
+        if (row[k] > mx) mx = row[k];
     }
-    return s / (float)st->n_head;
+    return head == ISTORE_MAX ? mx : s / (float)st->n_head;
 }
 
 void istore_weights(const istore *st, int layer, int head, int q, float *out) {

@@ -55,11 +55,16 @@ void istore_hook_put(void *st, int layer, int head, int pos, const float *probs,
  * kept (single-layer mode: computed for another layer, or forgotten). */
 const float *istore_row(const istore *st, int layer, int head, int pos);
 
-/* Query q's weight on key k at (layer, head); head -1: the mean over the
- * heads. NaN when a row it needs is missing. */
+/* What a head argument may also name: the mean of the layer's heads, or
+ * their maximum (where any head looks). */
+enum { ISTORE_MEAN = -1, ISTORE_MAX = -2 };
+
+/* Query q's weight on key k at (layer, head); head ISTORE_MEAN: the mean
+ * over the heads, ISTORE_MAX: the maximum over them. NaN when a row it needs
+ * is missing. */
 float istore_weight(const istore *st, int layer, int head, int q, int k);
 
-/* Row q of (layer, head) (head -1: the mean of the heads) into out[0..q]:
+/* Row q of (layer, head) (head ISTORE_MEAN / ISTORE_MAX as above) into out[0..q]:
  * NaN where missing. */
 void istore_weights(const istore *st, int layer, int head, int q, float *out);
 

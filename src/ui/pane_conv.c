@@ -2,6 +2,9 @@
  * ROMEO"), wrapped to the pane's width, scrolled from the bottom. Reply
  * tokens are coloured by their probability in the confidence view (F2), else
  * draft mode's tokens are marked; both read the store's per-token notes.
+ * In the inspector's text view it shows instead the context as the model
+ * sees it — every cached token, template text included, across turns —
+ * each token shaded by how much the inspector's query attends to it.
  * State: the scroll, the view, and the display lines it lays out (kept
  * between frames so that a frame does not allocate). */
 #include <stdlib.h>
@@ -24,8 +27,17 @@ typedef struct {
     int confidence; /* colour reply tokens by probability */
     conv_line *lines; /* (cap) the layout of the last frame */
     int cap;
-    ui_line *wrap;  /* (wrap_cap) one turn's wrapped lines */
+    ui_line *wrap;  /* (wrap_cap) one turn's wrapped lines (the text view: the context's) */
     int wrap_cap;
+    /* the text view */
+    int text_view;  /* the last frame drew it */
+    char *ctx;      /* (ctx_cap) the context's bytes, token after token */
+    int ctx_cap;
+    int *tok_end;   /* (tok_cap) where token i's bytes end in ctx */
+    int tok_cap;
+    int *cell_tok;  /* (cell_cap >= h * w) the token drawn at each cell, -1: none */
+    int cell_cap;
+    float *row;     /* (n_ctx) the query's weights */
 } conv_pane;
 
 /* Room for n entries of size sz in *buf (capacity *cap): 0 when out of memory. */
@@ -147,7 +159,7 @@ static void role_label(const app *a, int user, char *out, size_t cap) {
     const gpt2_chat_template *t = gpt2_session_template(a->s);
     char who[32];
     speaker(user ? t->user_prefix : t->assistant_prefix, who, sizeof who);
-    const char *base = user ? "you" : a->model_name;
+    const char *base = a->prompt_mode ? (user ? "prompt (as typed, raw template)" : "generated") : user ? "you" : a->model_name;
     if (who[0]) snprintf(out, cap, "%.40s, as %s", base, who);
     else snprintf(out, cap, "%.40s", base);
 }
@@ -188,9 +200,98 @@ static void draw_label(pane *p, int r, const conv_line *l) {
         term_printf(p->win, r, c, p->w - 1 - c, term_attr(UI_ROLE_DIM), " ...");
 }
 
+/* The context's bytes, token after token, into cp->ctx (token i ends at
+ * tok_end[i]); returns the length, -1 when out of memory. */
+static int context_text(conv_pane *cp, const inspect_focus *f) {
+    int len = 0;
+    if (!reserve((void **)&cp->tok_end, &cp->tok_cap, f->n_tok, sizeof *cp->tok_end)) return -1;
+    for (int i = 0; i < f->n_tok; i++) {
+        size_t bl;
+        const char *b = gpt2_tokenizer_token_bytes(cp->base.a->tok, f->toks[i], &bl);
+        if (!b) bl = 0;
+        if (!reserve((void **)&cp->ctx, &cp->ctx_cap, len + (int)bl + 1, 1)) return -1;
+        memcpy(cp->ctx + len, b, bl);
+        len += (int)bl;
+        cp->tok_end[i] = len;
+    }
+    return len;
+}
+
+/* How token t reads under the query's attention: the query marked, later
+ * tokens (which it cannot see) dim, the rest shaded by weight. */
+static attr_t token_shade(const conv_pane *cp, const inspect_focus *f, int t, float scale) {
+    if (t == f->query) return term_attr(UI_ROLE_SELECTION) | A_BOLD | A_UNDERLINE;
+    if (t > f->query || cp->row[t] != cp->row[t]) return term_attr(UI_ROLE_DIM);
+    return term_shade(view_level(cp->row[t], scale));
+}
+
+/* Row r of the text view: bytes [start, end) of the context (tk: the token
+ * of byte start, advanced), a '↵' where the line ended in a newline. */
+static void text_line(conv_pane *cp, int r, const ui_line *l, int len, int *tk, const inspect_focus *f, float scale) {
+    pane *p = &cp->base;
+    int cols = 0, maxc = p->w - 1;
+    for (int i = (int)l->start; i <= (int)l->end && cols < maxc;) {
+        while (*tk < f->n_tok - 1 && cp->tok_end[*tk] <= i) (*tk)++;
+        attr_t at = token_shade(cp, f, *tk, scale);
+        int c0 = cols;
+        if (i == (int)l->end) { /* past the text: a newline token shows as ↵ */
+            if (i < len && cp->ctx[i] == '\n') cols += term_put(p->win, r, cols, "\u21B5", 3, maxc - cols, at);
+            i++;
+        } else {
+            uint32_t cp32;
+            int nb = ui_utf8_decode(cp->ctx + i, (size_t)(len - i), &cp32);
+            cols += term_put(p->win, r, cols, cp->ctx + i, (size_t)nb, maxc - cols, at);
+            i += nb;
+        }
+        for (int c = c0; c < cols; c++) cp->cell_tok[r * p->w + c] = *tk;
+    }
+}
+
+/* The text view: a header saying what it shows, then the context wrapped,
+ * scrolled so that the query's line shows. */
+static void draw_context(conv_pane *cp) {
+    pane *p = &cp->base;
+    app *a = p->a;
+    inspect_focus f;
+    inspector_focus(a->panes[PANE_INSPECTOR], &f);
+    int len = context_text(cp, &f);
+    if (len < 0 || !reserve((void **)&cp->cell_tok, &cp->cell_cap, p->h * p->w, sizeof *cp->cell_tok)) return;
+    for (int i = 0; i < p->h * p->w; i++) cp->cell_tok[i] = -1;
+    float scale = f.query >= 0 ? view_row(a, &f, f.query, cp->row) : 0;
+    char who[64];
+    inspector_head_name(a, &f, who, sizeof who);
+    term_printf(p->win, 0, 0, p->w - 1, term_attr(UI_ROLE_TITLE), "text view: the model's context, %d tokens, "
+                "template text included", f.n_tok);
+    term_printf(p->win, 1, 0, p->w - 1, term_attr(UI_ROLE_DIM), "shade = attention of query #%d (marked), %s; "
+                "click a token or \u2191\u2193 in the inspector", f.query, who);
+    int tw = p->w - 1 > 1 ? p->w - 1 : 1, need = ui_wrap(cp->ctx, (size_t)len, tw, NULL, 0);
+    if (!reserve((void **)&cp->wrap, &cp->wrap_cap, need, sizeof *cp->wrap)) return;
+    ui_wrap(cp->ctx, (size_t)len, tw, cp->wrap, need);
+    int qstart = f.query > 0 ? cp->tok_end[f.query - 1] : 0, ql = 0, h = p->h - 2;
+    while (ql + 1 < need && (int)cp->wrap[ql + 1].start <= qstart) ql++;
+    int first = need - h > 0 ? need - h : 0;
+    if (ql < first) first = ql - h / 3 > 0 ? ql - h / 3 : 0; /* the query's line in view */
+    int tk = 0;
+    for (int r = 0; r < h && first + r < need; r++) text_line(cp, 2 + r, &cp->wrap[first + r], len, &tk, &f, scale);
+}
+
+int conv_token_at(const pane *p, int y, int x) {
+    const conv_pane *cp = (const conv_pane *)p;
+    int ly = y - p->y, lx = x - p->x;
+    if (!cp->text_view || !p->win || ly < 0 || ly >= p->h || lx < 0 || lx >= p->w) return -1;
+    return cp->cell_tok[ly * p->w + lx];
+}
+
 static void conv_draw(pane *p) {
     conv_pane *cp = (conv_pane *)p;
     werase(p->win);
+    inspect_focus f;
+    inspector_focus(p->a->panes[PANE_INSPECTOR], &f);
+    cp->text_view = f.view == INSPECT_TEXT;
+    if (cp->text_view) {
+        draw_context(cp);
+        return;
+    }
     int n = conv_layout(cp, p->w - 1);
     int h = cp->confidence && p->h > 2 ? p->h - 1 : p->h; /* the legend's row */
     if (h < p->h) conf_legend(p);
@@ -243,6 +344,7 @@ static void conv_free(pane *p) {
     conv_pane *cp = (conv_pane *)p;
     free(cp->lines);
     free(cp->wrap);
+    free(cp->ctx), free(cp->tok_end), free(cp->cell_tok), free(cp->row);
     pane_release(p);
 }
 
@@ -253,5 +355,9 @@ pane *conv_pane_new(app *a) {
     conv_pane *cp = calloc(1, sizeof *cp);
     if (!cp) return NULL;
     cp->base = (pane){.ops = &conv_ops, .a = a};
+    if (!(cp->row = malloc((size_t)istore_n_ctx(a->store) * sizeof *cp->row))) {
+        free(cp);
+        return NULL;
+    }
     return &cp->base;
 }

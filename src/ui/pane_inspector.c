@@ -1,10 +1,13 @@
-/* pane_inspector.c — the inspector: one layer's attention heatmap (a head, or
- * the average of the heads) over the context, a cursor on a query token with
- * the keys it attends to most, and the next-token candidates (at the cursor's
- * token when the session recorded them, else the latest). It draws from the
- * store and the session; it computes nothing the model did not.
- * State: the layer and head shown, the query cursor and the heatmap's scroll,
- * and one row of weights to rank (allocated once, not per frame). */
+/* pane_inspector.c — the inspector: one layer's attention in one of its
+ * views (inspect_view: the zoomed heatmap, the binned overview, or the text
+ * view, where the conversation pane shades the context), a head, the mean
+ * or the max of the layer's heads, a query cursor with a readout of the
+ * keys it attends to most, and the next-token candidates (at the cursor's
+ * token when the session recorded them, else the latest; beside the
+ * candidates before an ablation right after one). It draws from the store
+ * and the session; it computes nothing the model did not.
+ * State: the view, layer, head, the query and key cursors, the scale, the
+ * heatmap's scroll, and the rows it draws from (allocated once). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,24 +16,25 @@
 
 typedef struct {
     pane base;
-    int layer, head; /* head -1: the average of the heads */
+    inspect_view view;
+    int layer, head; /* head: 0..n_head-1, ISTORE_MEAN, ISTORE_MAX */
+    int last_head;   /* the single head to come back to from mean/max */
     int cursor;      /* the query under the cursor, -1: follow the newest */
+    int key;         /* the key cursor, -1: the query's top key */
+    int row_scale;   /* colour scale per query row (1) or global (0) */
     int scroll;      /* the heatmap's rows scrolled back */
-    float *row;      /* (n_ctx) the cursor's weights, for its top keys */
+    float *row;      /* (n_ctx) one query's weights */
+    float *rows2;    /* (2, n_ctx) a cell's two query rows */
+    float *bins;     /* (2, n_ctx) the overview's pooled rows */
 } inspector_pane;
 
-/* Rows of the inspector from the top: the heatmap, then the cursor's line,
- * then the candidates' title and k_lines candidates. */
-typedef struct {
-    int heat_rows, heat_cols, k_lines;
-} inspector_layout;
-
-static inspector_layout layout_of(const pane *p) {
-    int avail = p->h - 1;
-    int k = (avail - 2) / 2;
-    k = k > 10 ? 10 : k < 1 ? 1 : k;
-    int rows = avail - 1 - (1 + k);
-    return (inspector_layout){.heat_rows = rows < 1 ? 1 : rows, .heat_cols = p->w - 3, .k_lines = k};
+static const char *view_name(inspect_view v) {
+    switch (v) {
+    case INSPECT_ZOOM: return "attention heatmap";
+    case INSPECT_OVERVIEW: return "attention overview";
+    case INSPECT_TEXT: return "attention text";
+    default: return "?";
+    }
 }
 
 void inspector_set_layer(pane *p, int layer) {
@@ -43,17 +47,65 @@ void inspector_set_layer(pane *p, int layer) {
 void inspector_set_head(pane *p, int head) {
     inspector_pane *ip = (inspector_pane *)p;
     int n = p->a->cfg->n_head; /* heads 0..n-1, then n = the average */
+    if (ip->head == ISTORE_MAX) ip->head = ISTORE_MEAN;
     if (head < 0) head = head == -1 && ip->head == 0 ? n : head; /* 0 - 1 -> average */
     int h = ((head % (n + 1)) + (n + 1)) % (n + 1);
-    ip->head = h == n ? -1 : h;
+    ip->head = h == n ? ISTORE_MEAN : h;
+    if (ip->head >= 0) ip->last_head = ip->head;
 }
 
-void inspector_toggle_average(pane *p) { inspector_set_head(p, ((inspector_pane *)p)->head < 0 ? 0 : -1); }
+void inspector_toggle_average(pane *p) {
+    inspector_pane *ip = (inspector_pane *)p;
+    inspector_set_head(p, ip->head < 0 ? ip->last_head : -1);
+}
+
+void inspector_cycle_mode(pane *p) {
+    inspector_pane *ip = (inspector_pane *)p;
+    ip->head = ip->head >= 0 ? ISTORE_MEAN : ip->head == ISTORE_MEAN ? ISTORE_MAX : ip->last_head;
+}
+
+void inspector_next_view(pane *p) {
+    inspector_pane *ip = (inspector_pane *)p;
+    ip->view = (inspect_view)((ip->view + 1) % N_INSPECT_VIEWS);
+}
+
+void inspector_set_view(pane *p, int view) { ((inspector_pane *)p)->view = (inspect_view)(view % N_INSPECT_VIEWS); }
+
 int inspector_layer(const pane *p) { return ((const inspector_pane *)p)->layer; }
 int inspector_head(const pane *p) { return ((const inspector_pane *)p)->head; }
 
 void inspector_follow_newest(pane *p) {
-    if (p) ((inspector_pane *)p)->cursor = -1;
+    if (p) ((inspector_pane *)p)->cursor = -1, ((inspector_pane *)p)->key = -1;
+}
+
+void inspector_set_query(pane *p, int q, int key) {
+    inspector_pane *ip = (inspector_pane *)p;
+    int n_tok = 0;
+    gpt2_session_tokens(p->a->s, &n_tok);
+    if (q < 0 || q >= n_tok) return;
+    ip->cursor = q == n_tok - 1 ? -1 : q;
+    ip->key = key >= 0 && key <= q ? key : -1;
+}
+
+void inspector_focus(pane *p, inspect_focus *f) {
+    inspector_pane *ip = (inspector_pane *)p;
+    *f = (inspect_focus){.view = ip->view, .layer = ip->layer, .head = ip->head, .row_scale = ip->row_scale};
+    f->toks = gpt2_session_tokens(p->a->s, &f->n_tok);
+    f->query = ip->cursor < 0 || ip->cursor >= f->n_tok ? f->n_tok - 1 : ip->cursor;
+    f->key = ip->key;
+    if (f->query >= 0 && (f->key < 0 || f->key > f->query)) { /* the query's top key */
+        int idx;
+        float w;
+        view_row(p->a, f, f->query, ip->row);
+        f->key = ui_top_entries(ip->row, f->query + 1, 1, &idx, &w) ? idx : f->query;
+    }
+}
+
+void inspector_head_name(const app *a, const inspect_focus *f, char *buf, size_t cap) {
+    if (f->head >= 0)
+        snprintf(buf, cap, "L%d H%d%s", f->layer, f->head, gpt2_session_ablated(a->s, f->layer, f->head) ? " (ablated)" : "");
+    else
+        snprintf(buf, cap, "L%d %s of heads", f->layer, f->head == ISTORE_MAX ? "max" : "mean");
 }
 
 static const char *stage_tag(gpt2_sampler_stage s) {
@@ -80,57 +132,19 @@ static int snap_at(app *a, int q, int32_t tok, istore_snap *out) {
     return 0;
 }
 
-static void draw_title_line(inspector_pane *ip) {
+/* The title: the view, the layer and what of its heads, and whether that
+ * head is ablated. */
+static void draw_title_line(inspector_pane *ip, const inspect_focus *f) {
     pane *p = &ip->base;
-    char title[96];
+    char title[160], who[64];
+    inspector_head_name(p->a, f, who, sizeof who);
     int top_l = p->a->cfg->n_layer - 1, top_h = p->a->cfg->n_head - 1;
-    int wide = p->w >= 42; /* "layer"/"head" spelled out when they fit, else L and H */
-    if (ip->head >= 0)
-        snprintf(title, sizeof title, wide ? "attention  layer %d (0-%d)  head %d (0-%d)" : "attention  L%d (0-%d)  H%d (0-%d)",
-                 ip->layer, top_l, ip->head, top_h);
+    if (p->w >= 42)
+        snprintf(title, sizeof title, "%s  %s  (layers 0-%d, heads 0-%d)", view_name(ip->view), who, top_l, top_h);
     else
-        snprintf(title, sizeof title, wide ? "attention  layer %d (0-%d)  average of heads" : "attention  L%d (0-%d)  avg of heads",
-                 ip->layer, top_l);
+        snprintf(title, sizeof title, "%s %s", view_name(ip->view), who);
     pane_title(p, title);
     pane_left_border(p);
-}
-
-/* The heatmap's cells: one per (query row, key column) of the window v. */
-static void draw_heat(inspector_pane *ip, const ui_heat_view *v) {
-    pane *p = &ip->base;
-    int nl = term_heat_levels();
-    for (int r = 0; r < v->n_rows; r++) {
-        int q = v->row0 + r, y = 1 + r;
-        if (q == v->cursor) term_printf(p->win, y, 1, 1, term_attr(UI_ROLE_SELECTION), ">");
-        for (int c = 0; c < v->n_cols && v->col0 + c <= q; c++) {
-            float x = istore_weight(p->a->store, ip->layer, ip->head, q, v->col0 + c);
-            if (x != x) {
-                term_put(p->win, y, 2 + c, "?", 1, 1, term_attr(UI_ROLE_DIM));
-                continue;
-            }
-            int lv = ui_heat_level(x, nl);
-            const char *g = term_heat_glyph(lv);
-            term_put(p->win, y, 2 + c, g, strlen(g), 1, term_heat(lv));
-        }
-    }
-}
-
-/* Row y: the cursor's token and the three keys it attends to most. */
-static void draw_top_keys(inspector_pane *ip, int y, int q, const int32_t *toks) {
-    pane *p = &ip->base;
-    char lab[48];
-    app_token_label(p->a, toks[q], lab, sizeof lab);
-    int c = term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), "#%d %s\u2192", q, lab);
-    int idx[3];
-    float wts[3];
-    istore_weights(p->a->store, ip->layer, ip->head, q, ip->row);
-    int m = ui_top_entries(ip->row, q + 1, 3, idx, wts);
-    for (int i = 0; i < m && c < p->w - 2; i++) {
-        if (wts[i] != wts[i] || wts[i] < 0) continue;
-        app_token_label(p->a, toks[idx[i]], lab, sizeof lab);
-        c += term_printf(p->win, y, 1 + c, p->w - 2 - c, term_attr(UI_ROLE_TEXT), " #%d %s %.2f", idx[i], lab,
-                         (double)wts[i]);
-    }
 }
 
 /* One candidate on row y: chosen mark, token, probability bar, percentage,
@@ -162,42 +176,73 @@ static void draw_candidates(pane *p, int y, const istore_snap *sn, int at_pos, i
             term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " #%d then: T %.2f k %d p %.2f m %.2f",
                         at_pos, (double)sp->temperature, sp->top_k, (double)sp->top_p, (double)sp->min_p);
         else
-            term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " next token%s",
-                        sn->valid ? "" : " (none yet)");
+            term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " next token%s%s",
+                        sn->valid ? "" : " (none yet)", app_ablation_count(p->a) ? " (under the ablation)" : "");
     }
     y++;
     for (int i = 0; sn->valid && i < sn->n && i < k_lines && y < p->h; i++, y++)
         draw_candidate(p, y, &sn->c[i], sn->c[i].id == sn->chosen);
 }
 
-static void inspector_draw(pane *p) {
-    inspector_pane *ip = (inspector_pane *)p;
+/* The next-token panel from row y: right after an ablation changed, the
+ * distribution before and after it; at an earlier token, that token's
+ * candidates; else the latest. */
+static void draw_next_token(inspector_pane *ip, int y, int k_lines, const inspect_focus *f) {
+    pane *p = &ip->base;
     app *a = p->a;
-    werase(p->win);
-    int n_tok = 0;
-    const int32_t *toks = gpt2_session_tokens(a->s, &n_tok);
-    inspector_layout lay = layout_of(p);
-    draw_title_line(ip);
-    ui_heat_view v;
-    ui_heat_window(n_tok, lay.heat_rows, lay.heat_cols, ip->scroll, ip->cursor, &v);
-    ip->scroll = ip->cursor < 0 ? 0 : v.scroll;
-    draw_heat(ip, &v);
-    int y = 1 + lay.heat_rows;
-    if (n_tok == 0) term_printf(p->win, 1, 2, p->w - 3, term_attr(UI_ROLE_DIM), "(no tokens yet)");
-    if (v.cursor >= 0 && y < p->h) draw_top_keys(ip, y, v.cursor, toks);
-    y++;
+    if (ip->cursor < 0 && app_compare_draw(a, p, y, k_lines + 1)) return;
     istore_snap here;
-    if (ip->cursor >= 0 && v.cursor >= 0) {
-        if (snap_at(a, v.cursor, toks[v.cursor], &here)) {
-            draw_candidates(p, y, &here, v.cursor, lay.k_lines);
+    if (ip->cursor >= 0 && f->query >= 0) {
+        if (snap_at(a, f->query, f->toks[f->query], &here)) {
+            draw_candidates(p, y, &here, f->query, k_lines);
         } else if (y < p->h) { /* a prompt token, or one from before a context drop or /load */
-            term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " #%d: no candidates recorded", v.cursor);
+            term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " #%d: no candidates recorded", f->query);
             term_printf(p->win, y + 1 < p->h ? y + 1 : y, 1, p->w - 2, term_attr(UI_ROLE_DIM),
                         " (prompt tokens, drafted and re-encoded ones have none)");
         }
         return;
     }
-    draw_candidates(p, y, istore_last(a->store), -1, lay.k_lines);
+    const istore_snap *last = istore_last(a->store);
+    if (!last->valid && app_next_now(a, &here)) last = &here; /* nothing sampled yet: the model's own distribution */
+    draw_candidates(p, y, last, -1, k_lines);
+}
+
+/* The text view's note in the inspector: where the drawing is. */
+static int text_view_note(pane *p, int y) {
+    static const char note[] = "The conversation pane shows the context as the model sees it, each token shaded "
+                               "by the attention the query (marked) pays to it. Up/Down move the query.";
+    ui_line wl[4];
+    int n = ui_wrap(note, sizeof note - 1, p->w - 2, wl, 4);
+    for (int i = 0; i < n && i < 4; i++)
+        term_put(p->win, y + i, 1, note + wl[i].start, wl[i].end - wl[i].start, p->w - 2, term_attr(UI_ROLE_DIM));
+    return (n < 4 ? n : 4) + 1;
+}
+
+static void inspector_draw(pane *p) {
+    inspector_pane *ip = (inspector_pane *)p;
+    werase(p->win);
+    inspect_focus f;
+    inspector_focus(p, &f);
+    draw_title_line(ip, &f);
+    /* rows: the view, the readout (2-3), the next-token panel (title + k) */
+    int k = f.view == INSPECT_TEXT ? (p->h - 6) : (p->h - 1) / 4;
+    k = k > 10 ? 10 : k < 2 ? 2 : k;
+    int read_rows = f.view == INSPECT_TEXT ? 4 : 3;
+    int view_h = p->h - 1 - read_rows - 1 - k;
+    int y = 1;
+    if (f.n_tok == 0) term_printf(p->win, 2, 2, p->w - 3, term_attr(UI_ROLE_DIM), "(no tokens yet)");
+    switch (f.view) {
+    case INSPECT_ZOOM: view_zoom(p, y, view_h, &f, ip->rows2, &ip->scroll); break;
+    case INSPECT_OVERVIEW: view_overview(p, y, view_h, &f, ip->row, ip->bins); break;
+    case INSPECT_TEXT:
+        view_h = view_legend(p, y, &f, NULL) + text_view_note(p, y + 2);
+        break;
+    default: break;
+    }
+    if (ip->cursor < 0) ip->scroll = 0;
+    y = 1 + (view_h > 0 ? view_h : 0);
+    view_readout(p, y, read_rows, &f, ip->row);
+    draw_next_token(ip, y + read_rows, k, &f);
 }
 
 /* Up/Down/PgUp/PgDn/Home move the cursor (End: follow the newest again). */
@@ -212,36 +257,59 @@ static int move_cursor(inspector_pane *ip, int key) {
     case KEY_PPAGE: cur -= page; break;
     case KEY_NPAGE: cur += page; break;
     case KEY_HOME: cur = 0; break;
-    case KEY_END: ip->cursor = -1, ip->scroll = 0; return PANE_REDRAW;
+    case KEY_END: ip->cursor = -1, ip->key = -1, ip->scroll = 0; return PANE_REDRAW;
     default: return PANE_IGNORED;
     }
     if (cur < 0) cur = 0;
     if (cur >= n_tok - 1) cur = -1; /* back to following the newest */
     ip->cursor = cur;
+    ip->key = -1; /* the new query's top key */
     return PANE_REDRAW;
+}
+
+/* </> (or ,/.) move the key cursor along the query's row. */
+static int move_key(inspector_pane *ip, int d) {
+    inspect_focus f;
+    inspector_focus(&ip->base, &f);
+    if (f.query < 0) return PANE_HANDLED;
+    int k = f.key + d;
+    ip->key = k < 0 ? 0 : k > f.query ? f.query : k;
+    return PANE_REDRAW;
+}
+
+static int inspector_char(inspector_pane *ip, int key) {
+    pane *p = &ip->base;
+    switch (key) {
+    case 'l': inspector_set_layer(p, ip->layer + 1); return PANE_REDRAW;
+    case 'L': inspector_set_layer(p, ip->layer - 1); return PANE_REDRAW;
+    case 'h': inspector_set_head(p, ip->head + 1); return PANE_REDRAW;
+    case 'H': inspector_set_head(p, ip->head - 1); return PANE_REDRAW;
+    case 'a': inspector_toggle_average(p); return PANE_REDRAW;
+    case 'm': inspector_cycle_mode(p); return PANE_REDRAW;
+    case 'v': inspector_next_view(p); return PANE_REDRAW;
+    case 's': ip->row_scale = !ip->row_scale; return PANE_REDRAW;
+    case '<': case ',': return move_key(ip, -1);
+    case '>': case '.': return move_key(ip, +1);
+    case 'x': app_ablate_toggle(p->a, ip->layer, ip->head >= 0 ? ip->head : ip->last_head); return PANE_REDRAW;
+    case 'X': app_ablate_toggle(p->a, ip->layer, -1); return PANE_REDRAW;
+    default: return PANE_IGNORED;
+    }
 }
 
 static int inspector_key(pane *p, int key, int is_code) {
     inspector_pane *ip = (inspector_pane *)p;
-    if (!is_code) {
-        switch (key) {
-        case 'l': inspector_set_layer(p, ip->layer + 1); return PANE_REDRAW;
-        case 'L': inspector_set_layer(p, ip->layer - 1); return PANE_REDRAW;
-        case 'h': inspector_set_head(p, ip->head + 1); return PANE_REDRAW;
-        case 'H': inspector_set_head(p, ip->head - 1); return PANE_REDRAW;
-        case 'a': inspector_toggle_average(p); return PANE_REDRAW;
-        default: return PANE_IGNORED;
-        }
-    }
+    if (!is_code) return inspector_char(ip, key);
     if (key == KEY_LEFT || key == KEY_RIGHT) {
         inspector_set_head(p, ip->head + (key == KEY_LEFT ? -1 : 1));
         return PANE_REDRAW;
     }
+    if (key == KEY_SLEFT || key == KEY_SRIGHT) return move_key(ip, key == KEY_SLEFT ? -1 : 1);
     return move_cursor(ip, key);
 }
 
 static void inspector_free(pane *p) {
-    free(((inspector_pane *)p)->row);
+    inspector_pane *ip = (inspector_pane *)p;
+    free(ip->row), free(ip->rows2), free(ip->bins);
     pane_release(p);
 }
 
@@ -251,13 +319,16 @@ static const pane_ops inspector_ops = {
 pane *inspector_pane_new(app *a) {
     inspector_pane *ip = calloc(1, sizeof *ip);
     if (!ip) return NULL;
-    ip->row = malloc((size_t)istore_n_ctx(a->store) * sizeof *ip->row);
-    if (!ip->row) {
-        free(ip);
+    size_t n = (size_t)istore_n_ctx(a->store);
+    ip->base = (pane){.ops = &inspector_ops, .a = a};
+    ip->row = malloc(n * sizeof *ip->row);
+    ip->rows2 = malloc(2 * n * sizeof *ip->rows2);
+    ip->bins = malloc(2 * n * sizeof *ip->bins);
+    if (!ip->row || !ip->rows2 || !ip->bins) {
+        inspector_free(&ip->base);
         return NULL;
     }
-    ip->base = (pane){.ops = &inspector_ops, .a = a};
-    ip->cursor = -1;
+    ip->cursor = -1, ip->key = -1;
     inspector_set_layer(&ip->base, 0);
     return &ip->base;
 }

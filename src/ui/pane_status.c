@@ -24,18 +24,21 @@ static void status_draw(pane *p) {
     } else if (gpt2_session_draft_model(a->s)) {
         snprintf(draft, sizeof draft, " \u2502 draft off");
     }
+    char abl[200] = "", set[160];
+    app_ablation_text(a, set, sizeof set);
+    if (set[0]) snprintf(abl, sizeof abl, " \u2502 ablated %s", set);
     /* the reply's kept tokens (the tokens evaluated for it, draft passes and
        rejected drafts included, are in the --log) */
-    int n = snprintf(buf, sizeof buf, " %s \u2502 ctx %d/%d \u2502 %.*f tok/s \u2502 turn: prefill %d, reply %d%s",
+    int n = snprintf(buf, sizeof buf, " %s \u2502 ctx %d/%d \u2502 %.*f tok/s \u2502 turn: prefill %d, reply %d%s%s",
                      a->model_name, n_tok, a->n_ctx, a->last_tps >= 100 ? 0 : 1, a->last_tps, a->turn_prefill,
-                     a->reply_tokens, draft);
+                     a->reply_tokens, draft, abl);
     if (n < 0) return;
     int c = term_put(p->win, 0, 0, buf, strlen(buf), p->w, at);
     const char *hint = a->generating ? " \u2502 Esc stops" : " \u2502 F1 help"; /* when it fits */
     if (c + ui_text_width(hint, strlen(hint)) <= p->w) c += term_put(p->win, 0, c, hint, strlen(hint), p->w - c, at);
     else return;
     /* more hints when there is room */
-    static const char *more[] = {"  Tab focus", "  F2 confidence", "  F3/F4 layer", "  F5/F6 head", "  /quit"};
+    static const char *more[] = {"  Tab focus", "  F8 view", "  F3/F4 layer", "  F5/F6 head", "  F2 confidence", "  /quit"};
     for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
         int w = ui_text_width(more[i], strlen(more[i]));
         if (c + w > p->w) break;

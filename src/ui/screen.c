@@ -86,6 +86,7 @@ static const char *help_lines[] = {
     "F3, F4        previous / next layer of the inspector",
     "F5, F6        previous / next head (past the last: the average of heads)",
     "F7            average of heads on/off       Ctrl-L  redraw the screen",
+    "F8            inspector view: heatmap \u2192 overview \u2192 text view",
     "",
     "Input line    emacs keys (readline): Ctrl-A/E/B/F/K/U/W, Alt-B/F,",
     "              Up/Down history, Ctrl-R search",
@@ -94,7 +95,12 @@ static const char *help_lines[] = {
     "              PgUp/PgDn by 10 steps",
     "Inspector     Up/Down/PgUp/PgDn move the query cursor (that token's",
     "              candidates), End follows the newest token,",
-    "              Left/Right or h/H head, l/L layer, a average",
+    "              Left/Right or h/H head, l/L layer, a average,",
+    "              m head \u2192 mean \u2192 max of heads, v view, s scale",
+    "              global/per row, < > (or , .) the key cursor,",
+    "              x ablate the head on/off, X the whole layer",
+    "Text view     the conversation pane shows the model's context",
+    "              shaded by the query's attention; click a token",
     "Draft mode    accepted draft tokens in the draft colour, the target's",
     "              corrections in draft-fix, underlined where drafts were",
     "              rejected; the status bar shows k, r and tokens per pass",
@@ -244,6 +250,12 @@ static void interrupt_key(app *a) {
     else app_message(a, UI_ROLE_NOTICE, "Ctrl-C stops a reply and clears the line; /quit (or Ctrl-D on an empty line) quits");
 }
 
+/* A click on a token of the text view: that token becomes the query. */
+static void click(app *a, int y, int x) {
+    int q = conv_token_at(a->panes[PANE_CONV], y, x);
+    if (q >= 0) inspector_set_query(a->panes[PANE_INSPECTOR], q, -1);
+}
+
 /* Global function and mouse keys: F1 help, F2 confidence, F3-F7 the
  * inspector, Shift-Tab, the wheel, PgUp/PgDn for the conversation. */
 static int global_code(app *a, int key) {
@@ -256,12 +268,14 @@ static int global_code(app *a, int key) {
     case KEY_F(5): inspector_set_head(ins, inspector_head(ins) - 1); return 1;
     case KEY_F(6): inspector_set_head(ins, inspector_head(ins) + 1); return 1;
     case KEY_F(7): inspector_toggle_average(ins); return 1;
+    case KEY_F(8): inspector_next_view(ins); return 1;
     case KEY_BTAB: screen_focus_next(a, -1); return 1;
     case KEY_MOUSE: {
         MEVENT ev;
         if (getmouse(&ev) == OK) {
             if (ev.bstate & BUTTON4_PRESSED) conv_scroll(conv, 3);
             else if (ev.bstate & BUTTON5_PRESSED) conv_scroll(conv, -3);
+            else if (ev.bstate & (BUTTON1_PRESSED | BUTTON1_CLICKED)) click(a, ev.y, ev.x);
         }
         return 1;
     }

@@ -16,6 +16,8 @@ static struct {
     ui_theme theme;
     attr_t role[UI_ROLE_COUNT];
     attr_t heat[UI_HEAT_MAX];
+    attr_t shade[UI_HEAT_MAX];              /* text on heat level l (term_shade) */
+    short half[UI_HEAT_MAX][UI_HEAT_MAX];   /* pair of '▀': fg level [u], bg level [l]; 0: none */
     int n_heat;
     struct termios saved; /* the modes before curses, for term_emergency_restore */
     int have_saved;
@@ -38,6 +40,36 @@ static attr_t style_attrs(int a) {
     if (a & UI_ATTR_UNDERLINE) r |= A_UNDERLINE;
     if (a & UI_ATTR_REVERSE) r |= A_REVERSE;
     return r;
+}
+
+/* Few or no colours: text is shaded with attributes, a ladder from dim
+ * (little attention) to reverse video (the most). */
+static void setup_shade_ladder(void) {
+    static const attr_t ladder[5] = {0, A_DIM, 0, A_BOLD | A_UNDERLINE, A_BOLD | A_REVERSE};
+    for (int i = 0; i < T.n_heat; i++) T.shade[i] = T.role[UI_ROLE_TEXT] | ladder[i];
+    memset(T.half, 0, sizeof T.half);
+}
+
+/* 256 colours or more: the theme's ramp as cell backgrounds; text on it in
+ * black or white, whichever reads on that colour; '▀' pairs for every
+ * (upper, lower) level, so that one cell shows two rows. */
+static void setup_ramp(int pair) {
+    T.n_heat = T.theme.n_heat;
+    for (int i = 0; i < T.n_heat; i++) {
+        int bg = map_color(T.theme.heat[i]);
+        init_extended_pair(pair, map_color(T.theme.role[UI_ROLE_TEXT].fg), bg);
+        T.heat[i] = COLOR_PAIR(pair++);
+        int light = ui_color_is_light(T.theme.heat[i]);
+        ui_color ink = {UI_COLOR_INDEX, light ? 16 : 231};
+        init_extended_pair(pair, light < 0 ? map_color(T.theme.role[UI_ROLE_TEXT].fg) : map_color(ink), bg);
+        T.shade[i] = i == 0 ? T.role[UI_ROLE_TEXT] : COLOR_PAIR(pair); /* level 0: plain text */
+        pair++;
+    }
+    for (int u = 0; u < T.n_heat; u++)
+        for (int l = 0; l < T.n_heat; l++) {
+            init_extended_pair(pair, map_color(T.theme.heat[u]), map_color(T.theme.heat[l]));
+            T.half[u][l] = (short)pair++;
+        }
 }
 
 static void setup_pairs(void) {
@@ -64,19 +96,16 @@ static void setup_pairs(void) {
         T.role[UI_ROLE_CONF_HIGH] |= A_BOLD;
         T.n_heat = 5;
         for (int i = 0; i < T.n_heat; i++) T.heat[i] = 0;
+        setup_shade_ladder();
         return;
     }
     if (T.glyphs) {
         T.n_heat = 5;
         for (int i = 0; i < T.n_heat; i++) T.heat[i] = T.role[UI_ROLE_BAR];
+        setup_shade_ladder();
         return;
     }
-    T.n_heat = T.theme.n_heat;
-    for (int i = 0; i < T.n_heat; i++) {
-        init_extended_pair(pair, map_color(T.theme.role[UI_ROLE_TEXT].fg), map_color(T.theme.heat[i]));
-        T.heat[i] = COLOR_PAIR(pair);
-        pair++;
-    }
+    setup_ramp(pair);
 }
 
 int term_init(const ui_theme *theme, char *err, size_t errlen) {
@@ -98,7 +127,7 @@ int term_init(const ui_theme *theme, char *err, size_t errlen) {
     keypad(stdscr, TRUE);
     set_escdelay(25);
     curs_set(1);
-    mousemask(BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
+    mousemask(BUTTON1_PRESSED | BUTTON1_CLICKED | BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
     mouseinterval(0);
     const char *nc = getenv("NO_COLOR");
     T.color = 0;
@@ -181,6 +210,22 @@ attr_t term_heat(int level) {
     if (level < 0) level = 0;
     if (level >= T.n_heat) level = T.n_heat - 1;
     return T.heat[level];
+}
+
+static int clamp_level(int l) { return l < 0 ? 0 : l >= T.n_heat ? T.n_heat - 1 : l; }
+
+attr_t term_shade(int level) { return T.shade[clamp_level(level)]; }
+
+int term_half_blocks(void) { return !T.glyphs && T.color; }
+
+void term_put_half(WINDOW *w, int y, int x, int upper, int lower) {
+    if (!term_half_blocks()) return;
+    int pn = T.half[clamp_level(upper)][clamp_level(lower)];
+    if (lower < 0) pn = T.half[clamp_level(upper)][0]; /* no lower row: the ramp's floor */
+    cchar_t cc;
+    wchar_t wc[2] = {0x2580, 0};
+    setcchar(&cc, wc, 0, 0, &pn);
+    mvwadd_wch(w, y, x, &cc);
 }
 
 const char *term_heat_glyph(int level) {

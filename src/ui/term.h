@@ -49,6 +49,16 @@ int term_heat_levels(void);
  * colours or more, else " ░▒▓█" by level. */
 const char *term_heat_glyph(int level);
 
+/* Text shaded by heat level (the text view): with 256 colours or more the
+ * ramp's colour behind black or white text (whichever reads), level 0 plain;
+ * with fewer or none, attributes from dim to reverse. */
+attr_t term_shade(int level);
+/* 1 when heat cells can show two rows each (a '▀' whose foreground is the
+ * upper row's colour and background the lower's): 256 colours or more. */
+int term_half_blocks(void);
+/* One such cell at (y, x) (lower -1: no lower row). */
+void term_put_half(WINDOW *w, int y, int x, int upper, int lower);
+
 /* Draws len bytes of UTF-8 at (y, x) of w with attr, at most max_cols columns;
  * control characters as '·', bad bytes as U+FFFD. Returns columns drawn. */
 int term_put(WINDOW *w, int y, int x, const char *s, size_t len, int max_cols, attr_t attr);

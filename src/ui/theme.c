@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -386,4 +387,17 @@ int ui_theme_load(const char *name_or_path, const char *themes_dir, ui_theme *t,
     int rc = ui_theme_parse(buf, n, path, t, err, errlen);
     free(buf);
     return rc;
+}
+
+static double srgb_linear(unsigned v) {
+    double c = v / 255.0;
+    return c <= 0.04045 ? c / 12.92 : pow((c + 0.055) / 1.055, 2.4);
+}
+
+int ui_color_is_light(ui_color c) {
+    if (c.kind == UI_COLOR_DEFAULT) return -1;
+    uint32_t rgb = c.kind == UI_COLOR_RGB ? c.value : ui_index_to_rgb((int)c.value);
+    double y = 0.2126 * srgb_linear(rgb >> 16 & 0xFF) + 0.7152 * srgb_linear(rgb >> 8 & 0xFF) +
+               0.0722 * srgb_linear(rgb & 0xFF);
+    return y > 0.18;
 }

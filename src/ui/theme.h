@@ -78,6 +78,11 @@ int ui_color_parse(const char *s, ui_color *c);
 /* Nearest xterm-256 index of an RGB colour (the 6x6x6 cube or the grey ramp),
  * and the nearest of the 8 basic colours for any colour (-1 for default). */
 int ui_rgb_to_256(uint32_t rgb);
+/* 1 when text on background c should be dark (c is light: relative
+ * luminance, sRGB-linearised, above 0.18, where black and white text have
+ * about equal contrast), 0 when it should be light; -1 for the default
+ * colour (unknown: keep the theme's text colour). */
+int ui_color_is_light(ui_color c);
 int ui_color_to_8(ui_color c);
 uint32_t ui_index_to_rgb(int idx);
 

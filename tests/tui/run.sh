@@ -73,11 +73,11 @@ check "a reply cut short by the full context says so" wait_for "the reply was cu
 
 # 2. layers and heads
 keys F4 F6
-check "F4/F6: layer 1, head 1" wait_for "layer 1 (0-1)  head 1 (0-3)"
+check "F4/F6: layer 1, head 1" wait_for "attention heatmap  L1 H1  (layers 0-1"
 keys "/head avg" Enter
-check "/head avg: average of heads" wait_for "average of heads"
+check "/head avg: average of heads" wait_for "L1 mean of heads"
 keys "/layer 0" Enter "/head 2" Enter
-check "/layer 0 /head 2" wait_for "layer 0 (0-1)  head 2 (0-3)"
+check "/layer 0 /head 2" wait_for "attention heatmap  L0 H2  (layers 0-1"
 keys "/layer 9" Enter
 check "/layer out of range: usage message" wait_for "usage: /layer N (0..1)"
 keys "/layer 1" Enter
@@ -129,7 +129,7 @@ check "F1 opens the help" wait_for "keys and commands"
 keys End
 check "the help scrolls to its end: the commands, listed from the command table" wait_for "/draft on|off|DIR       speculative sampling with a draft model"
 keys x
-check "a key closes the help: the panes are back" wait_for "attention  layer"
+check "a key closes the help: the panes are back" wait_for "attention heatmap"
 check "a key closes the help: the help is gone" sh -c "! $T capture-pane -p -t app | grep -qF 'keys and commands'"
 
 # 6. themes, a multi-line message, /quit: exit status 0, terminal restored
@@ -212,7 +212,7 @@ mkdir -p "$TMP/model" && for f in "$MODEL"/*; do ln -s "$f" "$TMP/model/"; done
 echo '{"name": "plain"}' > "$TMP/model/chat_template.json"
 $T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/exit"
 $T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' GPTSCOPE_MODEL='$TMP/model' '$BIN'; echo \$? > '$TMP/exit'; sleep 60"
-check "no arguments on a terminal: the chat" wait_for "attention  layer 0 (0-1)" 10
+check "no arguments on a terminal: the chat" wait_for "attention heatmap  L0 H0" 10
 keys "/load $TMP/s.json" Enter
 check "/load of another model's session: asks first, naming both models" wait_for "was saved with model 'reverse', and this chat runs 'model'"
 check "/load of another model's session: nothing loaded yet" wait_for "ctx 0/16"
@@ -295,7 +295,7 @@ check "paste with an invalid byte: a notice says so" wait_for "not UTF-8"
 #     default template's preamble falls back to raw and says so
 $T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/exit"
 $T new-session -d -s app -x 160 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' -m '$MODEL'; echo \$? > '$TMP/exit'; sleep 60"
-check "gptscope -m DIR: the chat" wait_for "attention  layer" 10
+check "gptscope -m DIR: the chat" wait_for "attention heatmap" 10
 check "too small for the transcript template: raw, with a notice" wait_for "template raw: the transcript template's preamble does not fit the 16 positions of reverse"
 keys "/quit" Enter
 check "gptscope -m DIR: /quit exits 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
@@ -318,6 +318,75 @@ check "chat without a terminal: exit 1 with a message" sh -c "[ $rc = 1 ] && gre
 check "--draft-k 17: usage error naming the option" sh -c "[ $rc = 2 ] && grep -qF -- '--draft-k' '$TMP/out'"
 "$BIN" chat -m "$MODEL" --quantize q4 < /dev/null > "$TMP/out" 2>&1; rc=$?
 check "--quantize q4: usage error" sh -c "[ $rc = 2 ] && grep -qF -- \"--quantize: expected q8, found 'q4'\" '$TMP/out'"
+
+# 19. the microscope: the zoomed heatmap's labels and scale, the overview, the
+#     text view (the cursor moves the shading), ablation, prompt mode
+shot() { $T capture-pane -e -p -t app 2>/dev/null; }
+start GPTSCOPE_TEST_STEP_DELAY_MS=100 >/dev/null
+keys "12 7 99 3 45 0 8 61" Enter
+wait_for " 61 8 0 45 3 99 7 12" 10
+check "heatmap: key labels and query labels" sh -c "$T capture-pane -p -t app | grep -qF 'keys→' && $T capture-pane -p -t app | grep -qF 'q↓ #'"
+check "heatmap: the colour scale with its numbers and how it bins" wait_for "scale 0 >0 .05 .20 .44 .79 1"
+check "heatmap: two queries per row with half blocks" wait_for "1 token/col, 2 queries/row ▀"
+check "readout: the query, its top keys with positions, escaped" wait_for 'q #15 "·12" → #2 "·99" 0.72'
+keys F8
+check "overview: says how it bins" wait_for "2 tokens/cell, max"
+keys F8
+check "text view: the context as the model sees it" wait_for "text view: the model's context, 16 tokens"
+shot > "$TMP/t1"
+keys Tab Tab Tab Up
+check "text view: the cursor moves the query" wait_for "shade = attention of query #14"
+shot > "$TMP/t2"
+check "text view: moving the cursor moves the shading" sh -c "! cmp -s '$TMP/t1' '$TMP/t2' && [ \"\$(grep -c '48;5;' '$TMP/t2')\" -gt 0 ]"
+keys m
+check "m: the mean of the layer's heads" wait_for "L0 mean of heads"
+keys m
+check "m again: the max over them" wait_for "L0 max of heads"
+keys s
+check "s: the per-row scale, said on screen" wait_for "per row (1 = row max)"
+keys End F8 Tab
+: > "$TMP/log"
+keys "/ablate 0.*" Enter
+check "ablation: progress while the context is re-evaluated" wait_for "ablation: re-evaluating the whole context under the new set 4/16"
+check "ablation: the next-token panel before and after" wait_for "next token at #16, before → after"
+check "ablation: the message says what happened to the KV cache" wait_for "the KV cache was re-evaluated under ablation 0.*"
+check "ablation: the status bar names the ablated heads" wait_for "ablated 0.* │"
+check "ablation: the log" wait_log "^ablate 0.\\*: evaluated 16"
+keys "/ablate 9.1" Enter
+check "/ablate out of range: refused with the model's shape" wait_for "layer 9 is out of range: 2 layers (0..1) of 4 heads (0..3)"
+keys "/ablate off" Enter
+check "/ablate off" wait_for "ablation lifted: the KV cache was re-evaluated under no ablation"
+keys "/inspect 5 4 3" Enter
+check "/inspect: prompt mode on the text, nothing generated" wait_for "prompt mode: 3 tokens evaluated as typed (raw template), nothing generated"
+check "/inspect: no reply" sh -c "sleep 0.3; ! grep -q '^token ' '$TMP/log'"
+check "/inspect: the next-token panel shows the model's distribution" wait_for "next token"
+keys "/chat" Enter
+check "/chat: back to the conversation" wait_for " 61 8 0 45 3 99 7 12"
+keys "/quit" Enter
+
+# 20. gptscope inspect: the prompt, no reply until /generate
+$T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/log"
+$T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' inspect -m '$MODEL' -p '12 7 99 3'; sleep 60"
+check "inspect: opens on the prompt in the text view" wait_for "prompt mode: 4 tokens evaluated as typed" 10
+check "inspect: no reply" wait_for "turn: prefill 4, reply 0"
+check "inspect: the text is there" sh -c "$T capture-pane -p -t app | grep -q '^12 7 99 3 *│'"
+keys "/generate 3" Enter
+check "/generate 3: three tokens after the prompt" wait_for "turn: prefill 4, reply 3"
+keys "/quit" Enter
+printf '1 2 3' | "$BIN" inspect -m "$MODEL" -p x -f y > "$TMP/out" 2>&1; rc=$?
+check "inspect -p and -f: usage error" sh -c "[ $rc = 2 ] && grep -qF -- '-p and -f both given' '$TMP/out'"
+
+# 21. 8 colours and NO_COLOR: shade glyphs, one query per row, the scale as glyphs
+for envv in TERM=screen NO_COLOR=1; do
+    $T kill-server >/dev/null 2>&1; sleep 0.2
+    $T new-session -d -s app -x 100 -y 30 "env $envv XDG_STATE_HOME='$TMP/state' '$BIN' inspect -m '$MODEL' -p '12 7 99 3 45'; sleep 60"
+    wait_for "prompt mode" 10
+    keys F8
+    check "$envv: the heatmap in shade glyphs with a glyph scale" wait_for "scale 0 ░>0 ▒.06 ▓.25 █.56 1"
+    check "$envv: one token per cell" wait_for "1 token/cell"
+    keys F8 F8
+    check "$envv: the text view marks the query" wait_for "shade = attention of query #4"
+done
 
 echo
 echo "tui: $pass passed, $fail failed"
