@@ -12,6 +12,8 @@
  *   view_attn.c       the inspector's attention drawings (zoomed heatmap,
  *                     binned overview, legend, readout); the text view is
  *                     drawn by the conversation pane (pane_conv.c)
+ *   view_model.c      the model view: every head's thumbnail and scores (F9, /heads)
+ *   view_lens.c       the logit lens of the inspector's query (a view of the inspector)
  *   microscope.c      ablation (keys and /ablate) and prompt mode (/inspect,
  *                     `gptscope inspect`, /generate, /chat)
  *   inspect_store.c   the inspector's data (attention rows, candidates, notes):
@@ -63,6 +65,7 @@ struct pane {
 };
 
 enum { APP_ATT_BUDGET = 256 << 20 }; /* bytes of attention rows a store keeps for all layers */
+enum { APP_RES_BUDGET = 128 << 20 }; /* bytes of residual stream a store keeps for the logit lens */
 
 enum { PANE_CONV = 0, PANE_SAMPLING, PANE_INSPECTOR, PANE_INPUT, PANE_STATUS, N_PANES };
 
@@ -119,6 +122,8 @@ struct app {
     int cmp_n_tok;        /* the context length they are for; -1: none (shown while it is the same) */
     char cmp_what[96];    /* "ablated L3 H1", "ablation lifted" */
     int prompt_mode;      /* a->s and a->store are the prompt's; the chat's wait in other_s, other_store */
+    struct model_view *model_view; /* the model view, open over everything (view_model.c); NULL: closed */
+    struct lens_cache *lens;       /* the logit lens's last table (view_lens.c) */
     gpt2_session *other_s;
     istore *other_store;
 
@@ -160,6 +165,13 @@ void app_after_change(app *a);
 /* Positions moved (a notice, a template switch, /load, /reset): the latest
  * candidates and the inspector's cursor start afresh. */
 void app_forget_latest(app *a);
+
+/* ---- view_model.c: the model view, every head at once (F9, /heads) ---- */
+
+void model_view_open(app *a);
+void model_view_close(app *a);
+void model_view_draw(app *a);                      /* over the panes, full screen */
+int model_view_key(app *a, int key, int is_code); /* takes every key while open */
 
 /* ---- microscope.c: ablation ---- */
 
@@ -249,7 +261,7 @@ void inspector_set_query(pane *p, int q, int key); /* a click: query q (key -1: 
 /* The inspector's views: different drawings of the same store. To add one,
  * add it here, name it in view_name (pane_inspector.c) and draw it in
  * inspector_draw's switch. */
-typedef enum { INSPECT_ZOOM = 0, INSPECT_OVERVIEW, INSPECT_TEXT, N_INSPECT_VIEWS } inspect_view;
+typedef enum { INSPECT_ZOOM = 0, INSPECT_OVERVIEW, INSPECT_TEXT, INSPECT_LENS, N_INSPECT_VIEWS } inspect_view;
 
 /* What the views draw: the inspector's choices, resolved for this frame. */
 typedef struct {
@@ -278,6 +290,10 @@ void view_zoom(pane *p, int y, int h, const inspect_focus *f, float *row, int *s
 void view_overview(pane *p, int y, int h, const inspect_focus *f, float *row, float *bins);
 /* A weight under scale (view_row's) as a ramp level: what the text view and the heatmap colour by. */
 int view_level(float w, float scale);
+
+/* view_lens.c: the logit lens of the query, from row y, h rows; returns the rows used. */
+int view_lens(pane *p, int y, int h, const inspect_focus *f);
+void app_lens_free(app *a);
 
 pane *status_pane_new(app *a);
 

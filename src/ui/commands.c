@@ -330,6 +330,7 @@ static void c_generate(app *a, char *arg, char *y) {
 }
 
 static void c_chat(app *a, char *x, char *y) { (void)x, (void)y, app_back_to_chat(a); }
+static void c_heads(app *a, char *x, char *y) { (void)x, (void)y, model_view_open(a); }
 
 static void c_theme(app *a, char *arg, char *y) {
     ui_theme th;
@@ -389,6 +390,7 @@ static const app_command commands[] = {
     {"/head", NULL, "N|avg", "the inspector's head, or the average of the heads", 0, c_head, 0},
     {"/ablate", NULL, "L.H|L.*|off", "zero-ablate heads (3.1,2.0; 3.* a layer): the context is re-evaluated, the "
      "next-token panel compares before/after; off lifts all", 0, c_ablate, 0},
+    {"/heads", NULL, "", "the model view: every head's pattern and scores (as F9)", 0, c_heads, 0},
     {"/inspect", NULL, "TEXT", "prompt mode on TEXT: evaluated as it is (raw template), nothing generated; "
      "the conversation waits (/chat)", 0, c_inspect, 1},
     {"/generate", NULL, "N", "prompt mode: continue the text by N tokens", 0, c_generate, 0},

@@ -19,6 +19,9 @@ struct istore {
     int *row_layer;  /* (n_ctx): single-layer mode, the layer row pos was computed for (-1: none) */
     int hi;          /* rows at positions >= hi were never written (or were truncated) */
     istore_snap last;
+    float *res;           /* (n_layer, n_ctx, n_embd) residual stream after each block; NULL: not kept */
+    unsigned char *res_ok; /* (n_ctx) position p's residuals are current */
+    int n_embd;
     note_list *notes; /* (turns_cap); turns 0 .. n_turns - 1 in use */
     int n_turns, turns_cap;
 };
@@ -46,6 +49,8 @@ void istore_free(istore *st) {
     if (!st) return;
     free(st->att);
     free(st->row_layer);
+    free(st->res);
+    free(st->res_ok);
     for (int i = 0; i < st->turns_cap; i++) free(st->notes[i].v);
     free(st->notes);
     free(st);
@@ -109,6 +114,7 @@ void istore_weights(const istore *st, int layer, int head, int q, float *out) {
 
 void istore_truncate(istore *st, int n) {
     if (n < 0) n = 0;
+    if (st->res_ok && n < st->n_ctx) memset(st->res_ok + n, 0, (size_t)(st->n_ctx - n));
     if (n >= st->hi) return;
     if (!st->all_layers) {
         for (int p = n; p < st->hi; p++) st->row_layer[p] = -1;
@@ -118,6 +124,42 @@ void istore_truncate(istore *st, int n) {
                 memset(row_at(st, l, h, n), 0, (size_t)(st->hi - n) * (size_t)st->n_ctx * sizeof(float));
     }
     st->hi = n;
+}
+
+/* ---- residual stream ---- */
+
+istore_status istore_keep_residuals(istore *st, int n_embd, size_t budget) {
+    if (!st || n_embd < 1) return ISTORE_ERR_ARG;
+    if (st->res && st->n_embd == n_embd) return ISTORE_OK; /* kept already */
+    size_t n = (size_t)st->n_layer * (size_t)st->n_ctx * (size_t)n_embd;
+    if (n * sizeof(float) > budget) return ISTORE_ERR_NOMEM;
+    float *res = malloc(n * sizeof *res);
+    unsigned char *ok = calloc((size_t)st->n_ctx, 1);
+    if (!res || !ok) {
+        free(res), free(ok);
+        return ISTORE_ERR_NOMEM;
+    }
+    free(st->res), free(st->res_ok);
+    st->res = res, st->res_ok = ok, st->n_embd = n_embd;
+    return ISTORE_OK;
+}
+
+int istore_hook_want_residual(void *ud, int layer) {
+    const istore *st = ud;
+    return st->res != NULL && layer >= 0 && layer < st->n_layer;
+}
+
+void istore_hook_put_residual(void *ud, int layer, int pos, const float *x, int n) {
+    istore *st = ud;
+    if (!st->res || layer < 0 || layer >= st->n_layer || pos < 0 || pos >= st->n_ctx || n != st->n_embd) return;
+    memcpy(st->res + ((size_t)layer * st->n_ctx + pos) * st->n_embd, x, (size_t)n * sizeof *x);
+    /* a position is current once its last block is in (blocks arrive in order) */
+    st->res_ok[pos] = layer == st->n_layer - 1;
+}
+
+const float *istore_residual(const istore *st, int layer, int pos) {
+    if (!st->res || layer < 0 || layer >= st->n_layer || pos < 0 || pos >= st->n_ctx || !st->res_ok[pos]) return NULL;
+    return st->res + ((size_t)layer * st->n_ctx + pos) * st->n_embd;
 }
 
 /* ---- next-token candidates ---- */

@@ -73,6 +73,21 @@ void istore_weights(const istore *st, int layer, int head, int q, float *out);
  * (all layers: zeros, as at the start; single layer: NULL). */
 void istore_truncate(istore *st, int n);
 
+/* ---- residual stream (the logit lens) ---- */
+
+/* Keeps the residual stream after every block for every position (n_layer
+ * * n_ctx * n_embd floats) when that takes at most budget bytes; else
+ * ISTORE_ERR_NOMEM and nothing is kept (the lens then says so). */
+istore_status istore_keep_residuals(istore *st, int n_embd, size_t budget);
+
+/* The hooks (gpt2_hooks.want_residual / on_residual, user_data = the store). */
+int istore_hook_want_residual(void *st, int layer);
+void istore_hook_put_residual(void *st, int layer, int pos, const float *x, int n);
+
+/* Position pos's residual after block layer (n_embd floats), or NULL when not
+ * kept: none are, the position was never computed, or it was truncated. */
+const float *istore_residual(const istore *st, int layer, int pos);
+
 /* ---- next-token candidates ---- */
 
 enum { ISTORE_SNAP_K = GPT2_SESSION_CANDIDATES }; /* candidates kept per token */

@@ -195,7 +195,10 @@ static void compare_rows(app *a) {
 /* ---- prompt mode ---- */
 
 void app_hook_store(gpt2_session *s, istore *st) {
-    gpt2_hooks hooks = {.user_data = st, .want_attention = istore_hook_want, .on_attention = istore_hook_put};
+    /* the lens needs every block's residual; a model too big for the budget goes without */
+    istore_keep_residuals(st, gpt2_model_config(gpt2_session_model(s))->n_embd, APP_RES_BUDGET);
+    gpt2_hooks hooks = {.user_data = st, .want_attention = istore_hook_want, .on_attention = istore_hook_put,
+                        .want_residual = istore_hook_want_residual, .on_residual = istore_hook_put_residual};
     gpt2_session_set_hooks(s, &hooks);
 }
 

@@ -33,6 +33,7 @@ static const char *view_name(inspect_view v) {
     case INSPECT_ZOOM: return "attention heatmap";
     case INSPECT_OVERVIEW: return "attention overview";
     case INSPECT_TEXT: return "attention text";
+    case INSPECT_LENS: return "logit lens";
     default: return "?";
     }
 }
@@ -139,7 +140,9 @@ static void draw_title_line(inspector_pane *ip, const inspect_focus *f) {
     char title[160], who[64];
     inspector_head_name(p->a, f, who, sizeof who);
     int top_l = p->a->cfg->n_layer - 1, top_h = p->a->cfg->n_head - 1;
-    if (p->w >= 42)
+    if (ip->view == INSPECT_LENS) /* every layer, no head: the residual stream */
+        snprintf(title, sizeof title, "logit lens  (layers 0-%d; F8 next view)", top_l);
+    else if (p->w >= 42)
         snprintf(title, sizeof title, "%s  %s  (layers 0-%d, heads 0-%d)", view_name(ip->view), who, top_l, top_h);
     else
         snprintf(title, sizeof title, "%s %s", view_name(ip->view), who);
@@ -237,6 +240,7 @@ static void inspector_draw(pane *p) {
     case INSPECT_TEXT:
         view_h = view_legend(p, y, &f, NULL) + text_view_note(p, y + 2);
         break;
+    case INSPECT_LENS: view_h = view_lens(p, y, view_h, &f); break;
     default: break;
     }
     if (ip->cursor < 0) ip->scroll = 0;
@@ -287,6 +291,7 @@ static int inspector_char(inspector_pane *ip, int key) {
     case 'a': inspector_toggle_average(p); return PANE_REDRAW;
     case 'm': inspector_cycle_mode(p); return PANE_REDRAW;
     case 'v': inspector_next_view(p); return PANE_REDRAW;
+    case 'g': model_view_open(p->a); return PANE_REDRAW;
     case 's': ip->row_scale = !ip->row_scale; return PANE_REDRAW;
     case '<': case ',': return move_key(ip, -1);
     case '>': case '.': return move_key(ip, +1);

@@ -86,7 +86,8 @@ static const char *help_lines[] = {
     "F3, F4        previous / next layer of the inspector",
     "F5, F6        previous / next head (past the last: the average of heads)",
     "F7            average of heads on/off       Ctrl-L  redraw the screen",
-    "F8            inspector view: heatmap \u2192 overview \u2192 text view",
+    "F8            inspector view: heatmap \u2192 overview \u2192 text view \u2192 logit lens",
+    "F9            the model view: every head's pattern and scores (g in the inspector)",
     "",
     "Input line    emacs keys (readline): Ctrl-A/E/B/F/K/U/W, Alt-B/F,",
     "              Up/Down history, Ctrl-R search",
@@ -212,14 +213,17 @@ void screen_draw(app *a) {
         p->ops->draw(p);
         wnoutrefresh(p->win);
     }
+    if (a->model_view && !a->help) model_view_draw(a);
     if (a->help) {
         draw_help(a);
+        curs_set(0);
+    } else if (a->model_view) {
         curs_set(0);
     } else {
         curs_set(a->focus == PANE_INPUT ? 1 : 0);
     }
     pane *in = a->panes[PANE_INPUT];
-    if (in->win && !a->help) {
+    if (in->win && !a->help && !a->model_view) {
         in->ops->draw(in); /* last: it places the cursor */
         wnoutrefresh(in->win);
     }
@@ -269,6 +273,7 @@ static int global_code(app *a, int key) {
     case KEY_F(6): inspector_set_head(ins, inspector_head(ins) + 1); return 1;
     case KEY_F(7): inspector_toggle_average(ins); return 1;
     case KEY_F(8): inspector_next_view(ins); return 1;
+    case KEY_F(9): model_view_open(a); return 1;
     case KEY_BTAB: screen_focus_next(a, -1); return 1;
     case KEY_MOUSE: {
         MEVENT ev;
@@ -325,6 +330,11 @@ static int modal_key(app *a, int key, int is_code) {
     }
     if (a->too_small) {
         if (!is_code && key == 3) a->quit = 1;
+        return 1;
+    }
+    if (a->model_view) {
+        if (!is_code && key == 3) a->quit = 1;
+        else if (!(is_code && key == KEY_RESIZE)) return model_view_key(a, key, is_code);
         return 1;
     }
     return -1;

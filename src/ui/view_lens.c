@@ -1,0 +1,146 @@
+/* view_lens.c — the logit lens of the inspector's query (issue 15, §4).
+ *
+ * For the query position q: after each block l, the final layer norm and
+ * the unembedding applied to the residual stream there (gpt2_session_unembed
+ * on the residual the store kept), softmaxed: the top tokens with their
+ * probabilities, and the rank and probability of the token that came next
+ * (the context's token at q + 1; at the last position, the model's own top
+ * choice). The last row is the model's real next-token distribution. Where
+ * the prediction forms is where that token's rank falls to #1.
+ *
+ * The table is computed when the query, the context or the ablation set
+ * changes (n_layer unembeddings) and drawn from the cache otherwise. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ui/app.h"
+
+enum { LENS_TOP = 3 };
+
+typedef struct {
+    int32_t id[LENS_TOP];
+    float p[LENS_TOP];
+    int rank;     /* of the target, 1 = top */
+    float p_target;
+} lens_row;
+
+struct lens_cache {
+    const gpt2_session *s; /* what the table is for */
+    int q, n_tok, n_ablated;
+    int32_t target;
+    int target_next; /* 1: the context's next token; 0: the model's top choice */
+    int ok;          /* 0: residuals not kept */
+    lens_row *rows;  /* (n_layer) */
+    float *logits;   /* (n_vocab) */
+};
+
+/* Softmax of z (n) into the top LENS_TOP and the target's rank and probability. */
+static void lens_summarize(const float *z, int n, int32_t target, lens_row *r) {
+    double max = z[0], sum = 0;
+    for (int i = 1; i < n; i++) max = z[i] > max ? z[i] : max;
+    for (int i = 0; i < n; i++) sum += exp((double)z[i] - max);
+    for (int k = 0; k < LENS_TOP; k++) r->id[k] = -1, r->p[k] = 0;
+    int rank = 1;
+    for (int i = 0; i < n; i++) {
+        if (i != target && (z[i] > z[target] || (z[i] == z[target] && i < target))) rank++;
+        for (int k = 0; k < LENS_TOP; k++) { /* insertion into the top, ties to the lower id */
+            if (r->id[k] >= 0 && z[r->id[k]] >= z[i]) continue;
+            memmove(r->id + k + 1, r->id + k, (size_t)(LENS_TOP - 1 - k) * sizeof *r->id);
+            r->id[k] = i;
+            break;
+        }
+    }
+    for (int k = 0; k < LENS_TOP; k++)
+        if (r->id[k] >= 0) r->p[k] = (float)(exp((double)z[r->id[k]] - max) / sum);
+    r->rank = rank;
+    r->p_target = (float)(exp((double)z[target] - max) / sum);
+}
+
+static int n_ablated(const app *a) {
+    int n = 0;
+    for (int l = 0; l < a->cfg->n_layer; l++)
+        for (int h = 0; h < a->cfg->n_head; h++) n += gpt2_session_ablated(a->s, l, h);
+    return n;
+}
+
+/* The table for query q (recomputed only when something it depends on moved). */
+static struct lens_cache *lens_for(app *a, const inspect_focus *f) {
+    struct lens_cache *c = a->lens;
+    const int L = a->cfg->n_layer, V = a->cfg->n_vocab;
+    if (!c) {
+        if (!(c = calloc(1, sizeof *c))) return NULL;
+        c->rows = calloc((size_t)L, sizeof *c->rows);
+        c->logits = malloc((size_t)V * sizeof *c->logits);
+        if (!c->rows || !c->logits) return free(c->rows), free(c->logits), free(c), NULL;
+        c->q = -1;
+        a->lens = c;
+    }
+    const int nab = n_ablated(a);
+    if (c->s == a->s && c->q == f->query && c->n_tok == f->n_tok && c->n_ablated == nab) return c;
+    c->s = a->s, c->q = f->query, c->n_tok = f->n_tok, c->n_ablated = nab, c->ok = 0;
+    const float *last = istore_residual(a->store, L - 1, f->query);
+    gpt2_error err;
+    if (!last || gpt2_session_unembed(a->s, last, c->logits, &err) != GPT2_OK) return c;
+    c->target_next = f->query + 1 < f->n_tok;
+    if (c->target_next) c->target = f->toks[f->query + 1];
+    else { /* the model's own top choice at the last position */
+        c->target = 0;
+        for (int i = 1; i < V; i++)
+            if (c->logits[i] > c->logits[c->target]) c->target = i;
+    }
+    for (int l = 0; l < L; l++) {
+        const float *x = istore_residual(a->store, l, f->query);
+        if (!x || gpt2_session_unembed(a->s, x, c->logits, &err) != GPT2_OK) return c;
+        lens_summarize(c->logits, V, c->target, &c->rows[l]);
+    }
+    c->ok = 1;
+    return c;
+}
+
+void app_lens_free(app *a) {
+    if (!a->lens) return;
+    free(a->lens->rows), free(a->lens->logits), free(a->lens);
+    a->lens = NULL;
+}
+
+/* One token and its probability in `width` columns: `·the 12%`. */
+static int put_choice(pane *p, int y, int x, int width, int32_t id, float prob, attr_t at) {
+    char lab[64], pc[8];
+    app_token_label(p->a, id, lab, sizeof lab);
+    ui_percent(prob, pc);
+    return term_printf(p->win, y, x, width, at, "%-*.*s%s", width - 7 > 1 ? width - 7 : 1, width - 7 > 1 ? width - 7 : 1,
+                       lab, pc);
+}
+
+/* The lens table from row y, h rows. Returns the rows used. */
+int view_lens(pane *p, int y, int h, const inspect_focus *f) {
+    app *a = p->a;
+    if (f->query < 0 || h < 3) return 0;
+    struct lens_cache *c = lens_for(a, f);
+    char q[80], t[80];
+    app_token_label(a, f->toks[f->query], q, sizeof q);
+    if (!c || !c->ok) {
+        term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_DIM),
+                    c ? "logit lens: this model's residual stream is not kept (over the inspector's memory budget)"
+                      : "logit lens: out of memory");
+        return 1;
+    }
+    app_token_label(a, c->target, t, sizeof t);
+    term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_DIM), "after #%d \"%s\", each block's next-token guess", f->query, q);
+    term_printf(p->win, y + 1, 1, p->w - 2, term_attr(UI_ROLE_DIM), "#rank p: \"%s\", %s", t,
+                c->target_next ? "the token that came next" : "the model's top choice");
+    const int col = (p->w - 2 - 4 - 12) / LENS_TOP;
+    int rows = 2;
+    for (int l = 0; l < a->cfg->n_layer && rows < h; l++, rows++) {
+        const lens_row *r = &c->rows[l];
+        int yy = y + rows, x = 1;
+        x += term_printf(p->win, yy, x, 4, term_attr(UI_ROLE_DIM), "L%-2d ", l);
+        for (int k = 0; k < LENS_TOP && r->id[k] >= 0 && col >= 8; k++)
+            x += put_choice(p, yy, x, col, r->id[k], r->p[k], term_attr(r->id[k] == c->target ? UI_ROLE_SELECTION : UI_ROLE_TEXT));
+        char pc[8];
+        term_printf(p->win, yy, x, p->w - 1 - x, term_attr(r->rank == 1 ? UI_ROLE_CONF_HIGH : UI_ROLE_DIM), " #%-4d%s",
+                    r->rank, ui_percent(r->p_target, pc));
+    }
+    return rows;
+}

@@ -1,0 +1,293 @@
+/* view_model.c — the model view: every head at once (issue 15, §3).
+ *
+ * A full-screen overlay, like the help: a grid of n_layer x n_head
+ * thumbnails of the heads' patterns (the whole context max-pooled, or just
+ * the inspector's query row), and beside it every head's scores
+ * (gpt2_inspect.h), sortable. Arrows move the selection, Enter opens the
+ * head in the inspector, s sorts, r switches the thumbnails, Esc closes.
+ *
+ * State: the selection, the sort, the thumbnail mode, and the scores,
+ * computed from the store when the view opens and again when the context
+ * changes length (one pass over each head's T x T pattern). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ui/app.h"
+
+enum { SORT_LAYER = 0, SORT_PREV, SORT_FIRST, SORT_SELF, SORT_ENTROPY, SORT_INDUCTION, N_SORTS };
+static const char *const sort_names[N_SORTS] = {"layer", "prev", "first", "self", "entropy", "induction"};
+
+enum { TABLE_W = 46 }; /* the scores table's columns */
+
+struct model_view {
+    int layer, head;    /* the selection */
+    int sort;           /* SORT_* */
+    int row_mode;       /* 1: thumbnails of the query's row, 0: of the whole pattern */
+    int n_heads;        /* n_layer * n_head */
+    int scored_n;       /* the context length the scores are for (-1: none) */
+    const istore *scored_store;
+    gpt2_head_scores *scores; /* (n_heads) */
+    int *order;               /* (n_heads) heads in the table's order */
+    int *missing;             /* (n_heads) 1: some row of the head is not in the store */
+    float *A;                 /* (n_ctx, n_ctx) one head's pattern */
+    int table_top;            /* the table's first row shown */
+};
+
+static double score_of(const gpt2_head_scores *s, int sort) {
+    switch (sort) {
+    case SORT_PREV: return s->prev_token;
+    case SORT_FIRST: return s->first_token;
+    case SORT_SELF: return s->self;
+    case SORT_ENTROPY: return s->entropy;
+    case SORT_INDUCTION: return s->induction;
+    default: return 0;
+    }
+}
+
+/* Head (layer, head)'s pattern over the first n positions into A (n x n,
+ * row q: keys 0..q); 0 when a row is not in the store. */
+static int pattern(const istore *st, int layer, int head, int n, float *A) {
+    for (int q = 0; q < n; q++) {
+        const float *row = istore_row(st, layer, head, q);
+        if (!row) return 0;
+        memcpy(A + (size_t)q * n, row, (size_t)(q + 1) * sizeof *row);
+    }
+    return 1;
+}
+
+static const struct model_view *sort_ctx; /* qsort has no user pointer */
+
+/* Highest score first (lowest entropy first: a focused head), NaN last;
+ * ties and SORT_LAYER in layer-major order. */
+static int by_score(const void *pa, const void *pb) {
+    const struct model_view *mv = sort_ctx;
+    int a = *(const int *)pa, b = *(const int *)pb;
+    if (mv->sort != SORT_LAYER) {
+        double x = score_of(&mv->scores[a], mv->sort), y = score_of(&mv->scores[b], mv->sort);
+        if (mv->sort == SORT_ENTROPY) x = -x, y = -y;
+        int nx = x != x || mv->missing[a], ny = y != y || mv->missing[b];
+        if (nx != ny) return nx - ny;
+        if (!nx && x != y) return x > y ? -1 : 1;
+    }
+    return a - b;
+}
+
+static void sort_heads(struct model_view *mv) {
+    for (int i = 0; i < mv->n_heads; i++) mv->order[i] = i;
+    sort_ctx = mv;
+    qsort(mv->order, (size_t)mv->n_heads, sizeof *mv->order, by_score);
+}
+
+/* Scores of every head over the context's n tokens, when n or the store changed. */
+static void rescore(app *a, struct model_view *mv) {
+    int n;
+    const int32_t *toks = gpt2_session_tokens(a->s, &n);
+    if (n == mv->scored_n && a->store == mv->scored_store) return;
+    const int H = a->cfg->n_head;
+    for (int i = 0; i < mv->n_heads; i++) {
+        mv->missing[i] = !pattern(a->store, i / H, i % H, n, mv->A);
+        if (mv->missing[i]) mv->scores[i] = (gpt2_head_scores){NAN, NAN, NAN, NAN, NAN, 0};
+        else gpt2_head_scores_compute(mv->A, (size_t)n, toks, n, &mv->scores[i]);
+    }
+    mv->scored_n = n;
+    mv->scored_store = a->store;
+    sort_heads(mv);
+}
+
+void model_view_open(app *a) {
+    if (a->model_view) return;
+    struct model_view *mv = calloc(1, sizeof *mv);
+    const int n_ctx = istore_n_ctx(a->store);
+    if (mv) {
+        mv->n_heads = a->cfg->n_layer * a->cfg->n_head;
+        mv->scores = calloc((size_t)mv->n_heads, sizeof *mv->scores);
+        mv->order = calloc((size_t)mv->n_heads, sizeof *mv->order);
+        mv->missing = calloc((size_t)mv->n_heads, sizeof *mv->missing);
+        mv->A = malloc((size_t)n_ctx * n_ctx * sizeof *mv->A);
+    }
+    if (!mv || !mv->scores || !mv->order || !mv->missing || !mv->A) {
+        if (mv) free(mv->scores), free(mv->order), free(mv->missing), free(mv->A);
+        free(mv);
+        app_message(a, UI_ROLE_ERROR, "model view: out of memory for %d heads over %d positions",
+                    a->cfg->n_layer * a->cfg->n_head, n_ctx);
+        return;
+    }
+    pane *ins = a->panes[PANE_INSPECTOR];
+    mv->layer = inspector_layer(ins);
+    mv->head = inspector_head(ins) >= 0 ? inspector_head(ins) : 0;
+    mv->scored_n = -1;
+    a->model_view = mv;
+}
+
+void model_view_close(app *a) {
+    struct model_view *mv = a->model_view;
+    if (!mv) return;
+    free(mv->scores), free(mv->order), free(mv->missing), free(mv->A);
+    free(mv);
+    a->model_view = NULL;
+}
+
+/* ---- drawing ---- */
+
+/* Head (l, h)'s thumbnail at (y, x), tw x th cells: the pattern (or the
+ * query's row) max-pooled into th x tw cells of two pixel rows each. */
+static void draw_thumb(app *a, WINDOW *w, int y, int x, int tw, int th, int l, int h, int n, int q) {
+    const int half = term_half_blocks(), rows = th * (half ? 2 : 1);
+    if (n <= 0) return;
+    const int kq = (n + rows - 1) / rows, kk = (n + tw - 1) / tw;
+    for (int r = 0; r < th; r++) {
+        for (int c = 0; c < tw; c++) {
+            int lv[2] = {-1, -1};
+            for (int s = 0; s < (half ? 2 : 1); s++) {
+                int pr = r * (half ? 2 : 1) + s;
+                int q0 = a->model_view->row_mode ? q : pr * kq, q1 = a->model_view->row_mode ? q + 1 : q0 + kq;
+                if (q0 >= n) continue;
+                float m = -1;
+                for (int qq = q0; qq < q1 && qq < n; qq++) {
+                    const float *row = istore_row(a->store, l, h, qq);
+                    if (!row) continue;
+                    for (int k = c * kk; k < (c + 1) * kk && k <= qq; k++) m = row[k] > m ? row[k] : m;
+                }
+                if (m >= 0) lv[s] = view_level(m, 0);
+            }
+            if (half) {
+                if (lv[0] >= 0 || lv[1] >= 0) term_put_half(w, y + r, x + c, lv[0] < 0 ? 0 : lv[0], lv[1]);
+            } else if (lv[0] >= 0) {
+                const char *g = term_heat_glyph(lv[0]);
+                term_put(w, y + r, x + c, g, strlen(g), 1, term_heat(lv[0]));
+            }
+        }
+    }
+}
+
+/* The grid in columns [0, gw): head numbers on top, "L0".. on the left,
+ * the selection framed by brackets, ablated heads marked x. */
+static void draw_grid(app *a, WINDOW *w, int y0, int gw, int gh, int q) {
+    struct model_view *mv = a->model_view;
+    const int L = a->cfg->n_layer, H = a->cfg->n_head, lab = L > 10 ? 4 : 3;
+    int tw = (gw - lab) / H - 1, th = (gh - 1) / L - 1;
+    if (tw > 16) tw = 16;
+    if (th > 8) th = 8;
+    if (tw < 1 || th < 1) {
+        term_printf(w, y0, 1, gw - 1, term_attr(UI_ROLE_DIM), "(too small for %d x %d thumbnails)", L, H);
+        return;
+    }
+    int n;
+    gpt2_session_tokens(a->s, &n);
+    for (int h = 0; h < H; h++)
+        term_printf(w, y0, lab + h * (tw + 1), tw + 1, term_attr(UI_ROLE_DIM), "H%d", h);
+    for (int l = 0; l < L; l++) {
+        int y = y0 + 1 + l * (th + 1);
+        term_printf(w, y, 0, lab, term_attr(UI_ROLE_DIM), "L%d", l);
+        for (int h = 0; h < H; h++) {
+            int x = lab + h * (tw + 1), sel = l == mv->layer && h == mv->head;
+            draw_thumb(a, w, y, x, tw, th, l, h, n, q);
+            if (gpt2_session_ablated(a->s, l, h)) term_printf(w, y + th, x, 1, term_attr(UI_ROLE_ERROR), "x");
+            if (sel) term_fill(w, y + th, x, tw, term_attr(UI_ROLE_SELECTION));
+        }
+    }
+}
+
+/* One score in 6 columns ("   -  " when undefined). */
+static void put_score(WINDOW *w, int y, int x, double v, int on) {
+    attr_t at = term_attr(on ? UI_ROLE_SELECTION : UI_ROLE_TEXT);
+    if (v == v) term_printf(w, y, x, 7, at, "%6.3f ", v);
+    else term_printf(w, y, x, 7, at, "    -  ");
+}
+
+/* The scores table at column x: a header naming the sort, then the heads in order. */
+static void draw_table(app *a, WINDOW *w, int y0, int x, int rows) {
+    struct model_view *mv = a->model_view;
+    const int H = a->cfg->n_head;
+    term_printf(w, y0, x, TABLE_W, term_attr(UI_ROLE_TITLE), "head    prev  first   self  entr.  induc");
+    term_printf(w, y0 + 1, x, TABLE_W, term_attr(UI_ROLE_DIM), "sorted by %s (s); entropy in nats", sort_names[mv->sort]);
+    rows -= 2;
+    int sel = 0;
+    for (int i = 0; i < mv->n_heads; i++)
+        if (mv->order[i] == mv->layer * H + mv->head) sel = i;
+    if (sel < mv->table_top) mv->table_top = sel;
+    if (sel >= mv->table_top + rows) mv->table_top = sel - rows + 1;
+    for (int r = 0; r < rows && mv->table_top + r < mv->n_heads; r++) {
+        int i = mv->order[mv->table_top + r], on = mv->table_top + r == sel;
+        const gpt2_head_scores *s = &mv->scores[i];
+        term_printf(w, y0 + 2 + r, x, 6, term_attr(on ? UI_ROLE_SELECTION : UI_ROLE_TEXT), "%2d.%-3d", i / H, i % H);
+        if (mv->missing[i]) {
+            term_printf(w, y0 + 2 + r, x + 6, TABLE_W - 6, term_attr(UI_ROLE_DIM), "not kept (see the note above)");
+            continue;
+        }
+        const double v[5] = {s->prev_token, s->first_token, s->self, s->entropy, s->induction};
+        for (int j = 0; j < 5; j++) put_score(w, y0 + 2 + r, x + 6 + 7 * j, v[j], on);
+    }
+}
+
+void model_view_draw(app *a) {
+    struct model_view *mv = a->model_view;
+    if (!mv) return;
+    rescore(a, mv);
+    WINDOW *w = newwin(LINES, COLS, 0, 0);
+    if (!w) return;
+    wbkgdset(w, ' ' | term_attr(UI_ROLE_TEXT));
+    werase(w);
+    inspect_focus f;
+    inspector_focus(a->panes[PANE_INSPECTOR], &f);
+    int n = f.n_tok;
+    term_printf(w, 0, 0, COLS, term_attr(UI_ROLE_TITLE),
+                " model view: %d layers x %d heads over %d tokens - thumbnails: %s", a->cfg->n_layer,
+                a->cfg->n_head, n, mv->row_mode ? "the query's row (r: whole pattern)" : "whole pattern (r: the query's row)");
+    pane legend_pane = {.a = a, .win = w, .w = COLS - TABLE_W - 2, .h = 2};
+    inspect_focus lf = {.view = INSPECT_ZOOM};
+    view_legend(&legend_pane, 1, &lf, "max-pooled");
+    if (!istore_all_layers(a->store))
+        term_printf(w, 2, 1, COLS - 2, term_attr(UI_ROLE_NOTICE),
+                    "only the inspector's layer is kept (the context is too long to keep every layer's rows)");
+    const int gw = COLS - TABLE_W - 2, top = 3, gh = LINES - top - 1;
+    draw_grid(a, w, top, gw, gh, f.query < 0 ? 0 : f.query);
+    draw_table(a, w, top, gw + 1, gh);
+    const gpt2_head_scores *s = &mv->scores[mv->layer * a->cfg->n_head + mv->head];
+    term_printf(w, LINES - 1, 0, COLS, term_attr(UI_ROLE_STATUS),
+                " L%d H%d%s  prev %.2f first %.2f self %.2f entropy %.2f induction %s%.2f - arrows move, Enter opens, "
+                "s sorts, r thumbnails, x ablates, Esc closes",
+                mv->layer, mv->head, gpt2_session_ablated(a->s, mv->layer, mv->head) ? " (ablated)" : "", s->prev_token,
+                s->first_token, s->self, s->entropy, s->induction == s->induction ? "" : "n/a ",
+                s->induction == s->induction ? s->induction : 0.0);
+    wnoutrefresh(w);
+    delwin(w);
+}
+
+/* ---- keys ---- */
+
+int model_view_key(app *a, int key, int is_code) {
+    struct model_view *mv = a->model_view;
+    const int L = a->cfg->n_layer, H = a->cfg->n_head;
+    if (is_code) {
+        switch (key) {
+        case KEY_UP: mv->layer = (mv->layer + L - 1) % L; return 1;
+        case KEY_DOWN: mv->layer = (mv->layer + 1) % L; return 1;
+        case KEY_LEFT: mv->head = (mv->head + H - 1) % H; return 1;
+        case KEY_RIGHT: mv->head = (mv->head + 1) % H; return 1;
+        case KEY_ENTER: break;
+        case KEY_F(9): model_view_close(a); return 1;
+        default: return 1;
+        }
+    }
+    switch (key) {
+    case '\n':
+    case '\r':
+    case KEY_ENTER: {
+        pane *ins = a->panes[PANE_INSPECTOR];
+        inspector_set_layer(ins, mv->layer);
+        inspector_set_head(ins, mv->head);
+        model_view_close(a);
+        app_message(a, UI_ROLE_NOTICE, "inspector: layer %d, head %d (F9 or /heads: the model view again)",
+                    inspector_layer(ins), inspector_head(ins));
+        return 1;
+    }
+    case 's': mv->sort = (mv->sort + 1) % N_SORTS, sort_heads(mv); return 1;
+    case 'r': mv->row_mode = !mv->row_mode; return 1;
+    case 'x': app_ablate_toggle(a, mv->layer, mv->head); return 1;
+    case 27:
+    case 'q': model_view_close(a); return 1;
+    default: return 1;
+    }
+}
