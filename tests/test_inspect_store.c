@@ -166,6 +166,42 @@ static void test_truncate(void **state) {
     istore_free(st);
 }
 
+/* Residuals as the forward pass hands them over: every block of each
+ * position in order, the last block last; a position is readable once its
+ * last block is in, and truncation forgets it. */
+static void test_residuals(void **state) {
+    (void)state;
+    enum { E = 5 };
+    istore *st;
+    assert_int_equal(istore_new(L, H, C, ALL, &st), ISTORE_OK);
+    assert_false(istore_hook_want_residual(st, 0)); /* not kept until asked */
+    assert_null(istore_residual(st, 0, 0));
+    assert_int_equal(istore_keep_residuals(st, E, (size_t)L * C * E * sizeof(float) - 1), ISTORE_ERR_NOMEM);
+    assert_false(istore_hook_want_residual(st, 0));
+    assert_int_equal(istore_keep_residuals(st, E, (size_t)L * C * E * sizeof(float)), ISTORE_OK);
+    assert_true(istore_hook_want_residual(st, L - 1));
+    assert_false(istore_hook_want_residual(st, L));
+    float x[E];
+    for (int p = 0; p < C; p++)
+        for (int l = 0; l < L; l++) {
+            for (int i = 0; i < E; i++) x[i] = (float)(100 * l + 10 * p + i);
+            istore_hook_put_residual(st, l, p, x, E);
+            if (l < L - 1) assert_null(istore_residual(st, 0, p)); /* half-computed: not current */
+        }
+    for (int p = 0; p < C; p++)
+        for (int l = 0; l < L; l++) {
+            const float *r = istore_residual(st, l, p);
+            assert_non_null(r);
+            for (int i = 0; i < E; i++) assert_float_equal(r[i], 100 * l + 10 * p + i, 0);
+        }
+    istore_hook_put_residual(st, 0, 0, x, E + 1); /* the wrong width: ignored */
+    assert_float_equal(istore_residual(st, 0, 0)[E - 1], E - 1, 0);
+    istore_truncate(st, 2);
+    assert_non_null(istore_residual(st, 2, 1));
+    for (int p = 2; p < C; p++) assert_null(istore_residual(st, 0, p));
+    istore_free(st);
+}
+
 static gpt2_candidate cand(int32_t id, float prob) {
     return (gpt2_candidate){.id = id, .prob = prob, .prob_temp = prob, .removed_by = GPT2_STAGE_KEPT};
 }
@@ -248,7 +284,7 @@ int main(void) {
         cmocka_unit_test(test_new_checks_arguments),      cmocka_unit_test(test_all_layers_rows_from_hooks),
         cmocka_unit_test(test_weight_and_head_mean),      cmocka_unit_test(test_budget_falls_back_to_shown_layer),
         cmocka_unit_test(test_truncate),                  cmocka_unit_test(test_snapshots),
-        cmocka_unit_test(test_notes_follow_turns),
+        cmocka_unit_test(test_notes_follow_turns),        cmocka_unit_test(test_residuals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
