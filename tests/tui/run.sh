@@ -344,7 +344,11 @@ keys m
 check "m again: the max over them" wait_for "L0 max of heads"
 keys s
 check "s: the per-row scale, said on screen" wait_for "per row (1 = row max)"
-keys End F8 Tab
+keys End F8
+check "logit lens: a view of the inspector, every block's guess" wait_for "logit lens  (layers 0-1; F8 next view)"
+check "logit lens: says what the last column is" wait_for "the model's top choice"
+check "logit lens: the last block ranks the model's choice first" sh -c "$T capture-pane -p -t app | grep -qE '│L1 .* #1 '"
+keys F8 Tab
 : > "$TMP/log"
 keys "/ablate 0.*" Enter
 check "ablation: progress while the context is re-evaluated" wait_for "ablation: re-evaluating the whole context under the new set 4/16"
@@ -356,6 +360,14 @@ keys "/ablate 9.1" Enter
 check "/ablate out of range: refused with the model's shape" wait_for "layer 9 is out of range: 2 layers (0..1) of 4 heads (0..3)"
 keys "/ablate off" Enter
 check "/ablate off" wait_for "ablation lifted: the KV cache was re-evaluated under no ablation"
+keys F9
+check "model view: every head, its thumbnail and scores" wait_for "model view: 2 layers x 4 heads over 16 tokens"
+check "model view: the scores table" wait_for "head    prev  first   self  entr.  induc"
+keys s
+check "model view: s sorts by the next score" wait_for "sorted by prev (s)"
+keys Right Enter
+check "model view: Enter opens the head in the inspector" wait_for "inspector: layer 0, head 1"
+check "model view: closed, the inspector shows that head" wait_for "L0 H1"
 keys "/inspect 5 4 3" Enter
 check "/inspect: prompt mode on the text, nothing generated" wait_for "prompt mode: 3 tokens evaluated as typed (raw template), nothing generated"
 check "/inspect: no reply" sh -c "sleep 0.3; ! grep -q '^token ' '$TMP/log'"
@@ -381,7 +393,7 @@ for envv in TERM=screen NO_COLOR=1; do
     $T kill-server >/dev/null 2>&1; sleep 0.2
     $T new-session -d -s app -x 100 -y 30 "env $envv XDG_STATE_HOME='$TMP/state' '$BIN' inspect -m '$MODEL' -p '12 7 99 3 45'; sleep 60"
     wait_for "prompt mode" 10
-    keys F8
+    keys F8 F8
     check "$envv: the heatmap in shade glyphs with a glyph scale" wait_for "scale 0 ░>0 ▒.06 ▓.25 █.56 1"
     check "$envv: one token per cell" wait_for "1 token/cell"
     keys F8 F8
