@@ -104,13 +104,16 @@ void app_lens_free(app *a) {
     a->lens = NULL;
 }
 
-/* One token and its probability in `width` columns: `·the 12%`. */
+/* One token and its probability in `width` columns (the label cut to fit
+ * by display columns): `·the   12.0%`. */
 static int put_choice(pane *p, int y, int x, int width, int32_t id, float prob, attr_t at) {
     char lab[64], pc[8];
     app_token_label(p->a, id, lab, sizeof lab);
     ui_percent(prob, pc);
-    return term_printf(p->win, y, x, width, at, "%-*.*s%s", width - 7 > 1 ? width - 7 : 1, width - 7 > 1 ? width - 7 : 1,
-                       lab, pc);
+    term_fill(p->win, y, x, width - 1, at);
+    term_put(p->win, y, x, lab, strlen(lab), width - 7, at);
+    term_printf(p->win, y, x + width - 7, 6, at, "%s", pc);
+    return width;
 }
 
 /* The lens table from row y, h rows. Returns the rows used. */
@@ -127,16 +130,20 @@ int view_lens(pane *p, int y, int h, const inspect_focus *f) {
         return 1;
     }
     app_token_label(a, c->target, t, sizeof t);
-    term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_DIM), "after #%d \"%s\", each block's next-token guess", f->query, q);
-    term_printf(p->win, y + 1, 1, p->w - 2, term_attr(UI_ROLE_DIM), "#rank p: \"%s\", %s", t,
-                c->target_next ? "the token that came next" : "the model's top choice");
-    const int col = (p->w - 2 - 4 - 12) / LENS_TOP;
+    term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_DIM), "after #%d \"%s\": each block's guess",
+                f->query, q);
+    term_printf(p->win, y + 1, 1, p->w - 2, term_attr(UI_ROLE_DIM), "#rank p: of \"%s\", %s", t,
+                c->target_next ? "the token that came next" : "the model's final choice");
+    /* as many choices as fit at 13 columns each (6 of label) */
+    int n_show = (p->w - 2 - 4 - 13) / 13;
+    n_show = n_show > LENS_TOP ? LENS_TOP : n_show < 1 ? 1 : n_show;
+    const int col = (p->w - 2 - 4 - 13) / n_show;
     int rows = 2;
     for (int l = 0; l < a->cfg->n_layer && rows < h; l++, rows++) {
         const lens_row *r = &c->rows[l];
         int yy = y + rows, x = 1;
         x += term_printf(p->win, yy, x, 4, term_attr(UI_ROLE_DIM), "L%-2d ", l);
-        for (int k = 0; k < LENS_TOP && r->id[k] >= 0 && col >= 8; k++)
+        for (int k = 0; k < n_show && r->id[k] >= 0; k++)
             x += put_choice(p, yy, x, col, r->id[k], r->p[k], term_attr(r->id[k] == c->target ? UI_ROLE_SELECTION : UI_ROLE_TEXT));
         char pc[8];
         term_printf(p->win, yy, x, p->w - 1 - x, term_attr(r->rank == 1 ? UI_ROLE_CONF_HIGH : UI_ROLE_DIM), " #%-4d%s",
