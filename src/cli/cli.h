@@ -43,7 +43,7 @@ typedef struct {
     int n_ctx, stride;
 } cli_score;
 int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, int n_threads,
-                   cli_score *out);
+                   const char *ablate, cli_score *out);
 
 /* --- Options as data (options.c) -------------------------------------------
  *
@@ -122,6 +122,21 @@ int cli_parse_options(int argc, char **argv, const cli_opt *rows, int n_rows, vo
  * and a sampling knob (a gpt2_sampler_params field; .code = CLI_OPT_TEMP...). */
 int cli_opt_quantize(const cli_opt *o, const char *arg, void *value);
 int cli_opt_sampling(const cli_opt *o, const char *arg, void *value);
+
+/* --ablate L.H[,L.H...] (L.* a whole layer; ablate.c): the heads zero-ablated
+ * (gpt2_context_set_ablation). The row checks the form and keeps the text in
+ * a const char * field; the ranges are checked against the model once it is
+ * loaded, by cli_ablation_mask (a layer or head out of range names the
+ * model's shape). */
+int cli_opt_ablate(const cli_opt *o, const char *arg, void *value);
+#define CLI_ABLATE_ROW(T, f) {CLI_FN("ablate", 0, T, f, const char *, cli_opt_ablate)}
+#define CLI_ABLATE_USAGE                                                                    \
+    "  --ablate L.H[,L.H...]  zero-ablate these heads (L.* a whole layer; numbers from 0)\n"
+/* spec's heads as an (n_layer, n_head) mask (malloc'd); NULL after printing why. */
+unsigned char *cli_ablation_mask(const gpt2_config *cfg, const char *spec);
+/* Sets ctx's ablation to spec's heads (spec NULL: nothing to do): 1, or 0
+ * after printing why. */
+int cli_context_ablate(gpt2_context *ctx, const char *spec);
 
 /* The sampling knobs' rows, for a gpt2_sampler_params field sp of T; --seed
  * sets the int field seeded. */
@@ -301,10 +316,11 @@ volatile sig_atomic_t *cli_watch_interrupt(gpt2_context *ctx, const gpt2_hooks *
 /* The prompt's ids, at least one token; 0 after printing why not. */
 int cli_encode_prompt(const gpt2_model *m, const char *prompt, int flags, int32_t **ids, size_t *n);
 
-/* The prompt's ids through a fresh context with hooks (may be NULL) and
- * Ctrl-C watched: the context, or NULL after an error (*rc EXIT_ERR) or
- * Ctrl-C (*rc 130, "interrupted while evaluating the N-token prompt"). */
-gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const int32_t *ids, size_t n,
+/* The prompt's ids through a fresh context with the heads of ablate (an
+ * --ablate value, or NULL) zeroed, hooks (may be NULL) and Ctrl-C watched:
+ * the context, or NULL after an error (*rc EXIT_ERR) or Ctrl-C (*rc 130,
+ * "interrupted while evaluating the N-token prompt"). */
+gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const char *ablate, const int32_t *ids, size_t n,
                               const gpt2_hooks *hooks, int *rc);
 
 /* Token id's bytes as cli_print_piece shows them (an unknown id as ""). */

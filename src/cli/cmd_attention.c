@@ -6,12 +6,14 @@
 
 static const char usage_text[] =
     "usage: gptscope attention [-m DIR] -p PROMPT --layer L --head H [--json] [--special] [--threads N]\n"
+    "                          [--ablate L.H,...]\n"
     "  One head's causal attention matrix over the prompt: row i is query token i,\n"
     "  column j key token j (0 for j > i). Layers and heads count from 0.\n"
-    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n";
+    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n"
+    CLI_ABLATE_USAGE;
 
 typedef struct {
-    const char *model, *prompt;
+    const char *model, *prompt, *ablate;
     long layer, head; /* -1: not given */
     int special, json, n_threads;
 } attention_opts;
@@ -32,6 +34,7 @@ static int attention_parse(int argc, char **argv, attention_opts *o) {
         {CLI_FLAG("json", 0, attention_opts, json)},
         {CLI_FLAG("special", 0, attention_opts, special)},
         {CLI_INT("threads", 0, attention_opts, n_threads, 1, 256)},
+        CLI_ABLATE_ROW(attention_opts, ablate),
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
     if (rc == CLI_PARSED &&
@@ -72,7 +75,7 @@ static int attention_run(const attention_opts *o, attention_result *r) {
         return EXIT_ERR;
     }
     gpt2_hooks hooks = {.user_data = r, .want_attention = want_one_head, .on_attention = keep_row};
-    if ((ctx = cli_eval_prompt(r->m, o->n_threads, r->ids, n, &hooks, &rc))) rc = EXIT_OK;
+    if ((ctx = cli_eval_prompt(r->m, o->n_threads, o->ablate, r->ids, n, &hooks, &rc))) rc = EXIT_OK;
     gpt2_context_free(ctx);
     return rc;
 }

@@ -6,12 +6,14 @@
 
 static const char usage_text[] =
     "usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special] [--quantize q8] [--threads N]\n"
+    "                     [--ablate L.H,...]\n"
     "  The next-token distribution after PROMPT (temperature 1, no filtering):\n"
     "  the K most likely tokens (default 10) with logit and probability.\n"
-    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n";
+    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n"
+    CLI_ABLATE_USAGE;
 
 typedef struct {
-    const char *model, *quantize, *prompt;
+    const char *model, *quantize, *prompt, *ablate;
     long k;
     int special, json, n_threads;
 } topk_opts;
@@ -37,6 +39,7 @@ static int topk_parse(int argc, char **argv, topk_opts *o) {
         {CLI_FLAG("special", 0, topk_opts, special)},
         {CLI_FN("quantize", 0, topk_opts, quantize, const char *, cli_opt_quantize)},
         {CLI_INT("threads", 0, topk_opts, n_threads, 1, 256)},
+        CLI_ABLATE_ROW(topk_opts, ablate),
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
     if (rc == CLI_PARSED && (cli_positional(usage_text, "topk", argc, argv, 0, "") != EXIT_OK ||
@@ -78,7 +81,7 @@ static int topk_run(const topk_opts *o, topk_result *r) {
     int rc = EXIT_ERR;
     r->m = cli_load_model_as(cli_model_dir(o->model), o->quantize);
     if (r->m && cli_encode_prompt(r->m, o->prompt, o->special ? GPT2_ENCODE_SPECIAL : 0, &ids, &n) &&
-        (ctx = cli_eval_prompt(r->m, o->n_threads, ids, n, NULL, &rc)))
+        (ctx = cli_eval_prompt(r->m, o->n_threads, o->ablate, ids, n, NULL, &rc)))
         rc = rank(gpt2_context_logits(ctx), gpt2_model_config(r->m)->n_vocab, o->k, r);
     free(ids);
     gpt2_context_free(ctx);

@@ -244,10 +244,11 @@ int cli_encode_prompt(const gpt2_model *m, const char *prompt, int flags, int32_
     return 1;
 }
 
-gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const int32_t *ids, size_t n,
+gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const char *ablate, const int32_t *ids, size_t n,
                               const gpt2_hooks *hooks, int *rc) {
     *rc = EXIT_ERR;
     gpt2_context *ctx = cli_context_new(m, n_threads);
+    if (ctx && !cli_context_ablate(ctx, ablate)) gpt2_context_free(ctx), ctx = NULL;
     if (!ctx) return NULL;
     cli_watch_interrupt(ctx, hooks);
     gpt2_error err;
