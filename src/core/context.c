@@ -55,6 +55,8 @@ static int needs_scratch(const gpt2_model *m) {
     return 0;
 }
 
+/* Its complexity is its allocation checks: one straight path, every buffer
+ * checked, one message naming the cache size. */
 gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_context **out,
                              gpt2_error *err) {
     *out = NULL;

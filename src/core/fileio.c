@@ -174,6 +174,8 @@ static gpt2_status fill_temp(int fd, const char *path, gpt2_fileio_write_fn fill
     return st;
 }
 
+/* Its complexity is its syscalls, each checked with the step named in the
+ * message (create, write, fsync, rename, directory fsync). */
 gpt2_status gpt2_fileio_write_atomic(const char *path, gpt2_fileio_write_fn fill, void *user, gpt2_error *err) {
     if (!path || !*path || !fill) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "fileio: no path or no writer");
     char *target = NULL, *dir = NULL, *tmp = NULL;

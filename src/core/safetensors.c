@@ -154,6 +154,8 @@ static gpt2_status parse_entry(const char *path, const cJSON *e, const uint8_t *
     return GPT2_OK;
 }
 
+/* Long by design: a loader's validation, every header property checked in
+ * order with its own message (each entry's details are in parse_entry). */
 static gpt2_status parse_header(st_file *f, const char *json, size_t json_len, const uint8_t *data,
                                 uint64_t data_size, gpt2_error *err) {
     const char *path = f->path;

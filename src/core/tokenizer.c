@@ -255,6 +255,8 @@ static int32_t merge_part_id(const gpt2_tokenizer *t, const char *s, size_t n, c
     return k > 0 ? gpt2_tokenizer_token_id(t, scratch, (size_t)k) : -1;
 }
 
+/* Long by design: a loader's validation, one check per way a merges line
+ * can be wrong, each with a message naming the line. */
 static gpt2_status load_merges(gpt2_tokenizer *t, const char *path, char *data, size_t len,
                                gpt2_error *err) {
     if (len == 0)

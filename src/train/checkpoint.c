@@ -133,6 +133,8 @@ static gpt2_status check_fields(const char *path, const uint64_t *f, gpt2_error 
     return GPT2_OK;
 }
 
+/* Long by design: a loader's validation, the header's fields range-checked
+ * one by one before anything is allocated from them. */
 gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **out, uint64_t *data_hash,
                                 gpt2_error *err) {
     *out = NULL;
