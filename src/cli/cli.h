@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "gpt2.h"
+#include "viz/json.h"
 
 enum { EXIT_OK = 0, EXIT_ERR = 1, EXIT_USAGE = 2 };
 
@@ -260,32 +261,7 @@ char *cli_read_all(FILE *f, const char *path, size_t limit, size_t *len);
 /* Encodes text; on failure prints the tokenizer's message. Returns 0 on error. */
 int cli_encode(const gpt2_tokenizer *tok, const char *text, size_t len, int flags, int32_t **ids, size_t *n);
 
-/* JSON output (json.c), built with cJSON. Text is a JSON string; where its
- * bytes are not valid UTF-8 or hold a NUL, those read U+FFFD and a sibling
- * KEY_bytes lists every byte (0..255), so the exact bytes come back. A NaN or
- * infinite number is null with a sibling KEY_nonfinite: "nan", "inf" or
- * "-inf". An allocation that fails is remembered and reported by
- * cli_json_print. */
-void cli_json_text(cJSON *obj, const char *key, const char *s, size_t n);
-void cli_json_number(cJSON *obj, const char *key, double v);
-
-/* obj takes item under key (item freed if that fails); null under key. */
-void cli_json_add(cJSON *obj, const char *key, cJSON *item);
-void cli_json_null(cJSON *obj, const char *key);
-
-/* A new object appended to the array arr (NULL if that failed). */
-cJSON *cli_json_new_object(cJSON *arr);
-
-/* One token's text under key (with key_bytes when needed). */
-void cli_json_token(cJSON *obj, const char *key, const gpt2_tokenizer *tok, int32_t id);
-
-/* "ids": [...], "tokens": [...] and, when some token's text is not exact,
- * "tokens_bytes": [null or [bytes], ...] with one entry per token. */
-void cli_json_tokens(cJSON *obj, const gpt2_tokenizer *tok, const int32_t *ids, size_t n);
-
-/* key: rows x cols floats as nested arrays (row-major w); the cells that are
- * not finite are null and listed in key_nonfinite as [row, col, "nan"]. */
-void cli_json_matrix(cJSON *obj, const char *key, const float *w, int rows, int cols);
+/* JSON output: viz/json.h (viz_json_text, viz_json_number, viz_json_tokens, ...). */
 
 /* Prints root on one line to stdout and frees it: EXIT_OK, or EXIT_ERR (a
  * message printed) when building it ran out of memory. */

@@ -85,8 +85,8 @@ static int attention_report(const attention_result *r, int json) {
     const int T = r->T;
     if (json) {
         cJSON *root = cJSON_CreateObject();
-        cli_json_tokens(root, tok, r->ids, (size_t)T);
-        cli_json_matrix(root, "weights", r->w, T, T);
+        viz_json_tokens(root, tok, r->ids, (size_t)T);
+        viz_json_matrix(root, "weights", r->w, T, T);
         return cli_json_print(root);
     }
     for (int i = 0; i < T; i++) {

@@ -181,13 +181,13 @@ static int eval_report(const eval_result *r, int json) {
         return EXIT_OK;
     }
     cJSON *root = cJSON_CreateObject();
-    cli_json_text(root, "file", r->path, strlen(r->path));
-    cli_json_number(root, "from_byte", (double)r->from);
-    cli_json_number(root, "tokens", (double)s->tokens);
-    cli_json_number(root, "scored", (double)s->scored);
-    cli_json_number(root, "bytes", s->bytes);
-    cli_json_number(root, "nats_per_token", s->nats_per_token);
-    cli_json_number(root, "bits_per_byte", s->bits_per_byte);
+    viz_json_text(root, "file", r->path, strlen(r->path));
+    viz_json_number(root, "from_byte", (double)r->from);
+    viz_json_number(root, "tokens", (double)s->tokens);
+    viz_json_number(root, "scored", (double)s->scored);
+    viz_json_number(root, "bytes", s->bytes);
+    viz_json_number(root, "nats_per_token", s->nats_per_token);
+    viz_json_number(root, "bits_per_byte", s->bits_per_byte);
     return cli_json_print(root);
 }
 

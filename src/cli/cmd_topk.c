@@ -94,11 +94,11 @@ static int topk_report(const topk_result *r, int json) {
     for (long i = 0; i < r->n; i++) {
         const topk_entry *t = &r->top[i];
         if (json) {
-            cJSON *e = cli_json_new_object(root);
-            cli_json_number(e, "id", t->id);
-            cli_json_token(e, "token", tok, t->id);
-            cli_json_number(e, "logit", t->logit);
-            cli_json_number(e, "prob", t->prob);
+            cJSON *e = viz_json_new_object(root);
+            viz_json_number(e, "id", t->id);
+            viz_json_token(e, "token", tok, t->id);
+            viz_json_number(e, "logit", t->logit);
+            viz_json_number(e, "prob", t->prob);
         } else {
             printf("%6d  %9.4f  %8.5f  ", t->id, t->logit, t->prob);
             cli_print_token(tok, t->id);

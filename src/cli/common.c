@@ -268,3 +268,15 @@ void cli_print_token(const gpt2_tokenizer *tok, int32_t id) {
     const char *b = gpt2_tokenizer_token_bytes(tok, id, &bl);
     cli_print_piece(b ? b : "", b ? bl : 0);
 }
+
+int cli_json_print(cJSON *root) {
+    char *text = root && !viz_json_failed() ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) {
+        cli_error("out of memory building the JSON output");
+        return EXIT_ERR;
+    }
+    puts(text);
+    cJSON_free(text);
+    return EXIT_OK;
+}
