@@ -16,7 +16,9 @@
 #include <cjson/cJSON.h>
 
 #include "gpt2.h"
+#include "viz/export.h"
 #include "viz/json.h"
+#include "viz/picture.h"
 
 enum { EXIT_OK = 0, EXIT_ERR = 1, EXIT_USAGE = 2 };
 
@@ -24,6 +26,8 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_topk(int argc, char **argv);
 int cmd_attention(int argc, char **argv);
+int cmd_heads(int argc, char **argv);
+int cmd_lens(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
@@ -138,6 +142,16 @@ unsigned char *cli_ablation_mask(const gpt2_config *cfg, const char *spec);
 /* Sets ctx's ablation to spec's heads (spec NULL: nothing to do): 1, or 0
  * after printing why. */
 int cli_context_ablate(gpt2_context *ctx, const char *spec);
+
+/* --export FILE (a table: .json or .csv) and --svg/--png FILE (a picture):
+ * the rows check the name's ending (and, for --png, that gptscope was built
+ * with cairo); cli_export writes a table through viz_export, printing why
+ * not: 1 written, 0 not (the file is then as it was). */
+int cli_opt_table_file(const cli_opt *o, const char *arg, void *value);
+int cli_opt_picture_file(const cli_opt *o, const char *arg, void *value);
+#define CLI_EXPORT_ROW(T, f) {CLI_FN("export", 0, T, f, const char *, cli_opt_table_file)}
+#define CLI_EXPORT_USAGE "  --export FILE  also write the table to FILE: .json or .csv (README, Exports)\n"
+int cli_export(const char *path, const viz_table *t);
 
 /* The sampling knobs' rows, for a gpt2_sampler_params field sp of T; --seed
  * sets the int field seeded. */

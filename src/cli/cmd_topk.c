@@ -19,14 +19,8 @@ typedef struct {
 } topk_opts;
 
 typedef struct {
-    int32_t id;
-    float logit;
-    double prob; /* softmax at temperature 1 */
-} topk_entry;
-
-typedef struct {
     gpt2_model *m;     /* kept for its tokenizer */
-    topk_entry *top;   /* (n), most probable first */
+    viz_candidate *top; /* (n), most probable first */
     long n;
 } topk_result;
 
@@ -48,29 +42,12 @@ static int topk_parse(int argc, char **argv, topk_opts *o) {
     return rc;
 }
 
-/* Highest logit first, NaN last (so that the order stays total), ties by id. */
-static int by_logit_desc(const void *a, const void *b) {
-    const topk_entry *x = a, *y = b;
-    const int xn = isnan(x->logit), yn = isnan(y->logit);
-    if (xn != yn) return xn - yn;
-    if (!xn && x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
-    return x->id - y->id;
-}
-
-/* logits (V) as entries, sorted; the first k get their probability. */
+/* logits (V) ranked: the first k with their probabilities. */
 static int rank(const float *logits, int V, long k, topk_result *r) {
-    topk_entry *all = malloc((size_t)V * sizeof *all);
-    if (!all) return EXIT_ERR;
-    double max = logits[0], sum = 0;
-    for (int i = 0; i < V; i++) {
-        all[i] = (topk_entry){i, logits[i], 0};
-        if (logits[i] > max) max = logits[i];
+    if (!(r->top = malloc((size_t)(k > V ? V : k) * sizeof *r->top)) || (r->n = viz_top_candidates(logits, V, k, r->top)) < 0) {
+        cli_error("out of memory ranking %d logits", V);
+        return EXIT_ERR;
     }
-    for (int i = 0; i < V; i++) sum += exp((double)logits[i] - max);
-    qsort(all, (size_t)V, sizeof *all, by_logit_desc);
-    r->n = k > V ? V : k;
-    for (long i = 0; i < r->n; i++) all[i].prob = exp((double)all[i].logit - max) / sum;
-    r->top = all;
     return EXIT_OK;
 }
 
@@ -92,7 +69,7 @@ static int topk_report(const topk_result *r, int json) {
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(r->m);
     cJSON *root = json ? cJSON_CreateArray() : NULL;
     for (long i = 0; i < r->n; i++) {
-        const topk_entry *t = &r->top[i];
+        const viz_candidate *t = &r->top[i];
         if (json) {
             cJSON *e = viz_json_new_object(root);
             viz_json_number(e, "id", t->id);

@@ -280,3 +280,37 @@ int cli_json_print(cJSON *root) {
     cJSON_free(text);
     return EXIT_OK;
 }
+
+int cli_opt_table_file(const cli_opt *o, const char *arg, void *value) {
+    const viz_format f = viz_format_of(arg);
+    if (f != VIZ_FORMAT_JSON && f != VIZ_FORMAT_CSV) {
+        cli_error("--%s %s: a table is written as .json or .csv (the name's ending says which)", o->name, arg);
+        return 0;
+    }
+    *(const char **)value = arg;
+    return 1;
+}
+
+int cli_opt_picture_file(const cli_opt *o, const char *arg, void *value) {
+    const viz_format want = strcmp(o->name, "png") == 0 ? VIZ_FORMAT_PNG : VIZ_FORMAT_SVG;
+    if (viz_format_of(arg) != want) {
+        cli_error("--%s %s: the file's name must end in .%s", o->name, arg, o->name);
+        return 0;
+    }
+    if (want == VIZ_FORMAT_PNG && !viz_png_available()) {
+        cli_error("--png is unavailable: this gptscope was built without cairo (apt-get install libcairo2-dev, then "
+                  "rebuild); --svg works without it");
+        return 0;
+    }
+    *(const char **)value = arg;
+    return 1;
+}
+
+int cli_export(const char *path, const viz_table *t) {
+    gpt2_error err;
+    if (viz_export(path, t, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return 0;
+    }
+    return 1;
+}

@@ -35,6 +35,8 @@ void viz_json_add(cJSON *obj, const char *key, cJSON *item) { add(obj, key, item
 
 void viz_json_null(cJSON *obj, const char *key) { add(obj, key, cJSON_CreateNull()); }
 
+void viz_json_append(cJSON *arr, cJSON *item) { append(arr, item); }
+
 cJSON *viz_json_new_object(cJSON *arr) {
     cJSON *obj = cJSON_CreateObject();
     append(arr, obj);

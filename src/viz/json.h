@@ -29,6 +29,8 @@ void viz_json_number(cJSON *obj, const char *key, double v);
 /* obj takes item under key (item freed if that fails); null under key. */
 void viz_json_add(cJSON *obj, const char *key, cJSON *item);
 void viz_json_null(cJSON *obj, const char *key);
+/* The array arr takes item (item freed if that fails). */
+void viz_json_append(cJSON *arr, cJSON *item);
 
 /* A new object appended to the array arr (NULL if that failed). */
 cJSON *viz_json_new_object(cJSON *arr);
