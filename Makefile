@@ -69,11 +69,11 @@ endif
 # --- optional: cairo draws the PNG pictures (attention --png); SVG needs nothing. Without
 # it gptscope is built without --png (and says so when asked).
 ifneq ($(NOCAIRO),1)
-HAVE_CAIRO := $(shell $(PKG) --exists cairo 2>/dev/null && echo 1)
+HAVE_CAIRO := $(shell $(PKG) --exists cairo fontconfig 2>/dev/null && echo 1)
 endif
 ifeq ($(HAVE_CAIRO),1)
-CAIRO_CFLAGS := $(shell $(PKG) --cflags cairo) -DGPTSCOPE_HAVE_CAIRO
-CAIRO_LIBS := $(shell $(PKG) --libs cairo)
+CAIRO_CFLAGS := $(shell $(PKG) --cflags cairo fontconfig) -DGPTSCOPE_HAVE_CAIRO
+CAIRO_LIBS := $(shell $(PKG) --libs cairo fontconfig)
 else ifeq ($(filter clean help,$(MAKECMDGOALS)),)
 $(info gptscope: building without PNG pictures: $(if $(NOCAIRO),NOCAIRO=1 given,cairo not found (apt-get install libcairo2-dev)))
 endif

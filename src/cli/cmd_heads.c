@@ -138,7 +138,7 @@ static int heads_report(const heads_result *r, const heads_opts *o) {
     if (o->json) return cli_json_print(viz_heads_json(&h));
     printf("%s: %d layers x %d heads over %d tokens; sorted by %s\n", cli_show(gpt2_model_name(r->m)), r->n_layer,
            r->n_head, r->T, sort_keys[o->sort]);
-    printf("layer head  prev_token first_token        self     entropy   induction  (over)\n");
+    printf("layer head  prev_token first_token        self     entropy   induction  (queries)\n");
     for (int i = 0; i < h.n; i++) {
         const viz_head_row *row = &r->rows[i];
         printf("%5d %4d", row->layer, row->head);
