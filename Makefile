@@ -5,6 +5,7 @@
 #   make SAN=1      sanitizer build into build-san/
 #   make PORTABLE=1 no -march=native (for binaries that must run on other CPUs)
 #   make NOUI=1     without the chat app even when ncursesw and readline are installed
+#   make NOCAIRO=1  without PNG pictures (attention --png) even when cairo is installed
 #   make test       build and run the test suite once (honours SAN=1)
 #   make check      make test, then make test SAN=1, then make tsan
 #   make tsan       the pool and forward-pass tests under ThreadSanitizer
@@ -65,6 +66,18 @@ $(info gptscope: building without the chat command: $(if $(NOUI),NOUI=1 given,$(
 endif
 endif
 
+# --- optional: cairo draws the PNG pictures (attention --png); SVG needs nothing. Without
+# it gptscope is built without --png (and says so when asked).
+ifneq ($(NOCAIRO),1)
+HAVE_CAIRO := $(shell $(PKG) --exists cairo fontconfig 2>/dev/null && echo 1)
+endif
+ifeq ($(HAVE_CAIRO),1)
+CAIRO_CFLAGS := $(shell $(PKG) --cflags cairo fontconfig) -DGPTSCOPE_HAVE_CAIRO
+CAIRO_LIBS := $(shell $(PKG) --libs cairo fontconfig)
+else ifeq ($(filter clean help,$(MAKECMDGOALS)),)
+$(info gptscope: building without PNG pictures: $(if $(NOCAIRO),NOCAIRO=1 given,cairo not found (apt-get install libcairo2-dev)))
+endif
+
 CORE_PKGS := openblas libpcre2-8 libcjson
 CFLAGS_PKG := $(shell $(PKG) --cflags $(CORE_PKGS) 2>/dev/null)
 LIBS_PKG   := $(shell $(PKG) --libs $(CORE_PKGS) 2>/dev/null)
@@ -75,7 +88,9 @@ CFLAGS  += -std=c11 -D_DEFAULT_SOURCE -g $(OPT) $(MARCH) $(WARN) -Iinclude -Isrc
 LDLIBS  := $(LIBS_PKG) -lm -lpthread
 
 CORE_SRC := $(wildcard src/core/*.c src/train/*.c)
-CLI_SRC  := $(filter-out src/cli/cmd_chat.c src/cli/cmd_inspect.c,$(wildcard src/cli/*.c)) src/main.c
+# src/viz: the microscope's exports and pictures (no curses), for src/cli and src/ui
+VIZ_SRC  := $(wildcard src/viz/*.c)
+CLI_SRC  := $(filter-out src/cli/cmd_chat.c src/cli/cmd_inspect.c,$(wildcard src/cli/*.c)) src/main.c $(VIZ_SRC)
 # src/ui: pure logic (wrap, heatmap, themes, the inspector's store; no curses, unit-tested
 # everywhere) and the app
 UI_PURE_SRC := src/ui/wrap.c src/ui/heatmap.c src/ui/theme.c src/ui/inspect_store.c
@@ -89,6 +104,7 @@ CORE_OBJ := $(CORE_SRC:%.c=$(B)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(B)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 UI_PURE_OBJ := $(UI_PURE_SRC:%.c=$(B)/%.o)
+VIZ_OBJ  := $(VIZ_SRC:%.c=$(B)/%.o)
 LIB      := $(B)/libgpt2.a
 
 .PHONY: all test check clean help fixtures tokenizer-data bench test-tui tsan test-fuzz
@@ -107,13 +123,18 @@ ifeq ($(HAVE_UI),1)
 $(B)/src/ui/%.o: CFLAGS += $(UI_CFLAGS)
 $(B)/src/main.o: CFLAGS += -DGPTSCOPE_HAVE_CHAT
 endif
+$(B)/src/viz/%.o: CFLAGS += $(CAIRO_CFLAGS)
+# the viz objects depend on whether cairo is built in
+$(VIZ_OBJ): $(B)/.cairo-$(if $(HAVE_CAIRO),on,off)
+$(B)/.cairo-%:
+	@mkdir -p $(B) && rm -f $(B)/.cairo-on $(B)/.cairo-off && touch $@
 # main.o depends on whether chat is built in
 $(B)/src/main.o: $(B)/.ui-$(if $(HAVE_UI),on,off)
 $(B)/.ui-%:
 	@mkdir -p $(B) && rm -f $(B)/.ui-on $(B)/.ui-off && touch $@
 
 $(APP): $(CLI_OBJ) $(LIB)
-	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS) $(UI_LIBS)
+	$(CC) $(LDSAN) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS) $(UI_LIBS) $(CAIRO_LIBS)
 
 # --- tests ---------------------------------------------------------------------
 CMOCKA_LIBS = $(shell $(PKG) --libs cmocka 2>/dev/null)
@@ -132,6 +153,12 @@ $(UI_TEST_BIN): $(B)/tests/%: tests/%.c $(LIB) $(UI_PURE_OBJ)
 	@$(PKG) --exists cmocka || { echo "cmocka not found: apt-get install libcmocka-dev" >&2; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -Itests -o $@ $< $(UI_PURE_OBJ) $(LIB) $(CMOCKA_LIBS) $(LDLIBS)
+
+# the viz unit test links the viz objects (and cairo where it is built in)
+$(B)/tests/test_viz: tests/test_viz.c $(LIB) $(VIZ_OBJ)
+	@$(PKG) --exists cmocka || { echo "cmocka not found: apt-get install libcmocka-dev" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CAIRO_CFLAGS) $(LDSAN) -Itests -o $@ $< $(VIZ_OBJ) $(LIB) $(CMOCKA_LIBS) $(LDLIBS) $(CAIRO_LIBS)
 
 tokenizer-data: $(TOKDIR)/encoder.json
 $(TOKDIR)/encoder.json: scripts/fetch-gpt2-tokenizer.sh
@@ -216,6 +243,6 @@ clean:
 	rm -rf build build-san build-tsan gptscope
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,13p' Makefile
 
 -include $(CORE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UI_PURE_OBJ:.o=.d) $(FUZZ_MAIN:.o=.d)

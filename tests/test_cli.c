@@ -31,7 +31,7 @@ static void test_usage_errors(void **state) {
     run_free(&r);
     r = run(NULL, "attention -m %s -p hi --layer 9 --head 0", fixture_path("models/tiny-f32"));
     assert_int_equal(r.status, 1);
-    assert_non_null(strstr(r.err, "layers 0..1"));
+    assert_non_null(strstr(r.err, "2 layers (0..1) of 4 heads (0..3)"));
     run_free(&r);
     r = run(NULL, "generate -m %s -p hi --quantize q4", fixture_path("models/tiny-f32"));
     assert_int_equal(r.status, 2);
@@ -75,7 +75,7 @@ static void test_usage_errors_say_what(void **state) {
     (void)state;
     const char *m = fixture_path("models/tiny-f32");
     static const struct { const char *args, *want; } cases[] = {
-        {"attention -m %s -p x --layer 0", "gptscope: attention needs --head H\nusage: gptscope attention"},
+        {"attention -m %s -p x --layer 0", "gptscope: attention needs --head H (or --mean)\nusage: gptscope attention"},
         {"attention -m %s --layer 0", "attention needs -p PROMPT and --head H"},
         {"attention -m %s", "attention needs -p PROMPT, --layer L and --head H"},
         {"topk -m %s", "topk needs -p PROMPT"},

@@ -16,6 +16,9 @@
 #include <cjson/cJSON.h>
 
 #include "gpt2.h"
+#include "viz/export.h"
+#include "viz/json.h"
+#include "viz/picture.h"
 
 enum { EXIT_OK = 0, EXIT_ERR = 1, EXIT_USAGE = 2 };
 
@@ -23,6 +26,8 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_topk(int argc, char **argv);
 int cmd_attention(int argc, char **argv);
+int cmd_heads(int argc, char **argv);
+int cmd_lens(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
@@ -47,7 +52,7 @@ typedef struct {
     int n_ctx, stride;
 } cli_score;
 int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, int n_threads,
-                   cli_score *out);
+                   const char *ablate, cli_score *out);
 
 /* --- Options as data (options.c) -------------------------------------------
  *
@@ -126,6 +131,31 @@ int cli_parse_options(int argc, char **argv, const cli_opt *rows, int n_rows, vo
  * and a sampling knob (a gpt2_sampler_params field; .code = CLI_OPT_TEMP...). */
 int cli_opt_quantize(const cli_opt *o, const char *arg, void *value);
 int cli_opt_sampling(const cli_opt *o, const char *arg, void *value);
+
+/* --ablate L.H[,L.H...] (L.* a whole layer; ablate.c): the heads zero-ablated
+ * (gpt2_context_set_ablation). The row checks the form and keeps the text in
+ * a const char * field; the ranges are checked against the model once it is
+ * loaded, by cli_ablation_mask (a layer or head out of range names the
+ * model's shape). */
+int cli_opt_ablate(const cli_opt *o, const char *arg, void *value);
+#define CLI_ABLATE_ROW(T, f) {CLI_FN("ablate", 0, T, f, const char *, cli_opt_ablate)}
+#define CLI_ABLATE_USAGE                                                                    \
+    "  --ablate L.H[,L.H...]  zero-ablate these heads (L.* a whole layer; numbers from 0)\n"
+/* spec's heads as an (n_layer, n_head) mask (malloc'd); NULL after printing why. */
+unsigned char *cli_ablation_mask(const gpt2_config *cfg, const char *spec);
+/* Sets ctx's ablation to spec's heads (spec NULL: nothing to do): 1, or 0
+ * after printing why. */
+int cli_context_ablate(gpt2_context *ctx, const char *spec);
+
+/* --export FILE (a table: .json or .csv) and --svg/--png FILE (a picture):
+ * the rows check the name's ending (and, for --png, that gptscope was built
+ * with cairo); cli_export writes a table through viz_export, printing why
+ * not: 1 written, 0 not (the file is then as it was). */
+int cli_opt_table_file(const cli_opt *o, const char *arg, void *value);
+int cli_opt_picture_file(const cli_opt *o, const char *arg, void *value);
+#define CLI_EXPORT_ROW(T, f) {CLI_FN("export", 0, T, f, const char *, cli_opt_table_file)}
+#define CLI_EXPORT_USAGE "  --export FILE  also write the table to FILE: .json or .csv (README, Exports)\n"
+int cli_export(const char *path, const viz_table *t);
 
 /* The sampling knobs' rows, for a gpt2_sampler_params field sp of T; --seed
  * sets the int field seeded. */
@@ -249,32 +279,7 @@ char *cli_read_all(FILE *f, const char *path, size_t limit, size_t *len);
 /* Encodes text; on failure prints the tokenizer's message. Returns 0 on error. */
 int cli_encode(const gpt2_tokenizer *tok, const char *text, size_t len, int flags, int32_t **ids, size_t *n);
 
-/* JSON output (json.c), built with cJSON. Text is a JSON string; where its
- * bytes are not valid UTF-8 or hold a NUL, those read U+FFFD and a sibling
- * KEY_bytes lists every byte (0..255), so the exact bytes come back. A NaN or
- * infinite number is null with a sibling KEY_nonfinite: "nan", "inf" or
- * "-inf". An allocation that fails is remembered and reported by
- * cli_json_print. */
-void cli_json_text(cJSON *obj, const char *key, const char *s, size_t n);
-void cli_json_number(cJSON *obj, const char *key, double v);
-
-/* obj takes item under key (item freed if that fails); null under key. */
-void cli_json_add(cJSON *obj, const char *key, cJSON *item);
-void cli_json_null(cJSON *obj, const char *key);
-
-/* A new object appended to the array arr (NULL if that failed). */
-cJSON *cli_json_new_object(cJSON *arr);
-
-/* One token's text under key (with key_bytes when needed). */
-void cli_json_token(cJSON *obj, const char *key, const gpt2_tokenizer *tok, int32_t id);
-
-/* "ids": [...], "tokens": [...] and, when some token's text is not exact,
- * "tokens_bytes": [null or [bytes], ...] with one entry per token. */
-void cli_json_tokens(cJSON *obj, const gpt2_tokenizer *tok, const int32_t *ids, size_t n);
-
-/* key: rows x cols floats as nested arrays (row-major w); the cells that are
- * not finite are null and listed in key_nonfinite as [row, col, "nan"]. */
-void cli_json_matrix(cJSON *obj, const char *key, const float *w, int rows, int cols);
+/* JSON output: viz/json.h (viz_json_text, viz_json_number, viz_json_tokens, ...). */
 
 /* Prints root on one line to stdout and frees it: EXIT_OK, or EXIT_ERR (a
  * message printed) when building it ran out of memory. */
@@ -305,10 +310,11 @@ volatile sig_atomic_t *cli_watch_interrupt(gpt2_context *ctx, const gpt2_hooks *
 /* The prompt's ids, at least one token; 0 after printing why not. */
 int cli_encode_prompt(const gpt2_model *m, const char *prompt, int flags, int32_t **ids, size_t *n);
 
-/* The prompt's ids through a fresh context with hooks (may be NULL) and
- * Ctrl-C watched: the context, or NULL after an error (*rc EXIT_ERR) or
- * Ctrl-C (*rc 130, "interrupted while evaluating the N-token prompt"). */
-gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const int32_t *ids, size_t n,
+/* The prompt's ids through a fresh context with the heads of ablate (an
+ * --ablate value, or NULL) zeroed, hooks (may be NULL) and Ctrl-C watched:
+ * the context, or NULL after an error (*rc EXIT_ERR) or Ctrl-C (*rc 130,
+ * "interrupted while evaluating the N-token prompt"). */
+gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const char *ablate, const int32_t *ids, size_t n,
                               const gpt2_hooks *hooks, int *rc);
 
 /* Token id's bytes as cli_print_piece shows them (an unknown id as ""). */

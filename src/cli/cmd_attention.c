@@ -1,25 +1,33 @@
-/* cmd_attention.c — `gptscope attention`: one head's attention matrix over a prompt. */
+/* cmd_attention.c — `gptscope attention`: one head's attention matrix over a
+ * prompt (or the mean of a layer's heads), as numbers, JSON, CSV or a picture. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 
 static const char usage_text[] =
-    "usage: gptscope attention [-m DIR] -p PROMPT --layer L --head H [--json] [--special] [--threads N]\n"
+    "usage: gptscope attention [-m DIR] -p PROMPT --layer L (--head H | --mean) [--json]\n"
+    "                          [--export FILE] [--svg FILE] [--png FILE] [--special]\n"
+    "                          [--threads N] [--ablate L.H,...]\n"
     "  One head's causal attention matrix over the prompt: row i is query token i,\n"
     "  column j key token j (0 for j > i). Layers and heads count from 0.\n"
-    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n";
+    "  --mean          the mean of the layer's heads instead of one head\n"
+    CLI_EXPORT_USAGE
+    "  --svg FILE, --png FILE  the heatmap as a picture: token labels on both axes, a\n"
+    "                  title, a colour scale from 0 to 1 (PNG needs gptscope built with cairo)\n"
+    "  --threads N     worker threads (default: one per CPU; results do not depend on it)\n"
+    CLI_ABLATE_USAGE;
 
 typedef struct {
-    const char *model, *prompt;
+    const char *model, *prompt, *ablate, *export_path, *svg, *png;
     long layer, head; /* -1: not given */
-    int special, json, n_threads;
+    int mean, special, json, n_threads;
 } attention_opts;
 
 typedef struct {
     gpt2_model *m; /* kept for its tokenizer */
     int32_t *ids;  /* (T) */
-    int layer, head, T;
+    int layer, head, T, n_head; /* head -1: the mean of the layer's n_head heads */
     float *w;      /* (T, T), row i = query i */
 } attention_result;
 
@@ -29,40 +37,51 @@ static int attention_parse(int argc, char **argv, attention_opts *o) {
         {CLI_STR("prompt", 'p', attention_opts, prompt)},
         {CLI_LONG("layer", 0, attention_opts, layer, 0, 1 << 20)},
         {CLI_LONG("head", 0, attention_opts, head, 0, 1 << 20)},
+        {CLI_FLAG("mean", 0, attention_opts, mean)},
         {CLI_FLAG("json", 0, attention_opts, json)},
+        CLI_EXPORT_ROW(attention_opts, export_path),
+        {CLI_FN("svg", 0, attention_opts, svg, const char *, cli_opt_picture_file)},
+        {CLI_FN("png", 0, attention_opts, png, const char *, cli_opt_picture_file)},
         {CLI_FLAG("special", 0, attention_opts, special)},
         {CLI_INT("threads", 0, attention_opts, n_threads, 1, 256)},
+        CLI_ABLATE_ROW(attention_opts, ablate),
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
     if (rc == CLI_PARSED &&
         (cli_positional(usage_text, "attention", argc, argv, 0, "") != EXIT_OK ||
-         cli_required(usage_text, "attention", "-p PROMPT", !!o->prompt, "--layer L", o->layer >= 0, "--head H",
-                      o->head >= 0, NULL) != EXIT_OK))
+         cli_required(usage_text, "attention", "-p PROMPT", !!o->prompt, "--layer L", o->layer >= 0,
+                      "--head H (or --mean)", o->head >= 0 || o->mean, NULL) != EXIT_OK))
         rc = EXIT_USAGE;
+    if (rc == CLI_PARSED && o->mean && o->head >= 0) rc = cli_usage_error(usage_text, "attention: --head and --mean together: give one");
     return rc;
 }
 
-static int want_one_head(void *ud, int layer, int head) {
+static int want_heads(void *ud, int layer, int head) {
     const attention_result *r = ud;
-    return layer == r->layer && head == r->head;
+    return layer == r->layer && (r->head < 0 || head == r->head);
 }
 
+/* One head's row, or its share of the layer's mean. */
 static void keep_row(void *ud, int layer, int head, int pos, const float *probs, int n_keys) {
     attention_result *r = ud;
-    if (layer == r->layer && head == r->head && pos < r->T)
-        memcpy(r->w + (size_t)pos * r->T, probs, (size_t)n_keys * sizeof(float));
+    if (!want_heads(ud, layer, head) || pos >= r->T) return;
+    float *row = r->w + (size_t)pos * r->T;
+    if (r->head >= 0) memcpy(row, probs, (size_t)n_keys * sizeof(float));
+    else
+        for (int j = 0; j < n_keys; j++) row[j] += probs[j] / (float)r->n_head;
 }
 
 static int attention_run(const attention_opts *o, attention_result *r) {
     size_t n = 0;
     gpt2_context *ctx = NULL;
     int rc = EXIT_ERR;
-    r->layer = (int)o->layer, r->head = (int)o->head;
+    r->layer = (int)o->layer, r->head = o->mean ? -1 : (int)o->head;
     if (!(r->m = cli_load_model(cli_model_dir(o->model)))) return EXIT_ERR;
     const gpt2_config *cfg = gpt2_model_config(r->m);
+    r->n_head = cfg->n_head;
     if (o->layer >= cfg->n_layer || o->head >= cfg->n_head) {
-        cli_error("--layer %ld --head %ld: the model has layers 0..%d and heads 0..%d", o->layer, o->head,
-                  cfg->n_layer - 1, cfg->n_head - 1);
+        cli_error("--layer %ld --head %ld: the model has %d layers (0..%d) of %d heads (0..%d)", o->layer, o->head,
+                  cfg->n_layer, cfg->n_layer - 1, cfg->n_head, cfg->n_head - 1);
         return EXIT_ERR;
     }
     if (!cli_encode_prompt(r->m, o->prompt, o->special ? GPT2_ENCODE_SPECIAL : 0, &r->ids, &n)) return EXIT_ERR;
@@ -71,21 +90,44 @@ static int attention_run(const attention_opts *o, attention_result *r) {
         cli_error("out of memory for a %zu x %zu attention matrix", n, n);
         return EXIT_ERR;
     }
-    gpt2_hooks hooks = {.user_data = r, .want_attention = want_one_head, .on_attention = keep_row};
-    if ((ctx = cli_eval_prompt(r->m, o->n_threads, r->ids, n, &hooks, &rc))) rc = EXIT_OK;
+    gpt2_hooks hooks = {.user_data = r, .want_attention = want_heads, .on_attention = keep_row};
+    if ((ctx = cli_eval_prompt(r->m, o->n_threads, o->ablate, r->ids, n, &hooks, &rc))) rc = EXIT_OK;
     gpt2_context_free(ctx);
     return rc;
 }
 
-static int attention_report(const attention_result *r, int json) {
+/* The heatmap picture: the tokens as labels, a title naming model, layer and head. */
+static int write_picture(const attention_result *r, const char *path) {
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(r->m);
+    enum { LABEL_CAP = 96 };
+    char *store = malloc((size_t)r->T * LABEL_CAP), title[512];
+    const char **labels = malloc((size_t)r->T * sizeof *labels);
+    int ok = store && labels;
+    for (int i = 0; ok && i < r->T; i++) {
+        size_t bl = 0;
+        const char *b = gpt2_tokenizer_token_bytes(tok, r->ids[i], &bl);
+        labels[i] = viz_token_label(b ? b : "", b ? bl : 0, 16, store + (size_t)i * LABEL_CAP, LABEL_CAP);
+    }
+    if (r->head >= 0) snprintf(title, sizeof title, "%s: layer %d, head %d", gpt2_model_name(r->m), r->layer, r->head);
+    else snprintf(title, sizeof title, "%s: layer %d, mean of %d heads", gpt2_model_name(r->m), r->layer, r->n_head);
+    gpt2_error err;
+    viz_heatmap h = {.title = title, .labels = labels, .T = r->T, .w = r->w};
+    if (!ok) cli_error("out of memory for %d token labels", r->T);
+    else if (viz_heatmap_write(path, &h, &err) != GPT2_OK) cli_error("%s", err.msg), ok = 0;
+    free(labels);
+    free(store);
+    return ok;
+}
+
+static int attention_report(const attention_result *r, const attention_opts *o) {
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(r->m);
     const int T = r->T;
-    if (json) {
-        cJSON *root = cJSON_CreateObject();
-        cli_json_tokens(root, tok, r->ids, (size_t)T);
-        cli_json_matrix(root, "weights", r->w, T, T);
-        return cli_json_print(root);
-    }
+    viz_attention a = {.tok = tok, .model = gpt2_model_name(r->m), .ids = r->ids, .T = T, .layer = r->layer,
+                       .head = r->head, .w = r->w};
+    if ((o->export_path && !cli_export(o->export_path, &(viz_table){VIZ_TABLE_ATTENTION, .attention = &a})) ||
+        (o->svg && !write_picture(r, o->svg)) || (o->png && !write_picture(r, o->png)))
+        return EXIT_ERR;
+    if (o->json) return cli_json_print(viz_attention_json(&a));
     for (int i = 0; i < T; i++) {
         printf("%4d ", i);
         cli_print_token(tok, r->ids[i]);
@@ -107,7 +149,7 @@ int cmd_attention(int argc, char **argv) {
     attention_result r = {0};
     int rc = attention_parse(argc, argv, &o);
     if (rc != CLI_PARSED) return rc;
-    if ((rc = attention_run(&o, &r)) == EXIT_OK) rc = attention_report(&r, o.json);
+    if ((rc = attention_run(&o, &r)) == EXIT_OK) rc = attention_report(&r, &o);
     attention_free(&r);
     return rc;
 }

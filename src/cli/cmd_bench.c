@@ -499,11 +499,11 @@ static int bench_run(const bench_opts *o, bench_result *r) {
 /* v rounded to `decimals` places (the figures' precision); null when not measured. */
 static void figure(cJSON *obj, const char *key, int measured, double v, int decimals) {
     if (!measured) {
-        cli_json_null(obj, key);
+        viz_json_null(obj, key);
         return;
     }
     const double scale = pow(10, decimals);
-    cli_json_number(obj, key, round(v * scale) / scale);
+    viz_json_number(obj, key, round(v * scale) / scale);
 }
 
 static int bench_json(const bench_result *f) {
@@ -511,10 +511,10 @@ static int bench_json(const bench_result *f) {
     const char *model = f->loaded ? gpt2_model_name(f->m) : "random-124M",
                *dtype = gpt2_dtype_name(gpt2_model_dtype(f->m));
     const int probe_ok = f->n_ok > 0;
-    cli_json_text(root, "model", model, strlen(model));
-    cli_json_text(root, "dtype", dtype, strlen(dtype));
-    cli_json_number(root, "threads", f->threads);
-    cli_json_number(root, "reps", f->reps);
+    viz_json_text(root, "model", model, strlen(model));
+    viz_json_text(root, "dtype", dtype, strlen(dtype));
+    viz_json_number(root, "threads", f->threads);
+    viz_json_number(root, "reps", f->reps);
     figure(root, "load_s", f->loaded, f->load_s, 4);
     figure(root, "prefill_128_tok_s", 1, f->prefill_128, 1);
     figure(root, "prefill_512_tok_s", f->long_ok, f->prefill_512, 1);
@@ -523,7 +523,7 @@ static int bench_json(const bench_result *f) {
     figure(root, "decode_hooked_ratio", 1, f->hooked_ratio, 3);
     figure(root, "ttft_500_ms", f->long_ok, f->ttft_500_ms, 1);
     figure(root, "peak_rss_mb", 1, f->rss_mb, 1);
-    cli_json_number(root, "weight_bytes_per_token", (double)f->weight_bytes);
+    viz_json_number(root, "weight_bytes_per_token", (double)f->weight_bytes);
     figure(root, "decode_read_gb_s", 1, f->decode_gbs, 2);
     figure(root, "machine_read_gb_s", probe_ok, f->machine_gbs, 2);
     figure(root, "machine_read_4k_gb_s", f->n_4k > 0, f->machine_4k_gbs, 2);
@@ -532,7 +532,7 @@ static int bench_json(const bench_result *f) {
     figure(root, "decode_bandwidth_ratio_q3", probe_ok, f->ratio_q3, 3);
     static const char *const t[N_PASS] = {"1", "2", "4", "8", "16"};
     for (int i = 0; i < N_PASS; i++) figure(pass, t[i], 1, f->pass_ms[i], 3);
-    cli_json_add(root, "pass_ms", pass);
+    viz_json_add(root, "pass_ms", pass);
     return cli_json_print(root);
 }
 

@@ -59,12 +59,15 @@ static int score_stream(gpt2_context *ctx, eval_state *s, const int32_t *ids, si
 }
 
 int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, int n_threads,
-                   cli_score *out) {
+                   const char *ablate, cli_score *out) {
     const int quiet = flags & CLI_SCORE_QUIET;
     int rc = EXIT_ERR;
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
     gpt2_context *ctx = cli_context_new(m, n_threads);
-    if (!ctx) return EXIT_ERR;
+    if (!ctx || !cli_context_ablate(ctx, ablate)) {
+        gpt2_context_free(ctx);
+        return EXIT_ERR;
+    }
     eval_state s = {0};
     cli_watch_interrupt(ctx, &(gpt2_hooks){.user_data = &s, .on_logits = score});
     *out = (cli_score){.n_ctx = gpt2_context_n_ctx(ctx)};
@@ -109,16 +112,17 @@ out:
 
 static const char usage_text[] =
     "usage: gptscope eval [-m DIR] [--heldout F] [--examples] [--json] [-q] [--quantize q8]\n"
-    "                     [--threads N] FILE\n"
+    "                     [--threads N] [--ablate L.H,...] FILE\n"
     "  Mean loss of the model on FILE: nats per token and bits per byte.\n"
     "  --heldout F   score only the last fraction F of FILE, cut where `gptscope train\n"
     "                --val-fraction F` cuts its validation split\n"
     "  --examples    score each line on its own\n"
     "  -q            no progress line on stderr\n"
-    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n";
+    "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n"
+    CLI_ABLATE_USAGE;
 
 typedef struct {
-    const char *model, *quantize, *path;
+    const char *model, *quantize, *path, *ablate;
     double heldout; /* the last fraction of the file scored */
     int lines, json, quiet, n_threads;
 } eval_opts;
@@ -138,6 +142,7 @@ static int eval_parse(int argc, char **argv, eval_opts *o) {
         {CLI_FN("quantize", 0, eval_opts, quantize, const char *, cli_opt_quantize)},
         {CLI_INT("threads", 0, eval_opts, n_threads, 1, 256)},
         {CLI_FLAG("quiet", 'q', eval_opts, quiet)},
+        CLI_ABLATE_ROW(eval_opts, ablate),
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
     if (rc == CLI_PARSED && cli_positional(usage_text, "eval", argc, argv, 1, "a FILE to score") != EXIT_OK)
@@ -159,7 +164,7 @@ static int eval_run(const eval_opts *o, eval_result *r) {
         r->from = from;
         rc = cli_score_text(m, o->path, text + from, len - from,
                             (o->quiet ? CLI_SCORE_QUIET : 0) | (o->lines ? CLI_SCORE_LINES : 0), o->n_threads,
-                            &r->score);
+                            o->ablate, &r->score);
     }
     free(text);
     gpt2_model_free(m);
@@ -176,13 +181,13 @@ static int eval_report(const eval_result *r, int json) {
         return EXIT_OK;
     }
     cJSON *root = cJSON_CreateObject();
-    cli_json_text(root, "file", r->path, strlen(r->path));
-    cli_json_number(root, "from_byte", (double)r->from);
-    cli_json_number(root, "tokens", (double)s->tokens);
-    cli_json_number(root, "scored", (double)s->scored);
-    cli_json_number(root, "bytes", s->bytes);
-    cli_json_number(root, "nats_per_token", s->nats_per_token);
-    cli_json_number(root, "bits_per_byte", s->bits_per_byte);
+    viz_json_text(root, "file", r->path, strlen(r->path));
+    viz_json_number(root, "from_byte", (double)r->from);
+    viz_json_number(root, "tokens", (double)s->tokens);
+    viz_json_number(root, "scored", (double)s->scored);
+    viz_json_number(root, "bytes", s->bytes);
+    viz_json_number(root, "nats_per_token", s->nats_per_token);
+    viz_json_number(root, "bits_per_byte", s->bits_per_byte);
     return cli_json_print(root);
 }
 

@@ -10,7 +10,7 @@ static const char usage_text[] =
     "usage: gptscope generate [-m DIR] -p PROMPT [-n N] [--temperature T] [--top-k K]\n"
     "                         [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N]\n"
     "                         [--seed S] [--ids] [--no-stop] [--special] [--quantize q8]\n"
-    "                         [--threads N] [-v]\n"
+    "                         [--threads N] [--ablate L.H,...] [-v]\n"
     "                         [--draft DIR [--draft-k K] [--stats]]\n"
     "  Streams the continuation (not the prompt) to stdout. PROMPT '-' reads stdin.\n"
     "  -n N               tokens to generate (default 128)\n"
@@ -27,6 +27,7 @@ static const char usage_text[] =
     "  --quantize q8      run the -m model with 8-bit weights (converted at load)\n"
     "  --threads N        worker threads (default: one per CPU; the output does not depend\n"
     "                     on it; with another program busy on the cores, fewer can be faster)\n"
+    "  --ablate L.H,...   zero-ablate these heads of the -m model (L.* a whole layer)\n"
     "  --draft DIR        speculative sampling: the model in DIR (same tokenizer) drafts,\n"
     "                     the -m model checks; same output distribution, fewer target passes\n"
     "  --draft-k K        draft tokens per iteration, 1..16 (default 4)\n"
@@ -49,6 +50,7 @@ static int generate_parse(int argc, char **argv, generate_opts *o) {
         {CLI_FN("quantize", 0, generate_opts, quantize, const char *, cli_opt_quantize)},
         {CLI_INT("threads", 0, generate_opts, n_threads, 1, 256)},
         {CLI_FLAG("verbose", 'v', generate_opts, verbose)},
+        CLI_ABLATE_ROW(generate_opts, ablate),
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
     if (rc == CLI_PARSED &&
@@ -177,7 +179,8 @@ static int generate_run(const generate_opts *o, generate_result *r) {
     gpt2_context *ctx = NULL;
     int rc = EXIT_ERR;
     if ((r->m = cli_load_model_as(cli_model_dir(o->model), o->quantize)) &&
-        prompt_ids(o, r->m, text, plen, &ids, &n_ids) && (ctx = cli_context_new(r->m, o->n_threads))) {
+        prompt_ids(o, r->m, text, plen, &ids, &n_ids) && (ctx = cli_context_new(r->m, o->n_threads)) &&
+        cli_context_ablate(ctx, o->ablate)) {
         r->n_prompt = n_ids;
         rc = o->draft_dir ? generate_speculative(o, ctx, ids, n_ids, r) : generate_plain(o, ctx, ids, n_ids, r);
     }

@@ -7,7 +7,7 @@
 #include "cli/cli.h"
 
 typedef struct {
-    const char *model, *quantize, *prompt, *draft_dir; /* prompt "-": stdin */
+    const char *model, *quantize, *prompt, *draft_dir, *ablate; /* prompt "-": stdin */
     long n_new, draft_k;
     gpt2_sampler_params sp; /* its seed drawn by parse unless --seed */
     int seeded, draft_k_given, stats, ids, no_stop, special, verbose, n_threads;

@@ -55,7 +55,7 @@ static int tokenize_run(const tokenize_opts *o, tokenize_result *r) {
 static int tokenize_report(const tokenize_result *r, int json) {
     if (json) {
         cJSON *root = cJSON_CreateObject();
-        cli_json_tokens(root, r->tok, r->ids, r->n);
+        viz_json_tokens(root, r->tok, r->ids, r->n);
         return cli_json_print(root);
     }
     for (size_t i = 0; i < r->n; i++) {

@@ -244,10 +244,11 @@ int cli_encode_prompt(const gpt2_model *m, const char *prompt, int flags, int32_
     return 1;
 }
 
-gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const int32_t *ids, size_t n,
+gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const char *ablate, const int32_t *ids, size_t n,
                               const gpt2_hooks *hooks, int *rc) {
     *rc = EXIT_ERR;
     gpt2_context *ctx = cli_context_new(m, n_threads);
+    if (ctx && !cli_context_ablate(ctx, ablate)) gpt2_context_free(ctx), ctx = NULL;
     if (!ctx) return NULL;
     cli_watch_interrupt(ctx, hooks);
     gpt2_error err;
@@ -266,4 +267,50 @@ void cli_print_token(const gpt2_tokenizer *tok, int32_t id) {
     size_t bl = 0;
     const char *b = gpt2_tokenizer_token_bytes(tok, id, &bl);
     cli_print_piece(b ? b : "", b ? bl : 0);
+}
+
+int cli_json_print(cJSON *root) {
+    char *text = root && !viz_json_failed() ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) {
+        cli_error("out of memory building the JSON output");
+        return EXIT_ERR;
+    }
+    puts(text);
+    cJSON_free(text);
+    return EXIT_OK;
+}
+
+int cli_opt_table_file(const cli_opt *o, const char *arg, void *value) {
+    const viz_format f = viz_format_of(arg);
+    if (f != VIZ_FORMAT_JSON && f != VIZ_FORMAT_CSV) {
+        cli_error("--%s %s: a table is written as .json or .csv (the name's ending says which)", o->name, arg);
+        return 0;
+    }
+    *(const char **)value = arg;
+    return 1;
+}
+
+int cli_opt_picture_file(const cli_opt *o, const char *arg, void *value) {
+    const viz_format want = strcmp(o->name, "png") == 0 ? VIZ_FORMAT_PNG : VIZ_FORMAT_SVG;
+    if (viz_format_of(arg) != want) {
+        cli_error("--%s %s: the file's name must end in .%s", o->name, arg, o->name);
+        return 0;
+    }
+    if (want == VIZ_FORMAT_PNG && !viz_png_available()) {
+        cli_error("--png is unavailable: this gptscope was built without cairo (apt-get install libcairo2-dev, then "
+                  "rebuild); --svg works without it");
+        return 0;
+    }
+    *(const char **)value = arg;
+    return 1;
+}
+
+int cli_export(const char *path, const viz_table *t) {
+    gpt2_error err;
+    if (viz_export(path, t, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return 0;
+    }
+    return 1;
 }

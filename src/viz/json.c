@@ -1,4 +1,5 @@
-/* json.c — the subcommands' JSON output, built with cJSON (never printf'd).
+/* json.c — JSON output built with cJSON (never printf'd): the subcommands'
+ * --json and the exports (viz/export.c) share it.
  *
  * Two rules make any model's output parse (README, "JSON output"):
  * - text (a token, a file or model name) is a JSON string; where its bytes
@@ -12,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "viz/json.h"
 
 static int json_failed; /* some cJSON call ran out of memory */
 
@@ -30,11 +31,13 @@ static void append(cJSON *arr, cJSON *item) {
     if (!check(item) || !arr || !cJSON_AddItemToArray(arr, item)) json_failed = 1, cJSON_Delete(item);
 }
 
-void cli_json_add(cJSON *obj, const char *key, cJSON *item) { add(obj, key, item); }
+void viz_json_add(cJSON *obj, const char *key, cJSON *item) { add(obj, key, item); }
 
-void cli_json_null(cJSON *obj, const char *key) { add(obj, key, cJSON_CreateNull()); }
+void viz_json_null(cJSON *obj, const char *key) { add(obj, key, cJSON_CreateNull()); }
 
-cJSON *cli_json_new_object(cJSON *arr) {
+void viz_json_append(cJSON *arr, cJSON *item) { append(arr, item); }
+
+cJSON *viz_json_new_object(cJSON *arr) {
     cJSON *obj = cJSON_CreateObject();
     append(arr, obj);
     return json_failed ? NULL : obj;
@@ -74,7 +77,7 @@ static void sibling_key(char *buf, size_t cap, const char *key, const char *suff
     snprintf(buf, cap, "%s_%s", key, suffix);
 }
 
-void cli_json_text(cJSON *obj, const char *key, const char *s, size_t n) {
+void viz_json_text(cJSON *obj, const char *key, const char *s, size_t n) {
     int exact;
     add(obj, key, text_item(s, n, &exact));
     if (!exact) {
@@ -86,7 +89,7 @@ void cli_json_text(cJSON *obj, const char *key, const char *s, size_t n) {
 
 static const char *nonfinite_name(double v) { return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
 
-void cli_json_number(cJSON *obj, const char *key, double v) {
+void viz_json_number(cJSON *obj, const char *key, double v) {
     if (isfinite(v)) {
         add(obj, key, cJSON_CreateNumber(v));
         return;
@@ -97,7 +100,7 @@ void cli_json_number(cJSON *obj, const char *key, double v) {
     add(obj, k, cJSON_CreateString(nonfinite_name(v)));
 }
 
-void cli_json_tokens(cJSON *obj, const gpt2_tokenizer *tok, const int32_t *ids, size_t n) {
+void viz_json_tokens(cJSON *obj, const gpt2_tokenizer *tok, const int32_t *ids, size_t n) {
     cJSON *jids = check(cJSON_CreateArray()), *texts = check(cJSON_CreateArray()),
           *bytes = check(cJSON_CreateArray());
     int all_exact = 1;
@@ -116,13 +119,13 @@ void cli_json_tokens(cJSON *obj, const gpt2_tokenizer *tok, const int32_t *ids, 
     else add(obj, "tokens_bytes", bytes);
 }
 
-void cli_json_token(cJSON *obj, const char *key, const gpt2_tokenizer *tok, int32_t id) {
+void viz_json_token(cJSON *obj, const char *key, const gpt2_tokenizer *tok, int32_t id) {
     size_t bl = 0;
     const char *b = gpt2_tokenizer_token_bytes(tok, id, &bl);
-    cli_json_text(obj, key, b ? b : "", b ? bl : 0);
+    viz_json_text(obj, key, b ? b : "", b ? bl : 0);
 }
 
-void cli_json_matrix(cJSON *obj, const char *key, const float *w, int rows, int cols) {
+void viz_json_matrix(cJSON *obj, const char *key, const float *w, int rows, int cols) {
     cJSON *m = check(cJSON_CreateArray()), *bad = check(cJSON_CreateArray());
     for (int i = 0; m && bad && i < rows; i++) {
         cJSON *row = check(cJSON_CreateArray());
@@ -145,14 +148,8 @@ void cli_json_matrix(cJSON *obj, const char *key, const float *w, int rows, int 
     else cJSON_Delete(bad);
 }
 
-int cli_json_print(cJSON *root) {
-    char *text = root && !json_failed ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    if (!text) {
-        cli_error("out of memory building the JSON output");
-        return EXIT_ERR;
-    }
-    puts(text);
-    cJSON_free(text);
-    return EXIT_OK;
+int viz_json_failed(void) {
+    const int failed = json_failed;
+    json_failed = 0;
+    return failed;
 }

@@ -1,0 +1,226 @@
+/* test_cli_microscope.c — the microscope's commands (heads, lens, --ablate on
+ * topk and eval) against the numpy reference (tests/ref/gpt2_ref.py, through
+ * tests/ref/microscope_check.py: probabilities and scores within 1e-4) on the
+ * tiny fixtures and the 64-wide one; the exports re-read (CSV quoting, exact
+ * token bytes) against the JSON the same run printed; the pictures (the SVG
+ * parsed for labels, title and scale, the PNG's pixels at every cell against
+ * the colour map); bad input refused with precise messages, nothing
+ * overwritten. */
+#include <sys/stat.h>
+
+#include "test_util.h"
+#include "cli_run.h"
+
+static char g_dir[64]; /* a scratch directory for outputs */
+
+static const char *tmp(const char *name) {
+    static char bufs[4][256];
+    static int slot;
+    char *out = bufs[slot++ & 3];
+    snprintf(out, 256, "%s/%s", g_dir, name);
+    return out;
+}
+
+static void save(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Runs tests/ref/microscope_check.py with args; its summary line is printed, a failure fails the test. */
+static void ref_check(const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    const char *out = tmp("check.out");
+    snprintf(cmd, sizeof cmd, "%s tests/ref/microscope_check.py %s >%s 2>&1", test_env("PYTHON"), args, out);
+    int ws = system(cmd);
+    char *text = read_file(out, NULL);
+    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) fail_msg("microscope_check.py %s:\n%s", args, text);
+    printf("    %s", text);
+    free(text);
+}
+
+/* `cmd` must succeed; its stdout goes to file name in the scratch directory. */
+static void run_to(const char *name, const char *fmt, const char *model, const char *prompt, const char *extra) {
+    run_result r = run(NULL, fmt, model, sq(prompt), extra);
+    if (r.status != 0) fail_msg("exit %d: %s", r.status, r.err);
+    save(tmp(name), r.out);
+    run_free(&r);
+}
+
+/* The prompt's ids as "1,2,3" (from `tokenize`, itself checked against the reference tokenizer elsewhere). */
+static const char *ids_of(const char *model, const char *prompt) {
+    static char ids[4096];
+    run_result r = run(NULL, "tokenize -m %s --text %s", model, sq(prompt));
+    assert_int_equal(r.status, 0);
+    snprintf(ids, sizeof ids, "%s", trim(r.out));
+    for (char *c = ids; *c; c++)
+        if (*c == ' ') *c = ',';
+    run_free(&r);
+    return ids;
+}
+
+static void test_against_numpy(void **state) {
+    (void)state;
+    const char *models[] = {"tiny-f32", "tiny-head64"};
+    const char *prompts[] = {"the cat sat on the mat, the cat sat", "hello world"};
+    const char *ablates[] = {"", "0.1", "1.*,0.0"};
+    for (int m = 0; m < 2; m++)
+        for (int p = 0; p < 2; p++)
+            for (int a = 0; a < 3; a++) {
+                const char *model = fixture_path("models/%s", models[m]), *prompt = prompts[p];
+                char opt[64] = "", chk[64] = "";
+                if (*ablates[a]) snprintf(opt, sizeof opt, "--ablate %s", ablates[a]);
+                if (*ablates[a]) snprintf(chk, sizeof chk, "--ablate '%s'", ablates[a]);
+                char ids[4096];
+                snprintf(ids, sizeof ids, "%s", ids_of(model, prompt));
+                printf("  %s, %s, --ablate '%s'\n", models[m], prompt, ablates[a]);
+                run_to("heads.json", "heads -m %s -p %s --json %s", model, prompt, opt);
+                ref_check("heads %s %s --ids %s %s", model, tmp("heads.json"), ids, chk);
+                run_to("lens.json", "lens -m %s -p %s --json -k 5 %s", model, prompt, opt);
+                ref_check("lens %s %s %s", model, tmp("lens.json"), chk);
+                run_to("lens.json", "lens -m %s -p %s --json -k 3 --pos -2 %s", model, prompt, opt);
+                ref_check("lens %s %s %s", model, tmp("lens.json"), chk);
+                run_to("topk.json", "topk -m %s -p %s --json -k 8 %s", model, prompt, opt);
+                ref_check("topk %s %s --ids %s %s", model, tmp("topk.json"), ids, chk);
+                save(tmp("text.txt"), prompt);
+                run_result r = run(NULL, "eval -q --json -m %s %s %s", model, tmp("text.txt"), opt);
+                assert_int_equal(r.status, 0);
+                save(tmp("eval.json"), r.out);
+                run_free(&r);
+                ref_check("eval %s %s --ids %s %s", model, tmp("eval.json"), ids, chk);
+            }
+}
+
+/* Tokens with commas, quotes, a newline and bytes that are not UTF-8 on their own. */
+static const char odd_prompt[] = "a, \"b\"\nc caf\xc3\xa9 \xe2\x82\xac, the \"end\"";
+
+static void test_exports(void **state) {
+    (void)state;
+    const char *model = fixture_path("models/tiny-f32");
+    static const struct {
+        const char *cmd, *csv, *json;
+    } cases[] = {
+        {"attention -m %s -p %s --layer 1 --head 3 --json --export %s", "att.csv", "att.json"},
+        {"attention -m %s -p %s --layer 0 --mean --json --export %s", "mean.csv", "mean.json"},
+        {"heads -m %s -p %s --json --sort entropy --export %s", "heads.csv", "heads.json"},
+        {"lens -m %s -p %s --json -k 4 --export %s", "lens.csv", "lens.json"},
+        {"lens -m %s -p %s --json -k 1 --pos 0 --export %s", "lens1.csv", "lens1.json"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        run_to(cases[i].json, cases[i].cmd, model, odd_prompt, tmp(cases[i].csv));
+        ref_check("csv %s %s %s", model, tmp(cases[i].csv), tmp(cases[i].json));
+        /* the JSON export is the document --json printed */
+        char *printed = read_file(tmp(cases[i].json), NULL);
+        run_to("export.txt", cases[i].cmd, model, odd_prompt, tmp("again.json"));
+        char *written = read_file(tmp("again.json"), NULL);
+        assert_string_equal(written, printed);
+        free(printed), free(written);
+    }
+    /* the top-k history: its CSV against its JSON, and its probabilities against topk's after each prefix */
+    run_to("out.txt", "topk -m %s -p %s -k 3 --export %s", model, odd_prompt, tmp("hist.csv"));
+    run_to("out.txt", "topk -m %s -p %s -k 3 --export %s", model, odd_prompt, tmp("hist.json"));
+    ref_check("csv %s %s %s", model, tmp("hist.csv"), tmp("hist.json"));
+    run_to("topk.json", "topk -m %s -p %s -k 3 --json%s", model, "the cat sat", "");
+    run_to("out.txt", "topk -m %s -p %s -k 3 --export %s", model, "the cat sat", tmp("hist2.json"));
+    char *hist = read_file(tmp("hist2.json"), NULL), *top = read_file(tmp("topk.json"), NULL);
+    char lets[16384];
+    snprintf(lets, sizeof lets, "%s", hex_let("topk", top, strlen(top)));
+    py_check("topk --export history", hist, lets,
+             "[ (c['id'], round(c['prob'], 9)) for c in j['positions'][-1]['top'] ] == "
+             "[ (c['id'], round(c['prob'], 9)) for c in json.loads(arg['topk']) ]",
+             "j['positions'][-1]['next'] is None",
+             "all(p['next']['id'] == j['ids'][p['pos'] + 1] for p in j['positions'][:-1])", NULL);
+    free(hist), free(top);
+}
+
+static void test_pictures(void **state) {
+    (void)state;
+    const char *model = fixture_path("models/tiny-f32");
+    const char *pics[] = {"--layer 1 --head 2", "--layer 0 --mean"};
+    for (int i = 0; i < 2; i++) {
+        char extra[1024];
+        snprintf(extra, sizeof extra, "%s --json --svg %s --png %s", pics[i], tmp("a.svg"), tmp("a.png"));
+        run_to("a.json", "attention -m %s -p %s %s", model, "the cat sat on the mat. the cat", extra);
+        ref_check("svg %s %s %s", model, tmp("a.svg"), tmp("a.json"));
+        ref_check("png %s %s %s", model, tmp("a.png"), tmp("a.svg"));
+    }
+}
+
+static void expect_error(int status, const char *msg, const char *fmt, ...) {
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    run_result r = run(NULL, "%s", args);
+    if (r.status != status || !strstr(r.err, msg))
+        fail_msg("`%s`: exit %d (expected %d), stderr:\n%s\nexpected: %s", args, r.status, status, r.err, msg);
+    assert_string_equal(r.out, "");
+    run_free(&r);
+}
+
+static void test_bad_input(void **state) {
+    (void)state;
+    const char *m = fixture_path("models/tiny-f32");
+    const char *shape = "the model has 2 layers (0..1) of 4 heads (0..3)";
+    char want[256];
+    snprintf(want, sizeof want, "--ablate 99.0: layer 99 is out of range: %s", shape);
+    const char *cmds[] = {"topk", "heads", "lens", "attention --layer 0 --head 0", "generate -n 2"};
+    for (int i = 0; i < 5; i++) expect_error(1, want, "%s -m %s -p hi --ablate 99.0", cmds[i], m);
+    expect_error(1, want, "eval -m %s --ablate 99.0 %s", m, fixture_path("cli/tiny-f32/eval.txt"));
+    snprintf(want, sizeof want, "--ablate 0.*,1.4: head 4 is out of range: %s", shape);
+    expect_error(1, want, "heads -m %s -p hi --ablate 0.*,1.4", m);
+    expect_error(2, "--ablate 1: '1' is not L.H or L.*", "lens -m %s -p hi --ablate 1", m);
+    expect_error(2, "--ablate 0.1,: an empty item", "topk -m %s -p hi --ablate 0.1,", m);
+    expect_error(1, "--pos 5: the prompt has 3 tokens: positions 0..2, or -3..-1 counting from the end",
+                 "lens -m %s -p 'the cat' --pos 5", m);
+    expect_error(1, "--pos -4: the prompt has 3 tokens", "lens -m %s -p 'the cat' --pos -4", m);
+    expect_error(2, "--sort: expected layer, prev_token", "heads -m %s -p hi --sort bogus", m);
+    expect_error(2, "--export out.txt: a table is written as .json or .csv", "heads -m %s -p hi --export out.txt", m);
+    expect_error(2, "--svg a.png: the file's name must end in .svg", "attention -m %s -p hi --layer 0 --head 0 --svg a.png", m);
+    /* unwritable paths: a directory where the file would go, a file where a directory would */
+    const char *keep = tmp("keep.csv"), *dir = tmp("adir.csv");
+    save(keep, "keep me\n");
+    mkdir(dir, 0755);
+    expect_error(1, dir, "heads -m %s -p hi --export %s", m, dir);
+    struct stat st;
+    assert_int_equal(stat(dir, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    char under[512];
+    snprintf(under, sizeof under, "%s/x.svg", keep);
+    expect_error(1, keep, "attention -m %s -p hi --layer 0 --head 0 --svg %s", m, under);
+    /* a failed run leaves an existing file as it was */
+    expect_error(1, "layer 99", "heads -m %s -p hi --ablate 99.0 --export %s", m, keep);
+    expect_error(1, "--pos 7", "lens -m %s -p hi --pos 7 --export %s", m, keep);
+    char *kept = read_file(keep, NULL);
+    assert_string_equal(kept, "keep me\n");
+    free(kept);
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/gptscope-microscope-XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_against_numpy),
+        cmocka_unit_test(test_exports),
+        cmocka_unit_test(test_pictures),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
