@@ -102,6 +102,14 @@ size_t gpt2_utf8_stream_push(gpt2_utf8_stream *s, const char *bytes, size_t n, c
  * stream. out must have room for 12 bytes. Returns bytes written. */
 size_t gpt2_utf8_stream_flush(gpt2_utf8_stream *s, char *out);
 
+/* A token's bytes as visible text, for labels and readouts: a space reads
+ * `·`, a newline `↵`, a tab `→`, every other control character (C0, DEL, C1)
+ * and every byte that is not part of valid UTF-8 `\xNN`; other text as it is
+ * (so repeated spaces and a lone byte stay distinguishable from letters).
+ * Writes at most cap bytes with the NUL, stopping before a piece that does
+ * not fit; returns the bytes written (without the NUL). */
+size_t gpt2_token_escape(const char *s, size_t n, char *out, size_t cap);
+
 /* The byte offset where a text's held-out part starts: floor(len * fraction),
  * moved back to the start of a UTF-8 character (0 for fraction <= 0, len for
  * fraction >= 1). `train` (--val-fraction) and `eval --heldout` both cut

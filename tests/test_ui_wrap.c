@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gpt2_tokenizer.h"
 #include "ui/wrap.h"
 
 /* Wraps s and returns the lines joined with '|' (for compact expectations). */
@@ -132,25 +133,27 @@ static void test_utf8_input(void **state) {
 static void test_token_escape(void **state) {
     (void)state;
     char out[64];
-    assert_int_equal(ui_token_escape(" ROMEO", 6, out, sizeof out), strlen("\u00B7ROMEO"));
+    assert_int_equal(gpt2_token_escape(" ROMEO", 6, out, sizeof out), strlen("\u00B7ROMEO"));
     assert_string_equal(out, "\u00B7ROMEO");
-    ui_token_escape("\n\n", 2, out, sizeof out);
+    gpt2_token_escape("\n\n", 2, out, sizeof out);
     assert_string_equal(out, "\u21B5\u21B5");
-    ui_token_escape("a\tb", 3, out, sizeof out);
+    gpt2_token_escape("a\tb", 3, out, sizeof out);
     assert_string_equal(out, "a\u2192b");
-    ui_token_escape("\xff", 1, out, sizeof out); /* a lone byte */
+    gpt2_token_escape("\xff", 1, out, sizeof out); /* a lone byte */
     assert_string_equal(out, "\\xff");
-    ui_token_escape("\xe2\x80", 2, out, sizeof out); /* half a character (of U+2014) */
+    gpt2_token_escape("\xe2\x80", 2, out, sizeof out); /* half a character (of U+2014) */
     assert_string_equal(out, "\\xe2\\x80");
-    ui_token_escape("\xe2\x80\x94", 3, out, sizeof out); /* the whole character */
+    gpt2_token_escape("\xe2\x80\x94", 3, out, sizeof out); /* the whole character */
     assert_string_equal(out, "\u2014");
-    ui_token_escape("\xef\xbf\xbd", 3, out, sizeof out); /* a real U+FFFD is text */
+    gpt2_token_escape("\xef\xbf\xbd", 3, out, sizeof out); /* a real U+FFFD is text */
     assert_string_equal(out, "\uFFFD");
-    ui_token_escape("\x01\x7f", 2, out, sizeof out);
+    gpt2_token_escape("\x01\x7f", 2, out, sizeof out);
     assert_string_equal(out, "\\x01\\x7f");
-    assert_int_equal(ui_token_escape("abc\xff", 4, out, 6), 3); /* "\xff" does not fit: stops before it */
+    gpt2_token_escape("\xc2\x9b", 2, out, sizeof out); /* U+009B, CSI: a C1 control, never printed as is */
+    assert_string_equal(out, "\\xc2\\x9b");
+    assert_int_equal(gpt2_token_escape("abc\xff", 4, out, 6), 3); /* "\xff" does not fit: stops before it */
     assert_string_equal(out, "abc");
-    assert_int_equal(ui_token_escape("  ", 2, out, 4), 2); /* one '·' (2 bytes) + NUL fits, not two */
+    assert_int_equal(gpt2_token_escape("  ", 2, out, 4), 2); /* one '·' (2 bytes) + NUL fits, not two */
     assert_string_equal(out, "\u00B7");
 }
 

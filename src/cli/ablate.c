@@ -48,6 +48,11 @@ static int walk(const char *spec, const gpt2_config *cfg, unsigned char *mask, c
     }
 }
 
+int cli_ablation_parse(const char *spec, int n_layer, int n_head, unsigned char *mask, char *msg, size_t cap) {
+    gpt2_config cfg = {.n_layer = n_layer, .n_head = n_head};
+    return walk(spec, &cfg, mask, msg, cap);
+}
+
 int cli_opt_ablate(const cli_opt *o, const char *arg, void *value) {
     (void)o;
     char msg[512];

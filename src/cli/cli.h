@@ -132,6 +132,11 @@ int cli_parse_options(int argc, char **argv, const cli_opt *rows, int n_rows, vo
 int cli_opt_quantize(const cli_opt *o, const char *arg, void *value);
 int cli_opt_sampling(const cli_opt *o, const char *arg, void *value);
 
+/* /ablate's and --ablate's grammar, "L.H[,L.H...]" with L.* a whole layer,
+ * into mask (n_layer, n_head) (the chat's host lends it to the app); 0 with
+ * the reason in msg. */
+int cli_ablation_parse(const char *spec, int n_layer, int n_head, unsigned char *mask, char *msg, size_t cap);
+
 /* --ablate L.H[,L.H...] (L.* a whole layer; ablate.c): the heads zero-ablated
  * (gpt2_context_set_ablation). The row checks the form and keeps the text in
  * a const char * field; the ranges are checked against the model once it is

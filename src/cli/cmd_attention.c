@@ -96,27 +96,14 @@ static int attention_run(const attention_opts *o, attention_result *r) {
     return rc;
 }
 
-/* The heatmap picture: the tokens as labels, a title naming model, layer and head. */
+/* The heatmap picture (viz_attention_picture: labels, title, colour bar). */
 static int write_picture(const attention_result *r, const char *path) {
-    const gpt2_tokenizer *tok = gpt2_model_tokenizer(r->m);
-    enum { LABEL_CAP = 96 };
-    char *store = malloc((size_t)r->T * LABEL_CAP), title[512];
-    const char **labels = malloc((size_t)r->T * sizeof *labels);
-    int ok = store && labels;
-    for (int i = 0; ok && i < r->T; i++) {
-        size_t bl = 0;
-        const char *b = gpt2_tokenizer_token_bytes(tok, r->ids[i], &bl);
-        labels[i] = viz_token_label(b ? b : "", b ? bl : 0, 16, store + (size_t)i * LABEL_CAP, LABEL_CAP);
-    }
-    if (r->head >= 0) snprintf(title, sizeof title, "%s: layer %d, head %d", gpt2_model_name(r->m), r->layer, r->head);
-    else snprintf(title, sizeof title, "%s: layer %d, mean of %d heads", gpt2_model_name(r->m), r->layer, r->n_head);
+    viz_attention a = {.tok = gpt2_model_tokenizer(r->m), .model = gpt2_model_name(r->m), .ids = r->ids, .T = r->T,
+                       .layer = r->layer, .head = r->head, .w = r->w};
     gpt2_error err;
-    viz_heatmap h = {.title = title, .labels = labels, .T = r->T, .w = r->w};
-    if (!ok) cli_error("out of memory for %d token labels", r->T);
-    else if (viz_heatmap_write(path, &h, &err) != GPT2_OK) cli_error("%s", err.msg), ok = 0;
-    free(labels);
-    free(store);
-    return ok;
+    if (viz_attention_picture(path, &a, r->n_head, &err) == GPT2_OK) return 1;
+    cli_error("%s", err.msg);
+    return 0;
 }
 
 static int attention_report(const attention_result *r, const attention_opts *o) {

@@ -11,32 +11,6 @@
 #include "cli/cli.h"
 #include "ui/chat.h"
 
-/* /ablate's spec, "L.H[,L.H...]" with L.* for a whole layer, into mask
- * (chat_host.ablation_parse). The same grammar as --ablate: once the two
- * branches meet, this points at the CLI's parser instead. */
-static int ablation_parse(const char *spec, int n_layer, int n_head, unsigned char *mask, char *msg, size_t cap) {
-    for (const char *s = spec;;) {
-        char *end;
-        long l = isdigit((unsigned char)*s) ? strtol(s, &end, 10) : -1, h = -1;
-        if (l >= 0 && *end == '.' && end[1] == '*') end += 2;
-        else if (l >= 0 && *end == '.' && isdigit((unsigned char)end[1])) h = strtol(end + 1, &end, 10);
-        else l = -1;
-        if (l < 0 || (*end && *end != ',')) {
-            snprintf(msg, cap, "expected L.H or L.* (from 0, items separated by commas)");
-            return 0;
-        }
-        if (l >= n_layer || h >= n_head) {
-            snprintf(msg, cap, "%s %ld is out of range: %d layers (0..%d) of %d heads (0..%d)",
-                     l >= n_layer ? "layer" : "head", l >= n_layer ? l : h, n_layer, n_layer - 1, n_head, n_head - 1);
-            return 0;
-        }
-        for (int k = 0; k < n_head; k++)
-            if (h < 0 || k == h) mask[l * n_head + k] = 1;
-        if (!*end) return 1;
-        s = end + 1;
-    }
-}
-
 /* --help: on stdout, status 0; a usage error: on stderr, EXIT_USAGE */
 static int usage(int help) {
     return cli_usage(help,
@@ -123,7 +97,7 @@ const chat_host *cli_chat_host(void) {
                                    .on_fatal_signal = cli_on_fatal_signal,
                                    .say = cli_say,
                                    .sampling_set = cli_sampling_set,
-                                   .ablation_parse = ablation_parse};
+                                   .ablation_parse = cli_ablation_parse};
     return &host;
 }
 

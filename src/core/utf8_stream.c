@@ -141,3 +141,25 @@ char *gpt2_text_escape(const char *s, size_t n, char *out, size_t cap) {
     out[o] = '\0';
     return out;
 }
+
+size_t gpt2_token_escape(const char *s, size_t n, char *out, size_t cap) {
+    if (cap == 0) return 0;
+    const unsigned char *u = (const unsigned char *)s;
+    size_t o = 0, used;
+    for (size_t i = 0; i < n; i += used) {
+        char piece[8];
+        size_t len;
+        const char *put = piece;
+        size_t k = valid_char(u + i, n - i);
+        used = k ? k : 1;
+        if (k == 1 && u[i] == ' ') put = "\u00B7", len = 2;       /* · */
+        else if (k == 1 && u[i] == '\n') put = "\u21B5", len = 3; /* ↵ */
+        else if (k == 1 && u[i] == '\t') put = "\u2192", len = 3; /* → */
+        else len = escape_piece(u + i, n - i, piece, &used);
+        if (o + len + 1 > cap) break;
+        memcpy(out + o, put, len);
+        o += len;
+    }
+    out[o] = '\0';
+    return o;
+}

@@ -62,7 +62,7 @@ void app_token_label(const app *a, int32_t id, char *buf, size_t cap) {
     size_t bl;
     const char *b = gpt2_tokenizer_token_bytes(a->tok, id, &bl);
     if (!b) snprintf(buf, cap, "<%d>", id);
-    else ui_token_escape(b, bl, buf, cap);
+    else gpt2_token_escape(b, bl, buf, cap);
 }
 
 int app_progress(void *ud, int done, int total) {

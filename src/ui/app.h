@@ -14,6 +14,7 @@
  *                     drawn by the conversation pane (pane_conv.c)
  *   view_model.c      the model view: every head's thumbnail and scores (F9, /heads)
  *   view_lens.c       the logit lens of the inspector's query (a view of the inspector)
+ *   export.c          /export: the microscope's data as JSON, CSV, SVG or PNG (src/viz)
  *   microscope.c      ablation (keys and /ablate) and prompt mode (/inspect,
  *                     `gptscope inspect`, /generate, /chat)
  *   inspect_store.c   the inspector's data (attention rows, candidates, notes):
@@ -37,6 +38,7 @@
 #include "ui/chat.h"
 #include "ui/inspect_store.h"
 #include "ui/term.h"
+#include "viz/export.h"
 
 /* key handler results: nonzero = handled */
 enum { PANE_IGNORED = 0, PANE_HANDLED = 1, PANE_REDRAW = 2, PANE_QUIT = 4 };
@@ -172,6 +174,12 @@ void model_view_open(app *a);
 void model_view_close(app *a);
 void model_view_draw(app *a);                      /* over the panes, full screen */
 int model_view_key(app *a, int key, int is_code); /* takes every key while open */
+/* Every head's scores over the context (rows: n_layer * n_head), for /export;
+ * fails when a layer's rows are not kept. */
+gpt2_status app_head_scores(app *a, viz_head_row *rows, gpt2_error *err);
+
+/* ---- export.c: /export KIND FILE (attention, heads, lens, topk; JSON, CSV, SVG, PNG) ---- */
+gpt2_status app_export(app *a, const char *kind, const char *path, gpt2_error *err);
 
 /* ---- microscope.c: ablation ---- */
 

@@ -332,6 +332,18 @@ static void c_generate(app *a, char *arg, char *y) {
 static void c_chat(app *a, char *x, char *y) { (void)x, (void)y, app_back_to_chat(a); }
 static void c_heads(app *a, char *x, char *y) { (void)x, (void)y, model_view_open(a); }
 
+static void c_export(app *a, char *kind, char *path) {
+    char home_buf[4096];
+    gpt2_error err;
+    if (!kind || !path) {
+        app_message(a, UI_ROLE_ERROR, "usage: /export attention|heads|lens|topk FILE (.json .csv; attention also .svg .png)");
+        return;
+    }
+    path = expand_home(path, home_buf, sizeof home_buf);
+    if (app_export(a, kind, path, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "/export %s: %s", kind, err.msg);
+    else app_message(a, UI_ROLE_NOTICE, "exported %s to %s", kind, path);
+}
+
 static void c_theme(app *a, char *arg, char *y) {
     ui_theme th;
     char e[512];
@@ -391,6 +403,8 @@ static const app_command commands[] = {
     {"/ablate", NULL, "L.H|L.*|off", "zero-ablate heads (3.1,2.0; 3.* a layer): the context is re-evaluated, the "
      "next-token panel compares before/after; off lifts all", 0, c_ablate, 0},
     {"/heads", NULL, "", "the model view: every head's pattern and scores (as F9)", 0, c_heads, 0},
+    {"/export", NULL, "KIND FILE", "attention (the inspector's head; .json .csv .svg .png), heads (scores), lens "
+     "(at the query), topk (each position's candidates): .json or .csv", 0, c_export, 0},
     {"/inspect", NULL, "TEXT", "prompt mode on TEXT: evaluated as it is (raw template), nothing generated; "
      "the conversation waits (/chat)", 0, c_inspect, 1},
     {"/generate", NULL, "N", "prompt mode: continue the text by N tokens", 0, c_generate, 0},

@@ -3,10 +3,10 @@
  * For the query position q: after each block l, the final layer norm and
  * the unembedding applied to the residual stream there (gpt2_session_unembed
  * on the residual the store kept), softmaxed: the top tokens with their
- * probabilities, and the rank and probability of the token that came next
- * (the context's token at q + 1; at the last position, the model's own top
- * choice). The last row is the model's real next-token distribution. Where
- * the prediction forms is where that token's rank falls to #1.
+ * probabilities, and the rank and probability of the model's final choice
+ * (the last block's top token, as `gptscope lens` defines it). The last row
+ * is the model's real next-token distribution (temperature 1). Where the
+ * prediction forms is where that token's rank falls to #1.
  *
  * The table is computed when the query, the context or the ablation set
  * changes (n_layer unembeddings) and drawn from the cache otherwise. */
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ui/app.h"
+#include "viz/export.h"
 
 enum { LENS_TOP = 3 };
 
@@ -29,32 +30,23 @@ struct lens_cache {
     const gpt2_session *s; /* what the table is for */
     int q, n_tok, n_ablated;
     int32_t target;
-    int target_next; /* 1: the context's next token; 0: the model's top choice */
     int ok;          /* 0: residuals not kept */
     lens_row *rows;  /* (n_layer) */
     float *logits;   /* (n_vocab) */
 };
 
-/* Softmax of z (n) into the top LENS_TOP and the target's rank and probability. */
+/* Softmax of z (n) into the top LENS_TOP and the target's rank and
+ * probability (viz's ranking: the CLI's `lens` gives the same). */
 static void lens_summarize(const float *z, int n, int32_t target, lens_row *r) {
-    double max = z[0], sum = 0;
-    for (int i = 1; i < n; i++) max = z[i] > max ? z[i] : max;
-    for (int i = 0; i < n; i++) sum += exp((double)z[i] - max);
-    for (int k = 0; k < LENS_TOP; k++) r->id[k] = -1, r->p[k] = 0;
-    int rank = 1;
-    for (int i = 0; i < n; i++) {
-        if (i != target && (z[i] > z[target] || (z[i] == z[target] && i < target))) rank++;
-        for (int k = 0; k < LENS_TOP; k++) { /* insertion into the top, ties to the lower id */
-            if (r->id[k] >= 0 && z[r->id[k]] >= z[i]) continue;
-            memmove(r->id + k + 1, r->id + k, (size_t)(LENS_TOP - 1 - k) * sizeof *r->id);
-            r->id[k] = i;
-            break;
-        }
+    viz_candidate top[LENS_TOP];
+    long k = viz_top_candidates(z, n, LENS_TOP, top);
+    for (int i = 0; i < LENS_TOP; i++) {
+        r->id[i] = i < k ? top[i].id : -1;
+        r->p[i] = i < k ? (float)top[i].prob : 0;
     }
-    for (int k = 0; k < LENS_TOP; k++)
-        if (r->id[k] >= 0) r->p[k] = (float)(exp((double)z[r->id[k]] - max) / sum);
-    r->rank = rank;
-    r->p_target = (float)(exp((double)z[target] - max) / sum);
+    viz_candidate t = viz_candidate_of(z, n, target);
+    r->rank = (int)t.rank;
+    r->p_target = (float)t.prob;
 }
 
 static int n_ablated(const app *a) {
@@ -82,13 +74,9 @@ static struct lens_cache *lens_for(app *a, const inspect_focus *f) {
     const float *last = istore_residual(a->store, L - 1, f->query);
     gpt2_error err;
     if (!last || gpt2_session_unembed(a->s, last, c->logits, &err) != GPT2_OK) return c;
-    c->target_next = f->query + 1 < f->n_tok;
-    if (c->target_next) c->target = f->toks[f->query + 1];
-    else { /* the model's own top choice at the last position */
-        c->target = 0;
-        for (int i = 1; i < V; i++)
-            if (c->logits[i] > c->logits[c->target]) c->target = i;
-    }
+    viz_candidate final;
+    if (viz_top_candidates(c->logits, V, 1, &final) != 1) return c;
+    c->target = final.id;
     for (int l = 0; l < L; l++) {
         const float *x = istore_residual(a->store, l, f->query);
         if (!x || gpt2_session_unembed(a->s, x, c->logits, &err) != GPT2_OK) return c;
@@ -132,8 +120,7 @@ int view_lens(pane *p, int y, int h, const inspect_focus *f) {
     app_token_label(a, c->target, t, sizeof t);
     term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_DIM), "after #%d \"%s\": each block's guess",
                 f->query, q);
-    term_printf(p->win, y + 1, 1, p->w - 2, term_attr(UI_ROLE_DIM), "#rank p: of \"%s\", %s", t,
-                c->target_next ? "the token that came next" : "the model's final choice");
+    term_printf(p->win, y + 1, 1, p->w - 2, term_attr(UI_ROLE_DIM), "#rank p: of \"%s\", the model's final choice", t);
     /* as many choices as fit at 13 columns each (6 of label) */
     int n_show = (p->w - 2 - 4 - 13) / 13;
     n_show = n_show > LENS_TOP ? LENS_TOP : n_show < 1 ? 1 : n_show;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ui/app.h"
+#include "viz/export.h"
 
 enum { SORT_LAYER = 0, SORT_PREV, SORT_FIRST, SORT_SELF, SORT_ENTROPY, SORT_INDUCTION, N_SORTS };
 static const char *const sort_names[N_SORTS] = {"layer", "prev", "first", "self", "entropy", "induction"};
@@ -79,17 +80,41 @@ static void sort_heads(struct model_view *mv) {
     qsort(mv->order, (size_t)mv->n_heads, sizeof *mv->order, by_score);
 }
 
+/* Head i's scores over the context (A: n_ctx * n_ctx floats of scratch);
+ * 0 when its rows are not all in the store (the scores then NaN). */
+static int head_scores_of(app *a, int i, float *A, gpt2_head_scores *out) {
+    int n;
+    const int32_t *toks = gpt2_session_tokens(a->s, &n);
+    const int H = a->cfg->n_head;
+    if (!pattern(a->store, i / H, i % H, n, A)) {
+        *out = (gpt2_head_scores){NAN, NAN, NAN, NAN, NAN, 0};
+        return 0;
+    }
+    gpt2_head_scores_compute(A, (size_t)n, toks, n, out);
+    return 1;
+}
+
+gpt2_status app_head_scores(app *a, viz_head_row *rows, gpt2_error *err) {
+    const int n_ctx = istore_n_ctx(a->store), H = a->cfg->n_head, n = a->cfg->n_layer * H;
+    float *A = malloc((size_t)n_ctx * n_ctx * sizeof *A);
+    if (!A) return viz_fail(err, GPT2_ERR_NOMEM, "out of memory for a %d x %d pattern", n_ctx, n_ctx);
+    gpt2_status st = GPT2_OK;
+    for (int i = 0; i < n && st == GPT2_OK; i++) {
+        rows[i].layer = i / H, rows[i].head = i % H, rows[i].ablated = gpt2_session_ablated(a->s, i / H, i % H);
+        if (!head_scores_of(a, i, A, &rows[i].s))
+            st = viz_fail(err, GPT2_ERR_INVALID_ARG, "layer %d's rows are not all kept (the context is too long to "
+                                                      "keep every layer)", i / H);
+    }
+    free(A);
+    return st;
+}
+
 /* Scores of every head over the context's n tokens, when n or the store changed. */
 static void rescore(app *a, struct model_view *mv) {
     int n;
-    const int32_t *toks = gpt2_session_tokens(a->s, &n);
+    gpt2_session_tokens(a->s, &n);
     if (n == mv->scored_n && a->store == mv->scored_store) return;
-    const int H = a->cfg->n_head;
-    for (int i = 0; i < mv->n_heads; i++) {
-        mv->missing[i] = !pattern(a->store, i / H, i % H, n, mv->A);
-        if (mv->missing[i]) mv->scores[i] = (gpt2_head_scores){NAN, NAN, NAN, NAN, NAN, 0};
-        else gpt2_head_scores_compute(mv->A, (size_t)n, toks, n, &mv->scores[i]);
-    }
+    for (int i = 0; i < mv->n_heads; i++) mv->missing[i] = !head_scores_of(a, i, mv->A, &mv->scores[i]);
     mv->scored_n = n;
     mv->scored_store = a->store;
     sort_heads(mv);

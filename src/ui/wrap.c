@@ -172,31 +172,6 @@ char *ui_percent(float p, char *buf) {
     return buf;
 }
 
-size_t ui_token_escape(const char *b, size_t n, char *out, size_t cap) {
-    size_t o = 0;
-    if (cap == 0) return 0;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        int nb = ui_utf8_decode(b + i, n - i, &cp);
-        /* a real U+FFFD takes 3 bytes; one byte decoding as it is a bad byte */
-        int bad = cp == 0xFFFD && nb == 1;
-        char tmp[8];
-        const char *put = tmp;
-        size_t len;
-        if (cp == ' ') put = "\u00B7", len = 2;
-        else if (cp == '\n') put = "\u21B5", len = 3;
-        else if (cp == '\t') put = "\u2192", len = 3;
-        else if (bad || cp < 0x20 || cp == 0x7F) len = (size_t)snprintf(tmp, sizeof tmp, "\\x%02x", (unsigned char)b[i]);
-        else put = b + i, len = (size_t)nb;
-        if (o + len + 1 > cap) break;
-        memcpy(out + o, put, len);
-        o += len;
-        i += (size_t)nb;
-    }
-    out[o] = '\0';
-    return o;
-}
-
 size_t ui_char_at(const char *s, size_t len, int i, size_t *start) {
     size_t off = 0;
     for (int k = 0; off < len; k++) {

@@ -42,13 +42,6 @@ int ui_utf8_flush(ui_utf8_input *in, uint32_t *out);
 
 /* ---- token labels ------------------------------------------------------ */
 
-/* A token's bytes made visible, for labels and readouts: a space as U+00B7
- * '·', a newline as U+21B5 '↵', a tab as U+2192 '→', any other control
- * character and every byte that does not belong to a valid UTF-8 character
- * (a byte-level token may hold half a character) as "\xNN"; everything else
- * as it is. Stops before a character that would not fit out (cap bytes, the
- * NUL included). Returns the bytes written (without the NUL). */
-size_t ui_token_escape(const char *b, size_t n, char *out, size_t cap);
 
 /* The byte range [*start, *start + return) of character i (0-based) of the
  * UTF-8 string s (len bytes); 0 when s has fewer characters. */

@@ -34,20 +34,9 @@ unsigned viz_colormap(double t) {
 }
 
 char *viz_token_label(const char *bytes, size_t n, int max_chars, char *out, size_t cap) {
-    size_t o = 0;
-    char buf[64];
     out[0] = '\0';
     if (n == 0) snprintf(out, cap, "\xe2\x88\x85"); /* ∅ */
-    for (size_t at = 0; at < n;) {
-        size_t run = 0;
-        while (at + run < n && run < 8 && !strchr(" \n\t", bytes[at + run] ? bytes[at + run] : 'x')) run++;
-        const char *piece = bytes[at] == ' ' ? "\xc2\xb7" : bytes[at] == '\n' ? "\xe2\x86\xb5" : "\xe2\x87\xa5";
-        if (run) piece = gpt2_text_escape(bytes + at, run, buf, sizeof buf);
-        at += run ? run : 1;
-        if (o + strlen(piece) + 1 > cap) break;
-        memcpy(out + o, piece, strlen(piece) + 1);
-        o += strlen(piece);
-    }
+    else gpt2_token_escape(bytes, n, out, cap);
     /* cut by characters (UTF-8 lead bytes) */
     int chars = 0;
     for (size_t i = 0; out[i]; i++) {
@@ -336,5 +325,26 @@ gpt2_status viz_heatmap_write(const char *path, const viz_heatmap *h, gpt2_error
 #endif
     if (st == GPT2_OK && fmt == VIZ_FORMAT_SVG) st = gpt2_fileio_write_atomic(path, put_svg, &f, err);
     free(f.v);
+    return st;
+}
+
+gpt2_status viz_attention_picture(const char *path, const viz_attention *a, int n_head, gpt2_error *err) {
+    enum { LABEL_CAP = 96 };
+    char *store = malloc((size_t)a->T * LABEL_CAP), title[512];
+    const char **labels = malloc((size_t)a->T * sizeof *labels);
+    gpt2_status st = GPT2_OK;
+    if (!store || !labels) st = viz_fail(err, GPT2_ERR_NOMEM, "out of memory for %d token labels", a->T);
+    for (int i = 0; st == GPT2_OK && i < a->T; i++) {
+        size_t bl = 0;
+        const char *b = gpt2_tokenizer_token_bytes(a->tok, a->ids[i], &bl);
+        labels[i] = viz_token_label(b ? b : "", b ? bl : 0, 16, store + (size_t)i * LABEL_CAP, LABEL_CAP);
+    }
+    const char *model = a->model ? a->model : "model";
+    if (a->head >= 0) snprintf(title, sizeof title, "%s: layer %d, head %d", model, a->layer, a->head);
+    else snprintf(title, sizeof title, "%s: layer %d, mean of %d heads", model, a->layer, n_head);
+    viz_heatmap h = {.title = title, .labels = labels, .T = a->T, .w = a->w};
+    if (st == GPT2_OK) st = viz_heatmap_write(path, &h, err);
+    free(labels);
+    free(store);
     return st;
 }

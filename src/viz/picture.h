@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "gpt2.h"
+#include "viz/export.h"
 
 typedef struct {
     const char *title;          /* one line, UTF-8 */
@@ -36,15 +37,19 @@ int viz_png_available(void);
 /* viridis at t in [0, 1] (clamped; NaN reads 0) as 0xRRGGBB. */
 unsigned viz_colormap(double t);
 
-/* A token's bytes as a label a reader can see: space as "·", newline as
- * "↵", tab as "⇥", other control bytes and bytes that are not UTF-8 as \xNN
- * (gpt2_text_escape), an empty token as "∅"; more than max_chars characters
- * cut to max_chars - 1 and "…". Returns out (cap bytes, NUL-terminated). */
+/* A token's bytes as a label a reader can see (gpt2_token_escape: space
+ * "·", newline "↵", tab "→", other controls and bytes that are not UTF-8
+ * \xNN), an empty token as "∅"; more than max_chars characters cut to
+ * max_chars - 1 and "…". Returns out (cap bytes, NUL-terminated). */
 char *viz_token_label(const char *bytes, size_t n, int max_chars, char *out, size_t cap);
 
 /* Draws h into path as SVG or PNG by the name's ending (.svg, .png),
  * through gpt2_fileio_write_atomic. GPT2_ERR_INVALID_ARG for another ending
  * or PNG without cairo; GPT2_ERR_IO naming the path; the file is then as it was. */
 gpt2_status viz_heatmap_write(const char *path, const viz_heatmap *h, gpt2_error *err);
+
+/* The picture of one head's attention (or the mean, head -1, of n_head):
+ * its tokens as labels, a title naming the model, layer and head. */
+gpt2_status viz_attention_picture(const char *path, const viz_attention *a, int n_head, gpt2_error *err);
 
 #endif

@@ -357,7 +357,7 @@ check "ablation: the message says what happened to the KV cache" wait_for "the K
 check "ablation: the status bar names the ablated heads" wait_for "ablated 0.* │"
 check "ablation: the log" wait_log "^ablate 0.\\*: evaluated 16"
 keys "/ablate 9.1" Enter
-check "/ablate out of range: refused with the model's shape" wait_for "layer 9 is out of range: 2 layers (0..1) of 4 heads (0..3)"
+check "/ablate out of range: refused with the model's shape" wait_for "layer 9 is out of range: the model has 2 layers (0..1) of 4 heads (0..3)"
 keys "/ablate off" Enter
 check "/ablate off" wait_for "ablation lifted: the KV cache was re-evaluated under no ablation"
 keys F9
@@ -382,6 +382,24 @@ $T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' in
 check "inspect: opens on the prompt in the text view" wait_for "prompt mode: 4 tokens evaluated as typed" 10
 check "inspect: no reply" wait_for "turn: prefill 4, reply 0"
 check "inspect: the text is there" sh -c "$T capture-pane -p -t app | grep -q '^12 7 99 3 *│'"
+# /export: each file checked against the numpy reference by tests/ref/microscope_check.py
+MC="${PYTHON:-/usr/bin/python3} tests/ref/microscope_check.py"
+keys "/export lens $TMP/lens.json" Enter
+check "/export lens: written" wait_for "exported lens to $TMP/lens.json"
+check "/export lens: the numpy reference's lens" sh -c "$MC lens '$MODEL' '$TMP/lens.json' > '$TMP/mc' 2>&1 || { cat '$TMP/mc'; false; }"
+ids=$(${PYTHON:-/usr/bin/python3} -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['ids'])))" "$TMP/lens.json")
+keys "/export heads $TMP/heads.json" Enter
+check "/export heads: written" wait_for "exported heads to $TMP/heads.json"
+check "/export heads: the numpy reference's scores" sh -c "$MC heads '$MODEL' '$TMP/heads.json' --ids '$ids' > '$TMP/mc' 2>&1 || { cat '$TMP/mc'; false; }"
+keys "/export heads $TMP/heads.csv" Enter
+check "/export heads as CSV: the same numbers" sh -c "sleep 0.5; $MC csv '$MODEL' '$TMP/heads.csv' '$TMP/heads.json' > '$TMP/mc' 2>&1 || { cat '$TMP/mc'; false; }"
+keys "/export attention $TMP/att.json" Enter "/export attention $TMP/att.svg" Enter
+check "/export attention as a picture: written" wait_for "exported attention to $TMP/att.svg"
+check "/export attention: the SVG's labels, scale and colours" sh -c "$MC svg '$MODEL' '$TMP/att.svg' '$TMP/att.json' > '$TMP/mc' 2>&1 || { cat '$TMP/mc'; false; }"
+keys "/export topk $TMP/topk.csv" Enter
+check "/export topk: written" wait_for "exported topk to $TMP/topk.csv"
+keys "/export lens $TMP/x.txt" Enter
+check "/export to an unknown kind of file: says which" wait_for "the name must end in .json or .csv"
 keys "/generate 3" Enter
 check "/generate 3: three tokens after the prompt" wait_for "turn: prefill 4, reply 3"
 keys "/quit" Enter
