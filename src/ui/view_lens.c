@@ -120,7 +120,7 @@ int view_lens(pane *p, int y, int h, const inspect_focus *f) {
     app_token_label(a, c->target, t, sizeof t);
     term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_DIM), "after #%d \"%s\": each block's guess",
                 f->query, q);
-    term_printf(p->win, y + 1, 1, p->w - 2, term_attr(UI_ROLE_DIM), "#rank p: of \"%s\", the model's final choice", t);
+    term_printf(p->win, y + 1, 1, p->w - 2, term_attr(UI_ROLE_DIM), "#rank p: of \"%s\", the final choice", t);
     /* as many choices as fit at 13 columns each (6 of label) */
     int n_show = (p->w - 2 - 4 - 13) / 13;
     n_show = n_show > LENS_TOP ? LENS_TOP : n_show < 1 ? 1 : n_show;

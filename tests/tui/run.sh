@@ -346,7 +346,7 @@ keys s
 check "s: the per-row scale, said on screen" wait_for "per row (1 = row max)"
 keys End F8
 check "logit lens: a view of the inspector, every block's guess" wait_for "logit lens  (layers 0-1; F8 next view)"
-check "logit lens: says what the last column is" wait_for "the model's final choice"
+check "logit lens: says what the last column is" wait_for ", the final choice"
 check "logit lens: the last block ranks the model's choice first" sh -c "$T capture-pane -p -t app | grep -qE '│L1 .* #1 '"
 keys F8 Tab
 : > "$TMP/log"
