@@ -194,6 +194,19 @@ static void test_residuals(void **state) {
             assert_non_null(r);
             for (int i = 0; i < E; i++) assert_float_equal(r[i], 100 * l + 10 * p + i, 0);
         }
+    unsigned long v = istore_version(st);
+    run_forward(st, 0, 1); /* rows change: so does the version (caches drawn from the store compare it) */
+    assert_true(istore_version(st) != v);
+    v = istore_version(st);
+    istore_hook_put_residual(st, 0, 0, x, E);
+    assert_true(istore_version(st) != v);
+    v = istore_version(st);
+    istore_truncate(st, C);
+    assert_true(istore_version(st) != v);
+    for (int l = 0; l < L; l++) { /* position 0 again, every block, as before */
+        for (int i = 0; i < E; i++) x[i] = (float)(100 * l + i);
+        istore_hook_put_residual(st, l, 0, x, E);
+    }
     istore_hook_put_residual(st, 0, 0, x, E + 1); /* the wrong width: ignored */
     assert_float_equal(istore_residual(st, 0, 0)[E - 1], E - 1, 0);
     istore_truncate(st, 2);

@@ -22,6 +22,7 @@ struct istore {
     float *res;           /* (n_layer, n_ctx, n_embd) residual stream after each block; NULL: not kept */
     unsigned char *res_ok; /* (n_ctx) position p's residuals are current */
     int n_embd;
+    unsigned long version; /* bumped by every change to rows or residuals */
     note_list *notes; /* (turns_cap); turns 0 .. n_turns - 1 in use */
     int n_turns, turns_cap;
 };
@@ -76,6 +77,7 @@ int istore_hook_want(void *ud, int layer, int head) {
 
 void istore_hook_put(void *ud, int layer, int head, int pos, const float *probs, int n_keys) {
     istore *st = ud;
+    st->version++;
     if (layer < 0 || layer >= st->n_layer || head < 0 || head >= st->n_head || pos < 0 || pos >= st->n_ctx ||
         n_keys < 0 || n_keys > st->n_ctx)
         return;
@@ -112,7 +114,10 @@ void istore_weights(const istore *st, int layer, int head, int q, float *out) {
     for (int k = 0; k <= q; k++) out[k] = istore_weight(st, layer, head, q, k);
 }
 
+unsigned long istore_version(const istore *st) { return st->version; }
+
 void istore_truncate(istore *st, int n) {
+    st->version++;
     if (n < 0) n = 0;
     if (st->res_ok && n < st->n_ctx) memset(st->res_ok + n, 0, (size_t)(st->n_ctx - n));
     if (n >= st->hi) return;
@@ -153,6 +158,7 @@ void istore_hook_put_residual(void *ud, int layer, int pos, const float *x, int 
     istore *st = ud;
     if (!st->res || layer < 0 || layer >= st->n_layer || pos < 0 || pos >= st->n_ctx || n != st->n_embd) return;
     memcpy(st->res + ((size_t)layer * st->n_ctx + pos) * st->n_embd, x, (size_t)n * sizeof *x);
+    st->version++;
     /* a position is current once its last block is in (blocks arrive in order) */
     st->res_ok[pos] = layer == st->n_layer - 1;
 }

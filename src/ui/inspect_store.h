@@ -68,6 +68,10 @@ float istore_weight(const istore *st, int layer, int head, int q, int k);
  * NaN where missing. */
 void istore_weights(const istore *st, int layer, int head, int q, float *out);
 
+/* A counter that changes whenever any row or residual does (a cache of
+ * something drawn from the store compares it). */
+unsigned long istore_version(const istore *st);
+
 /* The session dropped every position from n on (undo, reset, /load, a
  * context drop): their rows read as never computed until computed again
  * (all layers: zeros, as at the start; single layer: NULL). */

@@ -28,7 +28,8 @@ typedef struct {
 
 struct lens_cache {
     const gpt2_session *s; /* what the table is for */
-    int q, n_tok, n_ablated;
+    int q, n_tok;
+    unsigned long version; /* the store's, when computed */
     int32_t target;
     int ok;          /* 0: residuals not kept */
     lens_row *rows;  /* (n_layer) */
@@ -49,13 +50,6 @@ static void lens_summarize(const float *z, int n, int32_t target, lens_row *r) {
     r->p_target = (float)t.prob;
 }
 
-static int n_ablated(const app *a) {
-    int n = 0;
-    for (int l = 0; l < a->cfg->n_layer; l++)
-        for (int h = 0; h < a->cfg->n_head; h++) n += gpt2_session_ablated(a->s, l, h);
-    return n;
-}
-
 /* The table for query q (recomputed only when something it depends on moved). */
 static struct lens_cache *lens_for(app *a, const inspect_focus *f) {
     struct lens_cache *c = a->lens;
@@ -68,9 +62,10 @@ static struct lens_cache *lens_for(app *a, const inspect_focus *f) {
         c->q = -1;
         a->lens = c;
     }
-    const int nab = n_ablated(a);
-    if (c->s == a->s && c->q == f->query && c->n_tok == f->n_tok && c->n_ablated == nab) return c;
-    c->s = a->s, c->q = f->query, c->n_tok = f->n_tok, c->n_ablated = nab, c->ok = 0;
+    /* the residuals change with the context, an ablation's re-evaluation, another session */
+    const unsigned long v = istore_version(a->store);
+    if (c->s == a->s && c->q == f->query && c->n_tok == f->n_tok && c->version == v) return c;
+    c->s = a->s, c->q = f->query, c->n_tok = f->n_tok, c->version = v, c->ok = 0;
     const float *last = istore_residual(a->store, L - 1, f->query);
     gpt2_error err;
     if (!last || gpt2_session_unembed(a->s, last, c->logits, &err) != GPT2_OK) return c;

@@ -33,6 +33,11 @@ struct model_view {
     int *missing;             /* (n_heads) 1: some row of the head is not in the store */
     float *A;                 /* (n_ctx, n_ctx) one head's pattern */
     int table_top;            /* the table's first row shown */
+    int *thumbs;              /* (n_heads, rows, tw) the thumbnails' levels (thumbs()) */
+    size_t thumbs_cap;
+    int thumbs_key[6];        /* what they show: n, query, tw, rows, mode, heads */
+    const istore *thumbs_store;
+    unsigned long thumbs_version, scored_version; /* the store's istore_version when computed */
 };
 
 static double score_of(const gpt2_head_scores *s, int sort) {
@@ -113,10 +118,11 @@ gpt2_status app_head_scores(app *a, viz_head_row *rows, gpt2_error *err) {
 static void rescore(app *a, struct model_view *mv) {
     int n;
     gpt2_session_tokens(a->s, &n);
-    if (n == mv->scored_n && a->store == mv->scored_store) return;
+    if (n == mv->scored_n && a->store == mv->scored_store && mv->scored_version == istore_version(a->store)) return;
     for (int i = 0; i < mv->n_heads; i++) mv->missing[i] = !head_scores_of(a, i, mv->A, &mv->scores[i]);
     mv->scored_n = n;
     mv->scored_store = a->store;
+    mv->scored_version = istore_version(a->store);
     sort_heads(mv);
 }
 
@@ -148,42 +154,66 @@ void model_view_open(app *a) {
 void model_view_close(app *a) {
     struct model_view *mv = a->model_view;
     if (!mv) return;
-    free(mv->scores), free(mv->order), free(mv->missing), free(mv->A);
+    free(mv->scores), free(mv->order), free(mv->missing), free(mv->A), free(mv->thumbs);
     free(mv);
     a->model_view = NULL;
 }
 
 /* ---- drawing ---- */
 
-/* Head (l, h)'s thumbnail at (y, x), tw x th cells: the pattern (or the
- * query's row) max-pooled into th x tw cells of two pixel rows each. */
-static void draw_thumb(app *a, WINDOW *w, int y, int x, int tw, int th, int l, int h, int n, int q) {
-    const int half = term_half_blocks(), rows = th * (half ? 2 : 1);
-    if (n <= 0) return;
+/* Head (l, h)'s thumbnail as rows x tw pixel levels (-1: nothing there): the
+ * pattern over n tokens max-pooled (or, in row mode, query q's row). */
+static void thumb_levels(const app *a, int l, int h, int n, int q, int tw, int rows, int *lv) {
+    const int row_mode = a->model_view->row_mode;
     const int kq = (n + rows - 1) / rows, kk = (n + tw - 1) / tw;
-    for (int r = 0; r < th; r++) {
+    for (int pr = 0; pr < rows; pr++)
         for (int c = 0; c < tw; c++) {
-            int lv[2] = {-1, -1};
-            for (int s = 0; s < (half ? 2 : 1); s++) {
-                int pr = r * (half ? 2 : 1) + s;
-                int q0 = a->model_view->row_mode ? q : pr * kq, q1 = a->model_view->row_mode ? q + 1 : q0 + kq;
-                if (q0 >= n) continue;
-                float m = -1;
-                for (int qq = q0; qq < q1 && qq < n; qq++) {
-                    const float *row = istore_row(a->store, l, h, qq);
-                    if (!row) continue;
-                    for (int k = c * kk; k < (c + 1) * kk && k <= qq; k++) m = row[k] > m ? row[k] : m;
-                }
-                if (m >= 0) lv[s] = view_level(m, 0);
+            int q0 = row_mode ? q : pr * kq, q1 = row_mode ? q + 1 : q0 + kq;
+            float m = -1;
+            for (int qq = q0; qq < q1 && qq < n; qq++) {
+                const float *row = istore_row(a->store, l, h, qq);
+                if (!row) continue;
+                for (int k = c * kk; k < (c + 1) * kk && k <= qq; k++) m = row[k] > m ? row[k] : m;
             }
+            lv[pr * tw + c] = m >= 0 ? view_level(m, 0) : -1;
+        }
+}
+
+/* Every head's thumbnail levels, recomputed only when what they show moved
+ * (a frame then costs the drawing, not n_heads passes over T x T). */
+static const int *thumbs(app *a, int n, int q, int tw, int rows) {
+    struct model_view *mv = a->model_view;
+    const int key[6] = {n, mv->row_mode ? q : -1, tw, rows, mv->row_mode, (int)(mv->n_heads)};
+    size_t need = (size_t)mv->n_heads * rows * tw;
+    if (mv->thumbs && mv->thumbs_store == a->store && mv->thumbs_version == istore_version(a->store) &&
+        !memcmp(key, mv->thumbs_key, sizeof key))
+        return mv->thumbs;
+    if (need > mv->thumbs_cap) {
+        int *t = realloc(mv->thumbs, need * sizeof *t);
+        if (!t) return NULL;
+        mv->thumbs = t, mv->thumbs_cap = need;
+    }
+    const int H = a->cfg->n_head;
+    for (int i = 0; i < mv->n_heads; i++) thumb_levels(a, i / H, i % H, n, q, tw, rows, mv->thumbs + (size_t)i * rows * tw);
+    memcpy(mv->thumbs_key, key, sizeof key);
+    mv->thumbs_store = a->store;
+    mv->thumbs_version = istore_version(a->store);
+    return mv->thumbs;
+}
+
+/* A thumbnail at (y, x), tw x th cells, from its levels (two pixel rows a cell with half blocks). */
+static void draw_thumb(WINDOW *w, int y, int x, int tw, int th, const int *lv) {
+    const int half = term_half_blocks();
+    for (int r = 0; r < th; r++)
+        for (int c = 0; c < tw; c++) {
+            int up = lv[(half ? 2 * r : r) * tw + c], lo = half ? lv[(2 * r + 1) * tw + c] : -1;
             if (half) {
-                if (lv[0] >= 0 || lv[1] >= 0) term_put_half(w, y + r, x + c, lv[0] < 0 ? 0 : lv[0], lv[1]);
-            } else if (lv[0] >= 0) {
-                const char *g = term_heat_glyph(lv[0]);
-                term_put(w, y + r, x + c, g, strlen(g), 1, term_heat(lv[0]));
+                if (up >= 0 || lo >= 0) term_put_half(w, y + r, x + c, up < 0 ? 0 : up, lo);
+            } else if (up >= 0) {
+                const char *g = term_heat_glyph(up);
+                term_put(w, y + r, x + c, g, strlen(g), 1, term_heat(up));
             }
         }
-    }
 }
 
 /* The grid in columns [0, gw): head numbers on top, "L0".. on the left,
@@ -200,6 +230,7 @@ static void draw_grid(app *a, WINDOW *w, int y0, int gw, int gh, int q) {
     }
     int n;
     gpt2_session_tokens(a->s, &n);
+    const int *lv = n > 0 ? thumbs(a, n, q, tw, th * (term_half_blocks() ? 2 : 1)) : NULL;
     for (int h = 0; h < H; h++)
         term_printf(w, y0, lab + h * (tw + 1), tw + 1, term_attr(UI_ROLE_DIM), "H%d", h);
     for (int l = 0; l < L; l++) {
@@ -207,7 +238,7 @@ static void draw_grid(app *a, WINDOW *w, int y0, int gw, int gh, int q) {
         term_printf(w, y, 0, lab, term_attr(UI_ROLE_DIM), "L%d", l);
         for (int h = 0; h < H; h++) {
             int x = lab + h * (tw + 1), sel = l == mv->layer && h == mv->head;
-            draw_thumb(a, w, y, x, tw, th, l, h, n, q);
+            if (lv) draw_thumb(w, y, x, tw, th, lv + (size_t)(l * H + h) * th * (term_half_blocks() ? 2 : 1) * tw);
             if (gpt2_session_ablated(a->s, l, h)) term_printf(w, y + th, x, 1, term_attr(UI_ROLE_ERROR), "x");
             if (sel) term_fill(w, y + th, x, tw, term_attr(UI_ROLE_SELECTION));
         }

@@ -368,6 +368,12 @@ check "model view: s sorts by the next score" wait_for "sorted by prev (s)"
 keys Right Enter
 check "model view: Enter opens the head in the inspector" wait_for "inspector: layer 0, head 1"
 check "model view: closed, the inspector shows that head" wait_for "L0 H1"
+keys F9 x
+check "model view: x ablates the selected head, the view follows" wait_for " L0 H1 (ablated)  prev"
+keys x
+check "model view: x again lifts it" wait_for " L0 H1  prev"
+keys q
+check "model view: q closes it; the message says what happened" wait_for "restored L0 H1: the KV cache was re-evaluated"
 keys "/inspect 5 4 3" Enter
 check "/inspect: prompt mode on the text, nothing generated" wait_for "prompt mode: 3 tokens evaluated as typed (raw template), nothing generated"
 check "/inspect: no reply" sh -c "sleep 0.3; ! grep -q '^token ' '$TMP/log'"
