@@ -104,19 +104,6 @@ static gpt2_context *new_ctx(const fixture *f, int n_batch, int n_ctx) {
     return ctx;
 }
 
-static void eval_ok(gpt2_context *ctx, const int32_t *ids, int n) {
-    gpt2_error err;
-    if (gpt2_context_eval(ctx, ids, n, &err) != GPT2_OK) fail_msg("eval: %s", err.msg);
-}
-
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= m)) m = d; /* NaN propagates as a failure */
-    }
-    return m;
-}
 
 static void softmax64(const float *x, double *p, int n) {
     double mx = x[0], s = 0;

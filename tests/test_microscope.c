@@ -52,19 +52,6 @@ static gpt2_context *ctx_new(const fix *f) {
     return ctx;
 }
 
-static void eval_ok(gpt2_context *ctx, const int32_t *ids, int n) {
-    gpt2_error err;
-    if (gpt2_context_eval(ctx, ids, n, &err) != GPT2_OK) fail_msg("eval: %s", err.msg);
-}
-
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= m)) m = d;
-    }
-    return m;
-}
 
 /* --- capture: every position's logits, residuals and attention rows --- */
 

@@ -113,6 +113,26 @@ static inline int32_t *parse_ids(const char *s, size_t *n) {
     return ids;
 }
 
+#ifdef GPT2_CONTEXT_H
+/* An eval that must succeed. */
+static inline void eval_ok(gpt2_context *ctx, const int32_t *ids, int n) {
+    gpt2_error err;
+    if (gpt2_context_eval(ctx, ids, n, &err) != GPT2_OK) fail_msg("eval: %s", err.msg);
+}
+#endif
+
+/* The largest |a[i] - b[i]|; NaN anywhere makes it NaN, which fails every "<" check. */
+static inline double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        if (d != d) return d; /* NaN: the caller's "<" check fails */
+        d = d < 0 ? -d : d;
+        if (d > m) m = d;
+    }
+    return m;
+}
+
 #ifdef GPT2_SAMPLER_H
 /* A sampler that must be created (the tests' shorthand for gpt2_sampler_new). */
 static inline gpt2_sampler *new_sampler(gpt2_sampler_params p, int n_vocab) {
