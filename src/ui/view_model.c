@@ -293,12 +293,18 @@ void model_view_draw(app *a) {
                 a->cfg->n_head, n, mv->row_mode ? "the query's row (r: whole pattern)" : "whole pattern (r: the query's row)");
     pane legend_pane = {.a = a, .win = w, .w = COLS - TABLE_W - 2, .h = 2};
     inspect_focus lf = {.view = INSPECT_ZOOM};
-    view_legend(&legend_pane, 1, &lf, "max-pooled");
+    if (legend_pane.w >= 16) view_legend(&legend_pane, 1, &lf, "max-pooled");
     if (!istore_all_layers(a->store))
         term_printf(w, 2, 1, COLS - 2, term_attr(UI_ROLE_NOTICE),
                     "only the inspector's layer is kept (the context is too long to keep every layer's rows)");
-    const int gw = COLS - TABLE_W - 2, top = 3, gh = LINES - top - 1;
-    draw_grid(a, w, top, gw, gh, f.query < 0 ? 0 : f.query);
+    const int top = 3, gh = LINES - top - 1;
+    int gw = COLS - TABLE_W - 2;
+    if (gw < 16) { /* too narrow for thumbnails beside the table: the table alone */
+        gw = 0;
+        term_printf(w, 1, 1, COLS - 2, term_attr(UI_ROLE_DIM), "(a wider window shows each head's thumbnail)");
+    } else {
+        draw_grid(a, w, top, gw, gh, f.query < 0 ? 0 : f.query);
+    }
     draw_table(a, w, top, gw + 1, gh);
     const gpt2_head_scores *s = &mv->scores[mv->layer * a->cfg->n_head + mv->head];
     term_printf(w, LINES - 1, 0, COLS, term_attr(UI_ROLE_STATUS),
