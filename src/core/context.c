@@ -293,7 +293,7 @@ static void gelu_rows(void *arg, int chunk, int n_chunks, int ith) {
     const size_t n = (size_t)(t1 - t0) * j->C;
     float *x = j->out + (size_t)t0 * j->C;
     if (j->gelu_erf) kernel_gelu_erf(x, n);
-    else kernel_gelu_tanh(x, n);
+    else kernel_gelu_tanh(x, x, n);
 }
 
 static void gelu(gpt2_context *ctx, float *x, int T) {

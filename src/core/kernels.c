@@ -519,11 +519,11 @@ void kernel_layernorm(float *out, const float *in, const float *g, const float *
     }
 }
 
-void kernel_gelu_tanh(float *x, size_t n) {
+void kernel_gelu_tanh(float *out, const float *x, size_t n) {
     const float s = 0.7978845608028654f; /* sqrt(2/pi) */
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
-        x[i] = 0.5f * v * (1.0f + fast_tanh(s * (v + 0.044715f * v * v * v)));
+        out[i] = 0.5f * v * (1.0f + fast_tanh(s * (v + 0.044715f * v * v * v)));
     }
 }
 

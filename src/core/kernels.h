@@ -98,8 +98,9 @@ void kernel_attention_row(float *y, float *att, const float *q, const float *k, 
 /* out (T, C) = layernorm(in (T, C)) * g + b */
 void kernel_layernorm(float *out, const float *in, const float *g, const float *b, int T, int C, float eps);
 
-/* x (n) = gelu(x): tanh approximation (GPT-2's gelu_new) or exact erf. */
-void kernel_gelu_tanh(float *x, size_t n);
+/* out (n) = gelu(x): tanh approximation (GPT-2's gelu_new; the forward pass
+ * and the trainer both use this one) or exact erf. out may be x. */
+void kernel_gelu_tanh(float *out, const float *x, size_t n);
 void kernel_gelu_erf(float *x, size_t n);
 
 /* x (n) = softmax(x) in place; returns nothing, the row sums to 1. */

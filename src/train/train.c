@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fastmath.h"
+#include "core/kernels.h"
 #include "core/pool.h"
 #include "core/rng.h"
 #include "gpt2_testing.h"
@@ -449,13 +451,10 @@ static void attn_fwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
     float *P = j->att + ((size_t)b * H + h) * T * T, *y = j->y + (size_t)b * T * C + h * D;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f / sqrtf((float)D), q, 3 * C, k, 3 * C, 0.0f,
                 P, T);
-    for (int i = 0; i < T; i++) {
-        float *row = P + (size_t)i * T, max = row[0], sum = 0;
-        for (int t = 1; t <= i; t++) max = row[t] > max ? row[t] : max;
-        for (int t = 0; t <= i; t++) sum += (row[t] = expf(row[t] - max));
-        const float inv = 1.0f / sum;
-        for (int t = 0; t <= i; t++) row[t] *= inv;
-        for (int t = i + 1; t < T; t++) row[t] = 0;
+    for (int i = 0; i < T; i++) { /* causal softmax: the forward pass's own (vectorised exp) */
+        float *row = P + (size_t)i * T;
+        kernel_softmax(row, i + 1);
+        memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof *row);
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, P, T, v, 3 * C, 0.0f, y, C);
 }
@@ -499,15 +498,12 @@ static void ew_chunk(void *arg, int chunk, int n_chunks, int ith) {
     const ew_job *j = arg;
     size_t i0 = j->n * (size_t)chunk / n_chunks, i1 = j->n * (size_t)(chunk + 1) / n_chunks;
     switch (j->kind) {
-    case EW_GELU_FWD: /* out = gelu(a) */
-        for (size_t i = i0; i < i1; i++) {
-            float x = j->a[i];
-            j->out[i] = 0.5f * x * (1.0f + tanhf(GELU_S * (x + 0.044715f * x * x * x)));
-        }
+    case EW_GELU_FWD: /* out = gelu(a), the forward pass's own GELU */
+        kernel_gelu_tanh(j->out + i0, j->a + i0, i1 - i0);
         break;
-    case EW_GELU_BWD: /* out (= dy) *= gelu'(a) */
+    case EW_GELU_BWD: /* out (= dy) *= gelu'(a); fast_tanh vectorises where tanhf is a call */
         for (size_t i = i0; i < i1; i++) {
-            float x = j->a[i], th = tanhf(GELU_S * (x + 0.044715f * x * x * x));
+            float x = j->a[i], th = fast_tanh(GELU_S * (x + 0.044715f * x * x * x));
             float d = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
             j->out[i] *= d;
         }
@@ -556,13 +552,15 @@ static void ce_chunk(void *arg, int chunk, int n_chunks, int ith) {
     for (int r = r0; r < r1; r++) {
         float *row = j->logits + (size_t)r * j->V, max = row[0];
         for (int i = 1; i < j->V; i++) max = row[i] > max ? row[i] : max;
-        double sum = 0;
-        for (int i = 0; i < j->V; i++) sum += exp((double)(row[i] - max));
+        /* e^(z - max) once, vectorised; summed in double (the loss is a mean of thousands) */
         const int32_t y = j->targets[r];
-        loss += log(sum) - (double)(row[y] - max);
+        const float zy = row[y];
+        double sum = 0;
+        for (int i = 0; i < j->V; i++) sum += (row[i] = fast_exp_nonpos(row[i] - max));
+        loss += log(sum) - (double)(zy - max);
         if (j->backward) {
-            const float inv = (float)(1.0 / sum);
-            for (int i = 0; i < j->V; i++) row[i] = expf(row[i] - max) * inv * j->dscale;
+            const float scale = (float)(1.0 / sum) * j->dscale;
+            for (int i = 0; i < j->V; i++) row[i] *= scale;
             row[y] -= j->dscale;
         }
     }
