@@ -477,6 +477,17 @@ static void test_bench_json(void **state) {
     /* 256 positions: no 512-token figures */
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "prefill_512_tok_s")));
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "ttft_500_ms")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "prefill_512_gflops")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "prefill_peak_ratio")));
+    assert_true(json_number(j, "machine_peak_gflops") > 0);
+    {
+        /* prefill 128's GFLOP/s from GPT-2's shapes: per token 2 (4C^2 + 8C^2) per layer, the
+         * causal attention's two products 4 C L T (T + 1) / 2 over all 128, one LM head 2 V C */
+        const double C = 384, L = 6, V = 2048, T = 128;
+        const double flops = 2 * T * L * 12 * C * C + 4 * C * L * T * (T + 1) / 2 + 2 * V * C;
+        const double want = flops * json_number(j, "prefill_128_tok_s") / T / 1e9;
+        assert_true(fabs(json_number(j, "prefill_128_gflops") - want) < 0.05 + 1e-3 * want);
+    }
     const double q1 = json_number(j, "decode_bandwidth_ratio_q1"), q3 = json_number(j, "decode_bandwidth_ratio_q3"),
                  ratio = json_number(j, "decode_bandwidth_ratio");
     assert_true(q1 <= ratio && ratio <= q3);

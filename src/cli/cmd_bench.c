@@ -62,6 +62,73 @@ static double read_pass(const float *buf, size_t n, int n_threads) {
     return (double)(n * sizeof(float)) / (cli_now() - t0) / 1e9;
 }
 
+/* --- machine peak FLOP/s: independent FMA chains on every thread ---
+ *
+ * Twelve vector accumulators, each a chain of fused multiply-adds, so that
+ * both FMA pipes stay busy through their latency: the most single-precision
+ * arithmetic this build can do. Intrinsics because C11 mode does not contract
+ * a * b + c into an FMA and the compiler keeps an array of accumulators in
+ * memory; the widest vectors the build targets (AVX-512, else AVX2+FMA, else
+ * scalar fmaf). The prefill's GFLOP/s are judged against it. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef __m512 fvec;
+enum { FVEC_LANES = 16 };
+#define FVEC_SET(x) _mm512_set1_ps(x)
+#define FVEC_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define FVEC_LANE0(v) _mm512_cvtss_f32(v)
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+typedef __m256 fvec;
+enum { FVEC_LANES = 8 };
+#define FVEC_SET(x) _mm256_set1_ps(x)
+#define FVEC_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define FVEC_LANE0(v) _mm256_cvtss_f32(v)
+#else
+typedef float fvec;
+enum { FVEC_LANES = 1 };
+#define FVEC_SET(x) (x)
+#define FVEC_FMA(a, b, c) fmaf(a, b, c)
+#define FVEC_LANE0(v) (v)
+#endif
+enum { FMA_CHAINS = 12, FMA_ITERS = 1 << 22 };
+
+static void *fma_worker(void *arg) {
+    float *out = arg;
+    const fvec m = FVEC_SET(0.999999f), b = FVEC_SET(1e-7f);
+    fvec c0 = FVEC_SET(1), c1 = FVEC_SET(2), c2 = FVEC_SET(3), c3 = FVEC_SET(4), c4 = FVEC_SET(5), c5 = FVEC_SET(6);
+    fvec c6 = FVEC_SET(7), c7 = FVEC_SET(8), c8 = FVEC_SET(9), c9 = FVEC_SET(10), c10 = FVEC_SET(11), c11 = FVEC_SET(12);
+    for (long i = 0; i < FMA_ITERS; i++) {
+        c0 = FVEC_FMA(c0, m, b), c1 = FVEC_FMA(c1, m, b), c2 = FVEC_FMA(c2, m, b), c3 = FVEC_FMA(c3, m, b);
+        c4 = FVEC_FMA(c4, m, b), c5 = FVEC_FMA(c5, m, b), c6 = FVEC_FMA(c6, m, b), c7 = FVEC_FMA(c7, m, b);
+        c8 = FVEC_FMA(c8, m, b), c9 = FVEC_FMA(c9, m, b), c10 = FVEC_FMA(c10, m, b), c11 = FVEC_FMA(c11, m, b);
+    }
+    /* used, so that the chains are not optimised away */
+    *out = FVEC_LANE0(c0) + FVEC_LANE0(c1) + FVEC_LANE0(c2) + FVEC_LANE0(c3) + FVEC_LANE0(c4) + FVEC_LANE0(c5) +
+           FVEC_LANE0(c6) + FVEC_LANE0(c7) + FVEC_LANE0(c8) + FVEC_LANE0(c9) + FVEC_LANE0(c10) + FVEC_LANE0(c11);
+    return NULL;
+}
+
+/* One pass of the FMA chains on n_threads threads (at most 16): GFLOP/s. */
+static double fma_pass(int n_threads) {
+    pthread_t th[16];
+    float out[16];
+    if (n_threads > 16) n_threads = 16;
+    double t0 = cli_now();
+    for (int k = 0; k < n_threads; k++) pthread_create(&th[k], NULL, fma_worker, &out[k]);
+    for (int k = 0; k < n_threads; k++) pthread_join(th[k], NULL);
+    return 2.0 * FMA_CHAINS * FVEC_LANES * (double)FMA_ITERS * n_threads / (cli_now() - t0) / 1e9;
+}
+
+/* Floating-point operations of a prefill of T tokens from position 0 (the
+ * matrix products, the attention's two products over the causal half, the
+ * last position's LM head; layer norms, softmax and GELU are left out). */
+static double prefill_flops(const gpt2_model *m, int T) {
+    const gpt2_config *c = gpt2_model_config(m);
+    const double C = c->n_embd, L = c->n_layer, F = 4.0 * C, V = c->n_vocab;
+    return 2.0 * T * L * (4 * C * C + 2 * C * F) + 4.0 * C * L * T * (T + 1) / 2 + 2.0 * V * C;
+}
+
 /* The probe: a child process holding the buffer (so its gigabyte never counts
  * toward this process's peak RSS) that reads it once per request. Passes can
  * then alternate with decode blocks a few hundred milliseconds long, and each
@@ -296,6 +363,8 @@ typedef struct {
     int threads, reps, long_ok;
     int n_ok, n_4k;  /* decode blocks and 4 KiB passes the probe answered for */
     double load_s, prefill_128, prefill_512, decode, decode_hooked, hooked_ratio, ttft_500_ms, rss_mb;
+    double peak_gflops, prefill_128_gflops;  /* the FMA probe's median; prefill 128's rate */
+    double prefill_512_gflops, prefill_peak_ratio; /* 0: not measured (no 512 positions) */
     size_t weight_bytes;
     double decode_gbs, machine_gbs, machine_4k_gbs, ratio, ratio_q1, ratio_q3, pass_ms[N_PASS];
 } bench_result;
@@ -303,6 +372,7 @@ typedef struct {
 /* The raw measurements, one per rep (a block each for bw and ratio). */
 typedef struct {
     double p128[100], p512[100], dec[100], ttft[100], hooked[100], hook_ratio[100];
+    double peak[100], peak_ratio[100]; /* the FMA probe just before each 512-token prefill, and prefill / it */
     double bw[100 * N_BLOCKS], ratio[100 * N_BLOCKS];
 } bench_samples;
 
@@ -391,10 +461,14 @@ static int bench_model(const bench_opts *o, bench_result *r) {
 /* Prefill of 128 and 512 tokens, and the time to the first token after 500. */
 static void measure_prefill(gpt2_context *ctx, const int32_t *ids, int V, int R, int long_ok, bench_samples *x) {
     time_prefill(ctx, ids, 32); /* warm-up: page in weights, spin up threads */
+    const double flops512 = prefill_flops(gpt2_context_model(ctx), 512);
     for (int r = 0; r < R; r++) {
+        /* paired: the machine's peak just before the prefills, on as many threads */
+        x->peak[r] = fma_pass(gpt2_context_n_threads(ctx));
         x->p128[r] = 128 / time_prefill(ctx, ids, 128);
         if (long_ok) {
             x->p512[r] = 512 / time_prefill(ctx, ids, 512);
+            x->peak_ratio[r] = flops512 * x->p512[r] / 512 / 1e9 / x->peak[r];
             gpt2_context_reset(ctx);
             double t0 = cli_now();
             gpt2_context_eval(ctx, ids, 500, NULL);
@@ -429,6 +503,12 @@ static void summarize(bench_samples *x, int R, int probe_started, bench_result *
     r->prefill_128 = median(x->p128, R), r->prefill_512 = median(x->p512, R), r->decode = median(x->dec, R);
     r->ttft_500_ms = median(x->ttft, R), r->decode_hooked = median(x->hooked, R);
     r->hooked_ratio = median(x->hook_ratio, R);
+    r->peak_gflops = median(x->peak, R);
+    r->prefill_128_gflops = prefill_flops(r->m, 128) * r->prefill_128 / 128 / 1e9;
+    if (r->long_ok) {
+        r->prefill_512_gflops = prefill_flops(r->m, 512) * r->prefill_512 / 512 / 1e9;
+        r->prefill_peak_ratio = median(x->peak_ratio, R);
+    }
     /* blocks whose probe pass never answered (the child died) are left out, and said so */
     const int n_ok = r->n_ok = keep_measured(x->bw, x->ratio, R * N_BLOCKS);
     if (n_ok < R * N_BLOCKS && probe_started)
@@ -522,6 +602,10 @@ static int bench_json(const bench_result *f) {
     figure(root, "decode_hooked_tok_s", 1, f->decode_hooked, 2);
     figure(root, "decode_hooked_ratio", 1, f->hooked_ratio, 3);
     figure(root, "ttft_500_ms", f->long_ok, f->ttft_500_ms, 1);
+    figure(root, "machine_peak_gflops", 1, f->peak_gflops, 1);
+    figure(root, "prefill_128_gflops", 1, f->prefill_128_gflops, 1);
+    figure(root, "prefill_512_gflops", f->long_ok, f->prefill_512_gflops, 1);
+    figure(root, "prefill_peak_ratio", f->long_ok, f->prefill_peak_ratio, 3);
     figure(root, "peak_rss_mb", 1, f->rss_mb, 1);
     viz_json_number(root, "weight_bytes_per_token", (double)f->weight_bytes);
     figure(root, "decode_read_gb_s", 1, f->decode_gbs, 2);
@@ -543,8 +627,12 @@ static int bench_report(const bench_result *r, int json) {
            r->loaded ? cli_show(gpt2_model_name(r->m)) : "random GPT-2 124M shape",
            gpt2_dtype_name(gpt2_model_dtype(r->m)), cfg->n_layer, cfg->n_embd, cfg->n_ctx, r->threads, r->reps);
     if (r->load_s >= 0) printf("load         %.3f s\n", r->load_s);
-    printf("prefill 128  %.1f tok/s\n", r->prefill_128);
-    if (r->long_ok) printf("prefill 512  %.1f tok/s\n", r->prefill_512);
+    printf("prefill 128  %.1f tok/s = %.1f GFLOP/s\n", r->prefill_128, r->prefill_128_gflops);
+    printf("peak         %.1f GFLOP/s: fused multiply-adds on %d threads (%d-wide vectors), a pass before each rep\n",
+           r->peak_gflops, r->threads, FVEC_LANES);
+    if (r->long_ok)
+        printf("prefill 512  %.1f tok/s = %.1f GFLOP/s, %.0f%% of the peak (each against the pass just before it)\n",
+               r->prefill_512, r->prefill_512_gflops, 100.0 * r->prefill_peak_ratio);
     printf("decode       %.2f tok/s (%d tokens after 32)\n", r->decode, DECODE_TOKENS);
     printf("decode+hooks %.2f tok/s (every layer and head observed: %+.1f%% against plain blocks in turn)\n",
            r->decode_hooked, 100.0 * (r->hooked_ratio - 1));
