@@ -501,6 +501,17 @@ static void test_bench_json(void **state) {
     assert_true(fabs(json_number(j, "decode_read_gb_s") - implied) < 0.01 + 1e-3 * implied);
     cJSON_Delete(j);
     run_free(&r);
+    /* --positions on 256 positions: decode at 32 and 128, prefill of 128 and 256 */
+    r = run(NULL, "bench -m models/shakespeare --reps 1 --positions --json");
+    assert_int_equal(r.status, 0);
+    py_check("bench --positions", r.out, "",
+             "[d['pos'] for d in j['positions']['decode']] == [32, 128]",
+             "[p['tokens'] for p in j['positions']['prefill']] == [128, 256]",
+             "all(d['tok_s'] > 0 and d['floor_tok_s'] > 0 and abs(d['tok_s'] - d['floor_ratio'] * d['floor_tok_s']) < 0.01 * d['tok_s'] + 0.1 for d in j['positions']['decode'])",
+             /* GFLOP/s from GPT-2's shapes, written here on its own */
+             "all(abs(p['gflops'] - (2*p['tokens']*6*12*384**2 + 4*384*6*p['tokens']*(p['tokens']+1)/2 + 2*2048*384) * p['tok_s'] / p['tokens'] / 1e9) < 0.05 + 1e-3 * p['gflops'] for p in j['positions']['prefill'])",
+             NULL);
+    run_free(&r);
     r = run(NULL, "bench -m %s", fixture_path("models/tiny-f32"));
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "at least 160 positions"));

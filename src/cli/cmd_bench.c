@@ -332,7 +332,7 @@ static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T
 
 static const char usage_text[] =
     "usage: gptscope bench [-m DIR [--quantize q8]] [--dtype f32|f16|bf16|q8] [--reps N] [--threads N]\n"
-    "                      [--json]\n"
+    "                      [--positions] [--json]\n"
     "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory\n"
     "  (q8: drawn in F32, then quantized to 8 bits as --quantize q8 does).\n"
     "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
@@ -341,14 +341,32 @@ static const char usage_text[] =
     "  16 tokens, each right after a read pass over 1 GiB: median and quartiles),\n"
     "  and the cost of one eval of T = 2..16 positions (a speculative verification\n"
     "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
-    "  512-token figures.\n";
+    "  512-token figures.\n"
+    "  --positions  also the cost curve: decode tok/s at positions 32, 128, 256,\n"
+    "               512 and 1000 against its floor (the weights and the KV cache\n"
+    "               read once per token at the machine's bandwidth), and prefill\n"
+    "               of 128, 256, 512 and 1024 tokens in GFLOP/s against the peak\n"
+    "               (each only where the model has the positions).\n";
 
 typedef struct {
     const char *model, *quantize; /* model NULL: the random 124M-shaped one */
     gpt2_dtype dtype;             /* of the random model */
     long reps;
-    int json, n_threads;
+    int json, n_threads, positions;
 } bench_opts;
+
+/* --positions: where the cost curve is measured */
+enum { N_CURVE = 5, N_PREFILL_CURVE = 4, CURVE_IDS = 1024 };
+static const int curve_pos[N_CURVE] = {32, 128, 256, 512, 1000};
+static const int curve_prefill[N_PREFILL_CURVE] = {128, 256, 512, 1024};
+
+typedef struct {
+    int n_decode, n_prefill;     /* points measured (the model's positions allowing) */
+    int pos[N_CURVE];
+    double tok_s[N_CURVE], floor_tok_s[N_CURVE], floor_ratio[N_CURVE];
+    int tokens[N_PREFILL_CURVE];
+    double prefill_tok_s[N_PREFILL_CURVE], prefill_gflops[N_PREFILL_CURVE], prefill_peak[N_PREFILL_CURVE];
+} bench_curve;
 
 /* The verification passes timed: T positions after 32. */
 enum { N_PASS = 5 };
@@ -367,6 +385,8 @@ typedef struct {
     double prefill_512_gflops, prefill_peak_ratio; /* 0: not measured (no 512 positions) */
     size_t weight_bytes;
     double decode_gbs, machine_gbs, machine_4k_gbs, ratio, ratio_q1, ratio_q3, pass_ms[N_PASS];
+    int curve_on;        /* --positions */
+    bench_curve curve;
 } bench_result;
 
 /* The raw measurements, one per rep (a block each for bw and ratio). */
@@ -397,6 +417,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         {CLI_LONG("reps", 0, bench_opts, reps, 1, 100)},
         {CLI_INT("threads", 0, bench_opts, n_threads, 1, 256)},
         {CLI_FLAG("json", 0, bench_opts, json)},
+        {CLI_FLAG("positions", 0, bench_opts, positions)},
         {CLI_FN("quantize", 0, bench_opts, quantize, const char *, cli_opt_quantize)},
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
@@ -524,6 +545,48 @@ static void summarize(bench_samples *x, int R, int probe_started, bench_result *
     r->rss_mb = (double)ru.ru_maxrss / 1024.0;
 }
 
+/* Bytes a decode step reads at position pos: the weights and, in every layer,
+ * the keys and values of the pos cached positions (float). */
+static double step_bytes(const gpt2_model *m, int pos) {
+    const gpt2_config *c = gpt2_model_config(m);
+    return (double)gpt2_model_weight_bytes(m) + 2.0 * c->n_layer * (double)pos * c->n_embd * sizeof(float);
+}
+
+/* The cost curve (--positions), the probe running: at each position a block
+ * of decode per rep right after a probe pass (its floor: step_bytes at the
+ * pass's bandwidth), and prefills of growing length after an FMA pass. */
+static void measure_curve(gpt2_context *ctx, const int32_t *ids, int V, int R, probe *pr, bench_curve *cv) {
+    const gpt2_model *m = gpt2_context_model(ctx);
+    const int n_ctx = gpt2_context_n_ctx(ctx);
+    double gbs[200], ratio[200], peak[100], tps[100], pk[100];
+    const int nb = R < 2 ? 3 : 2 * R; /* blocks per position: one is too noisy to judge */
+    cv->n_decode = cv->n_prefill = 0;
+    for (int i = 0; i < N_CURVE && curve_pos[i] + 2 + DECODE_BLOCK <= n_ctx; i++) {
+        const int p = curve_pos[i];
+        const double bytes = step_bytes(m, p + DECODE_BLOCK / 2);
+        decode_against_probe(ctx, ids, p, DECODE_BLOCK + 1, V, nb, pr, (size_t)bytes, gbs, ratio);
+        int n_ok = keep_measured(gbs, ratio, nb);
+        const int k = cv->n_decode++;
+        cv->pos[k] = p;
+        cv->floor_ratio[k] = n_ok ? median(ratio, n_ok) : 0;
+        cv->floor_tok_s[k] = n_ok ? median(gbs, n_ok) * 1e9 / bytes : 0;
+        cv->tok_s[k] = cv->floor_ratio[k] * cv->floor_tok_s[k];
+    }
+    for (int i = 0; i < N_PREFILL_CURVE && curve_prefill[i] <= n_ctx && curve_prefill[i] <= CURVE_IDS; i++) {
+        const int T = curve_prefill[i];
+        for (int r = 0; r < R; r++) {
+            peak[r] = fma_pass(gpt2_context_n_threads(ctx));
+            tps[r] = T / time_prefill(ctx, ids, T);
+            pk[r] = prefill_flops(m, T) * tps[r] / T / 1e9 / peak[r];
+        }
+        const int k = cv->n_prefill++;
+        cv->tokens[k] = T;
+        cv->prefill_tok_s[k] = median(tps, R);
+        cv->prefill_gflops[k] = prefill_flops(m, T) * cv->prefill_tok_s[k] / T / 1e9;
+        cv->prefill_peak[k] = median(pk, R);
+    }
+}
+
 /* The measurements on a loaded model, probe *pr running. */
 static int measure(const bench_opts *o, probe *pr, int probe_started, bench_result *r) {
     const gpt2_config *cfg = gpt2_model_config(r->m);
@@ -533,9 +596,9 @@ static int measure(const bench_opts *o, probe *pr, int probe_started, bench_resu
         return EXIT_ERR;
     }
     if (!(ctx = cli_context_new(r->m, o->n_threads))) return EXIT_ERR;
-    int32_t ids[512];
+    int32_t ids[CURVE_IDS];
     uint64_t s = 42;
-    for (int i = 0; i < 512; i++) {
+    for (int i = 0; i < CURVE_IDS; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int32_t)((s >> 33) % (uint64_t)cfg->n_vocab);
     }
@@ -548,6 +611,11 @@ static int measure(const bench_opts *o, probe *pr, int probe_started, bench_resu
     measure_prefill(ctx, ids, V, R, r->long_ok, &x);
     g_phase = "decode, its bandwidth and the hooks' cost";
     measure_decode(ctx, ids, V, R, pr, r->weight_bytes, &x);
+    if (o->positions) {
+        g_phase = "the cost curve (--positions)";
+        measure_curve(ctx, ids, V, R, pr, &r->curve);
+        r->curve_on = 1;
+    }
     probe_stop(pr);
     /* verification passes: T positions after 32, as speculative decoding runs them */
     g_phase = "passes over a few positions";
@@ -586,6 +654,40 @@ static void figure(cJSON *obj, const char *key, int measured, double v, int deci
     viz_json_number(obj, key, round(v * scale) / scale);
 }
 
+/* "positions": {"decode": [{"pos", "tok_s", "floor_tok_s", "floor_ratio"}, ...],
+ *               "prefill": [{"tokens", "tok_s", "gflops", "peak_ratio"}, ...]} */
+static cJSON *curve_json(const bench_curve *cv) {
+    cJSON *o = cJSON_CreateObject(), *dec = cJSON_CreateArray(), *pre = cJSON_CreateArray();
+    for (int i = 0; i < cv->n_decode; i++) {
+        cJSON *e = viz_json_new_object(dec);
+        viz_json_number(e, "pos", cv->pos[i]);
+        figure(e, "tok_s", 1, cv->tok_s[i], 2);
+        figure(e, "floor_tok_s", cv->floor_tok_s[i] > 0, cv->floor_tok_s[i], 2);
+        figure(e, "floor_ratio", cv->floor_tok_s[i] > 0, cv->floor_ratio[i], 3);
+    }
+    for (int i = 0; i < cv->n_prefill; i++) {
+        cJSON *e = viz_json_new_object(pre);
+        viz_json_number(e, "tokens", cv->tokens[i]);
+        figure(e, "tok_s", 1, cv->prefill_tok_s[i], 1);
+        figure(e, "gflops", 1, cv->prefill_gflops[i], 1);
+        figure(e, "peak_ratio", 1, cv->prefill_peak[i], 3);
+    }
+    viz_json_add(o, "decode", dec);
+    viz_json_add(o, "prefill", pre);
+    return o;
+}
+
+static void curve_text(const bench_curve *cv) {
+    printf("cost curve   decode at a position, against its floor (the weights and the KV cache read once\n"
+           "             per token at the probe's bandwidth); prefill of T tokens, against the peak\n");
+    for (int i = 0; i < cv->n_decode; i++)
+        printf("  decode @%-5d %9.1f tok/s  floor %9.1f tok/s  %3.0f%%\n", cv->pos[i], cv->tok_s[i], cv->floor_tok_s[i],
+               100.0 * cv->floor_ratio[i]);
+    for (int i = 0; i < cv->n_prefill; i++)
+        printf("  prefill %-5d %9.1f tok/s  %9.1f GFLOP/s  %3.0f%% of peak\n", cv->tokens[i], cv->prefill_tok_s[i],
+               cv->prefill_gflops[i], 100.0 * cv->prefill_peak[i]);
+}
+
 static int bench_json(const bench_result *f) {
     cJSON *root = cJSON_CreateObject(), *pass = cJSON_CreateObject();
     const char *model = f->loaded ? gpt2_model_name(f->m) : "random-124M",
@@ -617,6 +719,7 @@ static int bench_json(const bench_result *f) {
     static const char *const t[N_PASS] = {"1", "2", "4", "8", "16"};
     for (int i = 0; i < N_PASS; i++) figure(pass, t[i], 1, f->pass_ms[i], 3);
     viz_json_add(root, "pass_ms", pass);
+    if (f->curve_on) viz_json_add(root, "positions", curve_json(&f->curve));
     return cli_json_print(root);
 }
 
@@ -651,6 +754,7 @@ static int bench_report(const bench_result *r, int json) {
     printf("pass         one eval of T positions after 32, in single-token evals:");
     for (int i = 1; i < N_PASS; i++) printf(" T=%d %.2f", pass_t[i], r->pass_ms[i] / r->pass_ms[0]);
     printf(" (T=1: %.3f ms)\n", r->pass_ms[0]);
+    if (r->curve_on) curve_text(&r->curve);
     return EXIT_OK;
 }
 
