@@ -516,6 +516,14 @@ static void test_bench_json(void **state) {
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "at least 160 positions"));
     run_free(&r);
+    r = run(NULL, "bench --shape gpt3");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--shape: expected gpt2, gpt2-medium, gpt2-large or gpt2-xl, found 'gpt3'"));
+    run_free(&r);
+    r = run(NULL, "bench -m models/shakespeare --shape gpt2-xl");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--shape makes a random model"));
+    run_free(&r);
 }
 
 /* eval reproduces the reference's sliding-window loss. */

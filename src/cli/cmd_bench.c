@@ -332,7 +332,7 @@ static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T
 
 static const char usage_text[] =
     "usage: gptscope bench [-m DIR [--quantize q8]] [--dtype f32|f16|bf16|q8] [--reps N] [--threads N]\n"
-    "                      [--positions] [--json]\n"
+    "                      [--shape gpt2|gpt2-medium|gpt2-large|gpt2-xl] [--positions] [--json]\n"
     "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory\n"
     "  (q8: drawn in F32, then quantized to 8 bits as --quantize q8 does).\n"
     "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
@@ -342,6 +342,8 @@ static const char usage_text[] =
     "  and the cost of one eval of T = 2..16 positions (a speculative verification\n"
     "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
     "  512-token figures.\n"
+    "  --shape S    the random model in GPT-2's shape S (default gpt2, 124M); its\n"
+    "               load time is the time to make it\n"
     "  --positions  also the cost curve: decode tok/s at positions 32, 128, 256,\n"
     "               512 and 1000 against its floor (the weights and the KV cache\n"
     "               read once per token at the machine's bandwidth), and prefill\n"
@@ -353,6 +355,7 @@ typedef struct {
     gpt2_dtype dtype;             /* of the random model */
     long reps;
     int json, n_threads, positions;
+    const void *shape; /* --shape: a bench_shape; NULL: gpt2 (124M) */
 } bench_opts;
 
 /* --positions: where the cost curve is measured */
@@ -385,6 +388,7 @@ typedef struct {
     double prefill_512_gflops, prefill_peak_ratio; /* 0: not measured (no 512 positions) */
     size_t weight_bytes;
     double decode_gbs, machine_gbs, machine_4k_gbs, ratio, ratio_q1, ratio_q3, pass_ms[N_PASS];
+    const char *shape;   /* the random model's shape name; NULL for -m DIR */
     int curve_on;        /* --positions */
     bench_curve curve;
 } bench_result;
@@ -397,6 +401,25 @@ typedef struct {
 } bench_samples;
 
 /* --dtype: the random model's */
+/* --shape: the random model's size, GPT-2's published shapes */
+typedef struct {
+    const char *name;
+    int n_layer, n_head, n_embd;
+} bench_shape;
+static const bench_shape shapes[] = {
+    {"gpt2", 12, 12, 768}, {"gpt2-medium", 24, 16, 1024}, {"gpt2-large", 36, 20, 1280}, {"gpt2-xl", 48, 25, 1600}};
+
+static int shape_option(const cli_opt *o, const char *arg, void *value) {
+    (void)o;
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        if (!strcmp(arg, shapes[i].name)) {
+            *(const bench_shape **)value = &shapes[i];
+            return 1;
+        }
+    cli_error("--shape: expected gpt2, gpt2-medium, gpt2-large or gpt2-xl, found '%s'", arg);
+    return 0;
+}
+
 static int dtype_option(const cli_opt *o, const char *arg, void *value) {
     gpt2_dtype *dtype = value;
     if (!strcmp(arg, "f32")) *dtype = GPT2_DTYPE_F32;
@@ -418,10 +441,15 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         {CLI_INT("threads", 0, bench_opts, n_threads, 1, 256)},
         {CLI_FLAG("json", 0, bench_opts, json)},
         {CLI_FLAG("positions", 0, bench_opts, positions)},
+        {CLI_FN("shape", 0, bench_opts, shape, const void *, shape_option)},
         {CLI_FN("quantize", 0, bench_opts, quantize, const char *, cli_opt_quantize)},
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
     if (rc == CLI_PARSED && cli_positional(usage_text, "bench", argc, argv, 0, "") != EXIT_OK) rc = EXIT_USAGE;
+    if (rc == CLI_PARSED && o->shape && o->model) {
+        cli_error("--shape makes a random model: it does not go with -m DIR");
+        rc = EXIT_USAGE;
+    }
     if (rc == CLI_PARSED && o->quantize && !o->model) {
         cli_error("--quantize needs -m DIR; the random model takes --dtype q8");
         rc = EXIT_USAGE;
@@ -471,11 +499,16 @@ static int bench_model(const bench_opts *o, bench_result *r) {
         r->load_s = cli_now() - t0;
         return r->m ? EXIT_OK : EXIT_ERR;
     }
-    gpt2_config cfg = {.n_layer = 12, .n_head = 12, .n_embd = 768, .n_ctx = 1024, .n_vocab = 50257, .ln_eps = 1e-5f};
+    const bench_shape *sh = o->shape ? o->shape : &shapes[0];
+    gpt2_config cfg = {.n_layer = sh->n_layer, .n_head = sh->n_head, .n_embd = sh->n_embd, .n_ctx = 1024,
+                       .n_vocab = 50257, .ln_eps = 1e-5f};
+    double t0 = cli_now();
     if (gpt2_model_new_random(cfg, o->dtype, 1234, &r->m, &err) != GPT2_OK) {
         cli_error("%s", err.msg);
         return EXIT_ERR;
     }
+    r->load_s = cli_now() - t0; /* making it: the random model's "load" */
+    r->shape = o->shape ? sh->name : NULL;
     return EXIT_OK;
 }
 
@@ -690,14 +723,16 @@ static void curve_text(const bench_curve *cv) {
 
 static int bench_json(const bench_result *f) {
     cJSON *root = cJSON_CreateObject(), *pass = cJSON_CreateObject();
-    const char *model = f->loaded ? gpt2_model_name(f->m) : "random-124M",
+    char random_name[64];
+    snprintf(random_name, sizeof random_name, "random-%s", f->shape ? f->shape : "gpt2");
+    const char *model = f->loaded ? gpt2_model_name(f->m) : f->shape && strcmp(f->shape, "gpt2") ? random_name : "random-124M",
                *dtype = gpt2_dtype_name(gpt2_model_dtype(f->m));
     const int probe_ok = f->n_ok > 0;
     viz_json_text(root, "model", model, strlen(model));
     viz_json_text(root, "dtype", dtype, strlen(dtype));
     viz_json_number(root, "threads", f->threads);
     viz_json_number(root, "reps", f->reps);
-    figure(root, "load_s", f->loaded, f->load_s, 4);
+    figure(root, "load_s", f->loaded || f->shape, f->load_s, 4); /* the random model: the time to make it */
     figure(root, "prefill_128_tok_s", 1, f->prefill_128, 1);
     figure(root, "prefill_512_tok_s", f->long_ok, f->prefill_512, 1);
     figure(root, "decode_tok_s", 1, f->decode, 2);
@@ -727,7 +762,7 @@ static int bench_report(const bench_result *r, int json) {
     if (json) return bench_json(r);
     const gpt2_config *cfg = gpt2_model_config(r->m);
     printf("model        %s (%s, %d layers, %d embd, %d ctx), %d threads, median of %d\n",
-           r->loaded ? cli_show(gpt2_model_name(r->m)) : "random GPT-2 124M shape",
+           r->loaded ? cli_show(gpt2_model_name(r->m)) : r->shape ? r->shape : "random GPT-2 124M shape",
            gpt2_dtype_name(gpt2_model_dtype(r->m)), cfg->n_layer, cfg->n_embd, cfg->n_ctx, r->threads, r->reps);
     if (r->load_s >= 0) printf("load         %.3f s\n", r->load_s);
     printf("prefill 128  %.1f tok/s = %.1f GFLOP/s\n", r->prefill_128, r->prefill_128_gflops);
