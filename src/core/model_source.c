@@ -85,7 +85,7 @@ static gpt2_status check_config(const json_src *js, const cJSON *root, model_sou
     return GPT2_OK;
 }
 
-static gpt2_status parse_config(const char *path, model_source *src, gpt2_error *err) {
+gpt2_status source_parse_config(const char *path, model_source *src, gpt2_error *err) {
     cJSON *root;
     gpt2_status st = json_read_file(path, (size_t)64 << 20, GPT2_ERR_CONFIG, "config file", &root, err);
     if (st != GPT2_OK) return st;
@@ -130,7 +130,7 @@ static gpt2_status safetensors_source_open(model_source *src, void *map, size_t 
     char dir[SOURCE_PATH_MAX], path[SOURCE_PATH_MAX];
     dir_of(src->path, dir, sizeof dir);
     gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "config.json", err);
-    if (st || (st = parse_config(path, src, err))) {
+    if (st || (st = source_parse_config(path, src, err))) {
         munmap(map, size);
         return st;
     }

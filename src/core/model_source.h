@@ -66,6 +66,9 @@ source_format source_sniff(const unsigned char *p, size_t n);
 gpt2_status source_open(const char *path, model_source *src, source_format *fmt, gpt2_error *err);
 void source_close(model_source *src);
 
+/* Reads a Hugging Face config.json into src (cfg, n_inner, gelu_erf, vocab_rows). */
+gpt2_status source_parse_config(const char *path, model_source *src, gpt2_error *err);
+
 /* Reconciles the vocabulary: the tokenizer's ids must fit the stored rows;
  * cfg.n_vocab becomes the tokenizer's count, so padded rows are never
  * computed or sampled (description amended). tok_path names the tokenizer's
