@@ -112,15 +112,14 @@ gpt2_status source_fit_vocab(model_source *src, const char *tok_path, gpt2_error
     return GPT2_OK;
 }
 
-/* The directory a weights file lies in ("." for a bare name). */
-static void dir_of(const char *path, char *out, size_t cap) {
+void source_dir_of(const char *path, char *out, size_t cap) {
     const char *slash = strrchr(path, '/');
     if (!slash) snprintf(out, cap, ".");
     else if (slash == path) snprintf(out, cap, "/");
     else snprintf(out, cap, "%.*s", (int)(slash - path), path);
 }
 
-static const char *base_of(const char *path) {
+const char *source_base_of(const char *path) {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
 }
@@ -128,7 +127,7 @@ static const char *base_of(const char *path) {
 /* A Hugging Face directory: config.json, the weights (mapped) and the tokenizer beside them. */
 static gpt2_status safetensors_source_open(model_source *src, void *map, size_t size, gpt2_error *err) {
     char dir[SOURCE_PATH_MAX], path[SOURCE_PATH_MAX];
-    dir_of(src->path, dir, sizeof dir);
+    source_dir_of(src->path, dir, sizeof dir);
     gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "config.json", err);
     if (st || (st = source_parse_config(path, src, err))) {
         munmap(map, size);
@@ -136,7 +135,7 @@ static gpt2_status safetensors_source_open(model_source *src, void *map, size_t 
     }
     if ((st = st_open_map(src->path, map, size, &src->st, err))) return st;
     if ((st = gpt2_tokenizer_load(dir, &src->tok, err))) return st;
-    snprintf(src->desc, sizeof src->desc, "Hugging Face safetensors (%.200s)", base_of(src->path));
+    snprintf(src->desc, sizeof src->desc, "Hugging Face safetensors (%.200s)", source_base_of(src->path));
     if ((st = gpt2_fileio_join(path, sizeof path, dir, "vocab.json", err))) return st;
     return source_fit_vocab(src, path, err);
 }
@@ -182,7 +181,7 @@ gpt2_status source_open(const char *path, model_source *src, source_format *fmt,
     case SOURCE_FMT_SAFETENSORS: st = safetensors_source_open(src, map, size, err); break;
     default:
         /* model.safetensors in a directory is read as one, so that its defects get precise messages */
-        if (in_dir && strcmp(base_of(src->path), "model.safetensors") == 0) {
+        if (in_dir && strcmp(source_base_of(src->path), "model.safetensors") == 0) {
             st = safetensors_source_open(src, map, size, err);
             break;
         }

@@ -66,6 +66,13 @@ source_format source_sniff(const unsigned char *p, size_t n);
 gpt2_status source_open(const char *path, model_source *src, source_format *fmt, gpt2_error *err);
 void source_close(model_source *src);
 
+/* The directory a file lies in ("." for a bare name, "/" at the root), and its last component. */
+void source_dir_of(const char *path, char *out, size_t cap);
+const char *source_base_of(const char *path);
+
+/* llm.c's gpt2_tokenizer.bin (llmc.c). */
+gpt2_status llmc_tokenizer_load(const char *path, gpt2_tokenizer **out, gpt2_error *err);
+
 /* Reads a Hugging Face config.json into src (cfg, n_inner, gelu_erf, vocab_rows). */
 gpt2_status source_parse_config(const char *path, model_source *src, gpt2_error *err);
 

@@ -38,17 +38,6 @@ typedef struct {
     gpt2_error *err;
 } torch_file;
 
-static const char *base_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
-static void dir_of(const char *path, char *out, size_t cap) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(out, cap, ".");
-    else snprintf(out, cap, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-}
-
 /* The one ARCHIVE/data.pkl entry. */
 static gpt2_status find_pickle(torch_file *tf, const zip_entry **out) {
     const char *path = tf->src->path;
@@ -221,7 +210,7 @@ static void nanogpt_desc(torch_file *tf, const pk_value *root) {
     }
     size_t n = strlen(extra);
     if (lv >= 0) snprintf(extra + n, sizeof extra - n, ", val loss %.4f", lv);
-    snprintf(tf->src->desc, sizeof tf->src->desc, "nanoGPT checkpoint (%.80s%s), bias=%s", base_of(tf->src->path),
+    snprintf(tf->src->desc, sizeof tf->src->desc, "nanoGPT checkpoint (%.80s%s), bias=%s", source_base_of(tf->src->path),
              extra, tf->src->bias_optional ? "False" : "True");
 }
 
@@ -273,7 +262,7 @@ static int exists(const char *path) {
 static gpt2_status nanogpt_tokenizer(torch_file *tf, const pk_value *root, char *tok_path, size_t cap) {
     model_source *src = tf->src;
     char dir[SOURCE_PATH_MAX];
-    dir_of(src->path, dir, sizeof dir);
+    source_dir_of(src->path, dir, sizeof dir);
     const char *dataset = pk_str(pk_dict_get(pk_dict_get(root, "config"), "dataset"));
     const int ds_ok = dataset && *dataset && dataset[0] != '.' && !strchr(dataset, '/') && strlen(dataset) < 200;
     snprintf(tok_path, cap, "%s/meta.pkl", dir);
@@ -310,11 +299,11 @@ static gpt2_status open_nanogpt(torch_file *tf, const pk_value *root) {
 static gpt2_status open_hf(torch_file *tf, const pk_value *sd) {
     model_source *src = tf->src;
     char dir[SOURCE_PATH_MAX], path[SOURCE_PATH_MAX + 16];
-    dir_of(src->path, dir, sizeof dir);
+    source_dir_of(src->path, dir, sizeof dir);
     gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "config.json", tf->err);
     if (st || (st = source_parse_config(path, src, tf->err)) || (st = add_state_dict(tf, sd))) return st;
     if ((st = gpt2_tokenizer_load(dir, &src->tok, tf->err))) return st;
-    snprintf(src->desc, sizeof src->desc, "Hugging Face PyTorch checkpoint (%.200s)", base_of(src->path));
+    snprintf(src->desc, sizeof src->desc, "Hugging Face PyTorch checkpoint (%.200s)", source_base_of(src->path));
     if ((st = gpt2_fileio_join(path, sizeof path, dir, "vocab.json", tf->err))) return st;
     return source_fit_vocab(src, path, tf->err);
 }
