@@ -19,7 +19,7 @@ typedef struct {
 } format_case;
 
 typedef struct {
-    char name[64], status[16], path[256], keyword[200];
+    char name[64], status[16], path[256], file[64], keyword[200];
 } bad_case;
 
 static float *read_f32(const char *path, size_t n_expected) {
@@ -154,6 +154,64 @@ static void test_gpt2_merges_recovered(void **state) {
     gpt2_tokenizer_free(r);
 }
 
+static gpt2_status status_from_name(const char *s) {
+    static const struct { const char *name; gpt2_status st; } t[] = {
+        {"io", GPT2_ERR_IO}, {"format", GPT2_ERR_FORMAT}, {"config", GPT2_ERR_CONFIG}, {"tokenizer", GPT2_ERR_TOKENIZER}};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (!strcmp(s, t[i].name)) return t[i].st;
+    fail_msg("cases.tsv: unknown status '%s'", s);
+    return GPT2_OK;
+}
+
+/* Each "a && b" keyword must be in msg. */
+static void want_keywords(const char *name, const char *msg, const char *keyword) {
+    char keys[256];
+    snprintf(keys, sizeof keys, "%s", keyword);
+    for (char *k = keys, *next; k; k = next) {
+        if ((next = strstr(k, " && "))) *next = '\0', next += 4;
+        if (!strstr(msg, k)) fail_msg("%s: message lacks '%s': %s", name, k, msg);
+    }
+}
+
+/* A hostile file: the library refuses it with the status and a one-line message
+ * naming the file and the defect; gptscope prints that line and exits 1 (under
+ * the sanitizers in make check: no report). */
+static void test_bad(void **state) {
+    const bad_case *c = *state;
+    gpt2_model *m = (gpt2_model *)0x1;
+    gpt2_error err;
+    const char *path = fixture_path("formats/bad/%s", c->path);
+    gpt2_status st = gpt2_model_load(path, &m, &err);
+    print_message("%-20s -> %s\n", c->name, err.msg);
+    assert_null(m);
+    if (st != status_from_name(c->status))
+        fail_msg("%s: status '%s', expected '%s' (%s)", c->name, gpt2_status_name(st), c->status, err.msg);
+    if (!strstr(err.msg, c->file)) fail_msg("%s: message does not name %s: %s", c->name, c->file, err.msg);
+    want_keywords(c->name, err.msg, c->keyword);
+    for (const char *ch = err.msg; *ch; ch++)
+        if ((unsigned char)*ch < 0x20 || *ch == 0x7f) fail_msg("%s: control byte 0x%02x in message", c->name, *ch);
+    run_result r = run(NULL, "topk -m %s -p x", sq(path));
+    assert_int_equal(r.status, 1);
+    const char *nl = strchr(r.err, '\n');
+    if (!nl || nl[1] || strncmp(r.err, "gptscope: ", 10)) fail_msg("%s: not one line on stderr: %s", c->name, r.err);
+    want_keywords(c->name, r.err, c->keyword);
+    assert_string_equal(r.out, "");
+    run_free(&r);
+}
+
+static int read_bad(const char *tsv_path, bad_case *cases, int max) {
+    char *tsv = read_file(tsv_path, NULL);
+    int n = 0;
+    for (char *line = strtok(tsv, "\n"); line && n < max; line = strtok(NULL, "\n")) {
+        bad_case *c = &cases[n];
+        if (sscanf(line, "%63[^\t]\t%15[^\t]\t%255[^\t]\t%63[^\t]\t%199[^\n]", c->name, c->status, c->path, c->file,
+                   c->keyword) == 5)
+            n++;
+    }
+    free(tsv);
+    return n;
+}
+
 static int read_cases(const char *tsv_path, format_case *cases, int max) {
     char *tsv = read_file(tsv_path, NULL);
     int n = 0;
@@ -165,7 +223,8 @@ static int read_cases(const char *tsv_path, format_case *cases, int max) {
 
 int main(void) {
     static format_case cases[32];
-    static struct CMUnitTest tests[64];
+    static bad_case bad[96];
+    static struct CMUnitTest tests[160];
     const int n = read_cases(fixture_path("formats/cases.tsv"), cases, 32);
     int k = 0;
     for (int i = 0; i < n; i++) {
@@ -176,6 +235,9 @@ int main(void) {
         snprintf(cases[i].path, sizeof cases[i].path, "%s", fixture_path("%s", at ? at + 1 : rel));
         tests[k++] = (struct CMUnitTest){.name = cases[i].name, .test_func = test_case, .initial_state = &cases[i]};
     }
+    const int nb = read_bad(fixture_path("formats/bad/cases.tsv"), bad, 96);
+    for (int i = 0; i < nb; i++)
+        tests[k++] = (struct CMUnitTest){.name = bad[i].name, .test_func = test_bad, .initial_state = &bad[i]};
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_descriptions);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_gpt2_merges_recovered);
     return _cmocka_run_group_tests("test_formats", tests, (size_t)k, NULL, NULL);

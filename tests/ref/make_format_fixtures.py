@@ -24,6 +24,7 @@ tokenizer (magic 20240328, version 2: ids' bytes, each after a length byte).
 
 import argparse
 import collections
+import io
 import json
 import os
 import pickle
@@ -31,6 +32,8 @@ import re
 import shutil
 import struct
 import sys
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -179,6 +182,181 @@ def llmc_tokenizer(vocab):
 
 
 # ----------------------------------------------------------------------------
+# hostile files: each a valid file with one defect
+
+def raw_zip(entries):
+    """A zip of stored entries written field by field: entries are (name, data);
+    returns (bytes, [local header offsets]), so that a case can patch any field."""
+    out, offs, cd = b"", [], b""
+    for name, data in entries:
+        n, crc = name.encode(), zlib.crc32(data)
+        offs.append(len(out))
+        out += struct.pack("<IHHHHHIIIHH", 0x04034b50, 20, 0, 0, 0, 0x21, crc, len(data), len(data), len(n), 0) + n + data
+    for (name, data), off in zip(entries, offs):
+        n = name.encode()
+        cd += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014b50, 20, 20, 0, 0, 0, 0x21, zlib.crc32(data), len(data),
+                          len(data), len(n), 0, 0, 0, 0, 0, off) + n
+    eocd = struct.pack("<IHHHHIIH", 0x06054b50, 0, 0, len(entries), len(entries), len(cd), len(out), 0)
+    return out + cd + eocd, offs
+
+
+def torch_entries(obj, archive="archive", drop=(), resize=None):
+    """torch.save's entries for obj (data.pkl, storages, version); storages whose key
+    is in drop left out, resize(key, bytes) -> bytes changes one."""
+    pkl, storages = tw.pickle_bytes(obj)
+    ents = [(f"{archive}/data.pkl", pkl)]
+    for key, st in storages:
+        if key not in drop:
+            ents.append((f"{archive}/data/{key}", resize(key, st.data) if resize else st.data))
+    return ents + [(f"{archive}/version", b"3\n")]
+
+
+class Evil:
+    """Pickles as a call of any function: what a hostile checkpoint holds."""
+
+    def __init__(self, f, args):
+        self.f, self.args = f, args
+
+    def __reduce__(self):
+        return (self.f, self.args)
+
+
+def nested(depth):
+    x = []
+    for _ in range(depth):
+        x = [x]
+    return x
+
+
+def make_bad(out, hp, w, vocab_text, merges_text, vocab, rng):
+    """formats/bad/<case>/...: name, status, path to load, the file the message names,
+    keywords (joined by " && "), in formats/bad/cases.tsv."""
+    bad = os.path.join(out, "bad")
+    rows = []
+
+    def put(case, fname, data, status, keyword, tok=True, extra=None, names=None):
+        d = os.path.join(bad, case)
+        mm.write(os.path.join(d, fname), data)
+        if tok:
+            mm.write(os.path.join(d, "vocab.json"), vocab_text)
+            mm.write(os.path.join(d, "merges.txt"), merges_text)
+        for k, v in (extra or {}).items():
+            mm.write(os.path.join(d, k), v)
+        rows.append((case, status, f"{case}/{fname}", names or fname, keyword))
+
+    ck = lambda **kw: nanogpt_checkpoint(hp, w, 512, kw.get("bias", True), False, "_orig_mod.", "tinytext", rng)
+    good, _ = raw_zip(torch_entries(ck()))
+    # the zip
+    put("zip_truncated", "ckpt.pt", good[:len(good) // 2], "format", "end-of-central-directory")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in torch_entries(ck()):
+            zf.writestr(name, data)
+    put("zip_compressed", "ckpt.pt", buf.getvalue(), "format", "compressed (method 8")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:  # 64 MiB of zeros in 64 KB
+        zf.writestr("archive/data.pkl", bytes(64 << 20))
+    put("zip_bomb", "ckpt.pt", buf.getvalue(), "format", "compressed && unpacking to 67108864")
+    inner, _ = raw_zip([("archive/version", b"3\n")])
+    inner_local = inner[:inner.index(b"PK\x01\x02")]  # B's local header and data
+    a_name, b_name = b"archive/data.pkl", b"archive/version"
+    b_at = 30 + len(a_name)
+    body = struct.pack("<IHHHHHIIIHH", 0x04034b50, 20, 0, 0, 0, 0x21, zlib.crc32(inner_local), len(inner_local),
+                       len(inner_local), len(a_name), 0) + a_name + inner_local
+    cd = b""
+    for name, off, data in ((a_name, 0, inner_local), (b_name, b_at, b"3\n")):
+        cd += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014b50, 20, 20, 0, 0, 0, 0x21, zlib.crc32(data), len(data),
+                          len(data), len(name), 0, 0, 0, 0, 0, off) + name
+    put("zip_overlap", "ckpt.pt", body + cd + struct.pack("<IHHHHIIH", 0x06054b50, 0, 0, 2, 2, len(cd), len(body), 0),
+        "format", "overlap")
+    cd_at = good.index(b"PK\x01\x02")
+    z = bytearray(good)
+    struct.pack_into("<I", z, cd_at + 42, len(good) + 100)
+    put("zip_local_outside", "ckpt.pt", bytes(z), "format", "no local header at offset")
+    z = bytearray(good)
+    struct.pack_into("<I", z, len(good) - 6, 0x7FFFFFF0)
+    put("zip_cd_outside", "ckpt.pt", bytes(z), "format", "central directory")
+    z = bytearray(good)
+    second = good.index(b"PK\x01\x02", cd_at + 4)  # data/0's entry: sizes past the directory
+    struct.pack_into("<II", z, second + 20, 0x7FFFFFF0, 0x7FFFFFF0)
+    put("zip_size_lie", "ckpt.pt", bytes(z), "format", "run past")
+    put("zip_no_pickle", "ckpt.pt", raw_zip([("archive/version", b"3\n")])[0], "format", "data.pkl")
+    z = bytearray(good)
+    z[good.index(b"model_args") + 2] ^= 0x20
+    put("zip_crc", "ckpt.pt", bytes(z), "format", "CRC-32")
+    put("not_zip_empty", "ckpt.pt", b"", "format", "empty")
+    # the pickle
+    import builtins as _b
+    evil = {
+        "pkl_os_system": (pickle.dumps(Evil(os.system, ("echo pwned",)), 2), "posix.system' && refused"),
+        "pkl_reduce_eval": (pickle.dumps({"model": Evil(_b.eval, ("1+1",))}, 2), "eval' && refused"),
+        "pkl_deep": (pickle.dumps(nested(200), 2), "nested deeper than 64"),
+        "pkl_marks": (b"\x80\x02" + b"(" * 100 + b".", "MARKs nested deeper than 64"),
+        "pkl_huge_memo": (b"\x80\x02N" + b"r" + struct.pack("<I", 0xFFFFFFF0) + b".", "memo index 4294967280"),
+        "pkl_truncated": (tw.pickle_bytes(ck())[0][:3000], "ends"),
+        "pkl_inst": (b"\x80\x02(i__main__\nFoo\n.", "INST"),
+        "pkl_self": (b"\x80\x02]q\x00h\x00a.", "holds itself"),
+        "pkl_not_dict": (pickle.dumps([1, 2], 2), "no dict"),
+    }
+    for case, (pkl, kw) in evil.items():
+        put(case, "ckpt.pt", raw_zip([("archive/data.pkl", pkl), ("archive/version", b"3\n")])[0], "format", kw)
+    # the tensors (a state dict's tensor changed after it is built)
+    def with_tensor(case, change, kw, **kw2):
+        obj = ck()
+        change(obj["model"]["_orig_mod.transformer.h.0.ln_1.weight"])
+        put(case, "ckpt.pt", raw_zip(torch_entries(obj, **kw2))[0], "format", kw)
+    with_tensor("t_storage_missing", lambda t: None, "is not in the archive", drop=("2",))
+    with_tensor("t_outside", lambda t: setattr(t, "offset", 1000000), "outside its storage")
+    with_tensor("t_overflow", lambda t: setattr(t, "shape", (1 << 40, 1 << 40)) or setattr(t, "stride", (1 << 40, 1)),
+                "overflows")
+    with_tensor("t_storage_short", lambda t: None, "holds 128 bytes", resize=lambda k, d: d[:128] if k == "2" else d)
+    def transpose(t):
+        t.storage, t.shape, t.stride = tw.Storage("FloatStorage", np.zeros((8, 8), np.float32)), (8, 8), (1, 8)
+    with_tensor("t_stride", transpose, "stride 8 in dimension 1")
+    obj = ck()
+    del obj["model"]["_orig_mod.transformer.h.1.mlp.c_fc.weight"]
+    put("ng_missing_tensor", "ckpt.pt", raw_zip(torch_entries(obj))[0], "format", "missing tensor 'transformer.h.1.mlp.c_fc.weight'")
+    obj = ck()
+    obj["model_args"]["n_embd"] = 32
+    put("ng_shape_mismatch", "ckpt.pt", raw_zip(torch_entries(obj))[0], "config", "from model_args")
+    obj = ck()
+    obj["model_args"]["n_layer"] = "2"
+    put("ng_bad_arg", "ckpt.pt", raw_zip(torch_entries(obj))[0], "config", "model_args.n_layer")
+    put("ng_no_tokenizer", "ckpt.pt", good, "io", "no tokenizer && GPT-2's BPE", tok=False)
+    meta = lambda itos: pickle.dumps({"vocab_size": len(itos), "itos": itos, "stoi": {}})
+    put("ng_meta_bad", "ckpt.pt", good, "tokenizer", "not one character", tok=False, names="meta.pkl",
+        extra={"meta.pkl": meta({i: ("ab" if i == 3 else chr(65 + i)) for i in range(40)})})
+    put("ng_meta_evil", "ckpt.pt", good, "format", "posix.system", tok=False, names="meta.pkl",
+        extra={"meta.pkl": pickle.dumps(Evil(os.system, ("echo pwned",)))})
+    # llm.c
+    lm = llmc_model(hp, w, 512, False, rng)
+    tokbin = llmc_tokenizer(vocab)
+    llmc = lambda data: {"gpt2_tokenizer.bin": tokbin}
+    put("llmc_truncated", "gpt2.bin", lm[:-100], "format", "truncated", tok=False, extra=llmc(lm))
+    patched = lambda i, v: lm[:4 * i] + struct.pack("<i", v) + lm[4 * i + 4:]
+    put("llmc_version", "gpt2.bin", patched(1, 4), "format", "version 4", tok=False, extra=llmc(lm))
+    huge = bytearray(lm)
+    struct.pack_into("<ii", huge, 16, 1000, 4096)  # num_layers, num_heads
+    struct.pack_into("<i", huge, 24, 65536)        # channels
+    put("llmc_huge", "gpt2.bin", bytes(huge), "format", "need", tok=False, extra=llmc(lm))
+    put("llmc_heads", "gpt2.bin", patched(5, 5), "format", "divisible", tok=False, extra=llmc(lm))
+    put("llmc_padded_below", "gpt2.bin", patched(7, 100), "format", "padded_vocab_size 100", tok=False, extra=llmc(lm))
+    put("llmc_tok_truncated", "gpt2.bin", lm, "tokenizer", "runs past the end", tok=False, names="gpt2_tokenizer.bin",
+        extra={"gpt2_tokenizer.bin": tokbin[:-20]})
+    inv = {i: t for t, i in vocab.items()}
+    swapped = dict(vocab)
+    swapped[inv[256]], swapped[inv[400]] = 400, 256  # a merge's result before its parts
+    put("llmc_tok_order", "gpt2.bin", lm, "tokenizer", "not the merge", tok=False, names="gpt2_tokenizer.bin",
+        extra={"gpt2_tokenizer.bin": llmc_tokenizer(swapped)})
+    # formats gptscope does not read
+    put("unknown", "model.bin", bytes(rng.integers(0, 256, 4096, dtype=np.uint8)), "format", "not a model file")
+    put("gguf", "model.gguf", b"GGUF" + struct.pack("<IQQ", 3, 0, 0), "format", "GGUF support is not built")
+    put("legacy_pickle", "model.pt", pickle.dumps({"a": 1}, 2), "format", "legacy")
+    mm.write(os.path.join(bad, "cases.tsv"), "".join("\t".join(r) + "\n" for r in rows))
+    return len(rows)
+
+
+# ----------------------------------------------------------------------------
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -262,7 +440,8 @@ def main():
     case("llmc-bf16", os.path.join(d, "gpt2_tiny_bf16.bin"), "tiny-bf16")
 
     mm.write(os.path.join(out, "cases.tsv"), "".join(f"{n}\t{p}\t{o}\n" for n, p, o in cases))
-    print(f"format fixtures: {len(cases)} cases in {out}")
+    n_bad = make_bad(out, hp, w, vocab_text, merges_text, vocab, rng)
+    print(f"format fixtures: {len(cases)} cases and {n_bad} hostile files in {out}")
 
 
 if __name__ == "__main__":
