@@ -172,6 +172,7 @@ $(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
 	$(PYTHON) tests/ref/make_tokenizer_fixtures.py --out $(FIX)/tokenizer \
 	    --gpt2-tokenizer $(TOKDIR) --tiny-tokenizer $(FIX)/models/tiny-f32
 	$(PYTHON) tests/ref/make_cli_fixtures.py --fixtures $(FIX)
+	$(PYTHON) tests/ref/make_format_fixtures.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/bpe_train_ref.py --out $(FIX)/bpe_train
 	touch $@
 

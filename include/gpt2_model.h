@@ -87,8 +87,13 @@ gpt2_dtype gpt2_model_dtype(const gpt2_model *m);
  * and the small vectors. */
 size_t gpt2_model_weight_bytes(const gpt2_model *m);
 
-/* The directory's last path component ("gpt2", "shakespeare"), for display. */
+/* The path's last component ("gpt2", "shakespeare", "ckpt.pt"), for display. */
 const char *gpt2_model_name(const gpt2_model *m);
+
+/* What was loaded and how, one line for -v and the chat: "Hugging Face
+ * safetensors (model.safetensors)", "nanoGPT checkpoint (ckpt.pt, iter 5000),
+ * bias=False, vocab padded 50304 → 50257", "random weights". */
+const char *gpt2_model_source(const gpt2_model *m);
 
 const char *gpt2_dtype_name(gpt2_dtype dtype);
 

@@ -178,8 +178,9 @@ static int generate_run(const generate_opts *o, generate_result *r) {
     size_t n_ids = 0;
     gpt2_context *ctx = NULL;
     int rc = EXIT_ERR;
-    if ((r->m = cli_load_model_as(cli_model_dir(o->model), o->quantize)) &&
-        prompt_ids(o, r->m, text, plen, &ids, &n_ids) && (ctx = cli_context_new(r->m, o->n_threads)) &&
+    if ((r->m = cli_load_model_as(cli_model_dir(o->model), o->quantize)) && o->verbose)
+        fprintf(stderr, "model %s: %s\n", cli_show(gpt2_model_name(r->m)), cli_show(gpt2_model_source(r->m)));
+    if (r->m && prompt_ids(o, r->m, text, plen, &ids, &n_ids) && (ctx = cli_context_new(r->m, o->n_threads)) &&
         cli_context_ablate(ctx, o->ablate)) {
         r->n_prompt = n_ids;
         rc = o->draft_dir ? generate_speculative(o, ctx, ids, n_ids, r) : generate_plain(o, ctx, ids, n_ids, r);

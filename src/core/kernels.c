@@ -122,7 +122,31 @@ int kernel_packable(const gpt2_matrix *m) {
     return m->dtype != GPT2_DTYPE_Q8 && m->cols % KERNEL_PANEL_COLS == 0;
 }
 
+/* Element (k, n) of a (K, N) matrix stored transposed, (N, K) row-major, copied
+ * to dst's element d: tile by tile, each tile's source rows read in order. */
+static void transpose_tiles(char *dst, const gpt2_matrix *src, int packed) {
+    const size_t es = gpt2_dtype_size(src->dtype);
+    const int K = src->rows, N = src->cols, tile = KERNEL_PANEL_COLS;
+    const char *from = src->data; /* (N, K) */
+    for (int n0 = 0; n0 < N; n0 += tile)
+        for (int k0 = 0; k0 < K; k0 += tile) {
+            const int n1 = n0 + tile < N ? n0 + tile : N, k1 = k0 + tile < K ? k0 + tile : K;
+            for (int n = n0; n < n1; n++) {
+                const char *row = from + ((size_t)n * K) * es;
+                for (int k = k0; k < k1; k++) {
+                    size_t d = packed ? kernel_packed_index(K, k, n) : (size_t)k * N + n;
+                    if (es == 4) memcpy(dst + d * 4, row + (size_t)k * 4, 4);
+                    else memcpy(dst + d * 2, row + (size_t)k * 2, 2);
+                }
+            }
+        }
+}
+
 void kernel_pack(void *dst, const gpt2_matrix *src) {
+    if (src->transposed) {
+        transpose_tiles(dst, src, 1);
+        return;
+    }
     const size_t es = gpt2_dtype_size(src->dtype), run = KERNEL_PANEL_COLS * es;
     const char *from = src->data;
     for (int n = 0; n < src->cols; n += KERNEL_PANEL_COLS) /* panel by panel: writes in order */
@@ -130,6 +154,8 @@ void kernel_pack(void *dst, const gpt2_matrix *src) {
             memcpy((char *)dst + kernel_packed_index(src->rows, k, n) * es, from + ((size_t)k * src->cols + n) * es,
                    run);
 }
+
+void kernel_copy_transposed(void *dst, const gpt2_matrix *src) { transpose_tiles(dst, src, 0); }
 
 void kernel_row(float *dst, const gpt2_matrix *m, int r) { widen_row(dst, m, r); }
 

@@ -23,6 +23,9 @@ typedef struct {
                            for kernel_matmul's (K, N) weights, per row for
                            kernel_row's and kernel_matmul_t's (wte) */
     int packed;         /* 1: tiled (kernel_pack), not row-major */
+    int transposed;     /* during a load only: data is stored (cols, rows) row-major, as
+                           nn.Linear's (out, in); kernel_pack and kernel_copy_transposed
+                           read it so, and the loaded copy is never transposed */
 } gpt2_matrix;
 
 /* The packed layout of a (K, N) matrix: panels of 64 columns, one after
@@ -45,9 +48,13 @@ static inline size_t kernel_packed_index(int K, int k, int n) {
            (size_t)(n % KERNEL_PANEL_COLS);
 }
 
-/* dst (rows x cols elements of src's dtype) = src, row-major, in the packed
- * layout; src must be kernel_packable. */
+/* dst (rows x cols elements of src's dtype) = src, row-major (or stored
+ * transposed), in the packed layout; src must be kernel_packable. */
 void kernel_pack(void *dst, const gpt2_matrix *src);
+
+/* dst (rows x cols, row-major) = src stored transposed ((cols, rows) row-major),
+ * through 64 x 64 tiles so that reads and writes both stream. */
+void kernel_copy_transposed(void *dst, const gpt2_matrix *src);
 
 /* Scratch the 16-bit prefill path needs, in floats: KERNEL_SCRATCH_FLOATS.
  * Up to KERNEL_SMALL_T positions, matmuls stream W once for all positions

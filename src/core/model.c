@@ -1,4 +1,5 @@
-/* model.c — loads config.json + model.safetensors (+ tokenizer) into an immutable model. */
+/* model.c — binds a model source's named tensors (model_source.h: any format) into an
+ * immutable model: each checked against the config, then copied once into the arena. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,11 +15,11 @@
 #include "hugemem.h"
 #include "json.h"
 #include "model_internal.h"
+#include "model_source.h"
 #include "pool.h"
 #include "rng.h"
 #include "textio.h"
 
-#define PATH_MAX_LEN 4096
 
 const char *gpt2_dtype_name(gpt2_dtype dtype) {
     switch (dtype) {
@@ -30,70 +31,11 @@ const char *gpt2_dtype_name(gpt2_dtype dtype) {
     return "?";
 }
 
-/* --- config.json ---------------------------------------------------------- */
-
-/* config.json's checks, in the order a message should report them. */
-static gpt2_status check_config(const json_src *src, const cJSON *root, gpt2_model *m) {
-    gpt2_config *c = &m->cfg;
-    char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
-    const char *mt = "gpt2", *act = "gelu_new";
-    gpt2_status st = GPT2_OK;
-    if (cJSON_GetObjectItemCaseSensitive(root, "model_type") && (st = json_get_str(src, root, "model_type", &mt)))
-        return st;
-    if (strcmp(mt, "gpt2") != 0) {
-        snprintf(found, sizeof found, "\"%s\"", text_show(mt, strlen(mt), shown));
-        return json_bad(src, "model_type", "\"gpt2\"", found);
-    }
-    /* n_positions, or its older name n_ctx */
-    const char *pos = cJSON_GetObjectItemCaseSensitive(root, "n_positions") || !cJSON_GetObjectItemCaseSensitive(root, "n_ctx")
-                          ? "n_positions" : "n_ctx";
-    if ((st = json_get_int(src, root, "n_layer", 1, 1000, &c->n_layer)) ||
-        (st = json_get_int(src, root, "n_head", 1, 4096, &c->n_head)) ||
-        (st = json_get_int(src, root, "n_embd", 1, 65536, &c->n_embd)) ||
-        (st = json_get_int(src, root, pos, 1, 1 << 20, &c->n_ctx)) ||
-        (st = json_get_int(src, root, "vocab_size", 1, 1 << 24, &c->n_vocab)))
-        return st;
-    if (c->n_embd % c->n_head != 0)
-        return gpt2_fail(src->err, src->code, "%s: n_embd %d is not divisible by n_head %d", src->path, c->n_embd,
-                         c->n_head);
-    m->n_inner = 4 * c->n_embd;
-    if (json_has(root, "n_inner") && (st = json_get_int(src, root, "n_inner", 1, 1 << 20, &m->n_inner))) return st;
-    c->ln_eps = 1e-5f;
-    if (cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon") &&
-        (st = json_get_float(src, root, "layer_norm_epsilon", 0, 1, 1, &c->ln_eps)))
-        return st;
-    if (cJSON_GetObjectItemCaseSensitive(root, "activation_function") &&
-        (st = json_get_str(src, root, "activation_function", &act)))
-        return st;
-    if (strcmp(act, "gelu") == 0)
-        m->gelu_erf = 1;
-    else if (strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0) {
-        snprintf(found, sizeof found, "\"%s\"", text_show(act, strlen(act), shown));
-        return json_bad(src, "activation_function", "gelu_new, gelu_pytorch_tanh or gelu", found);
-    }
-    static const char *unsupported[] = {"scale_attn_by_inverse_layer_idx", "add_cross_attention"};
-    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, unsupported[i])))
-            return json_bad(src, unsupported[i], "false (true is not supported)", "true");
-    if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights")))
-        return json_bad(src, "scale_attn_weights", "true (false is not supported)", "false");
-    return GPT2_OK;
-}
-
-static gpt2_status parse_config(const char *path, gpt2_model *m, gpt2_error *err) {
-    cJSON *root;
-    gpt2_status st = json_read_file(path, (size_t)64 << 20, GPT2_ERR_CONFIG, "config file", &root, err);
-    if (st != GPT2_OK) return st;
-    json_src src = {path, NULL, GPT2_ERR_CONFIG, err};
-    st = check_config(&src, root, m);
-    cJSON_Delete(root);
-    return st;
-}
-
 /* --- tensor binding ------------------------------------------------------- */
 
 typedef struct {
     gpt2_model *m;
+    const model_source *src;
     const char *path;
     const char *prefix; /* "" or "transformer." */
     float *arena_next;  /* next free float in m->vectors */
@@ -115,12 +57,10 @@ static gpt2_status check_shape(binder *b, const char *name, const st_tensor *t, 
     for (int i = 0; i < t->n_dims && p < found + sizeof found - 24; i++)
         p += sprintf(p, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
     if (n_dims == 1)
-        return gpt2_fail(b->err, GPT2_ERR_CONFIG,
-                         "%s: tensor '%s%s' has shape (%s), expected (%lld) from config.json", b->path,
-                         b->prefix, name, found, (long long)d0);
-    return gpt2_fail(b->err, GPT2_ERR_CONFIG,
-                     "%s: tensor '%s%s' has shape (%s), expected (%lld, %lld) from config.json", b->path,
-                     b->prefix, name, found, (long long)d0, (long long)d1);
+        return gpt2_fail(b->err, GPT2_ERR_CONFIG, "%s: tensor '%s%s' has shape (%s), expected (%lld) from %s",
+                         b->path, b->prefix, name, found, (long long)d0, b->src->cfg_from);
+    return gpt2_fail(b->err, GPT2_ERR_CONFIG, "%s: tensor '%s%s' has shape (%s), expected (%lld, %lld) from %s",
+                     b->path, b->prefix, name, found, (long long)d0, (long long)d1, b->src->cfg_from);
 }
 
 static gpt2_status dtype_of(binder *b, const char *name, const st_tensor *t, gpt2_dtype *dt) {
@@ -137,15 +77,27 @@ static gpt2_status missing(binder *b, const char *name) {
     return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: missing tensor '%s%s'", b->path, b->prefix, name);
 }
 
+/* What a vector the file may leave out becomes (a source with bias_optional):
+ * a Linear's bias NULL (the matmuls add nothing, at no cost), a LayerNorm's
+ * zeros (exact: x + 0 is x). */
+typedef enum { VEC_REQUIRED, VEC_LINEAR_BIAS, VEC_NORM_BIAS } vec_kind;
+
 /* Binds a float vector (or small matrix) of n0 x n1 elements, converted into the arena. */
-static gpt2_status bind_vector(binder *b, const char *name, int n_dims, int64_t n0, int64_t n1, float **out) {
+static gpt2_status bind_vector(binder *b, const char *name, vec_kind kind, int n_dims, int64_t n0, int64_t n1,
+                               float **out) {
+    const size_t n = (size_t)n0 * (size_t)(n_dims == 2 ? n1 : 1);
     const st_tensor *t = find_tensor(b, name);
+    if (!t && kind != VEC_REQUIRED && b->src->bias_optional) {
+        if (b->dry) return GPT2_OK;
+        *out = kind == VEC_NORM_BIAS ? memset(b->arena_next, 0, n * sizeof(float)) : NULL;
+        b->arena_next += n;
+        return GPT2_OK;
+    }
     if (!t) return missing(b, name);
     gpt2_status st = check_shape(b, name, t, n_dims, n0, n1);
     gpt2_dtype dt = GPT2_DTYPE_F32;
     if (st || (st = dtype_of(b, name, t, &dt))) return st;
     if (b->dry) return GPT2_OK;
-    size_t n = (size_t)n0 * (size_t)(n_dims == 2 ? n1 : 1);
     float *dst = b->arena_next;
     b->arena_next += n;
     const unsigned char *src = t->data;
@@ -165,18 +117,23 @@ static gpt2_status bind_vector(binder *b, const char *name, int n_dims, int64_t 
     return GPT2_OK;
 }
 
-/* Binds a weight matrix where it lies in the map; pack_matrices copies it
- * out (with memcpy, so a misaligned tensor needs nothing special). */
-static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, int64_t rows, int64_t cols,
-                               gpt2_matrix *out) {
+/* Binds a weight matrix (rows, cols) where it lies in the map; pack_matrices
+ * copies it out (with memcpy, so a misaligned tensor needs nothing special).
+ * stored_rows >= rows: the file's rows (a padded vocabulary), of which the
+ * first `rows` are used. linear: a block matrix, stored (cols, rows) by
+ * sources with linear_out_in. */
+static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, int64_t stored_rows, int64_t rows,
+                               int64_t cols, int linear, gpt2_matrix *out) {
     if (!t && !(t = find_tensor(b, name))) return missing(b, name);
-    gpt2_status st = check_shape(b, name, t, 2, rows, cols);
+    const int tr = linear && b->src->linear_out_in;
+    gpt2_status st = tr ? check_shape(b, name, t, 2, cols, stored_rows) : check_shape(b, name, t, 2, stored_rows, cols);
     if (st || (st = dtype_of(b, name, t, &out->dtype))) return st;
     if (b->dry) return GPT2_OK;
     out->rows = (int)rows;
     out->cols = (int)cols;
     out->data = t->data;
-    b->m->weight_bytes += t->n_bytes;
+    out->transposed = tr;
+    b->m->weight_bytes += (size_t)rows * (size_t)cols * gpt2_dtype_size(out->dtype);
     return GPT2_OK;
 }
 
@@ -186,42 +143,56 @@ static size_t vector_floats(const gpt2_model *m) {
     return (size_t)m->cfg.n_layer * (C * 9 + F) + (size_t)m->cfg.n_ctx * C + 2 * C;
 }
 
+/* One block's twelve tensors. */
+static gpt2_status bind_layer(binder *b, int l, gpt2_layer *L) {
+    const int64_t C = b->m->cfg.n_embd, F = b->m->n_inner;
+    char n[12][64];
+    static const char *suffix[12] = {"ln_1.weight",      "ln_1.bias",          "attn.c_attn.weight",
+                                     "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+                                     "ln_2.weight",      "ln_2.bias",          "mlp.c_fc.weight",
+                                     "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+    for (int i = 0; i < 12; i++) snprintf(n[i], sizeof n[i], "h.%d.%s", l, suffix[i]);
+    gpt2_status st;
+    if ((st = bind_vector(b, n[0], VEC_REQUIRED, 1, C, 0, &L->ln1_g)) ||
+        (st = bind_vector(b, n[1], VEC_NORM_BIAS, 1, C, 0, &L->ln1_b)) ||
+        (st = bind_matrix(b, n[2], NULL, C, C, 3 * C, 1, &L->attn_w)) ||
+        (st = bind_vector(b, n[3], VEC_LINEAR_BIAS, 1, 3 * C, 0, &L->attn_b)) ||
+        (st = bind_matrix(b, n[4], NULL, C, C, C, 1, &L->proj_w)) ||
+        (st = bind_vector(b, n[5], VEC_LINEAR_BIAS, 1, C, 0, &L->proj_b)) ||
+        (st = bind_vector(b, n[6], VEC_REQUIRED, 1, C, 0, &L->ln2_g)) ||
+        (st = bind_vector(b, n[7], VEC_NORM_BIAS, 1, C, 0, &L->ln2_b)) ||
+        (st = bind_matrix(b, n[8], NULL, C, C, F, 1, &L->fc_w)) ||
+        (st = bind_vector(b, n[9], VEC_LINEAR_BIAS, 1, F, 0, &L->fc_b)) ||
+        (st = bind_matrix(b, n[10], NULL, F, F, C, 1, &L->fcproj_w)) ||
+        (st = bind_vector(b, n[11], VEC_LINEAR_BIAS, 1, C, 0, &L->fcproj_b)))
+        return st;
+    return GPT2_OK;
+}
+
 /* Binds (or, with b->dry, only checks) every tensor the config calls for. */
 static gpt2_status bind_pass(gpt2_model *m, binder *b) {
     const gpt2_config *c = &m->cfg;
-    const int64_t C = c->n_embd, F = m->n_inner, V = c->n_vocab;
+    const int64_t C = c->n_embd, V = c->n_vocab, VR = b->src->vocab_rows;
+    const st_tensor *wte = find_tensor(b, "wte.weight");
     gpt2_status st;
-    if ((st = bind_matrix(b, "wte.weight", NULL, V, C, &m->wte)) ||
-        (st = bind_vector(b, "wpe.weight", 2, c->n_ctx, C, &m->wpe)) ||
-        (st = bind_vector(b, "ln_f.weight", 1, C, 0, &m->lnf_g)) ||
-        (st = bind_vector(b, "ln_f.bias", 1, C, 0, &m->lnf_b)))
+    if ((st = bind_matrix(b, "wte.weight", wte, VR, V, C, 0, &m->wte)) ||
+        (st = bind_vector(b, "wpe.weight", VEC_REQUIRED, 2, c->n_ctx, C, &m->wpe)) ||
+        (st = bind_vector(b, "ln_f.weight", VEC_REQUIRED, 1, C, 0, &m->lnf_g)) ||
+        (st = bind_vector(b, "ln_f.bias", VEC_NORM_BIAS, 1, C, 0, &m->lnf_b)))
         return st;
     gpt2_layer unused; /* the dry pass binds nothing, and m->layers is not allocated yet */
-    for (int l = 0; l < c->n_layer; l++) {
-        gpt2_layer *L = b->dry ? &unused : &m->layers[l];
-        char n[12][64];
-        static const char *suffix[12] = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight",
-                                         "attn.c_attn.bias",   "attn.c_proj.weight", "attn.c_proj.bias",
-                                         "ln_2.weight",        "ln_2.bias",        "mlp.c_fc.weight",
-                                         "mlp.c_fc.bias",      "mlp.c_proj.weight", "mlp.c_proj.bias"};
-        for (int i = 0; i < 12; i++) snprintf(n[i], sizeof n[i], "h.%d.%s", l, suffix[i]);
-        if ((st = bind_vector(b, n[0], 1, C, 0, &L->ln1_g)) || (st = bind_vector(b, n[1], 1, C, 0, &L->ln1_b)) ||
-            (st = bind_matrix(b, n[2], NULL, C, 3 * C, &L->attn_w)) ||
-            (st = bind_vector(b, n[3], 1, 3 * C, 0, &L->attn_b)) ||
-            (st = bind_matrix(b, n[4], NULL, C, C, &L->proj_w)) ||
-            (st = bind_vector(b, n[5], 1, C, 0, &L->proj_b)) ||
-            (st = bind_vector(b, n[6], 1, C, 0, &L->ln2_g)) || (st = bind_vector(b, n[7], 1, C, 0, &L->ln2_b)) ||
-            (st = bind_matrix(b, n[8], NULL, C, F, &L->fc_w)) || (st = bind_vector(b, n[9], 1, F, 0, &L->fc_b)) ||
-            (st = bind_matrix(b, n[10], NULL, F, C, &L->fcproj_w)) ||
-            (st = bind_vector(b, n[11], 1, C, 0, &L->fcproj_b)))
-            return st;
-    }
-    /* HF names the untied head "lm_head.weight" outside the "transformer." prefix. */
+    for (int l = 0; l < c->n_layer; l++)
+        if ((st = bind_layer(b, l, b->dry ? &unused : &m->layers[l]))) return st;
+    /* HF names the untied head "lm_head.weight" outside the "transformer." prefix. A head
+     * that is wte's own bytes (PyTorch saves a tied head as a second view of one storage)
+     * is tied. */
     const st_tensor *head = st_find(&m->st, "lm_head.weight");
+    if (head && wte && head->data == wte->data && head->n_bytes == wte->n_bytes && !strcmp(head->dtype, wte->dtype))
+        head = NULL;
     if (head) {
         binder hb = *b;
         hb.prefix = "";
-        if ((st = bind_matrix(&hb, "lm_head.weight", head, V, C, &m->lm_head))) return st;
+        if ((st = bind_matrix(&hb, "lm_head.weight", head, VR, V, C, 0, &m->lm_head))) return st;
     } else if (!b->dry) {
         m->lm_head = m->wte;
     }
@@ -246,6 +217,7 @@ static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
     const gpt2_matrix *w = j->w[chunk];
     (void)n_chunks, (void)ith;
     if (packs(j, chunk)) kernel_pack(j->m->arena + j->at[chunk], w);
+    else if (w->transposed) kernel_copy_transposed(j->m->arena + j->at[chunk], w);
     else memcpy(j->m->arena + j->at[chunk], w->data, matrix_bytes(w));
     st_release(&j->m->st, w->data, matrix_bytes(w)); /* no-op off the map */
 }
@@ -283,6 +255,7 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
         pool_run(pool, pack_one, &job, n);
         for (int i = 0; i < n; i++) {
             w[i]->packed = packs(&job, i);
+            w[i]->transposed = 0;
             w[i]->data = m->arena + at[i];
         }
         if (!untied) m->lm_head = m->wte;
@@ -296,11 +269,12 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
     return GPT2_OK;
 }
 
-static gpt2_status bind_all(gpt2_model *m, const char *path, gpt2_error *err) {
+static gpt2_status bind_all(gpt2_model *m, const model_source *src, gpt2_error *err) {
     const gpt2_config *c = &m->cfg;
-    binder b = {.m = m, .path = path, .prefix = "", .dry = 1, .err = err};
+    const char *path = src->path;
+    binder b = {.m = m, .src = src, .path = path, .prefix = "", .dry = 1, .err = err};
     if (!st_find(&m->st, "wte.weight") && st_find(&m->st, "transformer.wte.weight")) b.prefix = "transformer.";
-    /* First check every tensor against config.json, then allocate: the sizes in a config are
+    /* First check every tensor against the config, then allocate: the sizes in a config are
      * only trustworthy once the file is known to hold tensors that big. A config with huge
      * sizes must be refused for disagreeing with the weights, not run out of memory. */
     gpt2_status st = bind_pass(m, &b);
@@ -315,7 +289,7 @@ static gpt2_status bind_all(gpt2_model *m, const char *path, gpt2_error *err) {
     return GPT2_OK;
 }
 
-/* "models/gpt2/" -> "gpt2" */
+/* "models/gpt2/" -> "gpt2"; "out/ckpt.pt" -> "ckpt.pt" */
 static char *model_name(const char *dir) {
     size_t end = strlen(dir);
     while (end > 1 && dir[end - 1] == '/') end--;
@@ -324,39 +298,41 @@ static char *model_name(const char *dir) {
     return strndup(dir + start, end - start);
 }
 
-gpt2_status gpt2_model_load(const char *dir, gpt2_model **out, gpt2_error *err) {
+/* Takes over what the source found: config, tensors (the mapping, until packed), tokenizer. */
+static gpt2_status model_from_source(gpt2_model *m, model_source *src, gpt2_error *err) {
+    m->cfg = src->cfg;
+    m->n_inner = src->n_inner;
+    m->gelu_erf = src->gelu_erf;
+    m->st = src->st;
+    memset(&src->st, 0, sizeof src->st);
+    if (!(m->source = strdup(src->desc))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    gpt2_status st = bind_all(m, src, err);
+    m->tok = src->tok;
+    src->tok = NULL;
+    return st;
+}
+
+gpt2_status gpt2_model_load(const char *path, gpt2_model **out, gpt2_error *err) {
     *out = NULL;
     gpt2_error_clear(err);
-    if (strlen(dir) > PATH_MAX_LEN - 32)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "model directory path is too long");
-    struct stat sb;
-    if (stat(dir, &sb) != 0)
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a model directory: %s", dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode))
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a model directory: not a directory", dir);
+    if (strlen(path) > SOURCE_PATH_MAX - 32) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "model path is too long");
     gpt2_model *m = calloc(1, sizeof *m);
-    if (!m) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
-    m->name = model_name(dir);
-    char path[PATH_MAX_LEN];
-    gpt2_status st;
-    if ((st = gpt2_fileio_join(path, sizeof path, dir, "config.json", err)) || (st = parse_config(path, m, err)))
-        goto fail;
-    if ((st = gpt2_fileio_join(path, sizeof path, dir, "model.safetensors", err)) ||
-        (st = st_open(path, &m->st, err)) || (st = bind_all(m, path, err)))
-        goto fail;
-    if ((st = gpt2_tokenizer_load(dir, &m->tok, err))) goto fail;
-    int tv = gpt2_tokenizer_n_vocab(m->tok);
-    if (tv > m->cfg.n_vocab) {
-        st = gpt2_fail(err, GPT2_ERR_CONFIG,
-                       "%s/vocab.json: the vocabulary has ids up to %d, but the model has only vocab_size %d rows",
-                       dir, tv - 1, m->cfg.n_vocab);
-        goto fail;
+    if (!m || !(m->name = model_name(path))) {
+        free(m);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    }
+    model_source src;
+    source_format fmt;
+    gpt2_status st = source_open(path, &src, &fmt, err);
+    if (st == GPT2_OK && fmt == SOURCE_FMT_GGUF) st = gguf_model_load(src.path, m, err);
+    else if (st == GPT2_OK) st = model_from_source(m, &src, err);
+    source_close(&src);
+    if (st != GPT2_OK) {
+        gpt2_model_free(m);
+        return st;
     }
     *out = m;
     return GPT2_OK;
-fail:
-    gpt2_model_free(m);
-    return st;
 }
 
 void gpt2_model_free(gpt2_model *m) {
@@ -367,6 +343,7 @@ void gpt2_model_free(gpt2_model *m) {
     st_close(&m->st);
     gpt2_tokenizer_free(m->tok);
     free(m->name);
+    free(m->source);
     free(m);
 }
 
@@ -375,6 +352,7 @@ const gpt2_tokenizer *gpt2_model_tokenizer(const gpt2_model *m) { return m->tok;
 gpt2_dtype gpt2_model_dtype(const gpt2_model *m) { return m->wte.dtype; }
 size_t gpt2_model_weight_bytes(const gpt2_model *m) { return m->weight_bytes; }
 const char *gpt2_model_name(const gpt2_model *m) { return m->name; }
+const char *gpt2_model_source(const gpt2_model *m) { return m->source ? m->source : "random weights"; }
 
 /* --- 8-bit quantization ---------------------------------------------------- */
 

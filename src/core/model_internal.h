@@ -24,6 +24,7 @@ struct gpt2_model {
     int n_inner;                /* F */
     int gelu_erf;               /* 1: exact GELU ("gelu"); 0: tanh ("gelu_new") */
     char *name;
+    char *source;               /* how it was loaded (gpt2_model_source) */
     gpt2_matrix wte;            /* (V, C) */
     gpt2_matrix lm_head;        /* (V, C): wte unless untied */
     float *wpe;                 /* (n_ctx, C) */

@@ -243,43 +243,32 @@ done:
 }
 
 gpt2_status st_open(const char *path, st_file *f, gpt2_error *err) {
+    void *map;
+    size_t size;
     memset(f, 0, sizeof *f);
+    gpt2_status st = text_map_file(path, &map, &size, err);
+    return st ? st : st_open_map(path, map, size, f, err);
+}
+
+gpt2_status st_open_map(const char *path, void *map, size_t size, st_file *f, gpt2_error *err) {
+    memset(f, 0, sizeof *f);
+    f->map = map;
+    f->map_size = size;
     f->path = strdup(path);
-    if (!f->path) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    if (!f->path) {
+        st_close(f);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    }
     gpt2_status st = GPT2_OK;
-    /* O_NONBLOCK: opening a FIFO planted as model.safetensors must not hang (it is then
-     * refused as not a regular file); it changes nothing for a regular file. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        st = gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        st = gpt2_fail(err, GPT2_ERR_IO, "%s: not a regular file", path);
-        goto fail;
-    }
-    size_t size = (size_t)sb.st_size;
     if (size == 0) {
-        close(fd);
         st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: file is 0 bytes, expected a safetensors header", path);
         goto fail;
     }
     if (size < 8) {
-        close(fd);
         st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: file is %zu bytes, shorter than the 8-byte header length",
                        path, size);
         goto fail;
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) {
-        st = gpt2_fail(err, GPT2_ERR_IO, "%s: mmap of %zu bytes failed: %s", path, size, strerror(errno));
-        goto fail;
-    }
-    f->map = map;
-    f->map_size = size;
     const uint8_t *p = map;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | p[i];

@@ -37,6 +37,10 @@ typedef struct {
 
 /* Maps and validates path. On failure nothing stays allocated. */
 gpt2_status st_open(const char *path, st_file *f, gpt2_error *err);
+
+/* The same over a mapping already made (text_map_file): f owns map from here
+ * on, and unmaps it on failure too. */
+gpt2_status st_open_map(const char *path, void *map, size_t size, st_file *f, gpt2_error *err);
 void st_close(st_file *f);
 
 /* Drops the whole pages of [p, p + n), a range of f's mapping that will not be

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,6 +64,32 @@ gpt2_status text_read_file(const char *path, size_t max_bytes, gpt2_status too_b
     buf[n] = '\0';
     *data = buf;
     *len = n;
+    return GPT2_OK;
+}
+
+gpt2_status text_map_file(const char *path, void **map, size_t *size, gpt2_error *err) {
+    *map = NULL;
+    *size = 0;
+    /* O_NONBLOCK: opening a FIFO planted as a model file must not hang (it is then
+     * refused as not a regular file); it changes nothing for a regular file. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a regular file", path);
+    }
+    if (sb.st_size == 0) {
+        close(fd);
+        return GPT2_OK;
+    }
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: mmap of %lld bytes failed: %s", path, (long long)sb.st_size,
+                         strerror(errno));
+    *map = p;
+    *size = (size_t)sb.st_size;
     return GPT2_OK;
 }
 

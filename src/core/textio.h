@@ -14,6 +14,12 @@
 gpt2_status text_read_file(const char *path, size_t max_bytes, gpt2_status too_big_status, const char *what,
                            char **data, size_t *len, gpt2_error *err);
 
+/* Maps a whole regular file read-only (MAP_PRIVATE): *map and *size, to
+ * munmap. Not a regular file (a FIFO, a device) -> GPT2_ERR_IO "not a regular
+ * file" at once, never a hang. A 0-byte file gives *map = NULL, *size = 0 (a
+ * loader then says what it expected). */
+gpt2_status text_map_file(const char *path, void **map, size_t *size, gpt2_error *err);
+
 /* Offset of the first NUL inside a JSON string of text (raw, or the escape
  * \u0000), or -1. cJSON keeps strings NUL-terminated, so such a name would
  * silently lose its tail. Only for text cJSON accepted, where string

@@ -26,6 +26,8 @@
 
 #include "byte_alphabet.h"
 #include "error.h"
+#include "gpt2_fileio.h"
+#include "tokenizer_internal.h"
 #include "pretokenize.h"
 #include "textio.h"
 
@@ -58,6 +60,8 @@ struct gpt2_tokenizer {
     uint32_t ids_mask;
     pair_slot *pairs;         /* (left, right) -> (rank, merged), open addressing */
     uint32_t pairs_mask;
+    int32_t n_merges;         /* ranks given: 0 .. n_merges - 1 */
+    int chars;                /* 1: character-level (no merges, not every byte a token) */
     pcre2_code *re;
 };
 
@@ -164,6 +168,43 @@ static gpt2_status vocab_sizes(const cJSON *root, const char *path, size_t *n_to
     return GPT2_OK;
 }
 
+/* The tables for n_vocab ids and n_tok tokens of blob_size bytes in all (load_vocab,
+ * the constructors from token lists); every id starts out undefined. */
+static gpt2_status tok_reserve(gpt2_tokenizer *t, int n_vocab, size_t n_tok, size_t blob_size, const char *path,
+                               gpt2_error *err) {
+    t->n_vocab = n_vocab;
+    t->blob = malloc(blob_size + 1);
+    t->tok_off = calloc((size_t)n_vocab, sizeof *t->tok_off);
+    t->tok_len = malloc((size_t)n_vocab * sizeof *t->tok_len);
+    uint32_t size = table_size(n_tok);
+    t->ids = malloc(size * sizeof *t->ids);
+    t->ids_mask = size - 1;
+    if (!t->blob || !t->tok_off || !t->tok_len || !t->ids)
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for %zu tokens", path, n_tok);
+    for (int i = 0; i < n_vocab; i++) t->tok_len[i] = -1;
+    memset(t->ids, 0xFF, size * sizeof *t->ids);
+    return GPT2_OK;
+}
+
+/* Token id's raw bytes, already at t->blob + *off (n of them): recorded both ways;
+ * an id given twice or bytes listed twice refused. shown: the token as the file writes it. */
+static gpt2_status tok_add(gpt2_tokenizer *t, int32_t id, size_t n, size_t *off, const char *path, const char *shown,
+                           gpt2_error *err) {
+    if (n == 0) return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: id %d is the empty string", path, id);
+    if (t->tok_len[id] >= 0)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: id %d is given to two tokens (the second is \"%s\")", path, id,
+                         shown);
+    t->tok_off[id] = (uint32_t)*off;
+    t->tok_len[id] = (int32_t)n;
+    uint32_t slot = ids_slot(t, t->blob + *off, n);
+    if (t->ids[slot] >= 0)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token \"%s\" appears twice (ids %d and %d)", path, shown,
+                         t->ids[slot], id);
+    t->ids[slot] = id;
+    *off += n;
+    return GPT2_OK;
+}
+
 /* One vocab.json entry: its name decoded from the byte alphabet into the
  * blob at *off, its id recorded both ways; a duplicate id or name refused. */
 static gpt2_status vocab_add(gpt2_tokenizer *t, const cJSON *it, const char *path, size_t *off, gpt2_error *err) {
@@ -171,25 +212,13 @@ static gpt2_status vocab_add(gpt2_tokenizer *t, const cJSON *it, const char *pat
     int32_t id = (int32_t)it->valuedouble;
     uint32_t bad;
     long n = alphabet_to_bytes(it->string, strlen(it->string), t->blob + *off, &bad);
-    if (n == 0) return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: id %d is the empty string", path, id);
     if (n < 0 && bad == UINT32_MAX)
         return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token with id %d is not valid UTF-8", path, id);
     if (n < 0)
         return gpt2_fail(err, GPT2_ERR_TOKENIZER,
                          "%s: token \"%s\" (id %d) has U+%04X, a character outside GPT-2's 256-character byte alphabet",
                          path, text_show(it->string, strlen(it->string), s1), id, (unsigned)bad);
-    if (t->tok_len[id] >= 0)
-        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: id %d is given to two tokens (the second is \"%s\")", path, id,
-                         text_show(it->string, strlen(it->string), s1));
-    t->tok_off[id] = (uint32_t)*off;
-    t->tok_len[id] = (int32_t)n;
-    uint32_t slot = ids_slot(t, t->blob + *off, (size_t)n);
-    if (t->ids[slot] >= 0)
-        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token \"%s\" appears twice (ids %d and %d)", path,
-                         text_show(it->string, strlen(it->string), s1), t->ids[slot], id);
-    t->ids[slot] = id;
-    *off += (size_t)n;
-    return GPT2_OK;
+    return tok_add(t, id, (size_t)n, off, path, text_show(it->string, strlen(it->string), s1), err);
 }
 
 /* Every byte's single-byte token, which byte-level BPE starts from. */
@@ -225,27 +254,21 @@ static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *d
         st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: expected a JSON object mapping tokens to ids, found %s", path,
                        json_type_name(root));
     if (st == GPT2_OK) st = vocab_sizes(root, path, &n_tok, &max_id, &blob_size, err);
-    if (st == GPT2_OK) {
-        t->n_vocab = max_id + 1;
-        t->blob = malloc(blob_size + 1);
-        t->tok_off = calloc((size_t)t->n_vocab, sizeof *t->tok_off);
-        t->tok_len = malloc((size_t)t->n_vocab * sizeof *t->tok_len);
-        uint32_t size = table_size(n_tok);
-        t->ids = malloc(size * sizeof *t->ids);
-        t->ids_mask = size - 1;
-        if (!t->blob || !t->tok_off || !t->tok_len || !t->ids)
-            st = gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for %zu tokens", path, n_tok);
-        else {
-            for (int i = 0; i < t->n_vocab; i++) t->tok_len[i] = -1;
-            memset(t->ids, 0xFF, size * sizeof *t->ids);
-        }
-    }
+    if (st == GPT2_OK) st = tok_reserve(t, max_id + 1, n_tok, blob_size, path, err);
     size_t off = 0;
     for (const cJSON *it = root->child; st == GPT2_OK && it; it = it->next) st = vocab_add(t, it, path, &off, err);
-    if (st == GPT2_OK) st = vocab_byte_ids(t, path, err);
     if (st == GPT2_OK) t->eot = gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
     cJSON_Delete(root);
     return st;
+}
+
+/* Inserts or overwrites: a merge listed twice keeps its later rank, as in encoder.py's
+ * dict(zip(merges, range(len(merges)))). */
+static void pair_put(gpt2_tokenizer *t, int32_t a, int32_t b, int32_t rank, int32_t merged) {
+    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    uint32_t i = hash_pair(key) & t->pairs_mask;
+    while (t->pairs[i].key != PAIR_EMPTY && t->pairs[i].key != key) i = (i + 1) & t->pairs_mask;
+    t->pairs[i] = (pair_slot){key, rank, merged};
 }
 
 /* Looks up one field of a merges line (in GPT-2's alphabet); -1 when not in the vocabulary. */
@@ -330,15 +353,38 @@ static gpt2_status load_merges(gpt2_tokenizer *t, const char *path, char *data, 
                                text_show(f[1], flen[1], s1));
             break;
         }
-        /* Insert or overwrite: a merge listed twice keeps its later rank, as in encoder.py's
-         * dict(zip(merges, range(len(merges)))). */
-        uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-        uint32_t i = hash_pair(key) & t->pairs_mask;
-        while (t->pairs[i].key != PAIR_EMPTY && t->pairs[i].key != key) i = (i + 1) & t->pairs_mask;
-        t->pairs[i] = (pair_slot){key, rank++, m};
+        pair_put(t, a, b, rank++, m);
     }
+    t->n_merges = rank;
     free(scratch);
     return st;
+}
+
+/* Whether every token (but "<|endoftext|>") is exactly one UTF-8 character. */
+static gpt2_status chars_check(gpt2_tokenizer *t, const char *path, gpt2_error *err) {
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        if (t->tok_len[id] < 0 || id == t->eot) continue;
+        uint32_t cp;
+        const size_t n = (size_t)t->tok_len[id];
+        if ((size_t)utf8_decode((const unsigned char *)t->blob + t->tok_off[id], n, &cp) != n) {
+            char shown[TEXT_SHOW_BUF];
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER,
+                             "%s: token %d (\"%s\") is not one character, and the vocabulary has neither all 256 "
+                             "single-byte tokens (byte-level BPE) nor only characters (character-level)",
+                             path, id, text_show(t->blob + t->tok_off[id], n, shown));
+        }
+    }
+    t->chars = 1;
+    return GPT2_OK;
+}
+
+/* Byte-level BPE needs every byte's token. A vocabulary without merges that lacks
+ * some is character-level instead (nanoGPT's meta.pkl, written as vocab.json by
+ * convert): each token one UTF-8 character. */
+static gpt2_status settle_alphabet(gpt2_tokenizer *t, const char *vocab_path, gpt2_error *err) {
+    gpt2_status st = vocab_byte_ids(t, vocab_path, err);
+    if (st == GPT2_OK || t->n_merges > 0) return st;
+    return chars_check(t, vocab_path, err);
 }
 
 static gpt2_status compile_pattern(gpt2_tokenizer *t, gpt2_error *err) {
@@ -362,6 +408,7 @@ gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *m
     if (st == GPT2_OK) st = text_read_file(merges_path, MAX_FILE_BYTES - 1, GPT2_ERR_TOKENIZER, "tokenizer file", &data, &len, err);
     if (st == GPT2_OK) st = load_merges(t, merges_path, data, len, err);
     free(data);
+    if (st == GPT2_OK) st = settle_alphabet(t, vocab_json_path, err);
     if (st == GPT2_OK) st = compile_pattern(t, err);
     if (st != GPT2_OK) {
         gpt2_tokenizer_free(t);
@@ -565,8 +612,29 @@ static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s
 /* Splits text (no special tokens in it) into pieces and BPEs each. Bytes between two regex
  * matches can only be invalid UTF-8: every valid character matches one of the last three
  * alternatives, and PCRE2_MATCH_INVALID_UTF makes matches stop at invalid bytes. */
+/* A character-level vocabulary: one token per character, each looked up whole. */
+static gpt2_status encode_chars(const gpt2_tokenizer *t, encoder *e, const char *text, size_t len, gpt2_error *err) {
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        int k = utf8_decode((const unsigned char *)text + i, len - i, &cp);
+        if (k == 0)
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "text has byte 0x%02X at byte %zu, which is not UTF-8: a "
+                             "character-level vocabulary holds only characters", (unsigned char)text[i], i);
+        int32_t id = gpt2_tokenizer_token_id(t, text + i, (size_t)k);
+        if (id < 0) {
+            char shown[TEXT_SHOW_BUF];
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "text has \"%s\" (U+%04X) at byte %zu, a character the model's "
+                             "vocabulary lacks", text_show(text + i, (size_t)k, shown), (unsigned)cp, i);
+        }
+        if (emit(e, id)) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding %zu bytes", len);
+        i += (size_t)k;
+    }
+    return GPT2_OK;
+}
+
 static gpt2_status encode_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md,
                                const char *text, size_t len, gpt2_error *err) {
+    if (t->chars) return encode_chars(t, e, text, len, err);
     const unsigned char *s = (const unsigned char *)text;
     size_t pos = 0;
     while (pos < len) {
@@ -635,4 +703,163 @@ gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *t, const char *text, siz
     *ids = e.out;
     *n_ids = e.n_out;
     return GPT2_OK;
+}
+
+/* ---- tokenizers from token lists (tokenizer_internal.h) ------------------------------ */
+
+/* BPE of each token's bytes with the merges of lower rank must give exactly two tokens:
+ * they are its merge, of the next rank (tiktoken's rank order: ids are ranks). */
+static gpt2_status recover_merges(gpt2_tokenizer *t, const char *path, gpt2_error *err) {
+    uint32_t size = table_size((size_t)t->n_vocab);
+    if (!(t->pairs = malloc(size * sizeof *t->pairs))) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    t->pairs_mask = size - 1;
+    for (uint32_t i = 0; i < size; i++) t->pairs[i].key = PAIR_EMPTY;
+    encoder e = {0};
+    gpt2_status st = GPT2_OK;
+    for (int32_t id = 0; id < t->n_vocab && !st; id++) {
+        if (t->tok_len[id] <= 1 || id == t->eot) continue;
+        e.n_out = 0;
+        const unsigned char *b = (const unsigned char *)t->blob + t->tok_off[id];
+        if (bpe_piece(t, &e, b, (size_t)t->tok_len[id])) {
+            st = gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+        } else if (e.n_out != 2) {
+            char shown[TEXT_SHOW_BUF];
+            st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token %d (\"%s\") is not the merge of two tokens of lower "
+                           "id (BPE of its bytes gives %zu): ids are not in merge order; use vocab.json + merges.txt",
+                           path, id, text_show((const char *)b, (size_t)t->tok_len[id], shown), e.n_out);
+        } else {
+            pair_put(t, e.out[0], e.out[1], t->n_merges++, id);
+        }
+    }
+    free(e.id), free(e.next), free(e.prev), free(e.heap), free(e.round), free(e.out);
+    return st;
+}
+
+gpt2_status tok_from_tokens(const char *const *tok, const size_t *len, int n, int32_t eot, int chars, const char *path,
+                            gpt2_tokenizer **out, gpt2_error *err) {
+    *out = NULL;
+    if (n < 1 || n > MAX_VOCAB)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %d tokens, expected 1 to %d", path, n, MAX_VOCAB);
+    gpt2_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
+    size_t blob = 0, n_tok = 0;
+    for (int i = 0; i < n; i++) blob += tok[i] ? len[i] : 0, n_tok += tok[i] != NULL;
+    gpt2_status st = blob >= MAX_FILE_BYTES ? gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokens too long", path)
+                                            : tok_reserve(t, n, n_tok, blob, path, err);
+    size_t off = 0;
+    for (int32_t id = 0; id < n && !st; id++) {
+        if (!tok[id]) continue;
+        char shown[TEXT_SHOW_BUF];
+        memcpy(t->blob + off, tok[id], len[id]);
+        st = tok_add(t, id, len[id], &off, path, text_show(tok[id], len[id], shown), err);
+    }
+    if (!st) t->eot = eot >= 0 && eot < n && t->tok_len[eot] >= 0 ? eot : gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
+    if (!st && chars) st = chars_check(t, path, err);
+    else if (!st && !(st = vocab_byte_ids(t, path, err))) st = recover_merges(t, path, err);
+    if (!st) st = compile_pattern(t, err);
+    if (st) {
+        gpt2_tokenizer_free(t);
+        return st;
+    }
+    gpt2_error_clear(err);
+    *out = t;
+    return GPT2_OK;
+}
+
+int tok_is_chars(const gpt2_tokenizer *t) { return t->chars; }
+
+/* ---- writing vocab.json + merges.txt ------------------------------------------------ */
+
+/* Writes a token in GPT-2's alphabet (UTF-8), escaped for a JSON string when json is set:
+ * the alphabet has no control characters, so only '"' and '\\' need it. */
+static void put_alphabet(FILE *f, const char *s, size_t n, int json) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = byte_to_char((unsigned char)s[i]);
+        if (json && (c == '"' || c == '\\')) fputc('\\', f);
+        if (c < 0x80) {
+            fputc((int)c, f);
+        } else { /* below U+0144: two bytes */
+            fputc((int)(0xC0 | (c >> 6)), f);
+            fputc((int)(0x80 | (c & 0x3F)), f);
+        }
+    }
+}
+
+static gpt2_status put_vocab(FILE *f, void *user, gpt2_error *err) {
+    const tok_file_src *src = user;
+    int first = 1;
+    fputc('{', f);
+    for (int32_t id = 0; id < src->n_vocab; id++) {
+        size_t n;
+        const char *s = src->token(src->user, id, &n);
+        if (!s) continue;
+        fputs(first ? "\"" : ",\"", f);
+        put_alphabet(f, s, n, 1); /* "<|endoftext|>" too: all its bytes stand for themselves */
+        fprintf(f, "\":%d", (int)id);
+        first = 0;
+    }
+    fputs("}\n", f);
+    return GPT2_OK;
+}
+
+static gpt2_status put_merges(FILE *f, void *user, gpt2_error *err) {
+    const tok_file_src *src = user;
+    fputs("#version: 0.2\n", f);
+    for (int i = 0; i < src->n_merges; i++) {
+        int32_t l, r;
+        size_t ln, rn;
+        src->merge(src->user, i, &l, &r);
+        const char *ls = src->token(src->user, l, &ln), *rs = src->token(src->user, r, &rn);
+        put_alphabet(f, ls, ln, 0);
+        fputc(' ', f);
+        put_alphabet(f, rs, rn, 0);
+        fputc('\n', f);
+    }
+    return GPT2_OK;
+}
+
+gpt2_status tok_save_files(const tok_file_src *src, const char *dir, gpt2_error *err) {
+    char path[4096];
+    gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "merges.txt", err);
+    if (!st) st = gpt2_fileio_write_atomic(path, put_merges, (void *)src, err);
+    if (!st) st = gpt2_fileio_join(path, sizeof path, dir, "vocab.json", err);
+    if (!st) st = gpt2_fileio_write_atomic(path, put_vocab, (void *)src, err);
+    return st;
+}
+
+/* A loaded tokenizer as tok_file_src: its tokens, and its merges in rank order. */
+typedef struct {
+    const gpt2_tokenizer *t;
+    pair_slot *by_rank; /* (n_merges) */
+} tok_saver;
+
+static const char *saver_token(const void *user, int32_t id, size_t *len) {
+    return gpt2_tokenizer_token_bytes(((const tok_saver *)user)->t, id, len);
+}
+
+static void saver_merge(const void *user, int rank, int32_t *l, int32_t *r) {
+    const pair_slot *p = &((const tok_saver *)user)->by_rank[rank];
+    *l = (int32_t)(p->key >> 32);
+    *r = (int32_t)(uint32_t)p->key;
+}
+
+static int by_rank(const void *a, const void *b) {
+    const pair_slot *x = a, *y = b;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+gpt2_status tok_save(const gpt2_tokenizer *t, const char *dir, gpt2_error *err) {
+    tok_saver sv = {t, NULL};
+    size_t n = 0;
+    if (t->pairs) {
+        if (!(sv.by_rank = malloc(((size_t)t->pairs_mask + 1) * sizeof *sv.by_rank)))
+            return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+        for (uint32_t i = 0; i <= t->pairs_mask; i++)
+            if (t->pairs[i].key != PAIR_EMPTY) sv.by_rank[n++] = t->pairs[i];
+        qsort(sv.by_rank, n, sizeof *sv.by_rank, by_rank);
+    }
+    tok_file_src src = {t->n_vocab, (int)n, saver_token, saver_merge, &sv};
+    gpt2_status st = tok_save_files(&src, dir, err);
+    free(sv.by_rank);
+    return st;
 }

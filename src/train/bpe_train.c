@@ -30,6 +30,7 @@
 #include "core/byte_alphabet.h"
 #include "core/error.h"
 #include "gpt2_fileio.h"
+#include "core/tokenizer_internal.h"
 #include "core/pretokenize.h"
 
 static const char EOT_TEXT[] = "<|endoftext|>";
@@ -611,45 +612,6 @@ int gpt2_bpe_vocab_merge(const gpt2_bpe_vocab *v, int i, gpt2_bpe_merge *m) {
 
 /* ---- saving ------------------------------------------------------------------------------ */
 
-/* Writes a token in GPT-2's alphabet (UTF-8), escaped for a JSON string when json is set:
- * the alphabet has no control characters, so only '"' and '\\' need it. */
-static void put_alphabet(FILE *f, const char *s, size_t n, int json) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = byte_to_char((unsigned char)s[i]);
-        if (json && (c == '"' || c == '\\')) fputc('\\', f);
-        if (c < 0x80) {
-            fputc((int)c, f);
-        } else { /* below U+0144: two bytes */
-            fputc((int)(0xC0 | (c >> 6)), f);
-            fputc((int)(0x80 | (c & 0x3F)), f);
-        }
-    }
-}
-
-static void write_vocab(FILE *f, const gpt2_bpe_vocab *v) {
-    fputc('{', f);
-    for (int32_t id = 0; id < v->stats.n_vocab; id++) {
-        size_t n;
-        const char *s = gpt2_bpe_vocab_token(v, id, &n);
-        fputs(id ? ",\"" : "\"", f);
-        put_alphabet(f, s, n, 1); /* "<|endoftext|>" too: all its bytes stand for themselves */
-        fprintf(f, "\":%d", (int)id);
-    }
-    fputs("}\n", f);
-}
-
-static void write_merges(FILE *f, const gpt2_bpe_vocab *v) {
-    fputs("#version: 0.2\n", f);
-    for (int i = 0; i < v->stats.n_merges; i++) {
-        gpt2_bpe_merge m;
-        gpt2_bpe_vocab_merge(v, i, &m);
-        put_alphabet(f, m.left, m.left_len, 0);
-        fputc(' ', f);
-        put_alphabet(f, m.right, m.right_len, 0);
-        fputc('\n', f);
-    }
-}
-
 /* mkdir -p dir. */
 static gpt2_status make_dirs(const char *dir, gpt2_error *err) {
     char *path = strdup(dir);
@@ -677,34 +639,23 @@ static gpt2_status make_dirs(const char *dir, gpt2_error *err) {
     return GPT2_OK;
 }
 
-typedef struct {
-    const gpt2_bpe_vocab *v;
-    void (*writer)(FILE *, const gpt2_bpe_vocab *);
-} vocab_writer;
-
-static gpt2_status put_vocab_file(FILE *f, void *user, gpt2_error *err) {
-    const vocab_writer *w = user;
-    w->writer(f, w->v);
-    return GPT2_OK;
+static const char *file_token(const void *user, int32_t id, size_t *len) {
+    return gpt2_bpe_vocab_token(user, id, len);
 }
 
-/* Writes dir/name atomically (gpt2_fileio). */
-static gpt2_status save_file(const gpt2_bpe_vocab *v, const char *dir, const char *name,
-                             void (*writer)(FILE *, const gpt2_bpe_vocab *), gpt2_error *err) {
-    char path[4096];
-    gpt2_status rc = gpt2_fileio_join(path, sizeof path, dir, name, err);
-    if (rc != GPT2_OK) return rc;
-    vocab_writer w = {v, writer};
-    rc = gpt2_fileio_write_atomic(path, put_vocab_file, &w, err);
-    return rc;
+static void file_merge(const void *user, int rank, int32_t *left, int32_t *right) {
+    gpt2_bpe_merge m = {0};
+    gpt2_bpe_vocab_merge(user, rank, &m);
+    *left = m.left_id;
+    *right = m.right_id;
 }
 
 gpt2_status gpt2_bpe_vocab_save(const gpt2_bpe_vocab *v, const char *dir, gpt2_error *err) {
     if (!v || !dir) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_bpe_vocab_save: NULL argument");
     if (!*dir) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_bpe_vocab_save: empty directory name");
     gpt2_status rc = make_dirs(dir, err);
-    if (rc == GPT2_OK) rc = save_file(v, dir, "merges.txt", write_merges, err);
-    if (rc == GPT2_OK) rc = save_file(v, dir, "vocab.json", write_vocab, err);
+    tok_file_src src = {v->stats.n_vocab, v->stats.n_merges, file_token, file_merge, v};
+    if (rc == GPT2_OK) rc = tok_save_files(&src, dir, err);
     if (rc == GPT2_OK) gpt2_error_clear(err);
     return rc;
 }

@@ -109,6 +109,8 @@ def load_config(model_dir):
         "n_positions": int(cfg["n_positions"]),
         "vocab_size": int(cfg["vocab_size"]),
         "eps": float(cfg.get("layer_norm_epsilon", 1e-5)),
+        # "gelu" is the exact erf form (nanoGPT's nn.GELU()); the rest the tanh one
+        "gelu_erf": cfg.get("activation_function", "gelu_new") == "gelu",
     }
 
 
@@ -166,6 +168,14 @@ def gelu(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+_erf = np.vectorize(math.erf)
+
+
+def gelu_erf(x):
+    """The exact form, x * Phi(x) (PyTorch's nn.GELU(), HF's "gelu")."""
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
 def softmax(x):
     e = np.exp(x - np.max(x, axis=-1, keepdims=True))  # exp(-inf) == 0 exactly
     return e / np.sum(e, axis=-1, keepdims=True)
@@ -204,9 +214,9 @@ def attention(x, c_attn, c_proj, n_head, ablate=()):
     return linear(out, **c_proj), probs
 
 
-def mlp(x, c_fc, c_proj):
+def mlp(x, c_fc, c_proj, erf=False):
     """x: (T, C) -> (T, C)."""
-    return linear(gelu(linear(x, **c_fc)), **c_proj)
+    return linear((gelu_erf if erf else gelu)(linear(x, **c_fc)), **c_proj)
 
 
 def forward(hp, params, ids, ablate=()):
@@ -229,7 +239,7 @@ def forward(hp, params, ids, ablate=()):
         off = [h for (bl, h) in ablate if bl == l]
         a, probs = attention(layer_norm(x, **blk["ln_1"], eps=eps), **blk["attn"], n_head=H, ablate=off)
         x = x + a
-        x = x + mlp(layer_norm(x, **blk["ln_2"], eps=eps), **blk["mlp"])
+        x = x + mlp(layer_norm(x, **blk["ln_2"], eps=eps), **blk["mlp"], erf=hp.get("gelu_erf", False))
         attn_all.append(probs)
         resid_all.append(x)
     x = layer_norm(x, **params["ln_f"], eps=eps)
@@ -297,6 +307,8 @@ def forward_loops(hp, params, ids):
                          for i in range(C)])
 
     def gelu1(z):
+        if hp.get("gelu_erf", False):
+            return 0.5 * z * (1 + math.erf(z / math.sqrt(2)))
         return 0.5 * z * (1 + math.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z * z * z)))
 
     kcache = [[] for _ in range(L)]  # kcache[l][t]: (C,)

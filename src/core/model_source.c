@@ -1,0 +1,209 @@
+/* model_source.c — finds a model's weights, tells their format from the bytes,
+ * and hands the binder one shape (model_source.h); the safetensors directory
+ * (config.json + model.safetensors + tokenizer) is read here. */
+#include "model_source.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "gpt2_fileio.h"
+#include "json.h"
+#include "textio.h"
+
+source_format source_sniff(const unsigned char *p, size_t n) {
+    if (n >= 4 && memcmp(p, "GGUF", 4) == 0) return SOURCE_FMT_GGUF;
+    if (n >= 4 && p[0] == 'P' && p[1] == 'K' && ((p[2] == 3 && p[3] == 4) || (p[2] == 5 && p[3] == 6)))
+        return SOURCE_FMT_ZIP;
+    if (n >= 4) {
+        const uint32_t magic = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        if (magic == 20240326) return SOURCE_FMT_LLMC;
+        if (magic == 20240328) return SOURCE_FMT_LLMC_TOKENIZER;
+    }
+    if (n >= 2 && p[0] == 0x80 && p[1] >= 2 && p[1] <= 5) return SOURCE_FMT_PICKLE;
+    if (n >= 10) { /* u64 header length that fits, then the JSON object */
+        uint64_t h = 0;
+        for (int i = 7; i >= 0; i--) h = h << 8 | p[i];
+        if (h >= 2 && h <= n - 8 && p[8] == '{') return SOURCE_FMT_SAFETENSORS;
+    }
+    return SOURCE_FMT_UNKNOWN;
+}
+
+/* --- config.json ---------------------------------------------------------- */
+
+/* config.json's checks, in the order a message should report them. */
+static gpt2_status check_config(const json_src *js, const cJSON *root, model_source *src) {
+    gpt2_config *c = &src->cfg;
+    char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
+    const char *mt = "gpt2", *act = "gelu_new";
+    gpt2_status st = GPT2_OK;
+    if (cJSON_GetObjectItemCaseSensitive(root, "model_type") && (st = json_get_str(js, root, "model_type", &mt)))
+        return st;
+    if (strcmp(mt, "gpt2") != 0) {
+        snprintf(found, sizeof found, "\"%s\"", text_show(mt, strlen(mt), shown));
+        return json_bad(js, "model_type", "\"gpt2\"", found);
+    }
+    /* n_positions, or its older name n_ctx */
+    const char *pos = cJSON_GetObjectItemCaseSensitive(root, "n_positions") || !cJSON_GetObjectItemCaseSensitive(root, "n_ctx")
+                          ? "n_positions" : "n_ctx";
+    if ((st = json_get_int(js, root, "n_layer", 1, 1000, &c->n_layer)) ||
+        (st = json_get_int(js, root, "n_head", 1, 4096, &c->n_head)) ||
+        (st = json_get_int(js, root, "n_embd", 1, 65536, &c->n_embd)) ||
+        (st = json_get_int(js, root, pos, 1, 1 << 20, &c->n_ctx)) ||
+        (st = json_get_int(js, root, "vocab_size", 1, 1 << 24, &c->n_vocab)))
+        return st;
+    if (c->n_embd % c->n_head != 0)
+        return gpt2_fail(js->err, js->code, "%s: n_embd %d is not divisible by n_head %d", js->path, c->n_embd,
+                         c->n_head);
+    src->vocab_rows = c->n_vocab;
+    src->n_inner = 4 * c->n_embd;
+    if (json_has(root, "n_inner") && (st = json_get_int(js, root, "n_inner", 1, 1 << 20, &src->n_inner))) return st;
+    c->ln_eps = 1e-5f;
+    if (cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon") &&
+        (st = json_get_float(js, root, "layer_norm_epsilon", 0, 1, 1, &c->ln_eps)))
+        return st;
+    if (cJSON_GetObjectItemCaseSensitive(root, "activation_function") &&
+        (st = json_get_str(js, root, "activation_function", &act)))
+        return st;
+    if (strcmp(act, "gelu") == 0)
+        src->gelu_erf = 1;
+    else if (strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0) {
+        snprintf(found, sizeof found, "\"%s\"", text_show(act, strlen(act), shown));
+        return json_bad(js, "activation_function", "gelu_new, gelu_pytorch_tanh or gelu", found);
+    }
+    static const char *unsupported[] = {"scale_attn_by_inverse_layer_idx", "add_cross_attention"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, unsupported[i])))
+            return json_bad(js, unsupported[i], "false (true is not supported)", "true");
+    if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "scale_attn_weights")))
+        return json_bad(js, "scale_attn_weights", "true (false is not supported)", "false");
+    return GPT2_OK;
+}
+
+gpt2_status source_parse_config(const char *path, model_source *src, gpt2_error *err) {
+    cJSON *root;
+    gpt2_status st = json_read_file(path, (size_t)64 << 20, GPT2_ERR_CONFIG, "config file", &root, err);
+    if (st != GPT2_OK) return st;
+    json_src js = {path, NULL, GPT2_ERR_CONFIG, err};
+    st = check_config(&js, root, src);
+    cJSON_Delete(root);
+    src->cfg_from = "config.json";
+    return st;
+}
+
+/* --- sources ---------------------------------------------------------------- */
+
+gpt2_status source_fit_vocab(model_source *src, const char *tok_path, gpt2_error *err) {
+    const int tv = gpt2_tokenizer_n_vocab(src->tok);
+    if (tv > src->vocab_rows)
+        return gpt2_fail(err, GPT2_ERR_CONFIG,
+                         "%s: the vocabulary has ids up to %d, but the model has only vocab_size %d rows", tok_path,
+                         tv - 1, src->vocab_rows);
+    src->cfg.n_vocab = tv;
+    if (tv < src->vocab_rows) {
+        size_t n = strlen(src->desc);
+        snprintf(src->desc + n, sizeof src->desc - n, ", vocab padded %d \u2192 %d", src->vocab_rows, tv);
+    }
+    return GPT2_OK;
+}
+
+void source_dir_of(const char *path, char *out, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(out, cap, ".");
+    else if (slash == path) snprintf(out, cap, "/");
+    else snprintf(out, cap, "%.*s", (int)(slash - path), path);
+}
+
+const char *source_base_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* A Hugging Face directory: config.json, the weights (mapped) and the tokenizer beside them. */
+static gpt2_status safetensors_source_open(model_source *src, void *map, size_t size, gpt2_error *err) {
+    char dir[SOURCE_PATH_MAX], path[SOURCE_PATH_MAX];
+    source_dir_of(src->path, dir, sizeof dir);
+    gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "config.json", err);
+    if (st || (st = source_parse_config(path, src, err))) {
+        munmap(map, size);
+        return st;
+    }
+    if ((st = st_open_map(src->path, map, size, &src->st, err))) return st;
+    if ((st = gpt2_tokenizer_load(dir, &src->tok, err))) return st;
+    snprintf(src->desc, sizeof src->desc, "Hugging Face safetensors (%.200s)", source_base_of(src->path));
+    if ((st = gpt2_fileio_join(path, sizeof path, dir, "vocab.json", err))) return st;
+    return source_fit_vocab(src, path, err);
+}
+
+/* The weights file of a directory: the first of these names present. */
+static gpt2_status find_weights(const char *dir, char *out, size_t cap, gpt2_error *err) {
+    static const char *const names[] = {"model.safetensors", "pytorch_model.bin", "ckpt.pt"};
+    struct stat sb;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        gpt2_status st = gpt2_fileio_join(out, cap, dir, names[i], err);
+        if (st) return st;
+        if (lstat(out, &sb) == 0) return GPT2_OK;
+    }
+    /* none: report the Hugging Face name, as the loader always has */
+    return gpt2_fileio_join(out, cap, dir, names[0], err);
+}
+
+gpt2_status source_open(const char *path, model_source *src, source_format *fmt, gpt2_error *err) {
+    memset(src, 0, sizeof *src);
+    *fmt = SOURCE_FMT_UNKNOWN;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a model directory or file: %s", path, strerror(errno));
+    gpt2_status st;
+    int in_dir = S_ISDIR(sb.st_mode);
+    if (in_dir) {
+        if ((st = find_weights(path, src->path, sizeof src->path, err))) return st;
+    } else if (strlen(path) >= sizeof src->path) {
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: path too long", path);
+    } else {
+        snprintf(src->path, sizeof src->path, "%s", path);
+    }
+    void *map;
+    size_t size;
+    if ((st = text_map_file(src->path, &map, &size, err))) return st;
+    *fmt = source_sniff(map, size);
+    switch (*fmt) {
+    case SOURCE_FMT_GGUF:
+        munmap(map, size);
+        return GPT2_OK;
+    case SOURCE_FMT_ZIP: st = torch_source_open(src, map, size, err); break;
+    case SOURCE_FMT_LLMC: st = llmc_source_open(src, map, size, err); break;
+    case SOURCE_FMT_SAFETENSORS: st = safetensors_source_open(src, map, size, err); break;
+    default:
+        /* model.safetensors in a directory is read as one, so that its defects get precise messages */
+        if (in_dir && strcmp(source_base_of(src->path), "model.safetensors") == 0) {
+            st = safetensors_source_open(src, map, size, err);
+            break;
+        }
+        if (map) munmap(map, size);
+        if (*fmt == SOURCE_FMT_LLMC_TOKENIZER)
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: this is llm.c's tokenizer file, not a model (name the "
+                             "model's .bin, e.g. gpt2_124M.bin)", src->path);
+        if (*fmt == SOURCE_FMT_PICKLE)
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: a bare pickle (PyTorch's legacy format before 1.6, or a "
+                             "meta.pkl), not a model file gptscope reads: re-save it with torch.save in PyTorch 1.6 or "
+                             "later (a zip)", src->path);
+        return gpt2_fail(err, GPT2_ERR_FORMAT,
+                         "%s: not a model file gptscope knows: expected safetensors, a PyTorch zip checkpoint "
+                         "(ckpt.pt, pytorch_model.bin), llm.c's .bin or GGUF%s", src->path,
+                         size ? "" : " (the file is empty)");
+    }
+    if (st) source_close(src);
+    return st;
+}
+
+void source_close(model_source *src) {
+    st_close(&src->st);
+    gpt2_tokenizer_free(src->tok);
+    src->tok = NULL;
+}

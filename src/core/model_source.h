@@ -1,0 +1,95 @@
+/* model_source.h — what every model format hands the binder (library-private).
+ *
+ * `-m PATH` may name a directory or a file; source_open finds the weights,
+ * tells the format from the bytes (never the name) and turns it into one
+ * shape, so that model.c binds every format the same way:
+ *
+ *     the config        gpt2_config, n_inner, the GELU form
+ *     named tensors     an st_file over the file's mapping, named as the Hugging
+ *                       Face GPT-2 layout names them (gpt2_model.h), with an
+ *                       optional "transformer." prefix; data never copied here
+ *     how they lie      Conv1D (in, out) as HF stores them, or nn.Linear (out, in)
+ *                       as PyTorch and llm.c do (the binder transposes while it
+ *                       packs: the one copy every load makes); biases present,
+ *                       or absent and meaning zero (nanoGPT's bias=False); the
+ *                       embedding's stored rows, padded past the vocabulary
+ *     a tokenizer       owned by the source until the model takes it
+ *     a description     one line for -v, the chat and messages
+ *
+ * Formats (model_source.c dispatches, each reader in its own file):
+ *     safetensors       a directory with config.json + model.safetensors + tokenizer
+ *     PyTorch zip       nanoGPT's ckpt.pt, HF's pytorch_model.bin (torch_ckpt.c:
+ *                       zip.c + pickle.c)
+ *     llm.c             gpt2_124M.bin / gpt2_124M_bf16.bin (+ gpt2_tokenizer.bin)
+ *     GGUF              magic "GGUF": handed to gguf_model_load (another branch)
+ */
+#ifndef GPT2_CORE_MODEL_SOURCE_H
+#define GPT2_CORE_MODEL_SOURCE_H
+
+#include "gpt2_model.h"
+#include "safetensors.h"
+
+enum { SOURCE_DESC_MAX = 256, SOURCE_PATH_MAX = 4096 };
+
+typedef struct {
+    gpt2_config cfg;          /* n_vocab: the ids the model may produce (the tokenizer's, at most vocab_rows) */
+    int n_inner;              /* F, 4C for GPT-2 */
+    int gelu_erf;             /* 1: exact erf GELU (nanoGPT, HF "gelu"); 0: tanh (gelu_new) */
+    int vocab_rows;           /* rows of wte (and an untied lm_head) stored: >= cfg.n_vocab when padded */
+    int linear_out_in;        /* 1: the blocks' four matrices stored (out, in) (nn.Linear) */
+    int bias_optional;        /* 1: a missing bias (Linear or LayerNorm) is zero */
+    const char *cfg_from;     /* where the shapes come from, for messages: "config.json", "model_args" */
+    st_file st;               /* the tensors, over the weights file's mapping */
+    gpt2_tokenizer *tok;      /* owned; NULL once the model takes it */
+    char path[SOURCE_PATH_MAX]; /* the weights file */
+    char desc[SOURCE_DESC_MAX]; /* "nanoGPT checkpoint (ckpt.pt, iter 5000), bias=False, ..." */
+} model_source;
+
+/* What a file's first bytes say it is. */
+typedef enum {
+    SOURCE_FMT_UNKNOWN = 0,
+    SOURCE_FMT_SAFETENSORS,
+    SOURCE_FMT_ZIP,           /* a PyTorch checkpoint (torch.save since 1.6) */
+    SOURCE_FMT_PICKLE,        /* a bare pickle: PyTorch's legacy format, or meta.pkl */
+    SOURCE_FMT_LLMC,          /* llm.c model, magic 20240326 */
+    SOURCE_FMT_LLMC_TOKENIZER,/* llm.c tokenizer, magic 20240328 */
+    SOURCE_FMT_GGUF
+} source_format;
+
+source_format source_sniff(const unsigned char *p, size_t n);
+
+/* Resolves path (a directory or a file), detects the format and fills src:
+ * config, tensors, tokenizer, description; cfg.n_vocab already reconciled with
+ * the tokenizer. GGUF is reported as *fmt = SOURCE_FMT_GGUF with GPT2_OK and
+ * src->path set, nothing else opened: the caller hands it to gguf_model_load.
+ * On failure nothing stays open. */
+gpt2_status source_open(const char *path, model_source *src, source_format *fmt, gpt2_error *err);
+void source_close(model_source *src);
+
+/* The directory a file lies in ("." for a bare name, "/" at the root), and its last component. */
+void source_dir_of(const char *path, char *out, size_t cap);
+const char *source_base_of(const char *path);
+
+/* llm.c's gpt2_tokenizer.bin (llmc.c). */
+gpt2_status llmc_tokenizer_load(const char *path, gpt2_tokenizer **out, gpt2_error *err);
+
+/* Reads a Hugging Face config.json into src (cfg, n_inner, gelu_erf, vocab_rows). */
+gpt2_status source_parse_config(const char *path, model_source *src, gpt2_error *err);
+
+/* Reconciles the vocabulary: the tokenizer's ids must fit the stored rows;
+ * cfg.n_vocab becomes the tokenizer's count, so padded rows are never
+ * computed or sampled (description amended). tok_path names the tokenizer's
+ * file in messages. */
+gpt2_status source_fit_vocab(model_source *src, const char *tok_path, gpt2_error *err);
+
+/* The format readers, each filling src from the mapping it is given (src owns
+ * map from the call on: closed with the source, unmapped on failure). */
+gpt2_status torch_source_open(model_source *src, void *map, size_t size, gpt2_error *err);
+gpt2_status llmc_source_open(model_source *src, void *map, size_t size, gpt2_error *err);
+
+/* GGUF: fills m (config, weights, tokenizer) from the file at path. Defined by
+ * the GGUF branch; gguf_stub.c refuses until then. */
+struct gpt2_model;
+gpt2_status gguf_model_load(const char *path, struct gpt2_model *m, gpt2_error *err);
+
+#endif

@@ -1,0 +1,244 @@
+/* test_formats.c — every model format against its Hugging Face original and the numpy
+ * reference. tests/ref/make_format_fixtures.py writes each case (PyTorch's pytorch_model.bin
+ * and nanoGPT's ckpt.pt through tests/ref/torch_writer.py, llm.c's .bin and tokenizer)
+ * from the floats of a safetensors model; formats/cases.tsv pairs them. The same floats
+ * must give the same logits, bit for bit, and the reference's within float tolerance;
+ * the tokenizers must encode alike; hostile files (formats/bad/cases.tsv) must fail with
+ * one line naming the file and the defect. */
+#include <math.h>
+
+#include "cli_run.h"
+#include "core/tokenizer_internal.h"
+#include "gpt2.h"
+#include "test_util.h"
+
+#define TOL_LOGIT 2e-4
+
+typedef struct {
+    char name[64], path[1024], original[64];
+} format_case;
+
+typedef struct {
+    char name[64], status[16], path[256], file[64], keyword[200];
+} bad_case;
+
+static float *read_f32(const char *path, size_t n_expected) {
+    size_t len;
+    float *data = read_file(path, &len);
+    if (len != n_expected * sizeof(float)) fail_msg("%s: %zu bytes, expected %zu", path, len, n_expected * sizeof(float));
+    return data;
+}
+
+/* The logits (T, V) after each of the T tokens, one eval per token. */
+static float *all_logits(const gpt2_model *m, const int32_t *ids, size_t T) {
+    const int V = gpt2_model_config(m)->n_vocab;
+    float *out = malloc(T * (size_t)V * sizeof(float));
+    gpt2_context *ctx;
+    assert_int_equal(gpt2_context_new(m, gpt2_context_default_params(), &ctx, NULL), GPT2_OK);
+    for (size_t t = 0; t < T; t++) {
+        assert_int_equal(gpt2_context_eval(ctx, &ids[t], 1, NULL), GPT2_OK);
+        memcpy(out + t * V, gpt2_context_logits(ctx), (size_t)V * sizeof(float));
+    }
+    gpt2_context_free(ctx);
+    return out;
+}
+
+static gpt2_model *load_ok(const char *path) {
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(path, &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    return m;
+}
+
+/* One format case: config, logits (== the original's, and the reference's), tokenizer. */
+static void test_case(void **state) {
+    const format_case *c = *state;
+    gpt2_model *m = load_ok(c->path), *o = load_ok(fixture_path("models/%s", c->original));
+    const gpt2_config *a = gpt2_model_config(m), *b = gpt2_model_config(o);
+    assert_int_equal(a->n_layer, b->n_layer);
+    assert_int_equal(a->n_head, b->n_head);
+    assert_int_equal(a->n_embd, b->n_embd);
+    assert_int_equal(a->n_ctx, b->n_ctx);
+    assert_int_equal(a->n_vocab, b->n_vocab); /* padded rows dropped */
+    assert_true(a->ln_eps == b->ln_eps);
+    char *tok = read_file(fixture_path("ref/%s/tokens.txt", c->original), NULL);
+    size_t T;
+    int32_t *ids = parse_ids(tok, &T);
+    free(tok);
+    const size_t V = (size_t)a->n_vocab;
+    float *ref = read_f32(fixture_path("ref/%s/logits.f32", c->original), T * V);
+    float *got = all_logits(m, ids, T), *want = all_logits(o, ids, T);
+    double max_ref = 0;
+    size_t differ = 0;
+    for (size_t i = 0; i < T * V; i++) {
+        differ += got[i] != want[i];
+        double d = fabs((double)got[i] - ref[i]);
+        if (d > max_ref) max_ref = d;
+    }
+    print_message("%-15s %s: %zu of %zu logits differ from %s; max |logit - reference| %.3g\n", c->name,
+                  gpt2_model_source(m), differ, T * V, c->original, max_ref);
+    assert_int_equal(differ, 0);
+    assert_true(max_ref < TOL_LOGIT);
+    /* the tokenizers agree on a text with words, digits, spaces and (for BPE) non-ASCII */
+    const char *text = strstr(c->name, "char") ? "The keeper's log, 3 March.\n\n  It isn't kind."
+                                                : "The keeper's log, kept in a blue notebook: 3rd of March \xc3\xa9t\xc3\xa9!";
+    int32_t *i1, *i2;
+    size_t n1, n2;
+    gpt2_error err;
+    if (gpt2_tokenizer_encode(gpt2_model_tokenizer(m), text, strlen(text), 0, &i1, &n1, &err)) fail_msg("%s", err.msg);
+    if (gpt2_tokenizer_encode(gpt2_model_tokenizer(o), text, strlen(text), 0, &i2, &n2, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(i1, i2, n1 * sizeof *i1);
+    free(i1), free(i2), free(ids), free(ref), free(got), free(want);
+    gpt2_model_free(m);
+    gpt2_model_free(o);
+}
+
+/* What -v and the chat say about each source. */
+static void test_descriptions(void **state) {
+    (void)state;
+    static const char *const want[][2] = {
+        {"formats/nanogpt/out/ckpt.pt", "nanoGPT checkpoint (ckpt.pt, iter 5000, val loss 1.4697), bias=True, vocab padded 512 \u2192 507"},
+        {"formats/nanogpt-nobias", "nanoGPT checkpoint (ckpt.pt, iter 5000, val loss 1.4697), bias=False, vocab padded 512 \u2192 507"},
+        {"formats/nanogpt-char/out-char/ckpt.pt", "nanoGPT checkpoint (ckpt.pt, iter 5000, val loss 1.4697), bias=True"},
+        {"formats/hf-bin", "Hugging Face PyTorch checkpoint (pytorch_model.bin)"},
+        {"formats/llmc/gpt2_tiny_bf16.bin", "llm.c model (gpt2_tiny_bf16.bin, BF16, version 5), vocab padded 512 \u2192 507"},
+        {"models/tiny-f32", "Hugging Face safetensors (model.safetensors)"},
+        {"models/tiny-f32/model.safetensors", "Hugging Face safetensors (model.safetensors)"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        gpt2_model *m = load_ok(fixture_path("%s", want[i][0]));
+        assert_string_equal(gpt2_model_source(m), want[i][1]);
+        gpt2_model_free(m);
+    }
+}
+
+/* llm.c's tokenizer holds no merges: recovered from GPT-2's id order they must be
+ * GPT-2's merges.txt exactly (the tokenizer written back is OpenAI's vocab.bpe byte
+ * for byte), and encode alike. */
+static void test_gpt2_merges_recovered(void **state) {
+    (void)state;
+    const char *dir = test_env("GPT2_TOKENIZER_DIR");
+    gpt2_tokenizer *g, *r;
+    gpt2_error err;
+    if (gpt2_tokenizer_load(dir, &g, &err)) fail_msg("%s", err.msg);
+    const int n = gpt2_tokenizer_n_vocab(g);
+    const char **tok = malloc((size_t)n * sizeof *tok);
+    size_t *len = malloc((size_t)n * sizeof *len);
+    for (int i = 0; i < n; i++) tok[i] = gpt2_tokenizer_token_bytes(g, i, &len[i]);
+    if (tok_from_tokens(tok, len, n, gpt2_tokenizer_eot(g), 0, "gpt2 ids", &r, &err)) fail_msg("%s", err.msg);
+    char out[] = "/tmp/gptscope-merges-XXXXXX", path[4200];
+    assert_non_null(mkdtemp(out));
+    if (tok_save(r, out, &err)) fail_msg("%s", err.msg);
+    size_t la, lb;
+    snprintf(path, sizeof path, "%s/merges.txt", out);
+    char bpe[4200];
+    snprintf(bpe, sizeof bpe, "%s/vocab.bpe", dir);
+    char *a = read_file(path, &la), *b = read_file(bpe, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/vocab.json", out);
+    unlink(path);
+    rmdir(out);
+    const char *text = "Hello world, it's 2024! Ünïcödé text\n\n   spaces\tand tabs 12345";
+    int32_t *i1, *i2;
+    size_t n1, n2;
+    assert_int_equal(gpt2_tokenizer_encode(g, text, strlen(text), 0, &i1, &n1, NULL), GPT2_OK);
+    assert_int_equal(gpt2_tokenizer_encode(r, text, strlen(text), 0, &i2, &n2, NULL), GPT2_OK);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(i1, i2, n1 * sizeof *i1);
+    print_message("%d ids: merges recovered from the id order = vocab.bpe (%zu bytes)\n", n, la);
+    free(i1), free(i2), free(a), free(b), free(tok), free(len);
+    gpt2_tokenizer_free(g);
+    gpt2_tokenizer_free(r);
+}
+
+static gpt2_status status_from_name(const char *s) {
+    static const struct { const char *name; gpt2_status st; } t[] = {
+        {"io", GPT2_ERR_IO}, {"format", GPT2_ERR_FORMAT}, {"config", GPT2_ERR_CONFIG}, {"tokenizer", GPT2_ERR_TOKENIZER}};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (!strcmp(s, t[i].name)) return t[i].st;
+    fail_msg("cases.tsv: unknown status '%s'", s);
+    return GPT2_OK;
+}
+
+/* Each "a && b" keyword must be in msg. */
+static void want_keywords(const char *name, const char *msg, const char *keyword) {
+    char keys[256];
+    snprintf(keys, sizeof keys, "%s", keyword);
+    for (char *k = keys, *next; k; k = next) {
+        if ((next = strstr(k, " && "))) *next = '\0', next += 4;
+        if (!strstr(msg, k)) fail_msg("%s: message lacks '%s': %s", name, k, msg);
+    }
+}
+
+/* A hostile file: the library refuses it with the status and a one-line message
+ * naming the file and the defect; gptscope prints that line and exits 1 (under
+ * the sanitizers in make check: no report). */
+static void test_bad(void **state) {
+    const bad_case *c = *state;
+    gpt2_model *m = (gpt2_model *)0x1;
+    gpt2_error err;
+    const char *path = fixture_path("formats/bad/%s", c->path);
+    gpt2_status st = gpt2_model_load(path, &m, &err);
+    print_message("%-20s -> %s\n", c->name, err.msg);
+    assert_null(m);
+    if (st != status_from_name(c->status))
+        fail_msg("%s: status '%s', expected '%s' (%s)", c->name, gpt2_status_name(st), c->status, err.msg);
+    if (!strstr(err.msg, c->file)) fail_msg("%s: message does not name %s: %s", c->name, c->file, err.msg);
+    want_keywords(c->name, err.msg, c->keyword);
+    for (const char *ch = err.msg; *ch; ch++)
+        if ((unsigned char)*ch < 0x20 || *ch == 0x7f) fail_msg("%s: control byte 0x%02x in message", c->name, *ch);
+    run_result r = run(NULL, "topk -m %s -p x", sq(path));
+    assert_int_equal(r.status, 1);
+    const char *nl = strchr(r.err, '\n');
+    if (!nl || nl[1] || strncmp(r.err, "gptscope: ", 10)) fail_msg("%s: not one line on stderr: %s", c->name, r.err);
+    want_keywords(c->name, r.err, c->keyword);
+    assert_string_equal(r.out, "");
+    run_free(&r);
+}
+
+static int read_bad(const char *tsv_path, bad_case *cases, int max) {
+    char *tsv = read_file(tsv_path, NULL);
+    int n = 0;
+    for (char *line = strtok(tsv, "\n"); line && n < max; line = strtok(NULL, "\n")) {
+        bad_case *c = &cases[n];
+        if (sscanf(line, "%63[^\t]\t%15[^\t]\t%255[^\t]\t%63[^\t]\t%199[^\n]", c->name, c->status, c->path, c->file,
+                   c->keyword) == 5)
+            n++;
+    }
+    free(tsv);
+    return n;
+}
+
+static int read_cases(const char *tsv_path, format_case *cases, int max) {
+    char *tsv = read_file(tsv_path, NULL);
+    int n = 0;
+    for (char *line = strtok(tsv, "\n"); line && n < max; line = strtok(NULL, "\n"))
+        if (sscanf(line, "%63[^\t]\t%1023[^\t]\t%63[^\n]", cases[n].name, cases[n].path, cases[n].original) == 3) n++;
+    free(tsv);
+    return n;
+}
+
+int main(void) {
+    static format_case cases[32];
+    static bad_case bad[96];
+    static struct CMUnitTest tests[160];
+    const int n = read_cases(fixture_path("formats/cases.tsv"), cases, 32);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        char rel[1100];
+        snprintf(rel, sizeof rel, "%s", cases[i].path);
+        /* cases.tsv holds paths under the fixture directory it was written to */
+        const char *at = strstr(rel, "/formats/");
+        snprintf(cases[i].path, sizeof cases[i].path, "%s", fixture_path("%s", at ? at + 1 : rel));
+        tests[k++] = (struct CMUnitTest){.name = cases[i].name, .test_func = test_case, .initial_state = &cases[i]};
+    }
+    const int nb = read_bad(fixture_path("formats/bad/cases.tsv"), bad, 96);
+    for (int i = 0; i < nb; i++)
+        tests[k++] = (struct CMUnitTest){.name = bad[i].name, .test_func = test_bad, .initial_state = &bad[i]};
+    tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_descriptions);
+    tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_gpt2_merges_recovered);
+    return _cmocka_run_group_tests("test_formats", tests, (size_t)k, NULL, NULL);
+}
