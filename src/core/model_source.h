@@ -66,6 +66,9 @@ source_format source_sniff(const unsigned char *p, size_t n);
 gpt2_status source_open(const char *path, model_source *src, source_format *fmt, gpt2_error *err);
 void source_close(model_source *src);
 
+/* Whether a directory holds a weights file source_open would take. */
+int source_has_weights(const char *dir);
+
 /* The directory a file lies in ("." for a bare name, "/" at the root), and its last component. */
 void source_dir_of(const char *path, char *out, size_t cap);
 const char *source_base_of(const char *path);
