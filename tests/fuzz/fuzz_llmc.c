@@ -10,13 +10,13 @@
  */
 #include "fuzz_model.h"
 
-static char *g_root, g_path[2][700], g_dir[2][300];
+static char g_path[2][700], g_dir[2][300];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
     char sup[512];
     snprintf(sup, sizeof sup, "%s/formats/fuzz/support", fuzz_fixtures());
-    char *root = g_root = fuzz_tmpdir("llmc");
+    char *root = fuzz_tmpdir("llmc"); /* fuzz_common.h keeps its own copy to remove at exit */
     for (int i = 0; i < 2; i++) {
         snprintf(g_dir[i], sizeof g_dir[i], "%s/%d", root, i);
         if (mkdir(g_dir[i], 0700) != 0) FUZZ_DIE("mkdir %s", g_dir[i]);
@@ -24,6 +24,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     }
     fuzz_copy(sup, "gpt2_tokenizer.bin", g_dir[0], NULL);
     fuzz_copy(sup, "mini.bin", g_dir[1], "gpt2.bin");
+    free(root);
     return 0;
 }
 
