@@ -83,7 +83,8 @@ gpt2_status gpt2_chat_template_load(const char *path, gpt2_chat_template **out, 
 
 /* The template a model directory asks for: dir/chat_template.json when that
  * file exists (its errors are returned, not skipped), else a copy of
- * "transcript". Free with gpt2_chat_template_free. */
+ * "transcript". A model file (ckpt.pt, gpt2_124M.bin) asks through its
+ * directory. Free with gpt2_chat_template_free. */
 gpt2_status gpt2_chat_template_for_model(const char *model_dir, gpt2_chat_template **out, gpt2_error *err);
 
 /* Frees a template from copy, load or for_model; NULL is allowed. */

@@ -73,6 +73,10 @@ gpt2_status gpt2_fileio_write_bytes(const char *path, const void *data, size_t l
  * never cut short (a cut path names another file). */
 gpt2_status gpt2_fileio_join(char *out, size_t cap, const char *dir, const char *name, gpt2_error *err);
 
+/* mkdir -p: dir and every missing parent (0777 less the umask). GPT2_ERR_IO
+ * naming the part that could not be made, or dir when it is not a directory. */
+gpt2_status gpt2_fileio_mkdirs(const char *dir, gpt2_error *err);
+
 /* Opens path for appending (see above); *out is a stdio stream to fclose. */
 gpt2_status gpt2_fileio_open_append(const char *path, FILE **out, gpt2_error *err);
 

@@ -1,6 +1,23 @@
-/* gpt2_model.h — an immutable GPT-2 model: config, memory-mapped weights, tokenizer.
+/* gpt2_model.h — an immutable GPT-2 model: config, weights, tokenizer.
  *
- * A model is a directory in the Hugging Face GPT-2 layout:
+ * Model sources: gpt2_model_load takes a directory or a file and tells the
+ * format from the file's bytes, not its name:
+ *     Hugging Face     a directory with config.json + model.safetensors (below),
+ *                      or + pytorch_model.bin (PyTorch zip, same names and layout);
+ *                      a .safetensors file names its directory
+ *     nanoGPT          ckpt.pt (or its directory): model_args give the config,
+ *                      nn.Linear weights (out, in), exact GELU, bias=False means
+ *                      no biases, the vocabulary padded (50304): only the
+ *                      tokenizer's ids are computed and sampled; tokenizer:
+ *                      meta.pkl beside it or at ../data/DATASET/meta.pkl
+ *                      (character-level), else vocab.json + merges.txt beside it
+ *     llm.c            gpt2_124M.bin / gpt2_124M_bf16.bin (versions 3 and 5),
+ *                      with gpt2_tokenizer.bin (or vocab.json + merges.txt) beside
+ *     GGUF             handed to the GGUF reader (not in every build)
+ * Pickles are read by a restricted reader that never runs code, and every
+ * offset, size and shape of every format is checked before use.
+ *
+ * A Hugging Face model directory:
  *     config.json        n_layer, n_head, n_embd, n_positions (or n_ctx), vocab_size,
  *                        layer_norm_epsilon
  *     model.safetensors  F32, F16 or BF16 tensors named wte.weight, wpe.weight,
@@ -53,8 +70,24 @@ typedef enum { GPT2_DTYPE_F32 = 0, GPT2_DTYPE_F16, GPT2_DTYPE_BF16, GPT2_DTYPE_Q
 
 typedef struct gpt2_model gpt2_model;
 
-/* Loads config.json, model.safetensors and the tokenizer from dir. */
-gpt2_status gpt2_model_load(const char *dir, gpt2_model **out, gpt2_error *err);
+/* Loads a model from path: a directory or a file, its format told by its
+ * bytes (see "Model sources" above). */
+gpt2_status gpt2_model_load(const char *path, gpt2_model **out, gpt2_error *err);
+
+/* The tokenizer gpt2_model_load would give the model at path, without its
+ * weights: for a directory without a weights file, its vocab.json +
+ * merges.txt (gpt2_tokenizer_load). */
+gpt2_status gpt2_model_load_tokenizer(const char *path, gpt2_tokenizer **out, gpt2_error *err);
+
+/* Writes m as a Hugging Face GPT-2 directory, creating it (and its parents)
+ * if need be: config.json, model.safetensors (every tensor in dtype: F32, F16
+ * or BF16, rounded to nearest even; names without a prefix, Conv1D matrices
+ * (in, out), biases a source left out written as zeros, an untied
+ * lm_head.weight), vocab.json + merges.txt in GPT-2's format (a
+ * character-level vocabulary with no merges). Each file is replaced
+ * atomically (gpt2_fileio). Loading the directory gives the same model: the
+ * same floats when dtype is the model's own. Not for a Q8 model. */
+gpt2_status gpt2_model_save(const gpt2_model *m, const char *dir, gpt2_dtype dtype, gpt2_error *err);
 
 /* Builds a model with random weights (normal, std 0.02 like GPT-2's init) in
  * memory, with no tokenizer: for benchmarks and tests. GPT2_DTYPE_Q8 draws

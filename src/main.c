@@ -28,6 +28,7 @@ static const struct {
     {"bench", cmd_bench, "speed, latency and memory, against this machine's bandwidth"},
     {"train", cmd_train, "train a GPT-2-architecture model on a text file"},
     {"train-tokenizer", cmd_train_tokenizer, "learn a byte-level BPE vocabulary from a text file"},
+    {"convert", cmd_convert, "write any model gptscope reads as a Hugging Face directory"},
 };
 
 static void usage(FILE *out) {
@@ -36,8 +37,9 @@ static void usage(FILE *out) {
             GPTSCOPE_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
-    fputs("\nEvery command takes -m DIR, a model directory in the Hugging Face GPT-2 layout;\n"
-          "without it, $GPTSCOPE_MODEL or the bundled models/shakespeare is used.\n"
+    fputs("\nEvery command takes -m PATH: a model directory in the Hugging Face GPT-2 layout,\n"
+          "pytorch_model.bin, nanoGPT's ckpt.pt or llm.c's .bin (the format is read from\n"
+          "the file); without it, $GPTSCOPE_MODEL or the bundled models/shakespeare is used.\n"
 #ifdef GPTSCOPE_HAVE_CHAT
           "Options without a command (gptscope -m DIR ...) open the chat with them.\n"
 #endif

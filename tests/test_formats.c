@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "cli_run.h"
+#include "core/safetensors.h"
 #include "core/tokenizer_internal.h"
 #include "gpt2.h"
 #include "test_util.h"
@@ -221,6 +222,127 @@ static int read_cases(const char *tsv_path, format_case *cases, int max) {
     return n;
 }
 
+/* A scratch directory, removed with its files by rm_dir. */
+static char *tmp_dir(void) {
+    static char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/gptscope-convert-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return dir;
+}
+
+static void rm_dir(const char *dir) {
+    static const char *const files[] = {"config.json", "model.safetensors", "vocab.json", "merges.txt"};
+    char path[4200];
+    for (int i = 0; i < 4; i++) snprintf(path, sizeof path, "%s/%s", dir, files[i]), unlink(path);
+    rmdir(dir);
+}
+
+/* convert of each format case: the directory loads to the same model, logits
+ * bit for bit (in the case's own dtype), and converting that again writes the
+ * same bytes. */
+static void test_convert_cases(void **state) {
+    (void)state;
+    static format_case cases[32];
+    const int n = read_cases(fixture_path("formats/cases.tsv"), cases, 32);
+    for (int i = 0; i < n; i++) {
+        const char *at = strstr(cases[i].path, "/formats/");
+        gpt2_model *m = load_ok(fixture_path("%s", at + 1));
+        char a[64], b[64];
+        snprintf(a, sizeof a, "%s", tmp_dir());
+        snprintf(b, sizeof b, "%s", tmp_dir());
+        gpt2_error err;
+        if (gpt2_model_save(m, a, gpt2_model_dtype(m), &err)) fail_msg("%s", err.msg);
+        gpt2_model *c = load_ok(a);
+        if (gpt2_model_save(c, b, gpt2_model_dtype(c), &err)) fail_msg("%s", err.msg);
+        char *tok = read_file(fixture_path("ref/%s/tokens.txt", cases[i].original), NULL);
+        size_t T;
+        int32_t *ids = parse_ids(tok, &T);
+        const size_t V = (size_t)gpt2_model_config(m)->n_vocab;
+        float *x = all_logits(m, ids, T), *y = all_logits(c, ids, T);
+        size_t differ = 0;
+        for (size_t k = 0; k < T * V; k++) differ += x[k] != y[k];
+        static const char *const files[] = {"config.json", "model.safetensors", "vocab.json", "merges.txt"};
+        for (int f = 0; f < 4; f++) {
+            char pa[4200], pb[4200];
+            size_t la, lb;
+            snprintf(pa, sizeof pa, "%s/%s", a, files[f]);
+            snprintf(pb, sizeof pb, "%s/%s", b, files[f]);
+            char *da = read_file(pa, &la), *db = read_file(pb, &lb);
+            if (f == 0) { /* the second names the first as its source */
+                char *s1 = strstr(da, "gptscope_converted_from"), *s2 = strstr(db, "gptscope_converted_from");
+                assert_non_null(s1), assert_non_null(s2);
+                la = (size_t)(s1 - da), lb = (size_t)(s2 - db);
+            }
+            if (la != lb || memcmp(da, db, la)) fail_msg("%s: converting the conversion changed %s", cases[i].name, files[f]);
+            free(da), free(db);
+        }
+        print_message("%-15s -> %s: %zu of %zu logits differ; converted twice: the same files\n", cases[i].name, a, differ,
+                      T * V);
+        assert_int_equal(differ, 0);
+        free(tok), free(ids), free(x), free(y);
+        gpt2_model_free(m);
+        gpt2_model_free(c);
+        rm_dir(a);
+        rm_dir(b);
+    }
+}
+
+/* convert of a safetensors model in its own dtype: every tensor (buffers aside)
+ * byte for byte the original's, names without the prefix. */
+static void test_convert_bit_identical(void **state) {
+    (void)state;
+    static const char *const models[] = {"tiny-f32", "tiny-f16", "tiny-bf16", "tiny-prefix-lmhead"};
+    for (int i = 0; i < 4; i++) {
+        const char *dir = tmp_dir();
+        run_result r = run(NULL, "convert %s %s", sq(fixture_path("models/%s", models[i])), dir);
+        if (r.status) fail_msg("convert %s: %s", models[i], r.err);
+        assert_non_null(strstr(r.out, "model.safetensors"));
+        run_free(&r);
+        st_file a, b;
+        gpt2_error err;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        if (st_open(fixture_path("models/%s/model.safetensors", models[i]), &a, &err)) fail_msg("%s", err.msg);
+        if (st_open(path, &b, &err)) fail_msg("%s", err.msg);
+        int compared = 0;
+        for (int k = 0; k < a.n_tensors; k++) {
+            const st_tensor *t = &a.tensors[k];
+            const char *name = strncmp(t->name, "transformer.", 12) ? t->name : t->name + 12;
+            if (strstr(name, "attn.bias") && !strstr(name, "c_attn") && t->n_dims != 1) continue; /* the mask */
+            if (strstr(name, "masked_bias")) continue;
+            const st_tensor *u = st_find(&b, name);
+            if (!u) fail_msg("%s: %s missing from the conversion", models[i], name);
+            assert_string_equal(t->dtype, u->dtype);
+            assert_int_equal(t->n_dims, u->n_dims);
+            assert_int_equal(t->n_bytes, u->n_bytes);
+            if (memcmp(t->data, u->data, t->n_bytes)) fail_msg("%s: %s differs", models[i], name);
+            compared++;
+        }
+        print_message("%-18s: %d tensors bit-identical after convert\n", models[i], compared);
+        assert_int_equal(compared, b.n_tensors);
+        st_close(&a);
+        st_close(&b);
+        rm_dir(dir);
+    }
+}
+
+/* convert's usage: two paths, a known dtype. */
+static void test_convert_usage(void **state) {
+    (void)state;
+    run_result r = run(NULL, "convert %s", sq(fixture_path("models/tiny-f32")));
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "convert needs OUT_DIR"));
+    run_free(&r);
+    r = run(NULL, "convert %s /tmp/x --dtype q8", sq(fixture_path("models/tiny-f32")));
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "expected f32, f16 or bf16"));
+    run_free(&r);
+    r = run(NULL, "convert %s /dev/null/sub", sq(fixture_path("models/tiny-f32")));
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "/dev/null"));
+    run_free(&r);
+}
+
 int main(void) {
     static format_case cases[32];
     static bad_case bad[96];
@@ -240,5 +362,8 @@ int main(void) {
         tests[k++] = (struct CMUnitTest){.name = bad[i].name, .test_func = test_bad, .initial_state = &bad[i]};
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_descriptions);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_gpt2_merges_recovered);
+    tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_convert_cases);
+    tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_convert_bit_identical);
+    tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_convert_usage);
     return _cmocka_run_group_tests("test_formats", tests, (size_t)k, NULL, NULL);
 }

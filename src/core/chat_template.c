@@ -240,10 +240,16 @@ gpt2_status gpt2_chat_template_load(const char *path, gpt2_chat_template **out, 
 
 gpt2_status gpt2_chat_template_for_model(const char *model_dir, gpt2_chat_template **out, gpt2_error *err) {
     *out = NULL;
-    char path[4096];
+    char path[4096], dir[4096];
+    struct stat sb;
+    if (stat(model_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* a weights file (ckpt.pt): its directory */
+        const char *slash = strrchr(model_dir, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - model_dir) + (slash == model_dir) : 1,
+                 slash ? model_dir : ".");
+        model_dir = dir;
+    }
     gpt2_status st = gpt2_fileio_join(path, sizeof path, model_dir, "chat_template.json", err);
     if (st != GPT2_OK) return st;
-    struct stat sb;
     if (stat(path, &sb) != 0 && errno == ENOENT)
         return gpt2_chat_template_copy(gpt2_chat_template_builtin("transcript"), out, err);
     return gpt2_chat_template_load(path, out, err);

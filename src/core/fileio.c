@@ -277,3 +277,28 @@ gpt2_status gpt2_fileio_join(char *out, size_t cap, const char *dir, const char 
     return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s/%s: path too long (%d bytes, the limit is %zu)", dir, name, n,
                      cap - 1);
 }
+
+gpt2_status gpt2_fileio_mkdirs(const char *dir, gpt2_error *err) {
+    if (!dir || !*dir) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "mkdirs: empty directory name");
+    char *path = strdup(dir);
+    if (!path) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    gpt2_status rc = GPT2_OK;
+    for (char *s = path + 1;; s++) {
+        if (*s != '/' && *s != '\0') continue;
+        char c = *s;
+        *s = '\0';
+        struct stat sb;
+        if (stat(path, &sb) != 0 && mkdir(path, 0777) != 0 && errno != EEXIST) {
+            rc = gpt2_fail(err, GPT2_ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
+            break;
+        }
+        *s = c;
+        if (c == '\0') break;
+    }
+    free(path);
+    if (rc != GPT2_OK) return rc;
+    struct stat sb;
+    if (stat(dir, &sb) != 0) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return gpt2_fail(err, GPT2_ERR_IO, "%s: not a directory", dir);
+    return GPT2_OK;
+}

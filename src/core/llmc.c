@@ -161,17 +161,20 @@ gpt2_status llmc_tokenizer_load(const char *path, gpt2_tokenizer **out, gpt2_err
     return st;
 }
 
-/* vocab.json + merges.txt beside the model if there (exact merges), else gpt2_tokenizer.bin. */
+/* vocab.json + merges.txt (or encoder.json + vocab.bpe) beside the model if there (exact
+ * merges), else gpt2_tokenizer.bin. */
 static gpt2_status llmc_tokenizer(model_source *src, char *tok_path, size_t cap, gpt2_error *err) {
     char dir[SOURCE_PATH_MAX];
     source_dir_of(src->path, dir, sizeof dir);
     struct stat sb;
-    gpt2_status st = gpt2_fileio_join(tok_path, cap, dir, "vocab.json", err);
-    if (!st && stat(tok_path, &sb) == 0) return gpt2_tokenizer_load(dir, &src->tok, err);
+    gpt2_status st = gpt2_fileio_join(tok_path, cap, dir, "encoder.json", err);
+    const int openai = !st && stat(tok_path, &sb) == 0;
+    if (!st && !(st = gpt2_fileio_join(tok_path, cap, dir, "vocab.json", err)) && (openai || stat(tok_path, &sb) == 0))
+        return gpt2_tokenizer_load(dir, &src->tok, err);
     if (!st && !(st = gpt2_fileio_join(tok_path, cap, dir, "gpt2_tokenizer.bin", err)) && stat(tok_path, &sb) == 0)
         return llmc_tokenizer_load(tok_path, &src->tok, err);
     return st ? st : gpt2_fail(err, GPT2_ERR_IO, "%s: no tokenizer beside this llm.c model: expected gpt2_tokenizer.bin "
-                               "(llm.c writes it beside gpt2_124M.bin) or vocab.json + merges.txt in %s", src->path, dir);
+                               "(llm.c writes it beside gpt2_124M.bin) or vocab.json + merges.txt (or encoder.json + vocab.bpe) in %s", src->path, dir);
 }
 
 gpt2_status llmc_source_open(model_source *src, void *map, size_t size, gpt2_error *err) {

@@ -335,6 +335,26 @@ gpt2_status gpt2_model_load(const char *path, gpt2_model **out, gpt2_error *err)
     return GPT2_OK;
 }
 
+gpt2_status gpt2_model_load_tokenizer(const char *path, gpt2_tokenizer **out, gpt2_error *err) {
+    *out = NULL;
+    gpt2_error_clear(err);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && !source_has_weights(path)) return gpt2_tokenizer_load(path, out, err);
+    model_source src;
+    source_format fmt;
+    gpt2_status st = source_open(path, &src, &fmt, err);
+    if (st == GPT2_OK && fmt == SOURCE_FMT_GGUF) {
+        gpt2_model *m = calloc(1, sizeof *m);
+        if (!m) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+        if ((st = gguf_model_load(src.path, m, err)) == GPT2_OK) *out = m->tok, m->tok = NULL;
+        gpt2_model_free(m);
+        return st;
+    }
+    if (st == GPT2_OK) *out = src.tok, src.tok = NULL;
+    source_close(&src);
+    return st;
+}
+
 void gpt2_model_free(gpt2_model *m) {
     if (!m) return;
     huge_free(m->arena, m->arena_bytes);

@@ -153,6 +153,12 @@ static gpt2_status find_weights(const char *dir, char *out, size_t cap, gpt2_err
     return gpt2_fileio_join(out, cap, dir, names[0], err);
 }
 
+int source_has_weights(const char *dir) {
+    char path[SOURCE_PATH_MAX];
+    struct stat sb;
+    return find_weights(dir, path, sizeof path, NULL) == GPT2_OK && lstat(path, &sb) == 0;
+}
+
 gpt2_status source_open(const char *path, model_source *src, source_format *fmt, gpt2_error *err) {
     memset(src, 0, sizeof *src);
     *fmt = SOURCE_FMT_UNKNOWN;

@@ -66,6 +66,9 @@ source_format source_sniff(const unsigned char *p, size_t n);
 gpt2_status source_open(const char *path, model_source *src, source_format *fmt, gpt2_error *err);
 void source_close(model_source *src);
 
+/* Whether a directory holds a weights file source_open would take. */
+int source_has_weights(const char *dir);
+
 /* The directory a file lies in ("." for a bare name, "/" at the root), and its last component. */
 void source_dir_of(const char *path, char *out, size_t cap);
 const char *source_base_of(const char *path);
@@ -87,8 +90,11 @@ gpt2_status source_fit_vocab(model_source *src, const char *tok_path, gpt2_error
 gpt2_status torch_source_open(model_source *src, void *map, size_t size, gpt2_error *err);
 gpt2_status llmc_source_open(model_source *src, void *map, size_t size, gpt2_error *err);
 
-/* GGUF: fills m (config, weights, tokenizer) from the file at path. Defined by
- * the GGUF branch; gguf_stub.c refuses until then. */
+/* GGUF: fills m from the file at path: cfg, n_inner, gelu_erf, the matrices
+ * and vectors (the arena is theirs to lay out), tok, and m->source (malloc'd,
+ * e.g. "GGUF (gpt2.Q4_K_M.gguf, Q4_K)"); m->name is already set, and on
+ * failure gpt2_model_free(m) frees whatever was filled. Defined by the GGUF
+ * branch; gguf_stub.c refuses until then (the merge deletes it). */
 struct gpt2_model;
 gpt2_status gguf_model_load(const char *path, struct gpt2_model *m, gpt2_error *err);
 

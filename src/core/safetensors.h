@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpt2_model.h"
 #include "gpt2_status.h"
 
 enum { ST_MAX_DIMS = 8 };
@@ -49,5 +50,23 @@ void st_release(const st_file *f, const void *p, size_t n);
 
 /* The tensor with that exact name, or NULL. */
 const st_tensor *st_find(const st_file *f, const char *name);
+
+/* --- writing -----------------------------------------------------------------
+ * A tensor to write, given row by row as floats: shape (cols) when n_dims is 1
+ * (rows is then 1), (rows, cols) when 2. */
+typedef struct {
+    const char *name;
+    int n_dims;
+    int64_t rows, cols;
+    void (*row)(const void *user, int64_t r, float *out); /* out: cols floats */
+    const void *user;
+} st_out;
+
+/* Writes a safetensors file atomically (gpt2_fileio): header {"__metadata__":
+ * {"format": "pt"}, then the tensors in order}, padded with spaces to a
+ * multiple of 8 bytes, then the tensors' data back to back in dtype (F32; F16
+ * and BF16 rounded to nearest even), converted a row at a time (memory: one
+ * row, whatever the model's size). */
+gpt2_status st_write(const char *path, const st_out *t, int n, gpt2_dtype dtype, gpt2_error *err);
 
 #endif

@@ -612,33 +612,6 @@ int gpt2_bpe_vocab_merge(const gpt2_bpe_vocab *v, int i, gpt2_bpe_merge *m) {
 
 /* ---- saving ------------------------------------------------------------------------------ */
 
-/* mkdir -p dir. */
-static gpt2_status make_dirs(const char *dir, gpt2_error *err) {
-    char *path = strdup(dir);
-    if (!path) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
-    gpt2_status rc = GPT2_OK;
-    for (char *s = path + 1;; s++) {
-        if (*s != '/' && *s != '\0') continue;
-        char c = *s;
-        *s = '\0';
-        struct stat sb;
-        if (stat(path, &sb) != 0 && mkdir(path, 0777) != 0 && errno != EEXIST) {
-            rc = gpt2_fail(err, GPT2_ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
-            break;
-        }
-        *s = c;
-        if (c == '\0') break;
-    }
-    free(path);
-    if (rc != GPT2_OK) return rc;
-    struct stat sb;
-    if (stat(dir, &sb) != 0)
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode))
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a directory", dir);
-    return GPT2_OK;
-}
-
 static const char *file_token(const void *user, int32_t id, size_t *len) {
     return gpt2_bpe_vocab_token(user, id, len);
 }
@@ -653,7 +626,7 @@ static void file_merge(const void *user, int rank, int32_t *left, int32_t *right
 gpt2_status gpt2_bpe_vocab_save(const gpt2_bpe_vocab *v, const char *dir, gpt2_error *err) {
     if (!v || !dir) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_bpe_vocab_save: NULL argument");
     if (!*dir) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_bpe_vocab_save: empty directory name");
-    gpt2_status rc = make_dirs(dir, err);
+    gpt2_status rc = gpt2_fileio_mkdirs(dir, err);
     tok_file_src src = {v->stats.n_vocab, v->stats.n_merges, file_token, file_merge, v};
     if (rc == GPT2_OK) rc = tok_save_files(&src, dir, err);
     if (rc == GPT2_OK) gpt2_error_clear(err);

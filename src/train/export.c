@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/kernels.h"
+#include "core/safetensors.h"
 #include "gpt2_fileio.h"
 #include "train/train_internal.h"
 
@@ -43,56 +44,37 @@ static int is_conv1d(const gpt2_trainer *tr, int i) {
     return k == QKV_W || k == PROJ_W || k == FC_W || k == FCPROJ_W;
 }
 
-/* Tensor t's entry in the safetensors header: dtype, stored shape, data offsets. */
-static int header_entry(cJSON *h, const gpt2_train_tensor *t, int conv, const char *dname, size_t off, size_t end) {
-    /* stored shape: Conv1D (in, out) = our (cols, rows) */
-    const double shape[2] = {conv ? t->cols : t->rows, conv ? t->rows : t->cols}, offs[2] = {(double)off, (double)end};
-    cJSON *e = cJSON_AddObjectToObject(h, t->name);
-    return e && cJSON_AddStringToObject(e, "dtype", dname) &&
-           cJSON_AddItemToObject(e, "shape", cJSON_CreateDoubleArray(shape, t->cols ? 2 : 1)) &&
-           cJSON_AddItemToObject(e, "data_offsets", cJSON_CreateDoubleArray(offs, 2));
+/* One trainer tensor as stored: a Conv1D weight (in, out) = our (cols, rows). */
+typedef struct {
+    gpt2_train_tensor t;
+    int conv;
+} export_tensor;
+
+static void export_row(const void *user, int64_t r, float *out) {
+    const export_tensor *e = user;
+    const int64_t rows = e->t.rows, cols = e->t.cols;
+    if (!e->conv) {
+        memcpy(out, e->t.param + r * (cols ? cols : rows), (size_t)(cols ? cols : rows) * sizeof *out);
+        return;
+    }
+    for (int64_t c = 0; c < rows; c++) out[c] = e->t.param[c * cols + r]; /* stored row r = our column r */
 }
 
 static gpt2_status write_safetensors(const gpt2_trainer *tr, const char *dir, gpt2_dtype dt, gpt2_error *err) {
-    const size_t es = gpt2_dtype_size(dt);
-    const char *dname = dt == GPT2_DTYPE_F32 ? "F32" : dt == GPT2_DTYPE_F16 ? "F16" : "BF16";
-    unsigned char *data = malloc(tr->n_params * es);
-    cJSON *hdr = cJSON_CreateObject(), *meta = hdr ? cJSON_AddObjectToObject(hdr, "__metadata__") : NULL;
-    int ok = data && meta && cJSON_AddStringToObject(meta, "format", "pt");
-    size_t off = 0;
-    for (int i = 0; ok && i < tr->n_tensors; i++) {
-        gpt2_train_tensor t = gpt2_trainer_tensor(tr, i);
-        const int conv = is_conv1d(tr, i);
-        ok = header_entry(hdr, &t, conv, dname, off, off + t.n * es);
-        for (size_t j = 0; j < t.n; j++) {
-            /* element j of the stored tensor */
-            size_t src = conv ? (j % (size_t)t.rows) * (size_t)t.cols + j / (size_t)t.rows : j;
-            float v = t.param[src];
-            unsigned char *d = data + off + j * es;
-            if (dt == GPT2_DTYPE_F32) memcpy(d, &v, 4);
-            else {
-                uint16_t h = dt == GPT2_DTYPE_F16 ? gpt2_f32_to_f16(v) : gpt2_f32_to_bf16(v);
-                memcpy(d, &h, 2);
-            }
-        }
-        off += t.n * es;
+    char path[4096];
+    gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "model.safetensors", err);
+    export_tensor *e = malloc((size_t)tr->n_tensors * sizeof *e);
+    st_out *o = malloc((size_t)tr->n_tensors * sizeof *o);
+    if (!st && (!e || !o)) st = gpt2_fail(err, GPT2_ERR_NOMEM, "export: out of memory");
+    for (int i = 0; !st && i < tr->n_tensors; i++) {
+        e[i] = (export_tensor){gpt2_trainer_tensor(tr, i), is_conv1d(tr, i)};
+        const int64_t rows = e[i].t.rows, cols = e[i].t.cols;
+        o[i] = (st_out){e[i].t.name, cols ? 2 : 1, cols ? (e[i].conv ? cols : rows) : 1,
+                        cols ? (e[i].conv ? rows : cols) : rows, export_row, &e[i]};
     }
-    char *json = ok ? cJSON_PrintUnformatted(hdr) : NULL;
-    cJSON_Delete(hdr);
-    size_t hlen = json ? strlen(json) : 0;
-    char *header = json ? malloc(8 + hlen + 8) : NULL;
-    if (!header) {
-        cJSON_free(json), free(data);
-        return gpt2_fail(err, GPT2_ERR_NOMEM, "export: out of memory");
-    }
-    memcpy(header + 8, json, hlen);
-    cJSON_free(json);
-    while (hlen % 8) header[8 + hlen++] = ' '; /* data starts 8-byte aligned */
-    uint64_t n = hlen;
-    memcpy(header, &n, 8);
-    gpt2_status st = write_atomic(dir, "model.safetensors", header, 8 + hlen, data, off, err);
-    free(header);
-    free(data);
+    if (!st) st = st_write(path, o, tr->n_tensors, dt, err);
+    free(e);
+    free(o);
     return st;
 }
 

@@ -83,6 +83,7 @@ struct app {
     char draft_name[128];
     const char *model_dir;
     char model_name[128];
+    char model_kind[24];        /* "nanoGPT", "llm.c", "PyTorch": the status bar's tag; "" for safetensors */
     char themes_dir[4096];
     const chat_host *host;
     istore *store;      /* what the inspector shows (the session's hooks fill it) */

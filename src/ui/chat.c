@@ -167,9 +167,15 @@ static int open_app(app *a, const chat_options *o, gpt2_chat_template **tmpl) {
     a->tok = gpt2_model_tokenizer(a->model);
     a->cfg = gpt2_model_config(a->model);
     snprintf(a->model_name, sizeof a->model_name, "%s", gpt2_model_name(a->model));
+    const char *src = gpt2_model_source(a->model);
+    if (strncmp(src, "Hugging Face safetensors", 24) != 0) { /* say how a file of another format was read */
+        const char *kind = !strncmp(src, "Hugging Face", 12) ? "PyTorch" : src;
+        snprintf(a->model_kind, sizeof a->model_kind, "%.*s", (int)strcspn(kind, " "), kind);
+        snprintf(a->msg, sizeof a->msg, "%.100s: %.300s", a->model_name, src);
+    }
     if (load_template(a, o, tmpl) || open_session(a, o, *tmpl) || open_draft(a, o) || open_store(a)) return -1;
-    app_log(a, "start: model %s (%s), template %s, n_ctx %d%s%s", a->model_name,
-            gpt2_dtype_name(gpt2_model_dtype(a->model)), gpt2_session_template(a->s)->name, a->n_ctx,
+    app_log(a, "start: model %s (%s), %s, template %s, n_ctx %d%s%s", a->model_name,
+            gpt2_dtype_name(gpt2_model_dtype(a->model)), src, gpt2_session_template(a->s)->name, a->n_ctx,
             a->draft ? ", draft " : "", a->draft ? a->draft_name : "");
     return 0;
 }

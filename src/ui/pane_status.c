@@ -29,8 +29,8 @@ static void status_draw(pane *p) {
     if (set[0]) snprintf(abl, sizeof abl, " \u2502 ablated %s", set);
     /* the reply's kept tokens (the tokens evaluated for it, draft passes and
        rejected drafts included, are in the --log) */
-    int n = snprintf(buf, sizeof buf, " %s \u2502 ctx %d/%d \u2502 %.*f tok/s \u2502 turn: prefill %d, reply %d%s%s",
-                     a->model_name, n_tok, a->n_ctx, a->last_tps >= 100 ? 0 : 1, a->last_tps, a->turn_prefill,
+    int n = snprintf(buf, sizeof buf, " %s%s%s%s \u2502 ctx %d/%d \u2502 %.*f tok/s \u2502 turn: prefill %d, reply %d%s%s",
+                     a->model_name, a->model_kind[0] ? " [" : "", a->model_kind, a->model_kind[0] ? "]" : "", n_tok, a->n_ctx, a->last_tps >= 100 ? 0 : 1, a->last_tps, a->turn_prefill,
                      a->reply_tokens, draft, abl);
     if (n < 0) return;
     int c = term_put(p->win, 0, 0, buf, strlen(buf), p->w, at);

@@ -9,7 +9,7 @@ tokenizer: small enough to fuzz fast) and OUT/seeds/<harness>/ for each harness.
 Session files and checkpoints are the library's own, written by the seed maker
 (tests/fuzz/seed_maker.c), then varied here. Standard library only.
 """
-import argparse, glob, json, os, random, shutil, struct, subprocess, tempfile
+import argparse, glob, json, os, random, shutil, struct, subprocess, tempfile, zipfile
 
 ORDER = ["wte.weight", "wpe.weight"]
 
@@ -174,6 +174,30 @@ def main():
     if os.path.isfile(os.path.join(tokdir, "Encoder.js")):
         with open(os.path.join(tokdir, "Encoder.js"), "rb") as f:
             write(os.path.join(enc, "encoder-js"), f.read()[:4096])
+
+    # --- PyTorch zips, pickles, llm.c files: make_format_fixtures.py's mini models and hostile files ---
+    formats = os.path.join(a.fixtures, "formats")
+    for kind in ("zip", "pickle", "llmc"):
+        src = os.path.join(formats, "fuzz", "seeds", kind)
+        os.makedirs(os.path.join(seeds, kind), exist_ok=True)
+        for f in sorted(os.listdir(src)):
+            shutil.copy(os.path.join(src, f), os.path.join(seeds, kind, f))
+    with open(os.path.join(formats, "bad", "cases.tsv")) as f:
+        for line in f:
+            name, _, path = line.split("\t")[:3]
+            full = os.path.join(formats, "bad", path)
+            if name.startswith(("zip_", "t_", "ng_", "pkl_")):
+                shutil.copy(full, os.path.join(seeds, "zip", "bad-" + name))
+            if name.startswith("pkl_"):
+                with zipfile.ZipFile(full) as z:
+                    write(os.path.join(seeds, "pickle", "bad-" + name), z.read("archive/data.pkl"))
+            if name.startswith("ng_meta"):
+                shutil.copy(os.path.join(os.path.dirname(full), "meta.pkl"), os.path.join(seeds, "pickle", "bad-" + name))
+            if name.startswith("llmc_"):
+                tok = os.path.join(os.path.dirname(full), "gpt2_tokenizer.bin")
+                shutil.copy(full, os.path.join(seeds, "llmc", "bad-" + name))
+                if "_tok_" in name:
+                    shutil.copy(tok, os.path.join(seeds, "llmc", "bad-" + name + "-tokenizer"))
 
     with tempfile.TemporaryDirectory() as made:
         subprocess.run([a.seed_maker, a.fixtures, made], check=True)

@@ -14,6 +14,8 @@ maxlen=4096
 case $name in  # inputs past max_len are cut: keep the seeds whole
     safetensors) maxlen=16384 ;;  # the mini seeds are ~10 KB (bigger fixtures get cut)
     vocab) maxlen=16384 ;;        # the tiny vocab.json is ~7 KB
+    zip) maxlen=40960 ;;          # the mini checkpoints are up to 35 KB
+    llmc) maxlen=16384 ;;         # the mini llm.c model is 10 KB
 esac
 export OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=1}

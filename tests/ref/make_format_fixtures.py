@@ -357,6 +357,51 @@ def make_bad(out, hp, w, vocab_text, merges_text, vocab, rng):
 
 
 # ----------------------------------------------------------------------------
+# the fuzz harnesses' files (tests/fuzz: fuzz_zip, fuzz_pickle, fuzz_llmc)
+
+MINI = dict(n_layer=1, n_head=2, n_embd=4, n_positions=8, eps=1e-5)
+
+
+def make_fuzz_files(out, vocab, vocab_text, merges_text, rng):
+    """formats/fuzz/support: mini models (C=4, one layer, 8 positions) the harnesses
+    pair a fuzz input with; formats/fuzz/seeds/<harness>: their seed inputs."""
+    sup, seeds = os.path.join(out, "fuzz", "support"), os.path.join(out, "fuzz", "seeds")
+    V = len(vocab)
+    w = mm.random_weights(MINI, V, 4242, untied=False)
+    chars = sorted(set(mm.TRAIN_TEXT))[:20]
+    wc = mm.random_weights(MINI, len(chars), 4243, untied=False)
+    cfg = json.loads(mm.config_json(MINI, V, "F32"))
+    mm.write(os.path.join(sup, "config.json"), json.dumps(cfg) + "\n")
+    mm.write(os.path.join(sup, "vocab.json"), vocab_text)
+    mm.write(os.path.join(sup, "merges.txt"), merges_text)
+    meta = pickle.dumps({"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": {c: i for i, c in enumerate(chars)}})
+    mm.write(os.path.join(sup, "meta.pkl"), meta)
+    ckpts = {
+        "mini-ckpt.pt": nanogpt_checkpoint(MINI, w, 512, True, True, "_orig_mod.", "tinytext", rng),
+        "mini-nobias.pt": nanogpt_checkpoint(MINI, w, 512, False, False, "", "tinytext", rng),
+        "mini-char.pt": nanogpt_checkpoint(MINI, wc, len(chars), True, False, "", "tinychars", rng),
+    }
+    hf = tw.state_dict([(k, tw.tensor(v)) for k, v in w.items()])
+    for name, obj in ckpts.items():
+        tw.torch_save(obj, os.path.join(sup, name), archive="archive")
+        mm.write(os.path.join(seeds, "zip", name), open(os.path.join(sup, name), "rb").read())
+        mm.write(os.path.join(seeds, "pickle", name + ".pkl"), tw.pickle_bytes(obj)[0])
+    tw.torch_save(hf, os.path.join(seeds, "zip", "pytorch_model.bin"))
+    mm.write(os.path.join(seeds, "pickle", "hf.pkl"), tw.pickle_bytes(hf)[0])
+    mm.write(os.path.join(seeds, "pickle", "meta.pkl"), meta)
+    mm.write(os.path.join(seeds, "pickle", "meta-p2.pkl"), pickle.dumps(pickle.loads(meta), 2))
+    tok = llmc_tokenizer(vocab)
+    mm.write(os.path.join(sup, "gpt2_tokenizer.bin"), tok)
+    mm.write(os.path.join(sup, "mini.bin"), llmc_model(MINI, w, 512, False, rng))
+    mm.write(os.path.join(seeds, "llmc", "mini.bin"), llmc_model(MINI, w, 512, False, rng))
+    mm.write(os.path.join(seeds, "llmc", "mini-bf16.bin"), llmc_model(MINI, w, 507, True, rng))
+    mm.write(os.path.join(seeds, "llmc", "gpt2_tokenizer.bin"), tok)
+    v1 = bytearray(tok)
+    struct.pack_into("<ii", v1, 4, 1, 0)  # version 1: no eot id in the header
+    mm.write(os.path.join(seeds, "llmc", "gpt2_tokenizer-v1.bin"), bytes(v1))
+
+
+# ----------------------------------------------------------------------------
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -441,6 +486,7 @@ def main():
 
     mm.write(os.path.join(out, "cases.tsv"), "".join(f"{n}\t{p}\t{o}\n" for n, p, o in cases))
     n_bad = make_bad(out, hp, w, vocab_text, merges_text, vocab, rng)
+    make_fuzz_files(out, vocab, vocab_text, merges_text, rng)
     print(f"format fixtures: {len(cases)} cases and {n_bad} hostile files in {out}")
 
 

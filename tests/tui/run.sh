@@ -424,6 +424,18 @@ for envv in TERM=screen NO_COLOR=1; do
     check "$envv: the text view marks the query" wait_for "shade = attention of query #4"
 done
 
+# 22. a model file of another format (nanoGPT's ckpt.pt): the message line says how it was
+# read, the status bar tags it (needs `make fixtures`)
+NG=${GPTSCOPE_FIXTURES:-build/fixtures}/formats/nanogpt/out/ckpt.pt
+case $NG in /*) ;; *) NG=$ROOT/$NG ;; esac
+if [ -f "$NG" ]; then
+    MODEL=$NG
+    start
+    check "nanoGPT ckpt.pt: the message line says how it was read" wait_for "nanoGPT checkpoint (ckpt.pt, iter 5000, val loss 1.4697), bias=True"
+    check "nanoGPT ckpt.pt: the status bar tags the format" wait_for "ckpt.pt [nanoGPT] │ ctx"
+    keys "/quit" Enter
+fi
+
 echo
 echo "tui: $pass passed, $fail failed"
 # cmocka-style lines, so that tests/run_tests.sh counts these checks too

@@ -1,0 +1,84 @@
+/* cmd_convert.c — `gptscope convert IN OUT_DIR`: any model gptscope reads, written as a
+ * Hugging Face GPT-2 directory (gpt2_model_save) that every other tool reads too. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const char usage_text[] =
+    "usage: gptscope convert IN OUT_DIR [--dtype f32|f16|bf16]\n"
+    "  Loads the model at IN (any format -m takes: a Hugging Face directory,\n"
+    "  pytorch_model.bin, nanoGPT's ckpt.pt, llm.c's .bin) and writes OUT_DIR in the\n"
+    "  Hugging Face layout: config.json, model.safetensors, vocab.json, merges.txt,\n"
+    "  each replaced atomically. Padded vocabulary rows are dropped, biases a\n"
+    "  checkpoint leaves out are written as zeros, the GELU form is kept.\n"
+    "  --dtype  the weights' type in OUT_DIR (default: the model's own; the same\n"
+    "           type gives the same floats, bit for bit)\n";
+
+typedef struct {
+    const char *in, *out;
+    gpt2_dtype dtype;
+    int dtype_given;
+} convert_opts;
+
+typedef struct {
+    gpt2_model *m;
+    gpt2_dtype dtype;
+} convert_result;
+
+static int dtype_option(const cli_opt *o, const char *arg, void *value) {
+    (void)o;
+    gpt2_dtype *dtype = value;
+    if (!strcmp(arg, "f32")) *dtype = GPT2_DTYPE_F32;
+    else if (!strcmp(arg, "f16")) *dtype = GPT2_DTYPE_F16;
+    else if (!strcmp(arg, "bf16")) *dtype = GPT2_DTYPE_BF16;
+    else {
+        cli_error("--dtype: expected f32, f16 or bf16, found '%s'", arg);
+        return 0;
+    }
+    return 1;
+}
+
+static int convert_parse(int argc, char **argv, convert_opts *o) {
+    static const cli_opt rows[] = {
+        {CLI_FN("dtype", 0, convert_opts, dtype, gpt2_dtype, dtype_option), .given = CLI_GIVEN(convert_opts, dtype_given)},
+    };
+    int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
+    if (rc != CLI_PARSED) return rc;
+    if (argc - optind < 2) return cli_usage_error(usage_text, "convert needs %s", argc == optind ? "IN and OUT_DIR" : "OUT_DIR");
+    if (argc - optind > 2) return cli_usage_error(usage_text, "convert: unexpected argument '%s'", argv[optind + 2]);
+    o->in = argv[optind];
+    o->out = argv[optind + 1];
+    return CLI_PARSED;
+}
+
+static int convert_run(const convert_opts *o, convert_result *r) {
+    if (!(r->m = cli_load_model(o->in))) return EXIT_ERR;
+    r->dtype = o->dtype_given ? o->dtype : gpt2_model_dtype(r->m);
+    gpt2_error err;
+    if (gpt2_model_save(r->m, o->out, r->dtype, &err) != GPT2_OK) {
+        cli_error("%s", err.msg);
+        return EXIT_ERR;
+    }
+    return EXIT_OK;
+}
+
+static void convert_report(const convert_opts *o, const convert_result *r) {
+    const gpt2_config *c = gpt2_model_config(r->m);
+    printf("%s: config.json, model.safetensors (%s), vocab.json, merges.txt\n", cli_show(o->out),
+           gpt2_dtype_name(r->dtype));
+    printf("from %s: %s\n", cli_show(o->in), cli_show(gpt2_model_source(r->m)));
+    printf("%d layers, %d heads, %d channels, %d positions, %d tokens\n", c->n_layer, c->n_head, c->n_embd, c->n_ctx,
+           c->n_vocab);
+}
+
+int cmd_convert(int argc, char **argv) {
+    convert_opts o = {0};
+    convert_result r = {0};
+    int rc = convert_parse(argc, argv, &o);
+    if (rc != CLI_PARSED) return rc;
+    if ((rc = convert_run(&o, &r)) == EXIT_OK) convert_report(&o, &r);
+    gpt2_model_free(r.m);
+    return rc;
+}

@@ -1,0 +1,146 @@
+/* model_save.c — a loaded model written back as a Hugging Face GPT-2 directory
+ * (gpt2_model_save): config.json, model.safetensors, vocab.json + merges.txt,
+ * each atomically. Whatever format the model came from, what it holds is
+ * already the HF layout (Conv1D matrices (in, out), absent biases as zeros or
+ * NULL, the vocabulary without padding), so every tensor is read back from the
+ * loaded model a row at a time: no second copy of the weights. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "gpt2_fileio.h"
+#include "model_internal.h"
+#include "tokenizer_internal.h"
+
+/* One tensor of the model: a matrix (read through kernel_row, packed or not),
+ * or a float vector (NULL: zeros, a bias the source left out). */
+typedef struct {
+    const gpt2_matrix *w;
+    const float *v;
+    int64_t n;
+} save_src;
+
+static void save_row(const void *user, int64_t r, float *out) {
+    const save_src *s = user;
+    if (s->w) kernel_row(out, s->w, (int)r);
+    else if (s->v) memcpy(out, s->v + r * s->n, (size_t)s->n * sizeof *out);
+    else memset(out, 0, (size_t)s->n * sizeof *out);
+}
+
+/* Fills o[i] and s[i] for one tensor; returns i + 1. */
+static int add_matrix(st_out *o, save_src *s, int i, const char *name, const gpt2_matrix *w) {
+    s[i] = (save_src){w, NULL, w->cols};
+    o[i] = (st_out){name, 2, w->rows, w->cols, save_row, &s[i]};
+    return i + 1;
+}
+
+static int add_vector(st_out *o, save_src *s, int i, const char *name, const float *v, int64_t rows, int64_t n) {
+    s[i] = (save_src){NULL, v, n};
+    o[i] = (st_out){name, rows > 1 ? 2 : 1, rows, n, save_row, &s[i]};
+    return i + 1;
+}
+
+static gpt2_status save_weights(const gpt2_model *m, const char *path, gpt2_dtype dt, gpt2_error *err) {
+    const gpt2_config *c = &m->cfg;
+    const int n_max = 5 + 12 * c->n_layer, C = c->n_embd, F = m->n_inner;
+    st_out *o = calloc((size_t)n_max, sizeof *o);
+    save_src *s = calloc((size_t)n_max, sizeof *s);
+    char (*names)[48] = calloc((size_t)n_max, sizeof *names);
+    if (!o || !s || !names) {
+        free(o), free(s), free(names);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    }
+    int n = add_matrix(o, s, 0, "wte.weight", &m->wte);
+    n = add_vector(o, s, n, "wpe.weight", m->wpe, c->n_ctx, C);
+    for (int l = 0; l < c->n_layer; l++) {
+        const gpt2_layer *L = &m->layers[l];
+        static const char *const part[12] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                                             "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                                             "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+        for (int k = 0; k < 12; k++) snprintf(names[n + k], sizeof names[n + k], "h.%d.%s", l, part[k]);
+        n = add_vector(o, s, n, names[n], L->ln1_g, 1, C);
+        n = add_vector(o, s, n, names[n], L->ln1_b, 1, C);
+        n = add_matrix(o, s, n, names[n], &L->attn_w);
+        n = add_vector(o, s, n, names[n], L->attn_b, 1, 3 * C);
+        n = add_matrix(o, s, n, names[n], &L->proj_w);
+        n = add_vector(o, s, n, names[n], L->proj_b, 1, C);
+        n = add_vector(o, s, n, names[n], L->ln2_g, 1, C);
+        n = add_vector(o, s, n, names[n], L->ln2_b, 1, C);
+        n = add_matrix(o, s, n, names[n], &L->fc_w);
+        n = add_vector(o, s, n, names[n], L->fc_b, 1, F);
+        n = add_matrix(o, s, n, names[n], &L->fcproj_w);
+        n = add_vector(o, s, n, names[n], L->fcproj_b, 1, C);
+    }
+    n = add_vector(o, s, n, "ln_f.weight", m->lnf_g, 1, C);
+    n = add_vector(o, s, n, "ln_f.bias", m->lnf_b, 1, C);
+    if (m->lm_head.data != m->wte.data) n = add_matrix(o, s, n, "lm_head.weight", &m->lm_head);
+    gpt2_status st = st_write(path, o, n, dt, err);
+    free(o), free(s), free(names);
+    return st;
+}
+
+/* The shortest decimal that reads back as f ("1e-05", not 9.99999974737875e-06). */
+static double shortest(float f) {
+    char buf[32];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+        if (strtof(buf, NULL) == f) break;
+    }
+    return strtod(buf, NULL);
+}
+
+static gpt2_status save_config(const gpt2_model *m, const char *path, gpt2_dtype dt, gpt2_error *err) {
+    const gpt2_config *c = &m->cfg;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "architectures"), cJSON_CreateString("GPT2LMHeadModel"));
+    cJSON_AddStringToObject(j, "model_type", "gpt2");
+    cJSON_AddNumberToObject(j, "vocab_size", c->n_vocab);
+    cJSON_AddNumberToObject(j, "n_positions", c->n_ctx);
+    cJSON_AddNumberToObject(j, "n_ctx", c->n_ctx);
+    cJSON_AddNumberToObject(j, "n_embd", c->n_embd);
+    cJSON_AddNumberToObject(j, "n_layer", c->n_layer);
+    cJSON_AddNumberToObject(j, "n_head", c->n_head);
+    if (m->n_inner == 4 * c->n_embd) cJSON_AddNullToObject(j, "n_inner");
+    else cJSON_AddNumberToObject(j, "n_inner", m->n_inner);
+    cJSON_AddStringToObject(j, "activation_function", m->gelu_erf ? "gelu" : "gelu_new");
+    cJSON_AddNumberToObject(j, "layer_norm_epsilon", shortest(c->ln_eps));
+    if (m->lm_head.data == m->wte.data) cJSON_AddTrueToObject(j, "tie_word_embeddings");
+    else cJSON_AddFalseToObject(j, "tie_word_embeddings");
+    const int32_t eot = m->tok ? gpt2_tokenizer_eot(m->tok) : -1;
+    if (eot >= 0) {
+        cJSON_AddNumberToObject(j, "bos_token_id", eot);
+        cJSON_AddNumberToObject(j, "eos_token_id", eot);
+    }
+    cJSON_AddStringToObject(j, "torch_dtype", dt == GPT2_DTYPE_F32 ? "float32" : dt == GPT2_DTYPE_F16 ? "float16" : "bfloat16");
+    if (m->source) cJSON_AddStringToObject(j, "gptscope_converted_from", m->source);
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!text) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    size_t n = strlen(text);
+    char *line = realloc(text, n + 2);
+    if (!line) {
+        free(text);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(line + n, "\n", 2);
+    gpt2_status st = gpt2_fileio_write_bytes(path, line, n + 1, err);
+    free(line);
+    return st;
+}
+
+gpt2_status gpt2_model_save(const gpt2_model *m, const char *dir, gpt2_dtype dtype, gpt2_error *err) {
+    if (dtype != GPT2_DTYPE_F32 && dtype != GPT2_DTYPE_F16 && dtype != GPT2_DTYPE_BF16)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: dtype %s, expected f32, f16 or bf16", gpt2_dtype_name(dtype));
+    if (m->wte.dtype == GPT2_DTYPE_Q8)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: %s holds 8-bit weights; save it before quantizing", m->name);
+    if (!m->tok) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: %s has no tokenizer", m->name);
+    char path[4096];
+    gpt2_status st = gpt2_fileio_mkdirs(dir, err);
+    if (!st && !(st = gpt2_fileio_join(path, sizeof path, dir, "model.safetensors", err)))
+        st = save_weights(m, path, dtype, err);
+    if (!st && !(st = gpt2_fileio_join(path, sizeof path, dir, "config.json", err))) st = save_config(m, path, dtype, err);
+    if (!st) st = tok_save(m->tok, dir, err);
+    return st;
+}
