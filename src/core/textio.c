@@ -14,17 +14,25 @@
 #include "error.h"
 #include "gpt2_tokenizer.h"
 
-gpt2_status text_read_file(const char *path, size_t max_bytes, gpt2_status too_big_status, const char *what,
-                           char **data, size_t *len, gpt2_error *err) {
-    /* O_NONBLOCK: a FIFO in its place must not hang the open; it is refused
-     * below, as is a device such as /dev/zero that would never end. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
+/* path opened for reading, only if it is a regular file. O_NONBLOCK: a FIFO
+ * in its place must not hang the open; it is refused, as is a device such as
+ * /dev/zero that would never end. */
+static gpt2_status open_regular(const char *path, int *fd, struct stat *sb, gpt2_error *err) {
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(*fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+        close(*fd);
         return gpt2_fail(err, GPT2_ERR_IO, "%s: not a regular file", path);
     }
+    return GPT2_OK;
+}
+
+gpt2_status text_read_file(const char *path, size_t max_bytes, gpt2_status too_big_status, const char *what,
+                           char **data, size_t *len, gpt2_error *err) {
+    int fd;
+    struct stat sb;
+    gpt2_status st = open_regular(path, &fd, &sb, err);
+    if (st != GPT2_OK) return st;
     if ((unsigned long long)sb.st_size > max_bytes) {
         close(fd);
         return gpt2_fail(err, too_big_status, "%s: %lld bytes, more than the %zu MiB a %s may have", path,
@@ -70,15 +78,10 @@ gpt2_status text_read_file(const char *path, size_t max_bytes, gpt2_status too_b
 gpt2_status text_map_file(const char *path, void **map, size_t *size, gpt2_error *err) {
     *map = NULL;
     *size = 0;
-    /* O_NONBLOCK: opening a FIFO planted as a model file must not hang (it is then
-     * refused as not a regular file); it changes nothing for a regular file. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return gpt2_fail(err, GPT2_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a regular file", path);
-    }
+    gpt2_status st = open_regular(path, &fd, &sb, err);
+    if (st != GPT2_OK) return st;
     if (sb.st_size == 0) {
         close(fd);
         return GPT2_OK;
