@@ -173,6 +173,7 @@ $(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
 	    --gpt2-tokenizer $(TOKDIR) --tiny-tokenizer $(FIX)/models/tiny-f32
 	$(PYTHON) tests/ref/make_cli_fixtures.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/bpe_train_ref.py --out $(FIX)/bpe_train
+	$(PYTHON) tests/ref/gguf_write.py --fixtures $(FIX) --tokenizer $(TOKDIR)
 	touch $@
 
 # --- the fuzz harnesses without libFuzzer (tests/fuzz/standalone_main.c), built like the

@@ -48,8 +48,15 @@ typedef struct {
 
 /* Q8: signed 8-bit weights with one float scale per output (per column of a
  * block's Conv1D weight, per row of wte), made at load by gpt2_model_quantize;
- * never a file's dtype. */
-typedef enum { GPT2_DTYPE_F32 = 0, GPT2_DTYPE_F16, GPT2_DTYPE_BF16, GPT2_DTYPE_Q8 } gpt2_dtype;
+ * never a file's dtype.
+ * Q8_0 ... Q6_K: GGUF's block formats, run as stored (a GGUF file's, or made by
+ * gpt2_model_quantize: Q4_0, Q4_K, Q8_0); a block runs along a matrix's
+ * inputs, so these matrices are stored by output (N rows of K). */
+typedef enum {
+    GPT2_DTYPE_F32 = 0, GPT2_DTYPE_F16, GPT2_DTYPE_BF16, GPT2_DTYPE_Q8,
+    GPT2_DTYPE_Q8_0, GPT2_DTYPE_Q4_0, GPT2_DTYPE_Q4_1, GPT2_DTYPE_Q5_0, GPT2_DTYPE_Q5_1,
+    GPT2_DTYPE_Q4_K, GPT2_DTYPE_Q5_K, GPT2_DTYPE_Q6_K
+} gpt2_dtype;
 
 typedef struct gpt2_model gpt2_model;
 

@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "gguf.h"
 #include "gpt2_fileio.h"
 #include "hugemem.h"
 #include "json.h"
 #include "model_internal.h"
 #include "pool.h"
+#include "quant.h"
 #include "rng.h"
 #include "textio.h"
 
@@ -26,6 +28,14 @@ const char *gpt2_dtype_name(gpt2_dtype dtype) {
     case GPT2_DTYPE_F16: return "f16";
     case GPT2_DTYPE_BF16: return "bf16";
     case GPT2_DTYPE_Q8: return "q8";
+    case GPT2_DTYPE_Q8_0: return "q8_0";
+    case GPT2_DTYPE_Q4_0: return "q4_0";
+    case GPT2_DTYPE_Q4_1: return "q4_1";
+    case GPT2_DTYPE_Q5_0: return "q5_0";
+    case GPT2_DTYPE_Q5_1: return "q5_1";
+    case GPT2_DTYPE_Q4_K: return "q4_k";
+    case GPT2_DTYPE_Q5_K: return "q5_k";
+    case GPT2_DTYPE_Q6_K: return "q6_k";
     }
     return "?";
 }
@@ -96,6 +106,7 @@ typedef struct {
     gpt2_model *m;
     const char *path;
     const char *prefix; /* "" or "transformer." */
+    const char *config; /* where the expected shapes come from: "config.json", "the metadata" */
     float *arena_next;  /* next free float in m->vectors */
     int dry;            /* 1: only check names, shapes and dtypes; bind nothing */
     gpt2_error *err;
@@ -116,21 +127,24 @@ static gpt2_status check_shape(binder *b, const char *name, const st_tensor *t, 
         p += sprintf(p, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
     if (n_dims == 1)
         return gpt2_fail(b->err, GPT2_ERR_CONFIG,
-                         "%s: tensor '%s%s' has shape (%s), expected (%lld) from config.json", b->path,
-                         b->prefix, name, found, (long long)d0);
+                         "%s: tensor '%s%s' has shape (%s), expected (%lld) from %s", b->path,
+                         b->prefix, name, found, (long long)d0, b->config);
     return gpt2_fail(b->err, GPT2_ERR_CONFIG,
-                     "%s: tensor '%s%s' has shape (%s), expected (%lld, %lld) from config.json", b->path,
-                     b->prefix, name, found, (long long)d0, (long long)d1);
+                     "%s: tensor '%s%s' has shape (%s), expected (%lld, %lld) from %s", b->path,
+                     b->prefix, name, found, (long long)d0, (long long)d1, b->config);
 }
 
+/* F32, F16, BF16, and (only from a GGUF file: elem_size 0) its block formats. */
 static gpt2_status dtype_of(binder *b, const char *name, const st_tensor *t, gpt2_dtype *dt) {
-    if (strcmp(t->dtype, "F32") == 0) *dt = GPT2_DTYPE_F32;
-    else if (strcmp(t->dtype, "F16") == 0) *dt = GPT2_DTYPE_F16;
-    else if (strcmp(t->dtype, "BF16") == 0) *dt = GPT2_DTYPE_BF16;
-    else
-        return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s%s' has dtype %s, expected F32, F16 or BF16",
-                         b->path, b->prefix, name, t->dtype);
-    return GPT2_OK;
+    for (gpt2_dtype d = GPT2_DTYPE_F32; d <= GPT2_DTYPE_Q6_K; d++) {
+        const quant_format *f = quant_format_of(d);
+        if (f && strcmp(t->dtype, f->name) == 0 && (t->elem_size != 0) == (f->block == 1)) {
+            *dt = d;
+            return GPT2_OK;
+        }
+    }
+    return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s%s' has dtype %s, expected F32, F16 or BF16", b->path,
+                     b->prefix, name, t->dtype);
 }
 
 static gpt2_status missing(binder *b, const char *name) {
@@ -149,10 +163,14 @@ static gpt2_status bind_vector(binder *b, const char *name, int n_dims, int64_t 
     float *dst = b->arena_next;
     b->arena_next += n;
     const unsigned char *src = t->data;
+    if (quant_is_block(dt)) { /* a GGUF file's position embedding may be quantized */
+        const size_t row = (size_t)(n_dims == 2 ? n1 : n0), row_bytes = quant_row_bytes(dt, row);
+        for (size_t r = 0; r < n / row; r++) quant_dequantize_row(dt, src + r * row_bytes, dst + r * row, (int)row);
+    }
     for (size_t i = 0; i < n; i++) { /* memcpy per element: the map may be misaligned */
         if (dt == GPT2_DTYPE_F32) {
             memcpy(&dst[i], src + 4 * i, 4);
-        } else {
+        } else if (!quant_is_block(dt)) {
             uint16_t h;
             memcpy(&h, src + 2 * i, 2);
             dst[i] = dt == GPT2_DTYPE_F16 ? gpt2_f16_to_f32(h) : gpt2_bf16_to_f32(h);
@@ -175,6 +193,7 @@ static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, 
     if (b->dry) return GPT2_OK;
     out->rows = (int)rows;
     out->cols = (int)cols;
+    out->trans = t->transposed;
     out->data = t->data;
     b->m->weight_bytes += t->n_bytes;
     return GPT2_OK;
@@ -239,13 +258,16 @@ typedef struct {
  * the head are read by rows, and stay row-major). */
 static int packs(const pack_job *j, int i) { return i >= j->n_plain && kernel_packable(j->w[i]); }
 
-static size_t matrix_bytes(const gpt2_matrix *w) { return (size_t)w->rows * w->cols * gpt2_dtype_size(w->dtype); }
+static size_t matrix_bytes(const gpt2_matrix *w) { return kernel_matrix_bytes(w); }
 
+/* A float matrix from a GGUF file (trans) is transposed into the layout a
+ * safetensors file's would get; block formats are copied as stored. */
 static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
     const pack_job *j = arg;
     const gpt2_matrix *w = j->w[chunk];
     (void)n_chunks, (void)ith;
-    if (packs(j, chunk)) kernel_pack(j->m->arena + j->at[chunk], w);
+    if (w->trans && !quant_is_block(w->dtype)) kernel_pack_t(j->m->arena + j->at[chunk], w);
+    else if (packs(j, chunk)) kernel_pack(j->m->arena + j->at[chunk], w);
     else memcpy(j->m->arena + j->at[chunk], w->data, matrix_bytes(w));
     st_release(&j->m->st, w->data, matrix_bytes(w)); /* no-op off the map */
 }
@@ -283,6 +305,7 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
         pool_run(pool, pack_one, &job, n);
         for (int i = 0; i < n; i++) {
             w[i]->packed = packs(&job, i);
+            w[i]->trans = w[i]->trans && quant_is_block(w[i]->dtype);
             w[i]->data = m->arena + at[i];
         }
         if (!untied) m->lm_head = m->wte;
@@ -298,7 +321,8 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
 
 static gpt2_status bind_all(gpt2_model *m, const char *path, gpt2_error *err) {
     const gpt2_config *c = &m->cfg;
-    binder b = {.m = m, .path = path, .prefix = "", .dry = 1, .err = err};
+    binder b = {.m = m, .path = path, .prefix = "", .config = m->from_gguf ? "the metadata" : "config.json",
+                .dry = 1, .err = err};
     if (!st_find(&m->st, "wte.weight") && st_find(&m->st, "transformer.wte.weight")) b.prefix = "transformer.";
     /* First check every tensor against config.json, then allocate: the sizes in a config are
      * only trustworthy once the file is known to hold tensors that big. A config with huge
@@ -324,6 +348,26 @@ static char *model_name(const char *dir) {
     return strndup(dir + start, end - start);
 }
 
+/* Whether the regular file at path starts with GGUF's magic. */
+static int is_gguf_file(const char *path) {
+    unsigned char head[4];
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), ok = 0;
+    if (fd >= 0) {
+        ok = read(fd, head, 4) == 4 && gguf_sniff(head, 4);
+        close(fd);
+    }
+    return ok;
+}
+
+/* A GGUF file: config, tensors and tokenizer from the one file. */
+static gpt2_status load_gguf(const char *path, gpt2_model *m, gpt2_error *err) {
+    m->from_gguf = 1;
+    char *dot = strrchr(m->name, '.');
+    if (dot && dot != m->name && strcmp(dot, ".gguf") == 0) *dot = '\0';
+    gpt2_status st = gguf_model_open(path, m, err);
+    return st ? st : bind_all(m, path, err);
+}
+
 gpt2_status gpt2_model_load(const char *dir, gpt2_model **out, gpt2_error *err) {
     *out = NULL;
     gpt2_error_clear(err);
@@ -332,13 +376,26 @@ gpt2_status gpt2_model_load(const char *dir, gpt2_model **out, gpt2_error *err) 
     struct stat sb;
     if (stat(dir, &sb) != 0)
         return gpt2_fail(err, GPT2_ERR_IO, "%s: not a model directory: %s", dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode))
+    const int gguf = S_ISREG(sb.st_mode) && is_gguf_file(dir);
+    if (S_ISREG(sb.st_mode) && !gguf)
+        return gpt2_fail(err, GPT2_ERR_IO, "%s: not a model directory or a GGUF file: %s", dir,
+                         sb.st_size ? "it does not start with \"GGUF\"" : "it is empty");
+    if (!S_ISDIR(sb.st_mode) && !gguf)
         return gpt2_fail(err, GPT2_ERR_IO, "%s: not a model directory: not a directory", dir);
     gpt2_model *m = calloc(1, sizeof *m);
     if (!m) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
     m->name = model_name(dir);
-    char path[PATH_MAX_LEN];
+    if (!m->name) {
+        gpt2_model_free(m);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    }
     gpt2_status st;
+    if (gguf) {
+        if ((st = load_gguf(dir, m, err))) goto fail;
+        *out = m;
+        return GPT2_OK;
+    }
+    char path[PATH_MAX_LEN];
     if ((st = gpt2_fileio_join(path, sizeof path, dir, "config.json", err)) || (st = parse_config(path, m, err)))
         goto fail;
     if ((st = gpt2_fileio_join(path, sizeof path, dir, "model.safetensors", err)) ||

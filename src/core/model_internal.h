@@ -23,6 +23,7 @@ struct gpt2_model {
     gpt2_config cfg;
     int n_inner;                /* F */
     int gelu_erf;               /* 1: exact GELU ("gelu"); 0: tanh ("gelu_new") */
+    int from_gguf;              /* loaded from a GGUF file (model_gguf.c) */
     char *name;
     gpt2_matrix wte;            /* (V, C) */
     gpt2_matrix lm_head;        /* (V, C): wte unless untied */
@@ -36,5 +37,10 @@ struct gpt2_model {
     gpt2_tokenizer *tok;
     size_t weight_bytes;
 };
+
+/* model_gguf.c: a GGUF file (architecture gpt2) into m: m->cfg, m->n_inner,
+ * m->tok, and m->st holding its tensors under Hugging Face names (the file's
+ * mapping moves there); gpt2_model_load binds them as a safetensors file's. */
+gpt2_status gguf_model_open(const char *path, gpt2_model *m, gpt2_error *err);
 
 #endif

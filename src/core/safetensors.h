@@ -19,10 +19,13 @@ enum { ST_MAX_DIMS = 8 };
 
 typedef struct {
     char *name;
-    char dtype[12];       /* as written: "F32", "F16", "BF16", "I64", ... */
-    int elem_size;        /* bytes per element */
+    char dtype[12];       /* as written: "F32", "F16", "BF16", "I64", ...; from a GGUF file also
+                             its block formats, "Q4_0", "Q6_K" ... (see quant.h) */
+    int elem_size;        /* bytes per element (0 for a block format) */
     int n_dims;
     int64_t shape[ST_MAX_DIMS];
+    int transposed;       /* 2-D from a GGUF file: data holds shape[1] rows of shape[0]
+                             elements, the transpose of shape (see model_gguf.c) */
     const void *data;     /* into the mapping */
     size_t n_bytes;
 } st_tensor;

@@ -1,0 +1,533 @@
+/* quant.c — GGUF's block formats: the type table, dequantizing rows, quantizing
+ * rows (Q8_0, Q4_0, Q4_K), 8-bit input vectors and the integer dot products of
+ * decode. The formats are described in quant.h. */
+#include "quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define QUANT_AVX2 1
+#endif
+
+static const quant_format formats[] = {
+    {GPT2_DTYPE_F32, 0, 1, 4, "F32"},       {GPT2_DTYPE_F16, 1, 1, 2, "F16"},
+    {GPT2_DTYPE_BF16, 30, 1, 2, "BF16"},    {GPT2_DTYPE_Q8_0, 8, 32, 34, "Q8_0"},
+    {GPT2_DTYPE_Q4_0, 2, 32, 18, "Q4_0"},   {GPT2_DTYPE_Q4_1, 3, 32, 20, "Q4_1"},
+    {GPT2_DTYPE_Q5_0, 6, 32, 22, "Q5_0"},   {GPT2_DTYPE_Q5_1, 7, 32, 24, "Q5_1"},
+    {GPT2_DTYPE_Q4_K, 12, 256, 144, "Q4_K"}, {GPT2_DTYPE_Q5_K, 13, 256, 176, "Q5_K"},
+    {GPT2_DTYPE_Q6_K, 14, 256, 210, "Q6_K"},
+};
+enum { N_FORMATS = sizeof formats / sizeof formats[0] };
+
+const quant_format *quant_format_of(gpt2_dtype dt) {
+    for (int i = 0; i < N_FORMATS; i++)
+        if (formats[i].dtype == dt) return &formats[i];
+    return NULL;
+}
+
+const quant_format *quant_format_ggml(uint32_t ggml_type) {
+    for (int i = 0; i < N_FORMATS; i++)
+        if ((uint32_t)formats[i].ggml_type == ggml_type) return &formats[i];
+    return NULL;
+}
+
+const char *quant_ggml_unsupported_name(uint32_t t) {
+    static const char *names[] = {
+        [4] = "Q4_2 (removed from GGUF)", [5] = "Q4_3 (removed from GGUF)", [9] = "Q8_1", [10] = "Q2_K",
+        [11] = "Q3_K", [15] = "Q8_K", [16] = "IQ2_XXS", [17] = "IQ2_XS", [18] = "IQ3_XXS", [19] = "IQ1_S",
+        [20] = "IQ4_NL", [21] = "IQ3_S", [22] = "IQ2_S", [23] = "IQ4_XS", [24] = "I8", [25] = "I16",
+        [26] = "I32", [27] = "I64", [28] = "F64", [29] = "IQ1_M", [31] = "Q4_0_4_4 (removed from GGUF)",
+        [32] = "Q4_0_4_8 (removed from GGUF)", [33] = "Q4_0_8_8 (removed from GGUF)", [34] = "TQ1_0",
+        [35] = "TQ2_0", [39] = "MXFP4",
+    };
+    return t < sizeof names / sizeof names[0] ? names[t] : NULL;
+}
+
+int quant_is_block(gpt2_dtype dt) { return dt >= GPT2_DTYPE_Q8_0 && dt <= GPT2_DTYPE_Q6_K; }
+
+size_t quant_row_bytes(gpt2_dtype dt, size_t n) {
+    const quant_format *f = quant_format_of(dt);
+    return n / (size_t)f->block * (size_t)f->block_bytes;
+}
+
+int quant_can_quantize(gpt2_dtype dt) {
+    return dt == GPT2_DTYPE_Q8_0 || dt == GPT2_DTYPE_Q4_0 || dt == GPT2_DTYPE_Q4_K;
+}
+
+/* --- pieces of a block ------------------------------------------------------ */
+
+static inline float f16_at(const uint8_t *p) {
+    uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+#if defined(QUANT_AVX2)
+    return _cvtsh_ss(h);
+#else
+    return gpt2_f16_to_f32(h);
+#endif
+}
+
+static inline void f16_put(uint8_t *p, float v) {
+    uint16_t h = gpt2_f32_to_f16(v);
+    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+}
+
+static inline uint32_t u32_at(const uint8_t *p) { return (uint32_t)p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* The 8 sub-block scales and minimums of a Q4_K/Q5_K block's 12 bytes S. */
+static void k_scales(const uint8_t *S, uint8_t *sc, uint8_t *mn) {
+    for (int s = 0; s < 4; s++) {
+        sc[s] = S[s] & 63;
+        mn[s] = S[s + 4] & 63;
+        sc[s + 4] = (uint8_t)((S[s + 8] & 15) | (S[s] >> 6) << 4);
+        mn[s + 4] = (uint8_t)((S[s + 8] >> 4) | (S[s + 4] >> 6) << 4);
+    }
+}
+
+/* The 32 codes q (0..31 or 0..63 before the offset) of block b's 32-weight
+ * group: `sub` indexes the sub-block of 32 inside a 256-weight block. */
+static void codes_q4_0(const uint8_t *qs, uint8_t *q) {
+    for (int j = 0; j < 16; j++) q[j] = qs[j] & 15, q[j + 16] = qs[j] >> 4;
+}
+static void codes_q5(const uint8_t *qh4, const uint8_t *qs, uint8_t *q) {
+    const uint32_t h = u32_at(qh4);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (uint8_t)((qs[j] & 15) | (h >> j & 1) << 4);
+        q[j + 16] = (uint8_t)((qs[j] >> 4) | (h >> (j + 16) & 1) << 4);
+    }
+}
+/* Q4_K (qh NULL) / Q5_K sub-block s of 32 */
+static void codes_k(const uint8_t *qs, const uint8_t *qh, int s, uint8_t *q) {
+    const uint8_t *c = qs + 32 * (s / 2);
+    const int shift = 4 * (s & 1);
+    for (int l = 0; l < 32; l++) q[l] = (uint8_t)((c[l] >> shift & 15) | (qh ? (qh[l] >> s & 1) << 4 : 0));
+}
+/* Q6_K group g (0..7) of 32: half h = g / 4, quarter g % 4 */
+static void codes_q6(const uint8_t *blk, int g, uint8_t *q) {
+    const int h = g / 4, r = g % 4;
+    const uint8_t *L = blk + 64 * h + 32 * (r & 1), *H = blk + 128 + 32 * h;
+    const int lshift = 4 * (r >> 1), hshift = 2 * r;
+    for (int l = 0; l < 32; l++) q[l] = (uint8_t)((L[l] >> lshift & 15) | (H[l] >> hshift & 3) << 4);
+}
+
+/* --- dequantizing --------------------------------------------------------- */
+
+/* One block of the format into y (its 32 or 256 floats). */
+static void dequant_block(gpt2_dtype dt, const uint8_t *b, float *y) {
+    uint8_t q[32], sc[8], mn[8];
+    switch (dt) {
+    case GPT2_DTYPE_Q8_0: {
+        const float d = f16_at(b);
+        for (int j = 0; j < 32; j++) y[j] = (float)(int8_t)b[2 + j] * d;
+        return;
+    }
+    case GPT2_DTYPE_Q4_0:
+    case GPT2_DTYPE_Q5_0: {
+        const float d = f16_at(b);
+        const int off = dt == GPT2_DTYPE_Q4_0 ? 8 : 16;
+        if (dt == GPT2_DTYPE_Q4_0) codes_q4_0(b + 2, q);
+        else codes_q5(b + 2, b + 6, q);
+        for (int j = 0; j < 32; j++) y[j] = d * (float)(q[j] - off);
+        return;
+    }
+    case GPT2_DTYPE_Q4_1:
+    case GPT2_DTYPE_Q5_1: {
+        const float d = f16_at(b), m = f16_at(b + 2);
+        if (dt == GPT2_DTYPE_Q4_1) codes_q4_0(b + 4, q);
+        else codes_q5(b + 4, b + 8, q);
+        for (int j = 0; j < 32; j++) y[j] = d * (float)q[j] + m;
+        return;
+    }
+    case GPT2_DTYPE_Q4_K:
+    case GPT2_DTYPE_Q5_K: {
+        const float d = f16_at(b), dmin = f16_at(b + 2);
+        const int k5 = dt == GPT2_DTYPE_Q5_K;
+        k_scales(b + 4, sc, mn);
+        for (int s = 0; s < 8; s++) {
+            codes_k(b + (k5 ? 48 : 16), k5 ? b + 16 : NULL, s, q);
+            const float ds = d * (float)sc[s], dm = dmin * (float)mn[s];
+            for (int l = 0; l < 32; l++) y[32 * s + l] = ds * (float)q[l] - dm;
+        }
+        return;
+    }
+    case GPT2_DTYPE_Q6_K: {
+        const float d = f16_at(b + 208);
+        for (int g = 0; g < 8; g++) {
+            codes_q6(b, g, q);
+            for (int l = 0; l < 32; l++) {
+                const float ds = d * (float)(int8_t)b[192 + 2 * g + l / 16];
+                y[32 * g + l] = ds * (float)(q[l] - 32);
+            }
+        }
+        return;
+    }
+    default: return;
+    }
+}
+
+void quant_dequantize_row(gpt2_dtype dt, const void *src, float *dst, int n) {
+    const quant_format *f = quant_format_of(dt);
+    const uint8_t *b = src;
+    for (int i = 0; i < n; i += f->block, b += f->block_bytes) dequant_block(dt, b, dst + i);
+}
+
+/* --- quantizing ------------------------------------------------------------- */
+
+/* Q8_0 as ggml's reference: d = max|x| / 127, q = round half away from zero. */
+static void quant_q8_0(const float *x, uint8_t *b) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    f16_put(b, d);
+    for (int j = 0; j < 32; j++) b[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+}
+
+/* Q4_0 as ggml's reference: d = (the value of largest magnitude) / -8,
+ * q = min(15, trunc(x / d + 8.5)). */
+static void quant_q4_0(const float *x, uint8_t *b) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
+    const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    f16_put(b, d);
+    for (int j = 0; j < 16; j++) {
+        float v0 = x[j] * id + 8.5f, v1 = x[j + 16] * id + 8.5f;
+        int q0 = v0 >= 15.0f ? 15 : v0 > 0.0f ? (int)v0 : 0, q1 = v1 >= 15.0f ? 15 : v1 > 0.0f ? (int)v1 : 0;
+        b[2 + j] = (uint8_t)(q0 | q1 << 4);
+    }
+}
+
+/* rint(v) clamped to [0, hi], NaN to 0 */
+static inline int code_in(float v, int hi) {
+    v = rintf(v);
+    return v >= (float)hi ? hi : v > 0.0f ? (int)v : 0;
+}
+
+/* Q4_K: each sub-block s of 32 spans [lo_s, hi_s] with lo_s = min(0, min x),
+ * so step_s = (hi_s - lo_s) / 15 and minimum -lo_s; the block's d and dmin
+ * are the largest step and minimum over 63 (as fp16), the 6-bit codes
+ * rint(step_s / d) and rint(-lo_s / dmin), and each weight the code nearest
+ * to (x + dmin mn_s) / (d sc_s). */
+static void quant_q4_k(const float *x, uint8_t *b) {
+    float step[8], neg[8], max_step = 0.0f, max_neg = 0.0f;
+    for (int s = 0; s < 8; s++) {
+        float lo = 0.0f, hi = x[32 * s];
+        for (int l = 0; l < 32; l++) {
+            lo = x[32 * s + l] < lo ? x[32 * s + l] : lo;
+            hi = x[32 * s + l] > hi ? x[32 * s + l] : hi;
+        }
+        step[s] = (hi - lo) / 15.0f, neg[s] = 0.0f - lo;
+        max_step = step[s] > max_step ? step[s] : max_step;
+        max_neg = neg[s] > max_neg ? neg[s] : max_neg;
+    }
+    f16_put(b, max_step / 63.0f);
+    f16_put(b + 2, max_neg / 63.0f);
+    const float d = f16_at(b), dmin = f16_at(b + 2);
+    uint8_t sc[8], mn[8], *S = b + 4, *qs = b + 16;
+    for (int s = 0; s < 8; s++) {
+        sc[s] = (uint8_t)(d > 0.0f ? code_in(step[s] / d, 63) : 0);
+        mn[s] = (uint8_t)(dmin > 0.0f ? code_in(neg[s] / dmin, 63) : 0);
+    }
+    for (int s = 0; s < 4; s++) {
+        S[s] = (uint8_t)(sc[s] | (sc[s + 4] >> 4) << 6);
+        S[s + 4] = (uint8_t)(mn[s] | (mn[s + 4] >> 4) << 6);
+        S[s + 8] = (uint8_t)((sc[s + 4] & 15) | (mn[s + 4] & 15) << 4);
+    }
+    memset(qs, 0, 128);
+    for (int s = 0; s < 8; s++) {
+        const float ds = d * (float)sc[s], dm = dmin * (float)mn[s];
+        for (int l = 0; l < 32; l++) {
+            const int q = ds > 0.0f ? code_in((x[32 * s + l] + dm) / ds, 15) : 0;
+            qs[32 * (s / 2) + l] |= (uint8_t)(q << 4 * (s & 1));
+        }
+    }
+}
+
+void quant_quantize_row(gpt2_dtype dt, const float *src, void *dst, int n) {
+    const quant_format *f = quant_format_of(dt);
+    uint8_t *b = dst;
+    for (int i = 0; i < n; i += f->block, b += f->block_bytes) {
+        if (dt == GPT2_DTYPE_Q8_0) quant_q8_0(src + i, b);
+        else if (dt == GPT2_DTYPE_Q4_0) quant_q4_0(src + i, b);
+        else if (dt == GPT2_DTYPE_Q4_K) quant_q4_k(src + i, b);
+    }
+}
+
+/* --- 16-bit input vectors ------------------------------------------------------ */
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+size_t quant_x_bytes(int n) {
+    const size_t nb = (size_t)n / 32;
+    return 2 * align64(nb * sizeof(float)) + align64((size_t)n * sizeof(int16_t));
+}
+
+void quant_x_set(quant_x *x, void *buf, const float *src, int n) {
+    const size_t nb = (size_t)n / 32;
+    char *p = buf;
+    x->d = (float *)p, p += align64(nb * sizeof(float));
+    x->ds = (float *)p, p += align64(nb * sizeof(float));
+    x->q = (int16_t *)p;
+    x->n = n;
+    for (size_t b = 0; b < nb; b++) {
+        const float *v = src + 32 * b;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            const float a = fabsf(v[j]);
+            if (!(a <= amax)) amax = a; /* NaN sticks: the products become NaN */
+        }
+        const float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            const float r = rintf(v[j] * id);
+            const int q = r >= 32767.0f ? 32767 : r <= -32767.0f ? -32767 : r == r ? (int)r : 0;
+            x->q[32 * b + j] = (int16_t)q;
+            sum += q;
+        }
+        x->d[b] = amax / 32767.0f;
+        x->ds[b] = x->d[b] * (float)sum;
+    }
+}
+
+/* --- dot products: the portable reference ---------------------------------------
+ *
+ * Integer sums per group of 32 weights (exact), scaled in float and summed
+ * in block order. (The loops are kept out of GCC's vectorizer: GCC 12.2 with
+ * -march=native on an AVX512-VNNI machine turned a signed x signed 8-bit dot
+ * product into vpdpbusd, which is unsigned x signed: -72451 for 3581.) */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NO_AUTOVEC __attribute__((optimize("no-tree-vectorize")))
+#else
+#define NO_AUTOVEC
+#endif
+
+/* The 32 signed codes of block b (offset applied) into q; returns the
+ * block's d and sets *m to its minimum term's factor (0 without one). */
+static float codes32(gpt2_dtype dt, const uint8_t *w, int *q, float *m) {
+    uint8_t u[32];
+    *m = 0.0f;
+    switch (dt) {
+    case GPT2_DTYPE_Q8_0:
+        for (int j = 0; j < 32; j++) q[j] = (int8_t)w[2 + j];
+        return f16_at(w);
+    case GPT2_DTYPE_Q4_0: codes_q4_0(w + 2, u); break;
+    case GPT2_DTYPE_Q4_1: codes_q4_0(w + 4, u); break;
+    case GPT2_DTYPE_Q5_0: codes_q5(w + 2, w + 6, u); break;
+    default: codes_q5(w + 4, w + 8, u); break;
+    }
+    const int off = dt == GPT2_DTYPE_Q4_0 ? 8 : dt == GPT2_DTYPE_Q5_0 ? 16 : 0;
+    for (int j = 0; j < 32; j++) q[j] = u[j] - off;
+    if (dt == GPT2_DTYPE_Q4_1 || dt == GPT2_DTYPE_Q5_1) *m = f16_at(w + 2);
+    return f16_at(w);
+}
+
+NO_AUTOVEC static float dot32_ref(gpt2_dtype dt, const uint8_t *w, const quant_x *x) {
+    const int bytes = quant_format_of(dt)->block_bytes;
+    float sum = 0.0f;
+    for (int b = 0; b < x->n / 32; b++, w += bytes) {
+        int q[32], s = 0;
+        float m;
+        const float d = codes32(dt, w, q, &m);
+        for (int j = 0; j < 32; j++) s += q[j] * x->q[32 * b + j];
+        sum += d * x->d[b] * (float)s + m * x->ds[b];
+    }
+    return sum;
+}
+
+NO_AUTOVEC static float dot_k_ref(gpt2_dtype dt, const uint8_t *w, const quant_x *x) {
+    const int bytes = quant_format_of(dt)->block_bytes, k5 = dt == GPT2_DTYPE_Q5_K;
+    float sum = 0.0f;
+    uint8_t q[32], sc[8], mn[8];
+    for (int i = 0; i < x->n / 256; i++, w += bytes) {
+        if (dt != GPT2_DTYPE_Q6_K) k_scales(w + 4, sc, mn);
+        for (int g = 0; g < 8; g++) {
+            const int b = 8 * i + g;
+            const int16_t *xq = x->q + 32 * b;
+            if (dt == GPT2_DTYPE_Q6_K) {
+                codes_q6(w, g, q);
+                const int8_t *s6 = (const int8_t *)w + 192 + 2 * g;
+                int lo = 0, hi = 0; /* |sums| < 2^24: exact as floats */
+                for (int l = 0; l < 16; l++) lo += (q[l] - 32) * xq[l], hi += (q[l + 16] - 32) * xq[l + 16];
+                sum += f16_at(w + 208) * x->d[b] * ((float)s6[0] * (float)lo + (float)s6[1] * (float)hi);
+                continue;
+            }
+            codes_k(w + (k5 ? 48 : 16), k5 ? w + 16 : NULL, g, q);
+            int s = 0;
+            for (int l = 0; l < 32; l++) s += q[l] * xq[l];
+            sum += f16_at(w) * (float)sc[g] * x->d[b] * (float)s - f16_at(w + 2) * (float)mn[g] * x->ds[b];
+        }
+    }
+    return sum;
+}
+
+float quant_dot_ref(gpt2_dtype dt, const void *row, const quant_x *x) {
+    if (dt == GPT2_DTYPE_Q4_K || dt == GPT2_DTYPE_Q5_K || dt == GPT2_DTYPE_Q6_K) return dot_k_ref(dt, row, x);
+    return dot32_ref(dt, row, x);
+}
+
+/* --- dot products: AVX2 ------------------------------------------------------------
+ *
+ * Codes widened to 16-bit lanes (offsets applied), multiplied by the input's
+ * 16-bit q with vpmaddwd (vpdpwssd where AVX512-VNNI or AVX-VNNI has it: the
+ * same exact sums), each 32 (Q6_K: 16) weights' int32 sums converted to float
+ * and scaled into one float vector, summed across at the end. Kernel code:
+ * long, straight-line, one block format each. */
+#if defined(QUANT_AVX2)
+
+static inline __m256i madd16(__m256i acc, __m256i a, __m256i b) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(acc, a, b);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, a, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256i u8x16(const uint8_t *p) { return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p)); }
+static inline __m256i i8x16(const uint8_t *p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)); }
+static inline __m256i x16(const int16_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* 16 in lane j where bit j of the 16-bit h is set */
+static inline __m256i hbits16(uint32_t h) {
+    const __m256i bit = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384,
+                                          (short)0x8000);
+    const __m256i v = _mm256_and_si256(_mm256_set1_epi16((short)h), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi16(v, bit), _mm256_set1_epi16(16));
+}
+
+/* Q8_0 ... Q5_1, inlined once per format */
+static inline __attribute__((always_inline)) float dot32_avx2(gpt2_dtype dt, const uint8_t *w, const quant_x *x) {
+    const int bytes = dt == GPT2_DTYPE_Q8_0 ? 34 : dt == GPT2_DTYPE_Q4_0 ? 18 : dt == GPT2_DTYPE_Q4_1 ? 20
+                    : dt == GPT2_DTYPE_Q5_0 ? 22 : 24;
+    const int has_m = dt == GPT2_DTYPE_Q4_1 || dt == GPT2_DTYPE_Q5_1;
+    const __m256i low4 = _mm256_set1_epi16(15), zero = _mm256_setzero_si256();
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0.0f;
+    for (int b = 0; b < x->n / 32; b++, w += bytes) {
+        const int16_t *xq = x->q + 32 * b;
+        __m256i lo, hi;
+        if (dt == GPT2_DTYPE_Q8_0) {
+            lo = i8x16(w + 2), hi = i8x16(w + 18);
+        } else if (dt == GPT2_DTYPE_Q4_0 || dt == GPT2_DTYPE_Q4_1) {
+            const __m256i v = u8x16(w + (has_m ? 4 : 2));
+            lo = _mm256_and_si256(v, low4), hi = _mm256_srli_epi16(v, 4);
+        } else {
+            const __m256i v = u8x16(w + (has_m ? 8 : 6));
+            const uint32_t h = u32_at(w + (has_m ? 4 : 2));
+            lo = _mm256_or_si256(_mm256_and_si256(v, low4), hbits16(h & 0xFFFF));
+            hi = _mm256_or_si256(_mm256_srli_epi16(v, 4), hbits16(h >> 16));
+        }
+        if (dt == GPT2_DTYPE_Q4_0 || dt == GPT2_DTYPE_Q5_0) {
+            const __m256i off = _mm256_set1_epi16(dt == GPT2_DTYPE_Q4_0 ? 8 : 16);
+            lo = _mm256_sub_epi16(lo, off), hi = _mm256_sub_epi16(hi, off);
+        }
+        const __m256i s = madd16(madd16(zero, lo, x16(xq)), hi, x16(xq + 16));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(f16_at(w) * x->d[b]), acc);
+        if (has_m) corr += f16_at(w + 2) * x->ds[b];
+    }
+    return hsum8(acc) + corr;
+}
+
+/* bit g of each of 16 bytes (widened to 16-bit lanes) as 16 or 0 */
+static inline __m256i bit_to_16(__m256i v, int g) {
+    const __m256i m = _mm256_set1_epi16(16);
+    if (g >= 4) return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(g - 4)), m);
+    return _mm256_and_si256(_mm256_sll_epi16(v, _mm_cvtsi32_si128(4 - g)), m);
+}
+
+static inline __attribute__((always_inline)) float dot_q45k_avx2(int k5, const uint8_t *w, const quant_x *x) {
+    const __m256i low4 = _mm256_set1_epi16(15), zero = _mm256_setzero_si256();
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0.0f;
+    uint8_t sc[8], mn[8];
+    for (int i = 0; i < x->n / 256; i++, w += k5 ? 176 : 144) {
+        const float d = f16_at(w), dmin = f16_at(w + 2);
+        const uint8_t *qs = w + (k5 ? 48 : 16);
+        k_scales(w + 4, sc, mn);
+        __m256i qha = zero, qhb = zero;
+        if (k5) qha = u8x16(w + 16), qhb = u8x16(w + 32);
+        for (int c = 0; c < 4; c++) {
+            const int b = 8 * i + 2 * c;
+            const __m256i va = u8x16(qs + 32 * c), vb = u8x16(qs + 32 * c + 16);
+            __m256i la = _mm256_and_si256(va, low4), lb = _mm256_and_si256(vb, low4);
+            __m256i ha = _mm256_srli_epi16(va, 4), hb = _mm256_srli_epi16(vb, 4);
+            if (k5) {
+                la = _mm256_or_si256(la, bit_to_16(qha, 2 * c)), lb = _mm256_or_si256(lb, bit_to_16(qhb, 2 * c));
+                ha = _mm256_or_si256(ha, bit_to_16(qha, 2 * c + 1)), hb = _mm256_or_si256(hb, bit_to_16(qhb, 2 * c + 1));
+            }
+            const int16_t *x0 = x->q + 32 * b, *x1 = x0 + 32;
+            const __m256i s0 = madd16(madd16(zero, la, x16(x0)), lb, x16(x0 + 16));
+            const __m256i s1 = madd16(madd16(zero, ha, x16(x1)), hb, x16(x1 + 16));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(d * (float)sc[2 * c] * x->d[b]), acc);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(d * (float)sc[2 * c + 1] * x->d[b + 1]), acc);
+            corr += dmin * (float)mn[2 * c] * x->ds[b] + dmin * (float)mn[2 * c + 1] * x->ds[b + 1];
+        }
+    }
+    return hsum8(acc) - corr;
+}
+
+/* The high 2 bits of a Q6_K quarter r (0..3) in bits 4-5: ((H >> 2r) & 3) << 4. */
+static inline __m256i q6_high(__m256i H, int r) {
+    const __m256i m = _mm256_set1_epi16(48);
+    switch (r) {
+    case 0: return _mm256_and_si256(_mm256_slli_epi16(H, 4), m);
+    case 1: return _mm256_and_si256(_mm256_slli_epi16(H, 2), m);
+    case 2: return _mm256_and_si256(H, m);
+    default: return _mm256_and_si256(_mm256_srli_epi16(H, 2), m);
+    }
+}
+
+static float dot_q6k_avx2(const uint8_t *w, const quant_x *x) {
+    const __m256i low4 = _mm256_set1_epi16(15), off = _mm256_set1_epi16(32), zero = _mm256_setzero_si256();
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < x->n / 256; i++, w += 210) {
+        const float d = f16_at(w + 208);
+        const int8_t *sc = (const int8_t *)w + 192;
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *L = w + 64 * h, *Hp = w + 128 + 32 * h;
+            const __m256i l16[4] = {u8x16(L), u8x16(L + 16), u8x16(L + 32), u8x16(L + 48)};
+            const __m256i H[2] = {u8x16(Hp), u8x16(Hp + 16)};
+            for (int r = 0; r < 4; r++) {
+                const int g = 4 * h + r, b = 8 * i + g;
+                const int16_t *xq = x->q + 32 * b;
+                const float dx = d * x->d[b];
+                for (int half = 0; half < 2; half++) { /* l = 0..15, 16..31: one 16-weight scale each */
+                    const __m256i L16 = l16[2 * (r & 1) + half];
+                    __m256i q = r < 2 ? _mm256_and_si256(L16, low4) : _mm256_srli_epi16(L16, 4);
+                    q = _mm256_sub_epi16(_mm256_or_si256(q, q6_high(H[half], r)), off);
+                    const __m256i s = madd16(zero, q, x16(xq + 16 * half));
+                    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dx * (float)sc[2 * g + half]), acc);
+                }
+            }
+        }
+    }
+    return hsum8(acc);
+}
+
+float quant_dot(gpt2_dtype dt, const void *row, const quant_x *x) {
+    switch (dt) {
+    case GPT2_DTYPE_Q8_0: return dot32_avx2(GPT2_DTYPE_Q8_0, row, x);
+    case GPT2_DTYPE_Q4_0: return dot32_avx2(GPT2_DTYPE_Q4_0, row, x);
+    case GPT2_DTYPE_Q4_1: return dot32_avx2(GPT2_DTYPE_Q4_1, row, x);
+    case GPT2_DTYPE_Q5_0: return dot32_avx2(GPT2_DTYPE_Q5_0, row, x);
+    case GPT2_DTYPE_Q5_1: return dot32_avx2(GPT2_DTYPE_Q5_1, row, x);
+    case GPT2_DTYPE_Q4_K: return dot_q45k_avx2(0, row, x);
+    case GPT2_DTYPE_Q5_K: return dot_q45k_avx2(1, row, x);
+    case GPT2_DTYPE_Q6_K: return dot_q6k_avx2(row, x);
+    default: return quant_dot_ref(dt, row, x);
+    }
+}
+
+#else
+float quant_dot(gpt2_dtype dt, const void *row, const quant_x *x) { return quant_dot_ref(dt, row, x); }
+#endif

@@ -1,0 +1,355 @@
+/* test_gguf.c — GGUF files and GGUF's block formats against the independent
+ * Python writer (tests/ref/gguf_write.py, fixtures in build/fixtures/gguf):
+ * dequantized blocks bit for bit, the Q8_0/Q4_0/Q4_K quantizers byte for
+ * byte, the integer dot products within the input's rounding, every fixture
+ * model's logits against the reference on its dequantized weights (prefill
+ * and decode) and against its source model (F32/F16/BF16 GGUF: the same
+ * bits as the safetensors model), results independent of the thread count,
+ * the tokenizer from GGUF metadata against vocab.json's and GPT-2's, and a
+ * one-line error naming the file and the defect for every hostile file. */
+#include <math.h>
+
+#include "core/quant.h"
+#include "gpt2.h"
+#include "test_util.h"
+
+/* --- blocks ------------------------------------------------------------------ */
+
+static const gpt2_dtype block_types[] = {GPT2_DTYPE_Q8_0, GPT2_DTYPE_Q4_0, GPT2_DTYPE_Q4_1, GPT2_DTYPE_Q5_0,
+                                         GPT2_DTYPE_Q5_1, GPT2_DTYPE_Q4_K, GPT2_DTYPE_Q5_K, GPT2_DTYPE_Q6_K};
+enum { N_BLOCK_TYPES = sizeof block_types / sizeof *block_types };
+
+static void test_dequantize_bit_exact(void **state) {
+    (void)state;
+    for (int i = 0; i < N_BLOCK_TYPES; i++) {
+        const quant_format *f = quant_format_of(block_types[i]);
+        size_t nb, nf;
+        unsigned char *blocks = read_file(fixture_path("gguf/blocks/%s.bin", f->name), &nb);
+        float *want = read_file(fixture_path("gguf/blocks/%s.f32", f->name), &nf);
+        const int n = (int)(nb / (size_t)f->block_bytes) * f->block;
+        assert_int_equal(nf, (size_t)n * sizeof(float));
+        float *got = malloc(nf);
+        quant_dequantize_row(block_types[i], blocks, got, n);
+        for (int k = 0; k < n; k++)
+            if (memcmp(&got[k], &want[k], 4) != 0)
+                fail_msg("%s element %d: %.9g, the Python dequantizer %.9g", f->name, k, got[k], want[k]);
+        free(blocks), free(want), free(got);
+    }
+}
+
+static void test_quantize_rows(void **state) {
+    (void)state;
+    const gpt2_dtype types[] = {GPT2_DTYPE_Q8_0, GPT2_DTYPE_Q4_0, GPT2_DTYPE_Q4_K};
+    for (int i = 0; i < 3; i++) {
+        const quant_format *f = quant_format_of(types[i]);
+        assert_true(quant_can_quantize(types[i]));
+        size_t nx, nb;
+        float *x = read_file(fixture_path("gguf/quant/%s.in.f32", f->name), &nx);
+        unsigned char *want = read_file(fixture_path("gguf/quant/%s.bin", f->name), &nb);
+        const int rows = 8, n = (int)(nx / sizeof(float)) / rows;
+        const size_t rb = quant_row_bytes(types[i], (size_t)n);
+        assert_int_equal(nb, rows * rb);
+        unsigned char *got = malloc(nb);
+        for (int r = 0; r < rows; r++) quant_quantize_row(types[i], x + (size_t)r * n, got + r * rb, n);
+        for (size_t k = 0; k < nb; k++)
+            if (got[k] != want[k])
+                fail_msg("%s: byte %zu (row %zu, block %zu, byte %zu of it) is 0x%02x, the Python quantizer's 0x%02x",
+                         f->name, k, k / rb, k % rb / (size_t)f->block_bytes, k % (size_t)f->block_bytes, got[k], want[k]);
+        free(x), free(want), free(got);
+    }
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static double uniform(void) { /* [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
+}
+
+/* quant_dot against the exact product of the dequantized row with x: the
+ * difference is the input's rounding, at most d_b / 2 per element of block b,
+ * so |error| <= sum_b d_b / 2 * sum_{i in b} |w_i|, plus float rounding. */
+static void test_dot_products(void **state) {
+    (void)state;
+    for (int i = 0; i < N_BLOCK_TYPES; i++) {
+        const quant_format *f = quant_format_of(block_types[i]);
+        size_t nb;
+        unsigned char *blocks = read_file(fixture_path("gguf/blocks/%s.bin", f->name), &nb);
+        const int n = 512, rows = (int)(nb / (size_t)f->block_bytes) * f->block / n;
+        const size_t rb = quant_row_bytes(block_types[i], n);
+        float *w = malloc((size_t)n * sizeof(float)), *x = malloc((size_t)n * sizeof(float));
+        void *buf = aligned_alloc(64, (quant_x_bytes(n) + 63) & ~(size_t)63);
+        for (int kind = 0; kind < 4; kind++)
+            for (int r = 0; r < rows; r++) {
+                for (int k = 0; k < n; k++) /* plain, an outlier per block, tiny, all equal */
+                    x[k] = kind == 0 ? (float)uniform() : kind == 1 ? (float)(k % 32 == 5 ? 40 * uniform() : uniform())
+                         : kind == 2 ? (float)(1e-30 * uniform()) : 0.75f;
+                quant_x xq;
+                quant_x_set(&xq, buf, x, n);
+                quant_dequantize_row(block_types[i], blocks + (size_t)r * rb, w, n);
+                double exact = 0, bound = 0, mag = 0;
+                for (int b = 0; b < n / 32; b++) {
+                    double sw = 0;
+                    for (int k = 32 * b; k < 32 * b + 32; k++) {
+                        exact += (double)w[k] * x[k];
+                        sw += fabs(w[k]);
+                        mag += fabs((double)w[k] * x[k]);
+                    }
+                    bound += xq.d[b] / 2.0 * sw;
+                }
+                for (int ref = 0; ref < 2; ref++) {
+                    const double got = (ref ? quant_dot_ref : quant_dot)(block_types[i], blocks + (size_t)r * rb, &xq);
+                    if (!(fabs(got - exact) <= bound * 1.0001 + 2e-6 * mag + 1e-30))
+                        fail_msg("%s row %d input %d: dot%s %.9g, exact %.9g, allowed error %.3g", f->name, r, kind,
+                                 ref ? " (reference)" : "", got, exact, bound * 1.0001 + 2e-6 * mag);
+                }
+            }
+        free(blocks), free(w), free(x), free(buf);
+    }
+}
+
+/* --- models ------------------------------------------------------------------------ */
+
+typedef struct {
+    char name[64], source[64], type[16];
+    int version;
+    double err;                 /* max |logit(deq) - logit(src)| the Python reference found */
+} model_case;
+
+static int read_cases(model_case *cases, int max) {
+    char *text = read_file(fixture_path("gguf/cases.tsv"), NULL), *save = NULL;
+    int n = 0;
+    for (char *line = strtok_r(text, "\n", &save); line && n < max; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '#') continue;
+        model_case *c = &cases[n];
+        if (sscanf(line, "%63s %63s %15s %d %lf", c->name, c->source, c->type, &c->version, &c->err) == 5) n++;
+    }
+    free(text);
+    return n;
+}
+
+typedef struct {
+    float *logits; /* (T, V) */
+    int V;
+} capture;
+
+static void on_logits(void *ud, int pos, const float *x, int n) {
+    capture *c = ud;
+    assert_int_equal(n, c->V);
+    memcpy(c->logits + (size_t)pos * n, x, (size_t)n * sizeof(float));
+}
+
+/* Logits at every position: one batch (prefill, sgemm) or one token at a
+ * time (decode, the integer dot products). */
+static float *run(const gpt2_model *m, const int32_t *ids, int T, int batch, int threads) {
+    const int V = gpt2_model_config(m)->n_vocab;
+    gpt2_context_params p = gpt2_context_default_params();
+    p.n_threads = threads;
+    gpt2_context *ctx;
+    gpt2_error err;
+    if (gpt2_context_new(m, p, &ctx, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    capture c = {calloc((size_t)T * V, sizeof(float)), V};
+    gpt2_hooks h = {.user_data = &c, .on_logits = on_logits};
+    gpt2_context_set_hooks(ctx, &h);
+    for (int t = 0; t < T; t += batch)
+        if (gpt2_context_eval(ctx, ids + t, T - t < batch ? T - t : batch, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    gpt2_context_free(ctx);
+    return c.logits;
+}
+
+static double max_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m;
+}
+
+static gpt2_model *load(const char *path) {
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(path, &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    return m;
+}
+
+static int32_t *fixture_tokens(int *T) {
+    char *text = read_file(fixture_path("gguf/tokens.txt"), NULL), *p = text;
+    int32_t *ids = malloc(64 * sizeof *ids);
+    int n = 0, len;
+    while (n < 64 && sscanf(p, "%d%n", &ids[n], &len) == 1) p += len, n++;
+    free(text);
+    *T = n;
+    return ids;
+}
+
+/* Decode rounds its input to 16 bits per block of 32 (quant.h): its logits
+ * move from the float reference by up to 1.4e-3 on these models (|logits|
+ * up to 11; the test prints each), so 5e-3. Prefill is float32 sgemm on the
+ * dequantized rows, as exact as an F32 model. */
+#define TOL_DECODE_Q 5e-3
+#define TOL_PREFILL 3e-4
+
+static void check_model(const model_case *c, const int32_t *ids, int T) {
+    gpt2_model *m = load(fixture_path("gguf/%s.gguf", c->name));
+    const int V = gpt2_model_config(m)->n_vocab, quantized = c->type[0] == 'Q';
+    size_t n;
+    float *deq = read_file(fixture_path("gguf/ref/%s/logits_deq.f32", c->name), &n);
+    float *src = read_file(fixture_path("gguf/ref/%s/logits_src.f32", c->name), NULL);
+    assert_int_equal(n, (size_t)T * V * sizeof(float));
+    float *pre = run(m, ids, T, T, 2), *dec = run(m, ids, T, 1, 2);
+    const double e_pre = max_diff(pre, deq, (size_t)T * V), e_dec = max_diff(dec, deq, (size_t)T * V);
+    const double e_src = max_diff(dec, src, (size_t)T * V);
+    print_message("%-24s prefill %.2e, decode %.2e off the dequantized reference; decode %.3g off the source "
+                  "(reference %.3g)\n", c->name, e_pre, e_dec, e_src, c->err);
+    if (!(e_pre < TOL_PREFILL)) fail_msg("%s: prefill logits %.3g off the reference", c->name, e_pre);
+    if (!(e_dec < (quantized ? TOL_DECODE_Q : TOL_PREFILL)))
+        fail_msg("%s: decode logits %.3g off the reference", c->name, e_dec);
+    if (!(e_src < c->err + (quantized ? TOL_DECODE_Q : TOL_PREFILL)))
+        fail_msg("%s: decode logits %.3g off the source model's", c->name, e_src);
+    if (!quantized && strstr(c->source, "k256") == NULL) { /* the same bits as the safetensors model */
+        gpt2_model *st = load(fixture_path("models/%s", c->source));
+        float *a = run(st, ids, T, T, 2), *b = run(st, ids, T, 1, 2);
+        assert_memory_equal(a, pre, (size_t)T * V * sizeof(float));
+        assert_memory_equal(b, dec, (size_t)T * V * sizeof(float));
+        free(a), free(b);
+        gpt2_model_free(st);
+    }
+    free(pre), free(dec), free(deq), free(src);
+    gpt2_model_free(m);
+}
+
+static void test_models(void **state) {
+    (void)state;
+    model_case cases[64];
+    int T, n = read_cases(cases, 64);
+    assert_true(n >= 16);
+    int32_t *ids = fixture_tokens(&T);
+    for (int i = 0; i < n; i++) check_model(&cases[i], ids, T);
+    free(ids);
+}
+
+/* The config and tensors as the metadata says; a mixed file's matrices keep their own formats. */
+static void test_model_shape(void **state) {
+    (void)state;
+    gpt2_model *m = load(fixture_path("gguf/tiny-k256.q4_k_m.gguf"));
+    const gpt2_config *c = gpt2_model_config(m);
+    assert_int_equal(c->n_layer, 2);
+    assert_int_equal(c->n_embd, 256);
+    assert_int_equal(c->n_head, 4);
+    assert_int_equal(c->n_ctx, 64);
+    assert_int_equal(c->n_vocab, 507);
+    assert_string_equal(gpt2_model_name(m), "tiny-k256.q4_k_m");
+    assert_int_equal(gpt2_model_dtype(m), GPT2_DTYPE_Q6_K); /* the embedding's */
+    gpt2_model_free(m);
+    m = load(fixture_path("gguf/tiny-prefix-lmhead.q8_0.gguf"));
+    assert_true(fabsf(gpt2_model_config(m)->ln_eps - 1e-3f) < 1e-9f);
+    gpt2_model_free(m);
+}
+
+/* Any thread count, the same bits; up to 16 positions at once, the same bits as one by one. */
+static void test_threads_identical(void **state) {
+    (void)state;
+    const char *names[] = {"tiny-k256.q4_k_m", "tiny-f32.q5_1", "tiny-f32.q4_0"};
+    int T;
+    int32_t *ids = fixture_tokens(&T);
+    for (int i = 0; i < 3; i++) {
+        gpt2_model *m = load(fixture_path("gguf/%s.gguf", names[i]));
+        const size_t n = (size_t)T * gpt2_model_config(m)->n_vocab * sizeof(float);
+        float *pre1 = run(m, ids, T, T, 1), *dec1 = run(m, ids, T, 1, 1), *batch = run(m, ids, T, 8, 1);
+        assert_memory_equal(dec1, batch, n);
+        for (int nt = 2; nt <= 3; nt++) {
+            float *pre = run(m, ids, T, T, nt), *dec = run(m, ids, T, 1, nt);
+            assert_memory_equal(pre1, pre, n);
+            assert_memory_equal(dec1, dec, n);
+            free(pre), free(dec);
+        }
+        free(pre1), free(dec1), free(batch);
+        gpt2_model_free(m);
+    }
+    free(ids);
+}
+
+/* --- tokenizer ----------------------------------------------------------------------- */
+
+static int hexval(int c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
+
+/* Every line "hex(text)<TAB>ids" of a tokenizer fixture, encoded by tok. */
+static void check_tsv(const gpt2_tokenizer *tok, const char *name) {
+    char *text = read_file(fixture_path("tokenizer/%s", name), NULL), *save = NULL;
+    int n_cases = 0;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *tab = strchr(line, '\t');
+        if (line[0] == '#' || !tab) continue;
+        size_t len = (size_t)(tab - line) / 2, n_ids, n_want = 0;
+        char *s = malloc(len + 1);
+        for (size_t i = 0; i < len; i++) s[i] = (char)(hexval(line[2 * i]) << 4 | hexval(line[2 * i + 1]));
+        int32_t *ids, want[4096];
+        for (char *p = tab + 1, *end; n_want < 4096 && (want[n_want] = (int32_t)strtol(p, &end, 10), end != p); p = end)
+            n_want++;
+        gpt2_error err;
+        if (gpt2_tokenizer_encode(tok, s, len, 0, &ids, &n_ids, &err) != GPT2_OK) fail_msg("%s", err.msg);
+        if (n_ids != n_want || memcmp(ids, want, n_ids * sizeof *ids) != 0)
+            fail_msg("%s line %d: %zu ids, expected %zu", name, n_cases + 1, n_ids, n_want);
+        free(ids), free(s);
+        n_cases++;
+    }
+    assert_true(n_cases >= 3000);
+    free(text);
+}
+
+static void test_tokenizer(void **state) {
+    (void)state;
+    gpt2_model *m = load(fixture_path("gguf/tiny-f32.q8_0.gguf"));
+    check_tsv(gpt2_model_tokenizer(m), "tiny_py.tsv");
+    assert_int_equal(gpt2_tokenizer_eot(gpt2_model_tokenizer(m)), 506);
+    gpt2_model_free(m);
+    m = load(fixture_path("gguf/gpt2tok.gguf"));
+    assert_int_equal(gpt2_tokenizer_n_vocab(gpt2_model_tokenizer(m)), 50257);
+    assert_int_equal(gpt2_tokenizer_eot(gpt2_model_tokenizer(m)), 50256);
+    check_tsv(gpt2_model_tokenizer(m), "gpt2_py.tsv");
+    gpt2_model_free(m);
+}
+
+/* --- hostile files -------------------------------------------------------------------- */
+
+static void test_hostile(void **state) {
+    (void)state;
+    char *text = read_file(fixture_path("gguf/bad/cases.tsv"), NULL), *save = NULL;
+    int n = 0;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save), n++) {
+        char *tab = strchr(line, '\t');
+        assert_non_null(tab);
+        *tab = '\0';
+        const char *path = fixture_path("gguf/bad/%s.gguf", line), *keyword = tab + 1;
+        gpt2_model *m = NULL;
+        gpt2_error err;
+        gpt2_status st = gpt2_model_load(path, &m, &err);
+        if (st == GPT2_OK) fail_msg("%s: loaded", line);
+        assert_null(m);
+        if (!strstr(err.msg, path) || !strstr(err.msg, keyword) || strchr(err.msg, '\n'))
+            fail_msg("%s: message \"%s\" should name the file and say '%s' on one line", line, err.msg, keyword);
+    }
+    assert_true(n >= 50);
+    free(text);
+}
+
+/* A file that is neither a directory nor GGUF says so. */
+static void test_not_gguf(void **state) {
+    (void)state;
+    gpt2_model *m;
+    gpt2_error err;
+    const char *path = fixture_path("models/tiny-f32/config.json");
+    assert_int_equal(gpt2_model_load(path, &m, &err), GPT2_ERR_IO);
+    assert_non_null(strstr(err.msg, "not a model directory or a GGUF file"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dequantize_bit_exact), cmocka_unit_test(test_quantize_rows),
+        cmocka_unit_test(test_dot_products),        cmocka_unit_test(test_models),
+        cmocka_unit_test(test_model_shape),          cmocka_unit_test(test_threads_identical),
+        cmocka_unit_test(test_tokenizer),            cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_not_gguf),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
