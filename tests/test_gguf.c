@@ -269,6 +269,38 @@ static void test_threads_identical(void **state) {
     free(ids);
 }
 
+/* gpt2_model_quantize to a block format gives, bit for bit, the weights the
+ * Python quantizer wrote into a GGUF file (the same algorithm, written twice),
+ * so the same logits; a model already quantized is refused. */
+static void test_quantize_model(void **state) {
+    (void)state;
+    const struct { const char *src, *gguf; gpt2_dtype to; } cases[] = {
+        {"models/tiny-f32", "gguf/tiny-f32.q4_0.gguf", GPT2_DTYPE_Q4_0},
+        {"models/tiny-f32", "gguf/tiny-f32.q8_0.gguf", GPT2_DTYPE_Q8_0},
+        {"gguf/models/tiny-k256", "gguf/tiny-k256.q4_k.gguf", GPT2_DTYPE_Q4_K},
+    };
+    int T;
+    int32_t *ids = fixture_tokens(&T);
+    for (int i = 0; i < 3; i++) {
+        gpt2_model *a = load(fixture_path("%s", cases[i].src)), *b = load(fixture_path("%s", cases[i].gguf));
+        gpt2_error err;
+        assert_int_equal(gpt2_model_quantize(a, cases[i].to, &err), GPT2_OK);
+        assert_int_equal(gpt2_model_dtype(a), cases[i].to);
+        assert_int_equal(gpt2_model_quantize(a, cases[i].to, &err), GPT2_OK); /* already: nothing to do */
+        assert_true(gpt2_model_weight_bytes(a) <= gpt2_model_weight_bytes(b) + 64 * 12);
+        const size_t n = (size_t)T * gpt2_model_config(a)->n_vocab * sizeof(float);
+        for (int batch = 1; batch <= T; batch += T - 1) {
+            float *x = run(a, ids, T, batch, 2), *y = run(b, ids, T, batch, 2);
+            assert_memory_equal(x, y, n);
+            free(x), free(y);
+        }
+        assert_int_equal(gpt2_model_quantize(b, GPT2_DTYPE_Q4_K, &err), GPT2_ERR_INVALID_ARG);
+        assert_non_null(strstr(err.msg, "already quantized"));
+        gpt2_model_free(a), gpt2_model_free(b);
+    }
+    free(ids);
+}
+
 /* --- tokenizer ----------------------------------------------------------------------- */
 
 static int hexval(int c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
@@ -348,6 +380,7 @@ int main(void) {
         cmocka_unit_test(test_dequantize_bit_exact), cmocka_unit_test(test_quantize_rows),
         cmocka_unit_test(test_dot_products),        cmocka_unit_test(test_models),
         cmocka_unit_test(test_model_shape),          cmocka_unit_test(test_threads_identical),
+        cmocka_unit_test(test_quantize_model),
         cmocka_unit_test(test_tokenizer),            cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_not_gguf),
     };

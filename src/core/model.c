@@ -475,52 +475,129 @@ static void q8_matrix(const gpt2_matrix *src, int per_row, unsigned char **next,
     *dst = (gpt2_matrix){.data = q, .dtype = GPT2_DTYPE_Q8, .rows = R, .cols = C, .scale = scale};
 }
 
-gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
-    if (to != GPT2_DTYPE_Q8)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "quantize: only q8 is supported, not %s", gpt2_dtype_name(to));
-    if (m->wte.dtype == GPT2_DTYPE_Q8) return GPT2_OK;
-    const int untied = m->lm_head.data != m->wte.data, L = m->cfg.n_layer;
-    size_t bytes = q8_bytes(&m->wte, 1) + (untied ? q8_bytes(&m->lm_head, 1) : 0), widest = (size_t)m->wte.cols;
-    for (int l = 0; l < L; l++) {
-        const gpt2_matrix *w[4] = {&m->layers[l].attn_w, &m->layers[l].proj_w, &m->layers[l].fc_w,
-                                   &m->layers[l].fcproj_w};
-        for (int i = 0; i < 4; i++) {
-            bytes += q8_bytes(w[i], 0);
-            if ((size_t)w[i]->cols > widest) widest = (size_t)w[i]->cols;
+/* --- GGUF's block formats ------------------------------------------------------ */
+
+/* The block format a matrix with K inputs gets for `to`: Q4_K needs rows of
+ * 256, so narrower ones take Q4_0 (as llama.cpp falls back). */
+static gpt2_dtype block_target(gpt2_dtype to, int K) { return to == GPT2_DTYPE_Q4_K && K % 256 ? GPT2_DTYPE_Q4_0 : to; }
+
+/* A matrix's inputs and outputs: a block's Conv1D (K, N), or wte's (V, C) rows. */
+static void in_out(const gpt2_matrix *w, int conv, int *K, int *N) {
+    *K = conv ? w->rows : w->cols;
+    *N = conv ? w->cols : w->rows;
+}
+
+static size_t block_bytes(gpt2_dtype to, const gpt2_matrix *w, int conv) {
+    int K, N;
+    in_out(w, conv, &K, &N);
+    return ((size_t)N * quant_row_bytes(block_target(to, K), (size_t)K) + 63) & ~(size_t)63;
+}
+
+/* src (float, any layout) into the arena at *next in a block format, by
+ * output: N rows of K. tmp: K * N + K floats for a Conv1D weight, C for wte. */
+static void block_matrix(gpt2_dtype to, const gpt2_matrix *src, int conv, unsigned char **next, float *tmp,
+                         gpt2_matrix *dst) {
+    int K, N;
+    in_out(src, conv, &K, &N);
+    const gpt2_dtype dt = block_target(to, K);
+    const size_t rb = quant_row_bytes(dt, (size_t)K);
+    unsigned char *out = *next;
+    *next += block_bytes(to, src, conv);
+    if (!conv) {
+        for (int r = 0; r < N; r++) {
+            kernel_row(tmp, src, r);
+            quant_quantize_row(dt, tmp, out + (size_t)r * rb, K);
+        }
+    } else {
+        float *col = tmp + (size_t)K * N;
+        for (int k = 0; k < K; k++) kernel_row(tmp + (size_t)k * N, src, k); /* the (K, N) matrix */
+        for (int n = 0; n < N; n++) {
+            for (int k = 0; k < K; k++) col[k] = tmp[(size_t)k * N + n];
+            quant_quantize_row(dt, col, out + (size_t)n * rb, K);
         }
     }
-    unsigned char *arena = huge_alloc(bytes);
-    float *row = malloc(widest * sizeof(float));
-    if (!arena || !row) {
-        huge_free(arena, bytes);
-        free(row);
-        return gpt2_fail(err, GPT2_ERR_NOMEM, "quantize: out of memory for %zu MB of 8-bit weights", bytes >> 20);
-    }
-    unsigned char *next = arena;
-    gpt2_matrix wte, head;
-    q8_matrix(&m->wte, 1, &next, row, &wte);
-    if (untied) q8_matrix(&m->lm_head, 1, &next, row, &head);
-    m->wte = wte;
-    m->lm_head = untied ? head : wte;
-    size_t weight_bytes = q8_bytes(&wte, 1) + (untied ? q8_bytes(&head, 1) : 0);
-    for (int l = 0; l < L; l++) {
+    *dst = (gpt2_matrix){.data = out, .dtype = dt, .rows = src->rows, .cols = src->cols, .trans = conv};
+}
+
+/* The model's weight matrices: wte, an untied head, then each layer's four
+ * (Conv1D). Returns the count; conv[i] says which are Conv1D. */
+static int all_matrices(gpt2_model *m, gpt2_matrix **w, int *conv) {
+    int n = 0;
+    w[n] = &m->wte, conv[n++] = 0;
+    if (m->lm_head.data != m->wte.data) w[n] = &m->lm_head, conv[n++] = 0;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
         gpt2_layer *ly = &m->layers[l];
-        gpt2_matrix *w[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
-        for (int i = 0; i < 4; i++) {
-            gpt2_matrix q;
-            q8_matrix(w[i], 0, &next, row, &q);
-            *w[i] = q;
-            weight_bytes += q8_bytes(&q, 0);
-        }
+        gpt2_matrix *four[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
+        for (int i = 0; i < 4; i++) w[n] = four[i], conv[n++] = 1;
     }
-    free(row);
-    /* The old weights are no longer read: release their arena. */
-    const gpt2_config *c = &m->cfg;
-    m->weight_bytes = weight_bytes + vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * c->n_embd * sizeof(float);
-    huge_free(m->arena, m->arena_bytes);
-    m->arena = arena;
-    m->arena_bytes = m->arena_used = bytes;
+    return n;
+}
+
+/* What quantizing to `to` can start from: float weights whose inputs come in
+ * whole blocks. */
+static gpt2_status check_quantizable(gpt2_model *m, gpt2_dtype to, gpt2_matrix **w, const int *conv, int n,
+                                     gpt2_error *err) {
+    for (int i = 0; i < n; i++) {
+        int K, N;
+        in_out(w[i], conv[i], &K, &N);
+        if (w[i]->dtype > GPT2_DTYPE_BF16)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                             "quantize: model %s's weights are already quantized (%s); to %s it needs F32, F16 or "
+                             "BF16 weights", m->name, gpt2_dtype_name(w[i]->dtype), gpt2_dtype_name(to));
+        if (to != GPT2_DTYPE_Q8 && K % 32)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                             "quantize: %s stores blocks of 32 inputs, but a matrix of model %s has %d inputs",
+                             gpt2_dtype_name(to), m->name, K);
+    }
     return GPT2_OK;
+}
+
+/* Quantizes every matrix into one new arena; long for its plan-allocate-
+ * convert steps, each a few lines, with one failure path. */
+gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
+    if (to != GPT2_DTYPE_Q8 && !quant_can_quantize(to))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "quantize: to q8, q8_0, q4_0 or q4_k, not %s", gpt2_dtype_name(to));
+    if (m->quantized_to == to) return GPT2_OK;
+    gpt2_matrix **w = malloc(((size_t)m->cfg.n_layer * 4 + 2) * sizeof *w);
+    int *conv = malloc(((size_t)m->cfg.n_layer * 4 + 2) * sizeof *conv);
+    if (!w || !conv) {
+        free(w), free(conv);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "quantize: out of memory");
+    }
+    const int n = all_matrices(m, w, conv);
+    gpt2_status st = check_quantizable(m, to, w, conv, n, err);
+    size_t bytes = 0, tmp_floats = (size_t)m->wte.cols;
+    for (int i = 0; i < n && !st; i++) {
+        bytes += to == GPT2_DTYPE_Q8 ? q8_bytes(w[i], !conv[i]) : block_bytes(to, w[i], conv[i]);
+        const size_t need = conv[i] && to != GPT2_DTYPE_Q8 ? (size_t)w[i]->rows * (w[i]->cols + 1) : (size_t)w[i]->cols;
+        tmp_floats = need > tmp_floats ? need : tmp_floats;
+    }
+    unsigned char *arena = st ? NULL : huge_alloc(bytes), *next = arena;
+    float *tmp = st ? NULL : malloc(tmp_floats * sizeof(float));
+    if (!st && (!arena || !tmp))
+        st = gpt2_fail(err, GPT2_ERR_NOMEM, "quantize: out of memory for %zu MB of %s weights", bytes >> 20,
+                       gpt2_dtype_name(to));
+    const int tied = m->lm_head.data == m->wte.data;
+    for (int i = 0; i < n && !st; i++) {
+        gpt2_matrix q;
+        if (to == GPT2_DTYPE_Q8) q8_matrix(w[i], !conv[i], &next, tmp, &q);
+        else block_matrix(to, w[i], conv[i], &next, tmp, &q);
+        *w[i] = q;
+    }
+    if (!st) {
+        if (tied) m->lm_head = m->wte;
+        /* the old weights are no longer read: release their arena */
+        const gpt2_config *c = &m->cfg;
+        m->weight_bytes = bytes + vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * c->n_embd * sizeof(float);
+        huge_free(m->arena, m->arena_bytes);
+        m->arena = arena;
+        m->arena_bytes = m->arena_used = bytes;
+        m->quantized_to = to;
+    } else {
+        huge_free(arena, bytes);
+    }
+    free(tmp), free(w), free(conv);
+    return st;
 }
 
 /* --- random model --------------------------------------------------------- */
@@ -556,9 +633,9 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
     *out = NULL;
     if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_ctx < 1 || c.n_vocab < 1 || c.n_embd % c.n_head)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "random model: invalid config");
-    if (dt == GPT2_DTYPE_Q8) {
+    if (dt > GPT2_DTYPE_BF16) {
         gpt2_status st = gpt2_model_new_random(c, GPT2_DTYPE_F32, seed, out, err);
-        if (st == GPT2_OK && (st = gpt2_model_quantize(*out, GPT2_DTYPE_Q8, err)) != GPT2_OK) {
+        if (st == GPT2_OK && (st = gpt2_model_quantize(*out, dt, err)) != GPT2_OK) {
             gpt2_model_free(*out);
             *out = NULL;
         }

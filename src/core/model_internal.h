@@ -24,6 +24,7 @@ struct gpt2_model {
     int n_inner;                /* F */
     int gelu_erf;               /* 1: exact GELU ("gelu"); 0: tanh ("gelu_new") */
     int from_gguf;              /* loaded from a GGUF file (model_gguf.c) */
+    gpt2_dtype quantized_to;    /* what gpt2_model_quantize last made (F32: never called) */
     char *name;
     gpt2_matrix wte;            /* (V, C) */
     gpt2_matrix lm_head;        /* (V, C): wte unless untied */
