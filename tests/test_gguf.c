@@ -107,6 +107,61 @@ static void test_dot_products(void **state) {
     }
 }
 
+/* The interleaved layout (quant.h, x8): each row dequantized from it gives
+ * the plain row's floats bit for bit (and a whole group, all eight rows), the
+ * padding rows of a last partial group are zero, and its 8-row dot products
+ * (kernel and reference) stay within the input's rounding of the exact ones. */
+static void test_x8_layout(void **state) {
+    (void)state;
+    for (int i = 0; i < N_BLOCK_TYPES; i++) {
+        const gpt2_dtype dt = block_types[i];
+        if (!quant_x8(dt)) continue;
+        const quant_format *f = quant_format_of(dt);
+        unsigned char *blocks = read_file(fixture_path("gguf/blocks/%s.bin", f->name), NULL);
+        const int K = 256, rows_avail = 64 * f->block / K;
+        for (int N = rows_avail - 1; N <= rows_avail; N++) {
+            const size_t rb = quant_row_bytes(dt, K);
+            unsigned char *x8 = malloc(quant_x8_bytes(dt, N, K));
+            quant_x8_pack(dt, blocks, N, K, x8);
+            float *want = malloc(K * sizeof(float)), *got = malloc(8 * K * sizeof(float)), *x = malloc(K * sizeof(float));
+            void *buf = aligned_alloc(64, (quant_x_bytes(K) + 63) & ~(size_t)63);
+            for (int k = 0; k < K; k++) x[k] = (float)uniform() * (k % 32 == 3 ? 30.0f : 1.0f);
+            quant_x xq;
+            quant_x_set(&xq, buf, x, K);
+            for (int g = 0; g < (N + 7) / 8; g++) {
+                const unsigned char *grp = x8 + (size_t)g * quant_x8_group_bytes(dt, K);
+                float all[8 * 256], o8[8], r8[8];
+                quant_x8_dequantize(dt, grp, K, -1, all);
+                quant_x8_dot(dt, grp, &xq, o8);
+                quant_x8_dot_ref(dt, grp, &xq, r8);
+                for (int r = 0; r < 8; r++) {
+                    const int n = 8 * g + r;
+                    quant_x8_dequantize(dt, grp, K, r, got);
+                    if (n < N) quant_dequantize_row(dt, blocks + (size_t)n * rb, want, K);
+                    else memset(want, 0, K * sizeof(float));
+                    for (int k = 0; k < K && n >= N; k++) /* 0 * (q - 8) may be -0 */
+                        assert_true(got[k] == 0.0f && all[(size_t)r * K + k] == 0.0f);
+                    if (n >= N) continue;
+                    assert_memory_equal(got, want, K * sizeof(float));
+                    assert_memory_equal(all + (size_t)r * K, want, K * sizeof(float));
+                    double exact = 0, bound = 0, mag = 0;
+                    for (int k = 0; k < K; k++) {
+                        exact += (double)want[k] * x[k];
+                        mag += fabs((double)want[k] * x[k]);
+                        bound += xq.d[k / 32] / 2.0 * fabs(want[k]);
+                    }
+                    const double tol = bound * 1.0001 + 2e-6 * mag + 1e-30;
+                    if (!(fabs(o8[r] - exact) <= tol && fabs(r8[r] - exact) <= tol))
+                        fail_msg("%s x8 row %d: dot %.9g (reference %.9g), exact %.9g, allowed %.3g", f->name, n, o8[r],
+                                 r8[r], exact, tol);
+                }
+            }
+            free(x8), free(want), free(got), free(x), free(buf);
+        }
+        free(blocks);
+    }
+}
+
 /* --- models ------------------------------------------------------------------------ */
 
 typedef struct {
@@ -378,7 +433,8 @@ static void test_not_gguf(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dequantize_bit_exact), cmocka_unit_test(test_quantize_rows),
-        cmocka_unit_test(test_dot_products),        cmocka_unit_test(test_models),
+        cmocka_unit_test(test_dot_products),        cmocka_unit_test(test_x8_layout),
+        cmocka_unit_test(test_models),
         cmocka_unit_test(test_model_shape),          cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_quantize_model),
         cmocka_unit_test(test_tokenizer),            cmocka_unit_test(test_hostile),

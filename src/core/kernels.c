@@ -126,6 +126,7 @@ int kernel_packable(const gpt2_matrix *m) {
 size_t kernel_matrix_bytes(const gpt2_matrix *m) {
     if (!quant_is_block(m->dtype)) return (size_t)m->rows * m->cols * gpt2_dtype_size(m->dtype);
     const int stored_rows = m->trans ? m->cols : m->rows, row = m->trans ? m->rows : m->cols;
+    if (m->packed) return quant_x8_bytes(m->dtype, stored_rows, row);
     return (size_t)stored_rows * quant_row_bytes(m->dtype, (size_t)row);
 }
 
@@ -150,7 +151,10 @@ void kernel_pack(void *dst, const gpt2_matrix *src) {
 }
 
 void kernel_row(float *dst, const gpt2_matrix *m, int r) {
-    if (quant_is_block(m->dtype))
+    if (quant_is_block(m->dtype) && m->packed)
+        quant_x8_dequantize(m->dtype, (const char *)m->data + (size_t)(r / 8) * quant_x8_group_bytes(m->dtype, m->cols),
+                            m->cols, r % 8, dst);
+    else if (quant_is_block(m->dtype))
         quant_dequantize_row(m->dtype, (const char *)m->data + (size_t)r * quant_row_bytes(m->dtype, (size_t)m->cols),
                              dst, m->cols);
     else
@@ -424,8 +428,10 @@ typedef struct {
     const float *in;    /* (T, K) */
     int T, N, K;
     gpt2_dtype dt;
-    const char *w;      /* (N rows of K weights in blocks) */
+    const char *w;      /* (N rows of K weights in blocks), or groups of 8 rows (x8) */
     size_t row_bytes;
+    int x8;             /* the interleaved layout (quant.h): group_bytes apart */
+    size_t group_bytes;
     const float *bias;
     int accumulate;
     float **scratch;
@@ -445,19 +451,33 @@ static void qmatmul_part(void *arg, int chunk, int n_chunks, int ith) {
         }
     }
     if (n0 >= n1) return;
+    if (j->T <= KERNEL_SMALL_T && j->x8) { /* n0 is a multiple of 8 */
+        float o8[8];
+        for (int n = n0; n < n1; n += 8)
+            for (int t = 0; t < j->T; t++) {
+                quant_x8_dot(j->dt, j->w + (size_t)(n / 8) * j->group_bytes, &j->xq[t], o8);
+                for (int i = 0; i < 8 && n + i < n1; i++) j->out[(size_t)t * j->ldo + n + i] += o8[i];
+            }
+        return;
+    }
     if (j->T <= KERNEL_SMALL_T) {
         for (int n = n0; n < n1; n++)
             for (int t = 0; t < j->T; t++)
                 j->out[(size_t)t * j->ldo + n] += quant_dot(j->dt, j->w + (size_t)n * j->row_bytes, &j->xq[t]);
         return;
     }
-    /* prefill: dequantize a block of rows (a number fixed by K), then sgemm */
+    /* prefill: dequantize a block of rows (a number fixed by K; x8: whole
+     * groups, the last one's padding rows past nr unused), then sgemm */
     float *buf = j->scratch[ith];
-    const int nb = KERNEL_SCRATCH_FLOATS / j->K;
+    const int nb = (KERNEL_SCRATCH_FLOATS / j->K) & ~7;
     for (int r0 = n0; r0 < n1; r0 += nb) {
         const int nr = n1 - r0 < nb ? n1 - r0 : nb;
-        for (int r = 0; r < nr; r++)
-            quant_dequantize_row(j->dt, j->w + (size_t)(r0 + r) * j->row_bytes, buf + (size_t)r * j->K, j->K);
+        for (int r = 0; r < nr; r += j->x8 ? 8 : 1)
+            if (j->x8)
+                quant_x8_dequantize(j->dt, j->w + (size_t)((r0 + r) / 8) * j->group_bytes, j->K, -1,
+                                    buf + (size_t)r * j->K);
+            else
+                quant_dequantize_row(j->dt, j->w + (size_t)(r0 + r) * j->row_bytes, buf + (size_t)r * j->K, j->K);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->T, nr, j->K, 1.0f, j->in, j->K, buf, j->K, 1.0f,
                     j->out + r0, j->ldo);
     }
@@ -467,8 +487,8 @@ static void qmatmul_part(void *arg, int chunk, int n_chunks, int ith) {
 static void qmatmul(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W, int N, int K,
                     const float *bias, int accumulate, float **scratch, float *partials, int fine) {
     quant_x xq[KERNEL_SMALL_T];
-    qmatmul_job j = {out, ldo, in, T, N, K, W->dtype, W->data, quant_row_bytes(W->dtype, (size_t)K), bias, accumulate,
-                     scratch, xq};
+    qmatmul_job j = {out, ldo, in, T, N, K, W->dtype, W->data, quant_row_bytes(W->dtype, (size_t)K), W->packed,
+                     quant_x8_group_bytes(W->dtype, K), bias, accumulate, scratch, xq};
     if (T <= KERNEL_SMALL_T) {
         char *buf = (char *)partials;
         const size_t step = quant_x_bytes(K);

@@ -260,15 +260,28 @@ static int packs(const pack_job *j, int i) { return i >= j->n_plain && kernel_pa
 
 static size_t matrix_bytes(const gpt2_matrix *w) { return kernel_matrix_bytes(w); }
 
+/* Whether a block-format matrix is interleaved at load (quant.h, x8). */
+static int x8_packs(const gpt2_matrix *w) { return quant_is_block(w->dtype) && quant_x8(w->dtype); }
+
+/* Bytes w takes in the arena: interleaved, or as it is. */
+static size_t arena_bytes_of(const gpt2_matrix *w) {
+    gpt2_matrix p = *w;
+    p.packed = x8_packs(w);
+    return matrix_bytes(&p);
+}
+
 /* A float matrix from a GGUF file (trans) is transposed into the layout a
- * safetensors file's would get; block formats are copied as stored. */
+ * safetensors file's would get; block formats are interleaved (x8) where
+ * they can be, else copied as stored. */
 static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
     const pack_job *j = arg;
     const gpt2_matrix *w = j->w[chunk];
+    unsigned char *dst = j->m->arena + j->at[chunk];
     (void)n_chunks, (void)ith;
-    if (w->trans && !quant_is_block(w->dtype)) kernel_pack_t(j->m->arena + j->at[chunk], w);
-    else if (packs(j, chunk)) kernel_pack(j->m->arena + j->at[chunk], w);
-    else memcpy(j->m->arena + j->at[chunk], w->data, matrix_bytes(w));
+    if (x8_packs(w)) quant_x8_pack(w->dtype, w->data, w->trans ? w->cols : w->rows, w->trans ? w->rows : w->cols, dst);
+    else if (w->trans && !quant_is_block(w->dtype)) kernel_pack_t(dst, w);
+    else if (packs(j, chunk)) kernel_pack(dst, w);
+    else memcpy(dst, w->data, matrix_bytes(w));
     st_release(&j->m->st, w->data, matrix_bytes(w)); /* no-op off the map */
 }
 
@@ -295,7 +308,7 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
         }
         for (int i = 0; i < n; i++) {
             at[i] = bytes;
-            bytes += (matrix_bytes(w[i]) + 63) & ~(size_t)63;
+            bytes += (arena_bytes_of(w[i]) + 63) & ~(size_t)63;
         }
     }
     gpt2_pool *pool = NULL;
@@ -304,7 +317,7 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
         pack_job job = {m, w, at, 1 + untied};
         pool_run(pool, pack_one, &job, n);
         for (int i = 0; i < n; i++) {
-            w[i]->packed = packs(&job, i);
+            w[i]->packed = packs(&job, i) || x8_packs(w[i]);
             w[i]->trans = w[i]->trans && quant_is_block(w[i]->dtype);
             w[i]->data = m->arena + at[i];
         }
@@ -490,33 +503,40 @@ static void in_out(const gpt2_matrix *w, int conv, int *K, int *N) {
 static size_t block_bytes(gpt2_dtype to, const gpt2_matrix *w, int conv) {
     int K, N;
     in_out(w, conv, &K, &N);
-    return ((size_t)N * quant_row_bytes(block_target(to, K), (size_t)K) + 63) & ~(size_t)63;
+    const gpt2_dtype dt = block_target(to, K);
+    const size_t bytes = quant_x8(dt) ? quant_x8_bytes(dt, N, K) : (size_t)N * quant_row_bytes(dt, (size_t)K);
+    return (bytes + 63) & ~(size_t)63;
 }
 
 /* src (float, any layout) into the arena at *next in a block format, by
- * output: N rows of K. tmp: K * N + K floats for a Conv1D weight, C for wte. */
+ * output: N rows of K, eight at a time (then interleaved where the format
+ * has the x8 layout). tmp: K * N + K floats for a Conv1D weight, C for wte;
+ * rows8: 8 rows of K in the format. */
 static void block_matrix(gpt2_dtype to, const gpt2_matrix *src, int conv, unsigned char **next, float *tmp,
-                         gpt2_matrix *dst) {
+                         unsigned char *rows8, gpt2_matrix *dst) {
     int K, N;
     in_out(src, conv, &K, &N);
     const gpt2_dtype dt = block_target(to, K);
-    const size_t rb = quant_row_bytes(dt, (size_t)K);
+    const size_t rb = quant_row_bytes(dt, (size_t)K), gb = 8 * rb;
     unsigned char *out = *next;
     *next += block_bytes(to, src, conv);
-    if (!conv) {
-        for (int r = 0; r < N; r++) {
-            kernel_row(tmp, src, r);
-            quant_quantize_row(dt, tmp, out + (size_t)r * rb, K);
-        }
-    } else {
-        float *col = tmp + (size_t)K * N;
+    float *col = tmp + (conv ? (size_t)K * N : 0);
+    if (conv)
         for (int k = 0; k < K; k++) kernel_row(tmp + (size_t)k * N, src, k); /* the (K, N) matrix */
-        for (int n = 0; n < N; n++) {
-            for (int k = 0; k < K; k++) col[k] = tmp[(size_t)k * N + n];
-            quant_quantize_row(dt, col, out + (size_t)n * rb, K);
+    for (int n0 = 0; n0 < N; n0 += 8) {
+        const int nr = N - n0 < 8 ? N - n0 : 8;
+        for (int n = n0; n < n0 + nr; n++) {
+            if (conv)
+                for (int k = 0; k < K; k++) col[k] = tmp[(size_t)k * N + n];
+            else
+                kernel_row(col, src, n);
+            quant_quantize_row(dt, col, rows8 + (size_t)(n - n0) * rb, K);
         }
+        if (quant_x8(dt)) quant_x8_pack(dt, rows8, nr, K, out + (size_t)(n0 / 8) * gb);
+        else memcpy(out + (size_t)n0 * rb, rows8, (size_t)nr * rb);
     }
-    *dst = (gpt2_matrix){.data = out, .dtype = dt, .rows = src->rows, .cols = src->cols, .trans = conv};
+    *dst = (gpt2_matrix){.data = out, .dtype = dt, .rows = src->rows, .cols = src->cols, .trans = conv,
+                         .packed = quant_x8(dt)};
 }
 
 /* The model's weight matrices: wte, an untied head, then each layer's four
@@ -574,14 +594,15 @@ gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
     }
     unsigned char *arena = st ? NULL : huge_alloc(bytes), *next = arena;
     float *tmp = st ? NULL : malloc(tmp_floats * sizeof(float));
-    if (!st && (!arena || !tmp))
+    unsigned char *rows8 = st ? NULL : malloc(8 * tmp_floats); /* 8 rows of K: at most 8.5 bits a weight */
+    if (!st && (!arena || !tmp || !rows8))
         st = gpt2_fail(err, GPT2_ERR_NOMEM, "quantize: out of memory for %zu MB of %s weights", bytes >> 20,
                        gpt2_dtype_name(to));
     const int tied = m->lm_head.data == m->wte.data;
     for (int i = 0; i < n && !st; i++) {
         gpt2_matrix q;
         if (to == GPT2_DTYPE_Q8) q8_matrix(w[i], !conv[i], &next, tmp, &q);
-        else block_matrix(to, w[i], conv[i], &next, tmp, &q);
+        else block_matrix(to, w[i], conv[i], &next, tmp, rows8, &q);
         *w[i] = q;
     }
     if (!st) {
@@ -596,7 +617,7 @@ gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
     } else {
         huge_free(arena, bytes);
     }
-    free(tmp), free(w), free(conv);
+    free(tmp), free(rows8), free(w), free(conv);
     return st;
 }
 

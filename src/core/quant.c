@@ -261,15 +261,20 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 size_t quant_x_bytes(int n) {
     const size_t nb = (size_t)n / 32;
-    return 2 * align64(nb * sizeof(float)) + align64((size_t)n * sizeof(int16_t));
+    return 3 * align64(nb * 4) + align64((size_t)n * sizeof(int16_t)) + 2 * align64((size_t)n);
 }
+
+enum { X_MAX = 32639 }; /* 127 * 256 + 127: q = 256 hi + lo with both in [-128, 127] */
 
 void quant_x_set(quant_x *x, void *buf, const float *src, int n) {
     const size_t nb = (size_t)n / 32;
     char *p = buf;
-    x->d = (float *)p, p += align64(nb * sizeof(float));
-    x->ds = (float *)p, p += align64(nb * sizeof(float));
-    x->q = (int16_t *)p;
+    x->d = (float *)p, p += align64(nb * 4);
+    x->ds = (float *)p, p += align64(nb * 4);
+    x->sum = (int32_t *)p, p += align64(nb * 4);
+    x->q = (int16_t *)p, p += align64((size_t)n * sizeof(int16_t));
+    x->hi = (int8_t *)p, p += align64((size_t)n);
+    x->lo = (int8_t *)p;
     x->n = n;
     for (size_t b = 0; b < nb; b++) {
         const float *v = src + 32 * b;
@@ -278,15 +283,18 @@ void quant_x_set(quant_x *x, void *buf, const float *src, int n) {
             const float a = fabsf(v[j]);
             if (!(a <= amax)) amax = a; /* NaN sticks: the products become NaN */
         }
-        const float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+        const float id = amax > 0.0f ? (float)X_MAX / amax : 0.0f;
         int sum = 0;
         for (int j = 0; j < 32; j++) {
             const float r = rintf(v[j] * id);
-            const int q = r >= 32767.0f ? 32767 : r <= -32767.0f ? -32767 : r == r ? (int)r : 0;
+            const int q = r >= (float)X_MAX ? X_MAX : r <= -(float)X_MAX ? -X_MAX : r == r ? (int)r : 0;
+            const int hi = (q + 128) >> 8; /* arithmetic shift: floor */
             x->q[32 * b + j] = (int16_t)q;
+            x->hi[32 * b + j] = (int8_t)hi, x->lo[32 * b + j] = (int8_t)(q - 256 * hi);
             sum += q;
         }
-        x->d[b] = amax / 32767.0f;
+        x->d[b] = amax / (float)X_MAX;
+        x->sum[b] = sum;
         x->ds[b] = x->d[b] * (float)sum;
     }
 }
@@ -530,4 +538,114 @@ float quant_dot(gpt2_dtype dt, const void *row, const quant_x *x) {
 
 #else
 float quant_dot(gpt2_dtype dt, const void *row, const quant_x *x) { return quant_dot_ref(dt, row, x); }
+#endif
+
+/* --- the interleaved layout (x8) --------------------------------------------------------
+ *
+ * Q4_0's block b of a group: 8 scales (16 bytes), then 4 chunks of 32 bytes;
+ * byte 4r + j of chunk c holds row r's codes for inputs 8c + j (low nibble)
+ * and 8c + 4 + j (high). */
+
+int quant_x8(gpt2_dtype dt) { return dt == GPT2_DTYPE_Q4_0; }
+
+size_t quant_x8_group_bytes(gpt2_dtype dt, int K) { return 8 * quant_row_bytes(dt, (size_t)K); }
+
+size_t quant_x8_bytes(gpt2_dtype dt, int N, int K) { return (size_t)((N + 7) / 8) * quant_x8_group_bytes(dt, K); }
+
+/* Row r's code for input k (0..31) of a Q4_0 group block (144 bytes). */
+static inline int x8_code_q4_0(const uint8_t *blk, int r, int k) {
+    const uint8_t byte = blk[16 + 32 * (k / 8) + 4 * r + k % 4];
+    return k % 8 < 4 ? byte & 15 : byte >> 4;
+}
+
+void quant_x8_pack(gpt2_dtype dt, const void *src, int N, int K, void *dst) {
+    const size_t rb = quant_row_bytes(dt, (size_t)K), gb = quant_x8_group_bytes(dt, K);
+    memset(dst, 0, quant_x8_bytes(dt, N, K));
+    for (int n = 0; n < N; n++) {
+        const uint8_t *row = (const uint8_t *)src + (size_t)n * rb;
+        uint8_t *g = (uint8_t *)dst + (size_t)(n / 8) * gb;
+        const int r = n % 8;
+        for (int b = 0; b < K / 32; b++) {
+            const uint8_t *pb = row + 18 * b;
+            uint8_t *blk = g + 144 * b, q[32];
+            blk[2 * r] = pb[0], blk[2 * r + 1] = pb[1];
+            codes_q4_0(pb + 2, q);
+            for (int k = 0; k < 32; k++) blk[16 + 32 * (k / 8) + 4 * r + k % 4] |= (uint8_t)(q[k] << (k % 8 < 4 ? 0 : 4));
+        }
+    }
+}
+
+void quant_x8_dequantize(gpt2_dtype dt, const void *group, int K, int r, float *dst) {
+    (void)dt;
+    const int r0 = r < 0 ? 0 : r, r1 = r < 0 ? 8 : r + 1;
+    for (int row = r0; row < r1; row++) {
+        float *y = dst + (size_t)(row - r0) * K;
+        const uint8_t *blk = group;
+        for (int b = 0; b < K / 32; b++, blk += 144) {
+            const float d = f16_at(blk + 2 * row);
+            for (int k = 0; k < 32; k++) y[32 * b + k] = d * (float)(x8_code_q4_0(blk, row, k) - 8);
+        }
+    }
+}
+
+/* The plain reference's sums (dot32_ref), row by row. */
+NO_AUTOVEC void quant_x8_dot_ref(gpt2_dtype dt, const void *group, const quant_x *x, float *out) {
+    (void)dt;
+    for (int r = 0; r < 8; r++) {
+        const uint8_t *blk = group;
+        float sum = 0.0f;
+        for (int b = 0; b < x->n / 32; b++, blk += 144) {
+            int s = 0;
+            for (int k = 0; k < 32; k++) s += (x8_code_q4_0(blk, r, k) - 8) * x->q[32 * b + k];
+            sum += f16_at(blk + 2 * r) * x->d[b] * (float)s;
+        }
+        out[r] = sum;
+    }
+}
+
+#if defined(QUANT_AVX2)
+/* acc + the sums of 4 products of unsigned bytes u and signed bytes s per lane */
+static inline __m256i dp_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else /* |u s + u' s'| <= 2 * 15 * 128: no 16-bit saturation for 4-bit codes */
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+static inline __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Q4_0, 8 rows: per block, 16 multiply-adds of 4 inputs x 8 rows, both
+ * bytes of the input; the block's scales as one vector. Kernel code. */
+static void x8_dot_q4_0_avx2(const uint8_t *g, const quant_x *x, float *out) {
+    const __m256i m4 = _mm256_set1_epi8(15), zero = _mm256_setzero_si256();
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < x->n / 32; b++, g += 144) {
+        const int8_t *xh = x->hi + 32 * b, *xl = x->lo + 32 * b;
+        __m256i ah = zero, al = zero;
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * c));
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            ah = dp_u8s8(dp_u8s8(ah, lo, bcast4(xh + 8 * c)), hi, bcast4(xh + 8 * c + 4));
+            al = dp_u8s8(dp_u8s8(al, lo, bcast4(xl + 8 * c)), hi, bcast4(xl + 8 * c + 4));
+        }
+        const __m256i s = _mm256_sub_epi32(_mm256_add_epi32(_mm256_slli_epi32(ah, 8), al), _mm256_set1_epi32(8 * x->sum[b]));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(x->d[b])), acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
+void quant_x8_dot(gpt2_dtype dt, const void *group, const quant_x *x, float *out) {
+    if (dt == GPT2_DTYPE_Q4_0) x8_dot_q4_0_avx2(group, x, out);
+    else quant_x8_dot_ref(dt, group, x, out);
+}
+#else
+void quant_x8_dot(gpt2_dtype dt, const void *group, const quant_x *x, float *out) { quant_x8_dot_ref(dt, group, x, out); }
 #endif

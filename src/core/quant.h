@@ -34,9 +34,9 @@
  *
  * Matrix-vector products (decode) do not widen weights to float: the input
  * vector is quantized once per product to 16 bits in blocks of 32 (quant_x:
- * scale d = max|x| / 32767, q = rint(x / d)), and each block's products are
+ * scale d = max|x| / 32639, q = rint(x / d)), and each block's products are
  * summed in integers (exactly), then scaled. The added error is that of the
- * input's rounding, at most d / 2 = max|x| / 65534 per element: far below the
+ * input's rounding, at most d / 2 = max|x| / 65278 per element: far below the
  * weights' own rounding even in F16 (README, *Performance*). 16 rather than 8
  * bits (llama.cpp's choice) costs about nothing here: a block's float scaling
  * is most of the work either way, and 8 bits moved the test models' decode
@@ -86,10 +86,15 @@ void quant_quantize_row(gpt2_dtype dt, const float *src, void *dst, int n);
 int quant_can_quantize(gpt2_dtype dt);
 
 /* An input vector of n floats quantized to 16 bits, n a multiple of 32:
- * block b's scale d[b], ds[b] = d[b] * (the sum of its 32 q), and q (n). */
+ * block b's scale d[b] = max|x| / 32639, ds[b] = d[b] * (the sum of its 32
+ * q), sum[b] that sum; q (n) in [-32639, 32639], and q split into two bytes,
+ * q = 256 hi + lo with hi, lo in [-128, 127] (for the 8-bit products of the
+ * interleaved kernels; 32639 = 127 * 256 + 127 keeps hi in range). */
 typedef struct {
     float *d, *ds;  /* (n / 32) */
+    int32_t *sum;   /* (n / 32) */
     int16_t *q;     /* (n) */
+    int8_t *hi, *lo; /* (n) */
     int n;
 } quant_x;
 
@@ -104,5 +109,38 @@ void quant_x_set(quant_x *x, void *buf, const float *src, int n);
  * sums of the scaled blocks. */
 float quant_dot(gpt2_dtype dt, const void *row, const quant_x *x);
 float quant_dot_ref(gpt2_dtype dt, const void *row, const quant_x *x);
+
+/* --- the interleaved layout ("x8") ---------------------------------------------------
+ *
+ * Decode reads each weight once per token, and a block's float scaling costs
+ * more than its integer products; so at load, formats with an x8 layout are
+ * rearranged (losslessly: the same bits, the same bytes per weight) into
+ * groups of 8 output rows, the last group padded with zero rows. In a group,
+ * block b of the 8 rows lies together: their 8 fp16 scales, then their codes
+ * in chunks of 32 bytes. Byte 4r + j of chunk c holds row r's codes for
+ * inputs 8c + j (low nibble) and 8c + 4 + j (high nibble) of the block, so a
+ * 32-byte chunk gives, with one 8-bit multiply-add instruction per half, 4
+ * inputs of all 8 rows, each row in its own 32-bit lane; the block's scaling
+ * is then one vector operation for the 8 rows.
+ *   Q4_0: per block 16 bytes of scales + 4 chunks = 144 bytes (8 x 18).
+ */
+
+/* Whether dt has the x8 layout, and the bytes of an N x K matrix in it. */
+int quant_x8(gpt2_dtype dt);
+size_t quant_x8_bytes(gpt2_dtype dt, int N, int K);
+/* Bytes of one group of 8 rows of K. */
+size_t quant_x8_group_bytes(gpt2_dtype dt, int K);
+
+/* dst (quant_x8_bytes) = src (N rows of K in the plain format), interleaved. */
+void quant_x8_pack(gpt2_dtype dt, const void *src, int N, int K, void *dst);
+
+/* Row r (0..7) of a group of 8 rows of K, dequantized into dst (K); r = -1:
+ * all 8 rows, dst (8, K). The same floats as quant_dequantize_row. */
+void quant_x8_dequantize(gpt2_dtype dt, const void *group, int K, int r, float *dst);
+
+/* out[r] = dot(row r of the group, x) for its 8 rows: AVX2 (+VNNI) kernels,
+ * else quant_x8_dot_ref. Integer sums as exact as quant_dot's. */
+void quant_x8_dot(gpt2_dtype dt, const void *group, const quant_x *x, float *out);
+void quant_x8_dot_ref(gpt2_dtype dt, const void *group, const quant_x *x, float *out);
 
 #endif
