@@ -575,7 +575,42 @@ void quant_x8_pack(gpt2_dtype dt, const void *src, int N, int K, void *dst) {
     }
 }
 
+#if defined(QUANT_AVX2)
+/* All 8 rows of a Q4_0 group: per chunk, the codes of two rows (4 inputs
+ * each) widened to 8 floats, times [d_r x 4, d_r+1 x 4], stored as two runs. */
+static void x8_dequantize_q4_0_avx2(const uint8_t *blk, int K, float *dst) {
+    const __m256i m4 = _mm256_set1_epi8(15), eight = _mm256_set1_epi32(8);
+    uint8_t codes[2][32];
+    for (int b = 0; b < K / 32; b++, blk += 144) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        __m256 dp[4];
+        for (int p = 0; p < 4; p++)
+            dp[p] = _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1,
+                                                                  2 * p + 1, 2 * p + 1));
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c));
+            _mm256_storeu_si256((__m256i *)codes[0], _mm256_and_si256(v, m4));
+            _mm256_storeu_si256((__m256i *)codes[1], _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            for (int h = 0; h < 2; h++) /* low nibbles: inputs 8c..8c+3; high: 8c+4.. */
+                for (int p = 0; p < 4; p++) {
+                    const __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(codes[h] + 8 * p)));
+                    const __m256 y = _mm256_mul_ps(dp[p], _mm256_cvtepi32_ps(_mm256_sub_epi32(q, eight)));
+                    float *o = dst + (size_t)(2 * p) * K + 32 * b + 8 * c + 4 * h;
+                    _mm_storeu_ps(o, _mm256_castps256_ps128(y));
+                    _mm_storeu_ps(o + K, _mm256_extractf128_ps(y, 1));
+                }
+        }
+    }
+}
+#endif
+
 void quant_x8_dequantize(gpt2_dtype dt, const void *group, int K, int r, float *dst) {
+#if defined(QUANT_AVX2)
+    if (r < 0 && dt == GPT2_DTYPE_Q4_0) {
+        x8_dequantize_q4_0_avx2(group, K, dst);
+        return;
+    }
+#endif
     (void)dt;
     const int r0 = r < 0 ? 0 : r, r1 = r < 0 ? 8 : r + 1;
     for (int row = r0; row < r1; row++) {
