@@ -261,7 +261,7 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 size_t quant_x_bytes(int n) {
     const size_t nb = (size_t)n / 32;
-    return 3 * align64(nb * 4) + align64((size_t)n * sizeof(int16_t)) + 2 * align64((size_t)n);
+    return 3 * align64(nb * 4) + align64(2 * nb * 4) + align64((size_t)n * sizeof(int16_t)) + 2 * align64((size_t)n);
 }
 
 enum { X_MAX = 32639 }; /* 127 * 256 + 127: q = 256 hi + lo with both in [-128, 127] */
@@ -272,6 +272,7 @@ void quant_x_set(quant_x *x, void *buf, const float *src, int n) {
     x->d = (float *)p, p += align64(nb * 4);
     x->ds = (float *)p, p += align64(nb * 4);
     x->sum = (int32_t *)p, p += align64(nb * 4);
+    x->sum16 = (int32_t *)p, p += align64(2 * nb * 4);
     x->q = (int16_t *)p, p += align64((size_t)n * sizeof(int16_t));
     x->hi = (int8_t *)p, p += align64((size_t)n);
     x->lo = (int8_t *)p;
@@ -284,18 +285,19 @@ void quant_x_set(quant_x *x, void *buf, const float *src, int n) {
             if (!(a <= amax)) amax = a; /* NaN sticks: the products become NaN */
         }
         const float id = amax > 0.0f ? (float)X_MAX / amax : 0.0f;
-        int sum = 0;
+        int sum[2] = {0, 0};
         for (int j = 0; j < 32; j++) {
             const float r = rintf(v[j] * id);
             const int q = r >= (float)X_MAX ? X_MAX : r <= -(float)X_MAX ? -X_MAX : r == r ? (int)r : 0;
             const int hi = (q + 128) >> 8; /* arithmetic shift: floor */
             x->q[32 * b + j] = (int16_t)q;
             x->hi[32 * b + j] = (int8_t)hi, x->lo[32 * b + j] = (int8_t)(q - 256 * hi);
-            sum += q;
+            sum[j / 16] += q;
         }
         x->d[b] = amax / (float)X_MAX;
-        x->sum[b] = sum;
-        x->ds[b] = x->d[b] * (float)sum;
+        x->sum16[2 * b] = sum[0], x->sum16[2 * b + 1] = sum[1];
+        x->sum[b] = sum[0] + sum[1];
+        x->ds[b] = x->d[b] * (float)x->sum[b];
     }
 }
 
@@ -540,55 +542,319 @@ float quant_dot(gpt2_dtype dt, const void *row, const quant_x *x) {
 float quant_dot(gpt2_dtype dt, const void *row, const quant_x *x) { return quant_dot_ref(dt, row, x); }
 #endif
 
-/* --- the interleaved layout (x8) --------------------------------------------------------
- *
- * Q4_0's block b of a group: 8 scales (16 bytes), then 4 chunks of 32 bytes;
- * byte 4r + j of chunk c holds row r's codes for inputs 8c + j (low nibble)
- * and 8c + 4 + j (high). */
 
-int quant_x8(gpt2_dtype dt) { return dt == GPT2_DTYPE_Q4_0; }
+/* --- the interleaved layout (x8) ------------------------------------------------------
+ *
+ * Layouts in quant.h. Accessors first (pack, dequantize and the reference
+ * read a group through them), then the AVX2 kernels. */
+
+#if defined(QUANT_AVX2) && ((defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__))
+#define QUANT_VNNI 1
+#endif
+
+int quant_x8(gpt2_dtype dt) {
+#if defined(QUANT_VNNI)
+    if (dt == GPT2_DTYPE_Q8_0) return 1;
+#endif
+    return dt == GPT2_DTYPE_Q4_0 || dt == GPT2_DTYPE_Q4_K || dt == GPT2_DTYPE_Q6_K;
+}
 
 size_t quant_x8_group_bytes(gpt2_dtype dt, int K) { return 8 * quant_row_bytes(dt, (size_t)K); }
 
 size_t quant_x8_bytes(gpt2_dtype dt, int N, int K) { return (size_t)((N + 7) / 8) * quant_x8_group_bytes(dt, K); }
 
-/* Row r's code for input k (0..31) of a Q4_0 group block (144 bytes). */
-static inline int x8_code_q4_0(const uint8_t *blk, int r, int k) {
-    const uint8_t byte = blk[16 + 32 * (k / 8) + 4 * r + k % 4];
-    return k % 8 < 4 ? byte & 15 : byte >> 4;
+/* In 4 chunks of 32 bytes (Q4_0's, Q4_K's sub-blocks, Q6_K's low bits): the
+ * byte of row r's input k (0..31), and the nibble's shift. */
+static inline int nib_at(int r, int k) { return 32 * (k / 8) + 4 * r + k % 4; }
+static inline int nib_shift(int k) { return k % 8 < 4 ? 0 : 4; }
+static inline int nib(const uint8_t *chunks, int r, int k) { return chunks[nib_at(r, k)] >> nib_shift(k) & 15; }
+/* Q6_K: the high 2 bits of row r's input k in the two runs after the chunks */
+static inline int q6_hb_at(int r, int k) { return 128 + 32 * (k / 16) + 4 * r + k % 4; }
+static inline int q6_hb_shift(int k) { return 2 * (2 * (k / 8 % 2) + k % 8 / 4); }
+
+/* Row r's value of input k (0..31) of group block / sub-block `blk`, less its
+ * offset (Q4_0: q - 8, Q8_0: the signed code, Q4_K: q, Q6_K: q - 32). */
+static inline int x8_code(gpt2_dtype dt, const uint8_t *blk, int r, int k) {
+    switch (dt) {
+    case GPT2_DTYPE_Q4_0: return nib(blk + 16, r, k) - 8;
+    case GPT2_DTYPE_Q8_0: return blk[16 + 32 * (k / 4) + 4 * r + k % 4] - 128;
+    case GPT2_DTYPE_Q4_K: return nib(blk, r, k);
+    default: return (nib(blk, r, k) | (blk[q6_hb_at(r, k)] >> q6_hb_shift(k) & 3) << 4) - 32;
+    }
 }
+
+/* Row r's K-quant scale bytes out of a group super-block (Q4_K: 12 at 32..). */
+static void x8_k_scales(const uint8_t *sb, int r, uint8_t *sc, uint8_t *mn) {
+    uint8_t S[12];
+    for (int j = 0; j < 12; j++) S[j] = sb[32 + 8 * j + r];
+    k_scales(S, sc, mn);
+}
+
+/* One plain row's block (or super-block) into row r of a group's. */
+static void x8_pack_block(gpt2_dtype dt, const uint8_t *pb, int r, uint8_t *blk) {
+    uint8_t q[32];
+    if (dt == GPT2_DTYPE_Q4_0 || dt == GPT2_DTYPE_Q8_0) {
+        blk[2 * r] = pb[0], blk[2 * r + 1] = pb[1];
+        if (dt == GPT2_DTYPE_Q8_0) {
+            for (int k = 0; k < 32; k++) blk[16 + 32 * (k / 4) + 4 * r + k % 4] = pb[2 + k] ^ 0x80;
+            return;
+        }
+        codes_q4_0(pb + 2, q);
+        for (int k = 0; k < 32; k++) blk[16 + nib_at(r, k)] |= (uint8_t)(q[k] << nib_shift(k));
+    } else if (dt == GPT2_DTYPE_Q4_K) {
+        blk[2 * r] = pb[0], blk[2 * r + 1] = pb[1], blk[16 + 2 * r] = pb[2], blk[17 + 2 * r] = pb[3];
+        for (int j = 0; j < 12; j++) blk[32 + 8 * j + r] = pb[4 + j];
+        for (int s = 0; s < 8; s++) {
+            codes_k(pb + 16, NULL, s, q);
+            for (int k = 0; k < 32; k++) blk[128 + 128 * s + nib_at(r, k)] |= (uint8_t)(q[k] << nib_shift(k));
+        }
+    } else { /* Q6_K */
+        blk[2 * r] = pb[208], blk[2 * r + 1] = pb[209];
+        for (int i = 0; i < 16; i++) blk[16 + 8 * i + r] = pb[192 + i];
+        for (int g = 0; g < 8; g++) {
+            uint8_t *base = blk + 144 + 192 * g;
+            codes_q6(pb, g, q);
+            for (int k = 0; k < 32; k++) {
+                base[nib_at(r, k)] |= (uint8_t)((q[k] & 15) << nib_shift(k));
+                base[q6_hb_at(r, k)] |= (uint8_t)((q[k] >> 4) << q6_hb_shift(k));
+            }
+        }
+    }
+}
+
+/* Bytes and inputs of a (super-)block in a group: 8 plain ones side by side. */
+static int x8_unit(gpt2_dtype dt) { return quant_format_of(dt)->block; }
 
 void quant_x8_pack(gpt2_dtype dt, const void *src, int N, int K, void *dst) {
     const size_t rb = quant_row_bytes(dt, (size_t)K), gb = quant_x8_group_bytes(dt, K);
+    const int unit = x8_unit(dt), ub = quant_format_of(dt)->block_bytes;
     memset(dst, 0, quant_x8_bytes(dt, N, K));
     for (int n = 0; n < N; n++) {
         const uint8_t *row = (const uint8_t *)src + (size_t)n * rb;
         uint8_t *g = (uint8_t *)dst + (size_t)(n / 8) * gb;
-        const int r = n % 8;
-        for (int b = 0; b < K / 32; b++) {
-            const uint8_t *pb = row + 18 * b;
-            uint8_t *blk = g + 144 * b, q[32];
-            blk[2 * r] = pb[0], blk[2 * r + 1] = pb[1];
-            codes_q4_0(pb + 2, q);
-            for (int k = 0; k < 32; k++) blk[16 + 32 * (k / 8) + 4 * r + k % 4] |= (uint8_t)(q[k] << (k % 8 < 4 ? 0 : 4));
+        for (int b = 0; b < K / unit; b++) x8_pack_block(dt, row + (size_t)b * ub, n % 8, g + (size_t)b * 8 * ub);
+    }
+}
+
+/* Row r of a group, dequantized: the plain formulas (dequant_block). */
+static void x8_dequantize_row(gpt2_dtype dt, const uint8_t *g, int K, int r, float *y) {
+    const int unit = x8_unit(dt), ub = 8 * quant_format_of(dt)->block_bytes;
+    uint8_t sc[8], mn[8];
+    for (int b = 0; b < K / unit; b++, g += ub, y += unit) {
+        if (dt == GPT2_DTYPE_Q4_0 || dt == GPT2_DTYPE_Q8_0) {
+            const float d = f16_at(g + 2 * r);
+            for (int k = 0; k < 32; k++)
+                y[k] = dt == GPT2_DTYPE_Q4_0 ? d * (float)x8_code(dt, g, r, k) : (float)x8_code(dt, g, r, k) * d;
+        } else if (dt == GPT2_DTYPE_Q4_K) {
+            const float d = f16_at(g + 2 * r), dmin = f16_at(g + 16 + 2 * r);
+            x8_k_scales(g, r, sc, mn);
+            for (int s = 0; s < 8; s++) {
+                const float ds = d * (float)sc[s], dm = dmin * (float)mn[s];
+                for (int k = 0; k < 32; k++) y[32 * s + k] = ds * (float)x8_code(dt, g + 128 + 128 * s, r, k) - dm;
+            }
+        } else {
+            const float d = f16_at(g + 2 * r);
+            for (int s = 0; s < 8; s++)
+                for (int k = 0; k < 32; k++) {
+                    const float ds = d * (float)(int8_t)g[16 + 8 * (2 * s + k / 16) + r];
+                    y[32 * s + k] = ds * (float)x8_code(dt, g + 144 + 192 * s, r, k);
+                }
         }
     }
 }
 
 #if defined(QUANT_AVX2)
+static void x8_dequantize_q4_0_avx2(const uint8_t *blk, int K, float *dst);
+#endif
+
+void quant_x8_dequantize(gpt2_dtype dt, const void *group, int K, int r, float *dst) {
+#if defined(QUANT_AVX2)
+    if (r < 0 && dt == GPT2_DTYPE_Q4_0) {
+        x8_dequantize_q4_0_avx2(group, K, dst);
+        return;
+    }
+#endif
+    if (r >= 0) x8_dequantize_row(dt, group, K, r, dst);
+    else
+        for (int row = 0; row < 8; row++) x8_dequantize_row(dt, group, K, row, dst + (size_t)row * K);
+}
+
+/* The plain reference's sums (dot32_ref, dot_k_ref), row by row. */
+NO_AUTOVEC void quant_x8_dot_ref(gpt2_dtype dt, const void *group, const quant_x *x, float *out) {
+    const int unit = x8_unit(dt), ub = 8 * quant_format_of(dt)->block_bytes;
+    uint8_t sc[8], mn[8];
+    for (int r = 0; r < 8; r++) {
+        const uint8_t *g = group;
+        float sum = 0.0f;
+        for (int u = 0; u < x->n / unit; u++, g += ub) {
+            if (unit == 32) {
+                int s = 0;
+                for (int k = 0; k < 32; k++) s += x8_code(dt, g, r, k) * x->q[32 * u + k];
+                sum += f16_at(g + 2 * r) * x->d[u] * (float)s;
+                continue;
+            }
+            if (dt == GPT2_DTYPE_Q4_K) x8_k_scales(g, r, sc, mn);
+            for (int s = 0; s < 8; s++) {
+                const int b = 8 * u + s;
+                const int16_t *xq = x->q + 32 * b;
+                if (dt == GPT2_DTYPE_Q4_K) {
+                    int is = 0;
+                    for (int k = 0; k < 32; k++) is += x8_code(dt, g + 128 + 128 * s, r, k) * xq[k];
+                    sum += f16_at(g + 2 * r) * (float)sc[s] * x->d[b] * (float)is -
+                           f16_at(g + 16 + 2 * r) * (float)mn[s] * x->ds[b];
+                    continue;
+                }
+                int lo = 0, hi = 0;
+                for (int k = 0; k < 16; k++) {
+                    lo += x8_code(dt, g + 144 + 192 * s, r, k) * xq[k];
+                    hi += x8_code(dt, g + 144 + 192 * s, r, k + 16) * xq[k + 16];
+                }
+                sum += f16_at(g + 2 * r) * x->d[b] *
+                       ((float)(int8_t)g[16 + 8 * (2 * s) + r] * (float)lo + (float)(int8_t)g[16 + 8 * (2 * s + 1) + r] * (float)hi);
+            }
+        }
+        out[r] = sum;
+    }
+}
+
+/* --- x8 kernels: AVX2 --------------------------------------------------------------- */
+#if defined(QUANT_AVX2)
+
+/* acc + the sums of 4 products of unsigned bytes u and signed bytes s per lane */
+static inline __m256i dp_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else /* |u s + u' s'| <= 2 * 63 * 128: no 16-bit saturation for codes of up to 6 bits */
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+static inline __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+static inline __m256i load32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* 256 hi + lo products of 32 inputs with 4 chunks of nibble codes (high
+ * bits or'ed in by the caller through hb: NULL for none) */
+typedef struct { __m256i h, l; } acc2;
+
+static inline acc2 chunks4(acc2 a, const uint8_t *chunks, const __m256i *hb_lo, const __m256i *hb_hi,
+                           const int8_t *xh, const int8_t *xl, int c0, int c1) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int c = c0; c < c1; c++) {
+        const __m256i v = load32(chunks + 32 * c);
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (hb_lo) lo = _mm256_or_si256(lo, hb_lo[c]), hi = _mm256_or_si256(hi, hb_hi[c]);
+        a.h = dp_u8s8(dp_u8s8(a.h, lo, bcast4(xh + 8 * c)), hi, bcast4(xh + 8 * c + 4));
+        a.l = dp_u8s8(dp_u8s8(a.l, lo, bcast4(xl + 8 * c)), hi, bcast4(xl + 8 * c + 4));
+    }
+    return a;
+}
+
+static inline __m256i combine(acc2 a, int32_t offset_sum) {
+    return _mm256_sub_epi32(_mm256_add_epi32(_mm256_slli_epi32(a.h, 8), a.l), _mm256_set1_epi32(offset_sum));
+}
+
+static inline __m256 halves8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+/* Q4_0 and Q8_0, 8 rows: per block one vector scaling for the 8 rows. */
+static void x8_dot32_avx2(gpt2_dtype dt, const uint8_t *g, const quant_x *x, float *out) {
+    const int q8 = dt == GPT2_DTYPE_Q8_0;
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < x->n / 32; b++, g += q8 ? 272 : 144) {
+        const int8_t *xh = x->hi + 32 * b, *xl = x->lo + 32 * b;
+        acc2 a = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        if (q8)
+            for (int c = 0; c < 8; c++) {
+                const __m256i v = load32(g + 16 + 32 * c);
+                a.h = dp_u8s8(a.h, v, bcast4(xh + 4 * c)), a.l = dp_u8s8(a.l, v, bcast4(xl + 4 * c));
+            }
+        else
+            a = chunks4(a, g + 16, NULL, NULL, xh, xl, 0, 4);
+        const __m256i s = combine(a, (q8 ? 128 : 8) * x->sum[b]);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(halves8(g), _mm256_set1_ps(x->d[b])), acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
+/* Q4_K, 8 rows: the 6-bit scales of the 8 rows unpacked together, 32 bytes
+ * at a time (their transposed bytes); per sub-block one vector scaling. */
+static void x8_dot_q4k_avx2(const uint8_t *g, const quant_x *x, float *out) {
+    const __m256i m6 = _mm256_set1_epi8(63), m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
+    uint8_t sc[8][8], mn[8][8];
+    for (int u = 0; u < x->n / 256; u++, g += 1152) {
+        const __m256i A = load32(g + 32), B = load32(g + 64), C = load32(g + 96);
+        _mm256_storeu_si256((__m256i *)sc[0], _mm256_and_si256(A, m6));
+        _mm256_storeu_si256((__m256i *)mn[0], _mm256_and_si256(B, m6));
+        _mm256_storeu_si256((__m256i *)sc[4], _mm256_or_si256(_mm256_and_si256(C, m4),
+                                                              _mm256_and_si256(_mm256_srli_epi16(A, 2), m30)));
+        _mm256_storeu_si256((__m256i *)mn[4], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(C, 4), m4),
+                                                              _mm256_and_si256(_mm256_srli_epi16(B, 2), m30)));
+        const __m256 d = halves8(g), dmin = halves8(g + 16);
+        for (int s = 0; s < 8; s++) {
+            const int b = 8 * u + s;
+            acc2 a = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+            a = chunks4(a, g + 128 + 128 * s, NULL, NULL, x->hi + 32 * b, x->lo + 32 * b, 0, 4);
+            const __m256 scv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc[s])));
+            const __m256 mnv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn[s])));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(combine(a, 0)), _mm256_mul_ps(_mm256_mul_ps(d, scv), _mm256_set1_ps(x->d[b])), acc);
+            macc = _mm256_fmadd_ps(_mm256_mul_ps(dmin, mnv), _mm256_set1_ps(x->ds[b]), macc);
+        }
+    }
+    _mm256_storeu_ps(out, _mm256_sub_ps(acc, macc));
+}
+
+/* Q6_K, 8 rows: the high 2 bits moved to bits 4-5 (quant.h: runs of 32
+ * bytes, two chunks each), one vector scaling per 16 inputs. */
+static void x8_dot_q6k_avx2(const uint8_t *g, const quant_x *x, float *out) {
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    __m256 acc = _mm256_setzero_ps();
+    for (int u = 0; u < x->n / 256; u++, g += 1680) {
+        const __m256 d = halves8(g);
+        for (int s = 0; s < 8; s++) {
+            const int b = 8 * u + s;
+            const uint8_t *base = g + 144 + 192 * s;
+            __m256i hl[4], hh[4];
+            for (int p = 0; p < 2; p++) {
+                const __m256i H = load32(base + 128 + 32 * p);
+                hl[2 * p] = _mm256_and_si256(_mm256_slli_epi16(H, 4), m30);
+                hh[2 * p] = _mm256_and_si256(_mm256_slli_epi16(H, 2), m30);
+                hl[2 * p + 1] = _mm256_and_si256(H, m30);
+                hh[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(H, 2), m30);
+            }
+            const int8_t *xh = x->hi + 32 * b, *xl = x->lo + 32 * b;
+            acc2 a = {_mm256_setzero_si256(), _mm256_setzero_si256()}, c = a;
+            a = chunks4(a, base, hl, hh, xh, xl, 0, 2); /* inputs 0..15: one scale */
+            c = chunks4(c, base, hl, hh, xh, xl, 2, 4); /* 16..31: the next */
+            const __m256 ddx = _mm256_mul_ps(d, _mm256_set1_ps(x->d[b]));
+            const __m256 s0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(g + 16 + 16 * s))));
+            const __m256 s1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(g + 24 + 16 * s))));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(combine(a, 32 * x->sum16[2 * b])), _mm256_mul_ps(ddx, s0), acc);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(combine(c, 32 * x->sum16[2 * b + 1])), _mm256_mul_ps(ddx, s1), acc);
+        }
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
 /* All 8 rows of a Q4_0 group: per chunk, the codes of two rows (4 inputs
  * each) widened to 8 floats, times [d_r x 4, d_r+1 x 4], stored as two runs. */
 static void x8_dequantize_q4_0_avx2(const uint8_t *blk, int K, float *dst) {
     const __m256i m4 = _mm256_set1_epi8(15), eight = _mm256_set1_epi32(8);
     uint8_t codes[2][32];
     for (int b = 0; b < K / 32; b++, blk += 144) {
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        const __m256 d = halves8(blk);
         __m256 dp[4];
         for (int p = 0; p < 4; p++)
             dp[p] = _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1,
                                                                   2 * p + 1, 2 * p + 1));
         for (int c = 0; c < 4; c++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c));
+            const __m256i v = load32(blk + 16 + 32 * c);
             _mm256_storeu_si256((__m256i *)codes[0], _mm256_and_si256(v, m4));
             _mm256_storeu_si256((__m256i *)codes[1], _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
             for (int h = 0; h < 2; h++) /* low nibbles: inputs 8c..8c+3; high: 8c+4.. */
@@ -602,84 +868,17 @@ static void x8_dequantize_q4_0_avx2(const uint8_t *blk, int K, float *dst) {
         }
     }
 }
-#endif
-
-void quant_x8_dequantize(gpt2_dtype dt, const void *group, int K, int r, float *dst) {
-#if defined(QUANT_AVX2)
-    if (r < 0 && dt == GPT2_DTYPE_Q4_0) {
-        x8_dequantize_q4_0_avx2(group, K, dst);
-        return;
-    }
-#endif
-    (void)dt;
-    const int r0 = r < 0 ? 0 : r, r1 = r < 0 ? 8 : r + 1;
-    for (int row = r0; row < r1; row++) {
-        float *y = dst + (size_t)(row - r0) * K;
-        const uint8_t *blk = group;
-        for (int b = 0; b < K / 32; b++, blk += 144) {
-            const float d = f16_at(blk + 2 * row);
-            for (int k = 0; k < 32; k++) y[32 * b + k] = d * (float)(x8_code_q4_0(blk, row, k) - 8);
-        }
-    }
-}
-
-/* The plain reference's sums (dot32_ref), row by row. */
-NO_AUTOVEC void quant_x8_dot_ref(gpt2_dtype dt, const void *group, const quant_x *x, float *out) {
-    (void)dt;
-    for (int r = 0; r < 8; r++) {
-        const uint8_t *blk = group;
-        float sum = 0.0f;
-        for (int b = 0; b < x->n / 32; b++, blk += 144) {
-            int s = 0;
-            for (int k = 0; k < 32; k++) s += (x8_code_q4_0(blk, r, k) - 8) * x->q[32 * b + k];
-            sum += f16_at(blk + 2 * r) * x->d[b] * (float)s;
-        }
-        out[r] = sum;
-    }
-}
-
-#if defined(QUANT_AVX2)
-/* acc + the sums of 4 products of unsigned bytes u and signed bytes s per lane */
-static inline __m256i dp_u8s8(__m256i acc, __m256i u, __m256i s) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    return _mm256_dpbusd_epi32(acc, u, s);
-#elif defined(__AVXVNNI__)
-    return _mm256_dpbusd_avx_epi32(acc, u, s);
-#else /* |u s + u' s'| <= 2 * 15 * 128: no 16-bit saturation for 4-bit codes */
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-#endif
-}
-
-static inline __m256i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
-/* Q4_0, 8 rows: per block, 16 multiply-adds of 4 inputs x 8 rows, both
- * bytes of the input; the block's scales as one vector. Kernel code. */
-static void x8_dot_q4_0_avx2(const uint8_t *g, const quant_x *x, float *out) {
-    const __m256i m4 = _mm256_set1_epi8(15), zero = _mm256_setzero_si256();
-    __m256 acc = _mm256_setzero_ps();
-    for (int b = 0; b < x->n / 32; b++, g += 144) {
-        const int8_t *xh = x->hi + 32 * b, *xl = x->lo + 32 * b;
-        __m256i ah = zero, al = zero;
-        for (int c = 0; c < 4; c++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * c));
-            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            ah = dp_u8s8(dp_u8s8(ah, lo, bcast4(xh + 8 * c)), hi, bcast4(xh + 8 * c + 4));
-            al = dp_u8s8(dp_u8s8(al, lo, bcast4(xl + 8 * c)), hi, bcast4(xl + 8 * c + 4));
-        }
-        const __m256i s = _mm256_sub_epi32(_mm256_add_epi32(_mm256_slli_epi32(ah, 8), al), _mm256_set1_epi32(8 * x->sum[b]));
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(x->d[b])), acc);
-    }
-    _mm256_storeu_ps(out, acc);
-}
 
 void quant_x8_dot(gpt2_dtype dt, const void *group, const quant_x *x, float *out) {
-    if (dt == GPT2_DTYPE_Q4_0) x8_dot_q4_0_avx2(group, x, out);
-    else quant_x8_dot_ref(dt, group, x, out);
+    switch (dt) {
+    case GPT2_DTYPE_Q4_0: x8_dot32_avx2(GPT2_DTYPE_Q4_0, group, x, out); return;
+#if defined(QUANT_VNNI)
+    case GPT2_DTYPE_Q8_0: x8_dot32_avx2(GPT2_DTYPE_Q8_0, group, x, out); return;
+#endif
+    case GPT2_DTYPE_Q4_K: x8_dot_q4k_avx2(group, x, out); return;
+    case GPT2_DTYPE_Q6_K: x8_dot_q6k_avx2(group, x, out); return;
+    default: quant_x8_dot_ref(dt, group, x, out); return;
+    }
 }
 #else
 void quant_x8_dot(gpt2_dtype dt, const void *group, const quant_x *x, float *out) { quant_x8_dot_ref(dt, group, x, out); }

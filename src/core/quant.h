@@ -93,6 +93,7 @@ int quant_can_quantize(gpt2_dtype dt);
 typedef struct {
     float *d, *ds;  /* (n / 32) */
     int32_t *sum;   /* (n / 32) */
+    int32_t *sum16; /* (n / 16): each half's sum */
     int16_t *q;     /* (n) */
     int8_t *hi, *lo; /* (n) */
     int n;
@@ -123,6 +124,18 @@ float quant_dot_ref(gpt2_dtype dt, const void *row, const quant_x *x);
  * inputs of all 8 rows, each row in its own 32-bit lane; the block's scaling
  * is then one vector operation for the 8 rows.
  *   Q4_0: per block 16 bytes of scales + 4 chunks = 144 bytes (8 x 18).
+ *   Q8_0 (where the machine has VNNI: its 8-bit products of codes up to 255
+ *     would saturate the 16-bit sums of plain AVX2): per block the scales +
+ *     8 chunks, byte 4r + j of chunk c = row r's code for input 4c + j plus
+ *     128 (as an unsigned byte) = 272 bytes (8 x 34).
+ *   Q4_K: per 256 inputs the 8 d, the 8 dmin (32 bytes), the 12 scale bytes
+ *     of each row transposed (byte 8j + r = row r's byte j: 96), then per
+ *     sub-block of 32 Q4_0's 4 chunks = 1152 bytes (8 x 144).
+ *   Q6_K: per 256 inputs the 8 d (16 bytes), the 16 scales of each row
+ *     transposed (byte 8i + r: 128), then per 32 inputs the low 4 bits in
+ *     Q4_0's 4 chunks and the high 2 bits in two 32-byte runs: byte 4r + j of
+ *     run p holds those of chunk 2p's low and high nibble's code in bits 0-1
+ *     and 2-3, chunk 2p + 1's in bits 4-5 and 6-7 = 1680 bytes (8 x 210).
  */
 
 /* Whether dt has the x8 layout, and the bytes of an N x K matrix in it. */
