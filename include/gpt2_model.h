@@ -1,6 +1,7 @@
 /* gpt2_model.h — an immutable GPT-2 model: config, memory-mapped weights, tokenizer.
  *
- * A model is a directory in the Hugging Face GPT-2 layout:
+ * A model is a GGUF file (see gpt2_model_load) or a directory in the Hugging
+ * Face GPT-2 layout:
  *     config.json        n_layer, n_head, n_embd, n_positions (or n_ctx), vocab_size,
  *                        layer_norm_epsilon
  *     model.safetensors  F32, F16 or BF16 tensors named wte.weight, wpe.weight,
@@ -60,7 +61,12 @@ typedef enum {
 
 typedef struct gpt2_model gpt2_model;
 
-/* Loads config.json, model.safetensors and the tokenizer from dir. */
+/* Loads config.json, model.safetensors and the tokenizer from dir; or, when
+ * dir is a regular file starting with "GGUF", a GGUF file of architecture
+ * gpt2 (versions 2 and 3; F32, F16, BF16 and the block formats, whose
+ * matrices stay in their format; config from its gpt2.* metadata, tokenizer
+ * from tokenizer.ggml.*). Every field is checked before use; failures name
+ * the file and the defect. */
 gpt2_status gpt2_model_load(const char *dir, gpt2_model **out, gpt2_error *err);
 
 /* Builds a model with random weights (normal, std 0.02 like GPT-2's init) in
