@@ -227,7 +227,7 @@ check:
 # ThreadSanitizer over the code that runs on several threads: the pool and the
 # forward pass (the library's sources compiled into each test; a race report
 # makes the program exit non-zero, which fails the run).
-TSAN_TESTS := build-tsan/test_pool build-tsan/test_forward
+TSAN_TESTS := build-tsan/test_pool build-tsan/test_forward build-tsan/test_gguf
 TSAN_FLAGS := -std=c11 -D_DEFAULT_SOURCE -g -O1 -fsanitize=thread $(MARCH) $(WARN) -Iinclude -Isrc -Itests $(CFLAGS_PKG)
 build-tsan/%: tests/%.c $(CORE_SRC) $(wildcard src/core/*.h include/*.h tests/*.h)
 	@mkdir -p build-tsan
