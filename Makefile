@@ -8,7 +8,7 @@
 #   make NOCAIRO=1  without PNG pictures (attention --png) even when cairo is installed
 #   make test       build and run the test suite once (honours SAN=1)
 #   make check      make test, then make test SAN=1, then make tsan
-#   make tsan       the pool and forward-pass tests under ThreadSanitizer
+#   make tsan       the pool, forward-pass and GGUF tests under ThreadSanitizer
 #   make test-fuzz  the fuzz harnesses over their regression inputs alone (make test runs them too)
 #   make bench      gptscope bench on a random GPT-2-124M-shaped model
 
