@@ -65,6 +65,40 @@ static double uniform(void) { /* [-1, 1) */
     return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
 }
 
+/* The input quantizer: the vector path's bytes are the portable loop's, for
+ * ordinary values, values on the rounding ties, extremes, zeros, NaN, Inf. */
+static void test_input_quantizer(void **state) {
+    (void)state;
+    enum { N = 32 * 40 };
+    float *x = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) {
+        const int blk = i / 32;
+        x[i] = (float)uniform() * (blk % 5 == 1 ? 1e-30f : blk % 5 == 2 ? 1e30f : 3.0f);
+        if (blk == 3) x[i] = i % 32 == 0 ? 32639.0f : (float)(i % 32) - 16.5f; /* rint's ties */
+        if (blk == 4) x[i] = 0.0f;
+        if (blk == 5 && i % 32 == 7) x[i] = NAN;
+        if (blk == 6 && i % 32 == 9) x[i] = -INFINITY;
+        if (blk == 7) x[i] = i % 2 ? 1e-45f : -1e-45f; /* subnormal */
+    }
+    const size_t bytes = (quant_x_bytes(N) + 63) & ~(size_t)63;
+    void *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);
+    memset(a, 0, bytes), memset(b, 0, bytes);
+    quant_x xa, xb;
+    quant_x_set(&xa, a, x, N);
+    quant_x_set_ref(&xb, b, x, N);
+    assert_memory_equal(xa.q, xb.q, N * sizeof(int16_t));
+    assert_memory_equal(xa.hi, xb.hi, N);
+    assert_memory_equal(xa.lo, xb.lo, N);
+    assert_memory_equal(xa.sum16, xb.sum16, N / 16 * sizeof(int32_t));
+    assert_memory_equal(xa.sum, xb.sum, N / 32 * sizeof(int32_t));
+    for (int k = 0; k < N / 32; k++) { /* NaN != NaN: compare the bits */
+        assert_memory_equal(&xa.d[k], &xb.d[k], 4);
+        assert_memory_equal(&xa.ds[k], &xb.ds[k], 4);
+    }
+    for (int i = 0; i < N; i++) assert_int_equal(xa.q[i], 256 * xa.hi[i] + xa.lo[i]);
+    free(x), free(a), free(b);
+}
+
 /* quant_dot against the exact product of the dequantized row with x: the
  * difference is the input's rounding, at most d_b / 2 per element of block b,
  * so |error| <= sum_b d_b / 2 * sum_{i in b} |w_i|, plus float rounding. */
@@ -88,13 +122,14 @@ static void test_dot_products(void **state) {
                 quant_dequantize_row(block_types[i], blocks + (size_t)r * rb, w, n);
                 double exact = 0, bound = 0, mag = 0;
                 for (int b = 0; b < n / 32; b++) {
-                    double sw = 0;
+                    double sw = 0, amax = 0;
                     for (int k = 32 * b; k < 32 * b + 32; k++) {
                         exact += (double)w[k] * x[k];
                         sw += fabs(w[k]);
                         mag += fabs((double)w[k] * x[k]);
+                        amax = fmax(amax, fabs(x[k]));
                     }
-                    bound += xq.d[b] / 2.0 * sw;
+                    bound += (amax < 1e-30 ? amax : xq.d[b] / 2.0) * sw; /* quant.h: a tiny block is zero */
                 }
                 for (int ref = 0; ref < 2; ref++) {
                     const double got = (ref ? quant_dot_ref : quant_dot)(block_types[i], blocks + (size_t)r * rb, &xq);
@@ -433,6 +468,7 @@ static void test_not_gguf(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dequantize_bit_exact), cmocka_unit_test(test_quantize_rows),
+        cmocka_unit_test(test_input_quantizer),
         cmocka_unit_test(test_dot_products),        cmocka_unit_test(test_x8_layout),
         cmocka_unit_test(test_models),
         cmocka_unit_test(test_model_shape),          cmocka_unit_test(test_threads_identical),

@@ -265,8 +265,63 @@ size_t quant_x_bytes(int n) {
 }
 
 enum { X_MAX = 32639 }; /* 127 * 256 + 127: q = 256 hi + lo with both in [-128, 127] */
+/* Blocks whose largest |x| is below this count as zero (X_MAX / max|x| would
+ * overflow float; their products are below 1e-30 anyway). */
+#define X_TINY 1e-30f
 
-void quant_x_set(quant_x *x, void *buf, const float *src, int n) {
+#if defined(QUANT_AVX2)
+static inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Block b of x from v (32 floats): the scalar loop's values (rint is the
+ * default rounding of vcvtps2dq), 8 at a time; the sums through vpmaddwd. */
+static void x_block_avx2(quant_x *x, size_t b, const float *v) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 f[4], a = _mm256_setzero_ps();
+    int nan = 0;
+    for (int i = 0; i < 4; i++) {
+        f[i] = _mm256_loadu_ps(v + 8 * i);
+        a = _mm256_max_ps(a, _mm256_andnot_ps(sign, f[i]));
+        nan |= _mm256_movemask_ps(_mm256_cmp_ps(f[i], f[i], _CMP_UNORD_Q));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float amax = nan ? NAN : _mm_cvtss_f32(m);
+    const float id = amax >= X_TINY ? (float)X_MAX / amax : 0.0f;
+    __m256i w[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    if (id != 0.0f) { /* else every q is 0, as the scalar loop makes them (NaN, Inf, zeros) */
+        const __m256 vid = _mm256_set1_ps(id);
+        const __m256i lim = _mm256_set1_epi32(X_MAX), nlim = _mm256_set1_epi32(-X_MAX);
+        __m256i q[4];
+        for (int i = 0; i < 4; i++)
+            q[i] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(f[i], vid)), lim), nlim);
+        w[0] = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
+        w[1] = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xD8);
+    }
+    __m256i hi[2], lo[2];
+    for (int h = 0; h < 2; h++) {
+        _mm256_storeu_si256((__m256i *)(x->q + 32 * b + 16 * h), w[h]);
+        hi[h] = _mm256_srai_epi16(_mm256_add_epi16(w[h], _mm256_set1_epi16(128)), 8);
+        lo[h] = _mm256_sub_epi16(w[h], _mm256_slli_epi16(hi[h], 8));
+    }
+    _mm256_storeu_si256((__m256i *)(x->hi + 32 * b), _mm256_permute4x64_epi64(_mm256_packs_epi16(hi[0], hi[1]), 0xD8));
+    _mm256_storeu_si256((__m256i *)(x->lo + 32 * b), _mm256_permute4x64_epi64(_mm256_packs_epi16(lo[0], lo[1]), 0xD8));
+    const __m256i ones = _mm256_set1_epi16(1);
+    x->sum16[2 * b] = hsum_epi32(_mm256_madd_epi16(w[0], ones));
+    x->sum16[2 * b + 1] = hsum_epi32(_mm256_madd_epi16(w[1], ones));
+    x->d[b] = amax / (float)X_MAX;
+    x->sum[b] = x->sum16[2 * b] + x->sum16[2 * b + 1];
+    x->ds[b] = x->d[b] * (float)x->sum[b];
+}
+#endif
+
+/* The pieces of x in buf (quant_x_bytes(n)). */
+static void x_layout(quant_x *x, void *buf, int n) {
     const size_t nb = (size_t)n / 32;
     char *p = buf;
     x->d = (float *)p, p += align64(nb * 4);
@@ -277,28 +332,45 @@ void quant_x_set(quant_x *x, void *buf, const float *src, int n) {
     x->hi = (int8_t *)p, p += align64((size_t)n);
     x->lo = (int8_t *)p;
     x->n = n;
-    for (size_t b = 0; b < nb; b++) {
-        const float *v = src + 32 * b;
-        float amax = 0.0f;
-        for (int j = 0; j < 32; j++) {
-            const float a = fabsf(v[j]);
-            if (!(a <= amax)) amax = a; /* NaN sticks: the products become NaN */
-        }
-        const float id = amax > 0.0f ? (float)X_MAX / amax : 0.0f;
-        int sum[2] = {0, 0};
-        for (int j = 0; j < 32; j++) {
-            const float r = rintf(v[j] * id);
-            const int q = r >= (float)X_MAX ? X_MAX : r <= -(float)X_MAX ? -X_MAX : r == r ? (int)r : 0;
-            const int hi = (q + 128) >> 8; /* arithmetic shift: floor */
-            x->q[32 * b + j] = (int16_t)q;
-            x->hi[32 * b + j] = (int8_t)hi, x->lo[32 * b + j] = (int8_t)(q - 256 * hi);
-            sum[j / 16] += q;
-        }
-        x->d[b] = amax / (float)X_MAX;
-        x->sum16[2 * b] = sum[0], x->sum16[2 * b + 1] = sum[1];
-        x->sum[b] = sum[0] + sum[1];
-        x->ds[b] = x->d[b] * (float)x->sum[b];
+}
+
+static void x_block_ref(quant_x *x, size_t b, const float *v) {
+    float amax = 0.0f;
+    int nan = 0;
+    for (int j = 0; j < 32; j++) {
+        const float a = fabsf(v[j]);
+        nan |= a != a;
+        amax = a > amax ? a : amax;
     }
+    if (nan) amax = NAN; /* the scale, so every product of the block, is NaN; its q are 0 */
+    const float id = amax >= X_TINY ? (float)X_MAX / amax : 0.0f;
+    int sum[2] = {0, 0};
+    for (int j = 0; j < 32; j++) {
+        const float r = rintf(v[j] * id);
+        const int q = r >= (float)X_MAX ? X_MAX : r <= -(float)X_MAX ? -X_MAX : r == r ? (int)r : 0;
+        const int hi = (q + 128) >> 8; /* arithmetic shift: floor */
+        x->q[32 * b + j] = (int16_t)q;
+        x->hi[32 * b + j] = (int8_t)hi, x->lo[32 * b + j] = (int8_t)(q - 256 * hi);
+        sum[j / 16] += q;
+    }
+    x->d[b] = amax / (float)X_MAX;
+    x->sum16[2 * b] = sum[0], x->sum16[2 * b + 1] = sum[1];
+    x->sum[b] = sum[0] + sum[1];
+    x->ds[b] = x->d[b] * (float)x->sum[b];
+}
+
+void quant_x_set_ref(quant_x *x, void *buf, const float *src, int n) {
+    x_layout(x, buf, n);
+    for (size_t b = 0; b < (size_t)n / 32; b++) x_block_ref(x, b, src + 32 * b);
+}
+
+void quant_x_set(quant_x *x, void *buf, const float *src, int n) {
+#if defined(QUANT_AVX2)
+    x_layout(x, buf, n);
+    for (size_t b = 0; b < (size_t)n / 32; b++) x_block_avx2(x, b, src + 32 * b);
+#else
+    quant_x_set_ref(x, buf, src, n);
+#endif
 }
 
 /* --- dot products: the portable reference ---------------------------------------

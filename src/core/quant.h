@@ -89,7 +89,9 @@ int quant_can_quantize(gpt2_dtype dt);
  * block b's scale d[b] = max|x| / 32639, ds[b] = d[b] * (the sum of its 32
  * q), sum[b] that sum; q (n) in [-32639, 32639], and q split into two bytes,
  * q = 256 hi + lo with hi, lo in [-128, 127] (for the 8-bit products of the
- * interleaved kernels; 32639 = 127 * 256 + 127 keeps hi in range). */
+ * interleaved kernels; 32639 = 127 * 256 + 127 keeps hi in range). A block
+ * whose max|x| is below 1e-30 (or not finite) gets q = 0 (and a NaN or Inf
+ * scale where max|x| is one, so that its products are too). */
 typedef struct {
     float *d, *ds;  /* (n / 32) */
     int32_t *sum;   /* (n / 32) */
@@ -101,8 +103,10 @@ typedef struct {
 
 /* Bytes quant_x_init needs for n inputs (64-byte aligned pieces). */
 size_t quant_x_bytes(int n);
-/* Lays x out in buf (quant_x_bytes(n), 64-byte aligned) and quantizes src. */
+/* Lays x out in buf (quant_x_bytes(n), 64-byte aligned) and quantizes src
+ * (AVX2 where the machine has it; _ref: the portable loop, the same bytes). */
 void quant_x_set(quant_x *x, void *buf, const float *src, int n);
+void quant_x_set_ref(quant_x *x, void *buf, const float *src, int n);
 
 /* dot(row of n weights in format dt, the quantized vector x): AVX2 kernels
  * where the machine has them, else quant_dot_ref. Both sum each block's
