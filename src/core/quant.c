@@ -736,13 +736,13 @@ static void x8_dequantize_row(gpt2_dtype dt, const uint8_t *g, int K, int r, flo
 }
 
 #if defined(QUANT_AVX2)
-static void x8_dequantize_q4_0_avx2(const uint8_t *blk, int K, float *dst);
+static void x8_dequantize_avx2(gpt2_dtype dt, const uint8_t *g, int K, float *dst);
 #endif
 
 void quant_x8_dequantize(gpt2_dtype dt, const void *group, int K, int r, float *dst) {
 #if defined(QUANT_AVX2)
-    if (r < 0 && dt == GPT2_DTYPE_Q4_0) {
-        x8_dequantize_q4_0_avx2(group, K, dst);
+    if (r < 0) {
+        x8_dequantize_avx2(dt, group, K, dst);
         return;
     }
 #endif
@@ -914,29 +914,78 @@ static void x8_dot_q6k_avx2(const uint8_t *g, const quant_x *x, float *out) {
     _mm256_storeu_ps(out, acc);
 }
 
-/* All 8 rows of a Q4_0 group: per chunk, the codes of two rows (4 inputs
- * each) widened to 8 floats, times [d_r x 4, d_r+1 x 4], stored as two runs. */
-static void x8_dequantize_q4_0_avx2(const uint8_t *blk, int K, float *dst) {
-    const __m256i m4 = _mm256_set1_epi8(15), eight = _mm256_set1_epi32(8);
+/* v (8 floats, one per row) as 4 vectors [v_2p x 4, v_2p+1 x 4] */
+static inline void row_pairs(__m256 v, __m256 *pairs) {
+    for (int p = 0; p < 4; p++)
+        pairs[p] = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1,
+                                                                 2 * p + 1, 2 * p + 1));
+}
+
+/* 32 codes in chunk order (byte 4r + j: row r, input col + j) into the 8 rows
+ * of dst (rows K apart): y = mul * (q - offset) [- sub], two rows at a time,
+ * the plain formulas' operations in their order. */
+static inline void x8_emit(const uint8_t *codes, const __m256 *mul, const __m256 *sub, int offset, float *dst, int K,
+                           int col) {
+    const __m256i off = _mm256_set1_epi32(offset);
+    for (int p = 0; p < 4; p++) {
+        const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(codes + 8 * p))), off);
+        __m256 y = _mm256_mul_ps(mul[p], _mm256_cvtepi32_ps(q));
+        if (sub) y = _mm256_sub_ps(y, sub[p]);
+        float *o = dst + (size_t)(2 * p) * K + col;
+        _mm_storeu_ps(o, _mm256_castps256_ps128(y));
+        _mm_storeu_ps(o + K, _mm256_extractf128_ps(y, 1));
+    }
+}
+
+/* A group's 8 rows, dequantized (prefill), for the four x8 formats. */
+static void x8_dequantize_avx2(gpt2_dtype dt, const uint8_t *g, int K, float *dst) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     uint8_t codes[2][32];
-    for (int b = 0; b < K / 32; b++, blk += 144) {
-        const __m256 d = halves8(blk);
-        __m256 dp[4];
-        for (int p = 0; p < 4; p++)
-            dp[p] = _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1,
-                                                                  2 * p + 1, 2 * p + 1));
-        for (int c = 0; c < 4; c++) {
-            const __m256i v = load32(blk + 16 + 32 * c);
-            _mm256_storeu_si256((__m256i *)codes[0], _mm256_and_si256(v, m4));
-            _mm256_storeu_si256((__m256i *)codes[1], _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-            for (int h = 0; h < 2; h++) /* low nibbles: inputs 8c..8c+3; high: 8c+4.. */
-                for (int p = 0; p < 4; p++) {
-                    const __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(codes[h] + 8 * p)));
-                    const __m256 y = _mm256_mul_ps(dp[p], _mm256_cvtepi32_ps(_mm256_sub_epi32(q, eight)));
-                    float *o = dst + (size_t)(2 * p) * K + 32 * b + 8 * c + 4 * h;
-                    _mm_storeu_ps(o, _mm256_castps256_ps128(y));
-                    _mm_storeu_ps(o + K, _mm256_extractf128_ps(y, 1));
+    __m256 mul[4] = {0}, sub[4] = {0};
+    const int unit = x8_unit(dt), ub = 8 * quant_format_of(dt)->block_bytes;
+    for (int u = 0; u < K / unit; u++, g += ub) {
+        float *o = dst + (size_t)u * unit;
+        if (dt == GPT2_DTYPE_Q8_0) {
+            row_pairs(halves8(g), mul);
+            for (int c = 0; c < 8; c++) x8_emit(g + 16 + 32 * c, mul, NULL, 128, o, K, 4 * c);
+            continue;
+        }
+        if (dt == GPT2_DTYPE_Q4_0) row_pairs(halves8(g), mul);
+        uint8_t sc[8][8], mn[8][8];
+        if (dt == GPT2_DTYPE_Q4_K)
+            for (int r = 0; r < 8; r++) {
+                uint8_t a[8], m[8];
+                x8_k_scales(g, r, a, m);
+                for (int s = 0; s < 8; s++) sc[s][r] = a[s], mn[s][r] = m[s];
+            }
+        for (int s = 0; s < (unit == 32 ? 1 : 8); s++) {
+            const uint8_t *chunks = dt == GPT2_DTYPE_Q4_0 ? g + 16 : dt == GPT2_DTYPE_Q4_K ? g + 128 + 128 * s : g + 144 + 192 * s;
+            if (dt == GPT2_DTYPE_Q4_K) {
+                const __m256 scv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc[s])));
+                const __m256 mnv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn[s])));
+                row_pairs(_mm256_mul_ps(halves8(g), scv), mul);
+                row_pairs(_mm256_mul_ps(halves8(g + 16), mnv), sub);
+            }
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = load32(chunks + 32 * c);
+                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if (dt == GPT2_DTYPE_Q6_K) { /* quant.h: the high bits' runs, two chunks each */
+                    const __m256i H = load32(chunks + 128 + 32 * (c / 2));
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(c % 2 ? H : _mm256_slli_epi16(H, 4), m30));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(c % 2 ? _mm256_srli_epi16(H, 2) : _mm256_slli_epi16(H, 2), m30));
+                    if (c % 2 == 0) { /* inputs 0..15 of the group: scale 2s; 16..31: 2s + 1 */
+                        const __m256 scv = _mm256_cvtepi32_ps(
+                            _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(g + 16 + 8 * (2 * s + c / 2)))));
+                        row_pairs(_mm256_mul_ps(halves8(g), scv), mul);
+                    }
                 }
+                _mm256_storeu_si256((__m256i *)codes[0], lo);
+                _mm256_storeu_si256((__m256i *)codes[1], hi);
+                const int off = dt == GPT2_DTYPE_Q4_0 ? 8 : dt == GPT2_DTYPE_Q6_K ? 32 : 0;
+                const __m256 *sb = dt == GPT2_DTYPE_Q4_K ? sub : NULL;
+                x8_emit(codes[0], mul, sb, off, o, K, 32 * s + 8 * c);
+                x8_emit(codes[1], mul, sb, off, o, K, 32 * s + 8 * c + 4);
+            }
         }
     }
 }
