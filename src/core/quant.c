@@ -628,7 +628,12 @@ int quant_x8(gpt2_dtype dt) {
 #if defined(QUANT_VNNI)
     if (dt == GPT2_DTYPE_Q8_0) return 1;
 #endif
-    return dt == GPT2_DTYPE_Q4_0 || dt == GPT2_DTYPE_Q4_K || dt == GPT2_DTYPE_Q6_K;
+    return dt == GPT2_DTYPE_Q4_0 || dt == GPT2_DTYPE_Q4_K || dt == GPT2_DTYPE_Q5_K || dt == GPT2_DTYPE_Q6_K;
+}
+
+/* A K-quant group super-block's sub-block s (32 inputs): its chunks. */
+static inline const uint8_t *x8_sub(gpt2_dtype dt, const uint8_t *g, int s) {
+    return dt == GPT2_DTYPE_Q4_K ? g + 128 + 128 * s : dt == GPT2_DTYPE_Q5_K ? g + 128 + 160 * s : g + 144 + 192 * s;
 }
 
 size_t quant_x8_group_bytes(gpt2_dtype dt, int K) { return 8 * quant_row_bytes(dt, (size_t)K); }
@@ -640,6 +645,9 @@ size_t quant_x8_bytes(gpt2_dtype dt, int N, int K) { return (size_t)((N + 7) / 8
 static inline int nib_at(int r, int k) { return 32 * (k / 8) + 4 * r + k % 4; }
 static inline int nib_shift(int k) { return k % 8 < 4 ? 0 : 4; }
 static inline int nib(const uint8_t *chunks, int r, int k) { return chunks[nib_at(r, k)] >> nib_shift(k) & 15; }
+/* Q5_K: the 5th bit of row r's input k, in the 32 bytes after the chunks */
+static inline int q5_hb_at(int r, int k) { return 128 + 4 * r + k % 4; }
+static inline int q5_hb_bit(int k) { return 2 * (k / 8) + k % 8 / 4; }
 /* Q6_K: the high 2 bits of row r's input k in the two runs after the chunks */
 static inline int q6_hb_at(int r, int k) { return 128 + 32 * (k / 16) + 4 * r + k % 4; }
 static inline int q6_hb_shift(int k) { return 2 * (2 * (k / 8 % 2) + k % 8 / 4); }
@@ -651,6 +659,7 @@ static inline int x8_code(gpt2_dtype dt, const uint8_t *blk, int r, int k) {
     case GPT2_DTYPE_Q4_0: return nib(blk + 16, r, k) - 8;
     case GPT2_DTYPE_Q8_0: return blk[16 + 32 * (k / 4) + 4 * r + k % 4] - 128;
     case GPT2_DTYPE_Q4_K: return nib(blk, r, k);
+    case GPT2_DTYPE_Q5_K: return nib(blk, r, k) | (blk[q5_hb_at(r, k)] >> q5_hb_bit(k) & 1) << 4;
     default: return (nib(blk, r, k) | (blk[q6_hb_at(r, k)] >> q6_hb_shift(k) & 3) << 4) - 32;
     }
 }
@@ -673,12 +682,17 @@ static void x8_pack_block(gpt2_dtype dt, const uint8_t *pb, int r, uint8_t *blk)
         }
         codes_q4_0(pb + 2, q);
         for (int k = 0; k < 32; k++) blk[16 + nib_at(r, k)] |= (uint8_t)(q[k] << nib_shift(k));
-    } else if (dt == GPT2_DTYPE_Q4_K) {
+    } else if (dt == GPT2_DTYPE_Q4_K || dt == GPT2_DTYPE_Q5_K) {
+        const int k5 = dt == GPT2_DTYPE_Q5_K;
         blk[2 * r] = pb[0], blk[2 * r + 1] = pb[1], blk[16 + 2 * r] = pb[2], blk[17 + 2 * r] = pb[3];
         for (int j = 0; j < 12; j++) blk[32 + 8 * j + r] = pb[4 + j];
         for (int s = 0; s < 8; s++) {
-            codes_k(pb + 16, NULL, s, q);
-            for (int k = 0; k < 32; k++) blk[128 + 128 * s + nib_at(r, k)] |= (uint8_t)(q[k] << nib_shift(k));
+            uint8_t *sb = (uint8_t *)x8_sub(dt, blk, s);
+            codes_k(pb + (k5 ? 48 : 16), k5 ? pb + 16 : NULL, s, q);
+            for (int k = 0; k < 32; k++) {
+                sb[nib_at(r, k)] |= (uint8_t)((q[k] & 15) << nib_shift(k));
+                if (k5) sb[q5_hb_at(r, k)] |= (uint8_t)((q[k] >> 4) << q5_hb_bit(k));
+            }
         }
     } else { /* Q6_K */
         blk[2 * r] = pb[208], blk[2 * r + 1] = pb[209];
@@ -717,12 +731,12 @@ static void x8_dequantize_row(gpt2_dtype dt, const uint8_t *g, int K, int r, flo
             const float d = f16_at(g + 2 * r);
             for (int k = 0; k < 32; k++)
                 y[k] = dt == GPT2_DTYPE_Q4_0 ? d * (float)x8_code(dt, g, r, k) : (float)x8_code(dt, g, r, k) * d;
-        } else if (dt == GPT2_DTYPE_Q4_K) {
+        } else if (dt == GPT2_DTYPE_Q4_K || dt == GPT2_DTYPE_Q5_K) {
             const float d = f16_at(g + 2 * r), dmin = f16_at(g + 16 + 2 * r);
             x8_k_scales(g, r, sc, mn);
             for (int s = 0; s < 8; s++) {
                 const float ds = d * (float)sc[s], dm = dmin * (float)mn[s];
-                for (int k = 0; k < 32; k++) y[32 * s + k] = ds * (float)x8_code(dt, g + 128 + 128 * s, r, k) - dm;
+                for (int k = 0; k < 32; k++) y[32 * s + k] = ds * (float)x8_code(dt, x8_sub(dt, g, s), r, k) - dm;
             }
         } else {
             const float d = f16_at(g + 2 * r);
@@ -765,13 +779,13 @@ NO_AUTOVEC void quant_x8_dot_ref(gpt2_dtype dt, const void *group, const quant_x
                 sum += f16_at(g + 2 * r) * x->d[u] * (float)s;
                 continue;
             }
-            if (dt == GPT2_DTYPE_Q4_K) x8_k_scales(g, r, sc, mn);
+            if (dt != GPT2_DTYPE_Q6_K) x8_k_scales(g, r, sc, mn);
             for (int s = 0; s < 8; s++) {
                 const int b = 8 * u + s;
                 const int16_t *xq = x->q + 32 * b;
-                if (dt == GPT2_DTYPE_Q4_K) {
+                if (dt != GPT2_DTYPE_Q6_K) {
                     int is = 0;
-                    for (int k = 0; k < 32; k++) is += x8_code(dt, g + 128 + 128 * s, r, k) * xq[k];
+                    for (int k = 0; k < 32; k++) is += x8_code(dt, x8_sub(dt, g, s), r, k) * xq[k];
                     sum += f16_at(g + 2 * r) * (float)sc[s] * x->d[b] * (float)is -
                            f16_at(g + 16 + 2 * r) * (float)mn[s] * x->ds[b];
                     continue;
@@ -854,13 +868,24 @@ static void x8_dot32_avx2(gpt2_dtype dt, const uint8_t *g, const quant_x *x, flo
     _mm256_storeu_ps(out, acc);
 }
 
-/* Q4_K, 8 rows: the 6-bit scales of the 8 rows unpacked together, 32 bytes
- * at a time (their transposed bytes); per sub-block one vector scaling. */
-static void x8_dot_q4k_avx2(const uint8_t *g, const quant_x *x, float *out) {
+/* Q5_K's 5th bits of chunk c's low and high nibbles' codes (quant.h) as 16 */
+static inline void q5_bits(__m256i H, __m256i *lo, __m256i *hi) {
+    const __m256i m10 = _mm256_set1_epi8(0x10);
+    lo[0] = _mm256_and_si256(_mm256_slli_epi16(H, 4), m10), hi[0] = _mm256_and_si256(_mm256_slli_epi16(H, 3), m10);
+    lo[1] = _mm256_and_si256(_mm256_slli_epi16(H, 2), m10), hi[1] = _mm256_and_si256(_mm256_slli_epi16(H, 1), m10);
+    lo[2] = _mm256_and_si256(H, m10), hi[2] = _mm256_and_si256(_mm256_srli_epi16(H, 1), m10);
+    lo[3] = _mm256_and_si256(_mm256_srli_epi16(H, 2), m10), hi[3] = _mm256_and_si256(_mm256_srli_epi16(H, 3), m10);
+}
+
+/* Q4_K and Q5_K, 8 rows: the 6-bit scales of the 8 rows unpacked together,
+ * 32 bytes at a time (their transposed bytes); per sub-block one vector
+ * scaling. */
+static void x8_dot_q45k_avx2(int k5, const uint8_t *g, const quant_x *x, float *out) {
     const __m256i m6 = _mm256_set1_epi8(63), m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
     uint8_t sc[8][8], mn[8][8];
-    for (int u = 0; u < x->n / 256; u++, g += 1152) {
+    const gpt2_dtype dt = k5 ? GPT2_DTYPE_Q5_K : GPT2_DTYPE_Q4_K;
+    for (int u = 0; u < x->n / 256; u++, g += k5 ? 1408 : 1152) {
         const __m256i A = load32(g + 32), B = load32(g + 64), C = load32(g + 96);
         _mm256_storeu_si256((__m256i *)sc[0], _mm256_and_si256(A, m6));
         _mm256_storeu_si256((__m256i *)mn[0], _mm256_and_si256(B, m6));
@@ -872,7 +897,10 @@ static void x8_dot_q4k_avx2(const uint8_t *g, const quant_x *x, float *out) {
         for (int s = 0; s < 8; s++) {
             const int b = 8 * u + s;
             acc2 a = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-            a = chunks4(a, g + 128 + 128 * s, NULL, NULL, x->hi + 32 * b, x->lo + 32 * b, 0, 4);
+            const uint8_t *sb = x8_sub(dt, g, s);
+            __m256i hl[4], hh[4];
+            if (k5) q5_bits(load32(sb + 128), hl, hh);
+            a = chunks4(a, sb, k5 ? hl : NULL, k5 ? hh : NULL, x->hi + 32 * b, x->lo + 32 * b, 0, 4);
             const __m256 scv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc[s])));
             const __m256 mnv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn[s])));
             acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(combine(a, 0)), _mm256_mul_ps(_mm256_mul_ps(d, scv), _mm256_set1_ps(x->d[b])), acc);
@@ -952,15 +980,17 @@ static void x8_dequantize_avx2(gpt2_dtype dt, const uint8_t *g, int K, float *ds
         }
         if (dt == GPT2_DTYPE_Q4_0) row_pairs(halves8(g), mul);
         uint8_t sc[8][8], mn[8][8];
-        if (dt == GPT2_DTYPE_Q4_K)
+        if (dt == GPT2_DTYPE_Q4_K || dt == GPT2_DTYPE_Q5_K)
             for (int r = 0; r < 8; r++) {
                 uint8_t a[8], m[8];
                 x8_k_scales(g, r, a, m);
                 for (int s = 0; s < 8; s++) sc[s][r] = a[s], mn[s][r] = m[s];
             }
         for (int s = 0; s < (unit == 32 ? 1 : 8); s++) {
-            const uint8_t *chunks = dt == GPT2_DTYPE_Q4_0 ? g + 16 : dt == GPT2_DTYPE_Q4_K ? g + 128 + 128 * s : g + 144 + 192 * s;
-            if (dt == GPT2_DTYPE_Q4_K) {
+            const uint8_t *chunks = dt == GPT2_DTYPE_Q4_0 ? g + 16 : x8_sub(dt, g, s);
+            __m256i b5l[4], b5h[4];
+            if (dt == GPT2_DTYPE_Q5_K) q5_bits(load32(chunks + 128), b5l, b5h);
+            if (dt == GPT2_DTYPE_Q4_K || dt == GPT2_DTYPE_Q5_K) {
                 const __m256 scv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc[s])));
                 const __m256 mnv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn[s])));
                 row_pairs(_mm256_mul_ps(halves8(g), scv), mul);
@@ -979,10 +1009,11 @@ static void x8_dequantize_avx2(gpt2_dtype dt, const uint8_t *g, int K, float *ds
                         row_pairs(_mm256_mul_ps(halves8(g), scv), mul);
                     }
                 }
+                if (dt == GPT2_DTYPE_Q5_K) lo = _mm256_or_si256(lo, b5l[c]), hi = _mm256_or_si256(hi, b5h[c]);
                 _mm256_storeu_si256((__m256i *)codes[0], lo);
                 _mm256_storeu_si256((__m256i *)codes[1], hi);
                 const int off = dt == GPT2_DTYPE_Q4_0 ? 8 : dt == GPT2_DTYPE_Q6_K ? 32 : 0;
-                const __m256 *sb = dt == GPT2_DTYPE_Q4_K ? sub : NULL;
+                const __m256 *sb = dt == GPT2_DTYPE_Q4_K || dt == GPT2_DTYPE_Q5_K ? sub : NULL;
                 x8_emit(codes[0], mul, sb, off, o, K, 32 * s + 8 * c);
                 x8_emit(codes[1], mul, sb, off, o, K, 32 * s + 8 * c + 4);
             }
@@ -996,7 +1027,8 @@ void quant_x8_dot(gpt2_dtype dt, const void *group, const quant_x *x, float *out
 #if defined(QUANT_VNNI)
     case GPT2_DTYPE_Q8_0: x8_dot32_avx2(GPT2_DTYPE_Q8_0, group, x, out); return;
 #endif
-    case GPT2_DTYPE_Q4_K: x8_dot_q4k_avx2(group, x, out); return;
+    case GPT2_DTYPE_Q4_K: x8_dot_q45k_avx2(0, group, x, out); return;
+    case GPT2_DTYPE_Q5_K: x8_dot_q45k_avx2(1, group, x, out); return;
     case GPT2_DTYPE_Q6_K: x8_dot_q6k_avx2(group, x, out); return;
     default: quant_x8_dot_ref(dt, group, x, out); return;
     }

@@ -135,6 +135,9 @@ float quant_dot_ref(gpt2_dtype dt, const void *row, const quant_x *x);
  *   Q4_K: per 256 inputs the 8 d, the 8 dmin (32 bytes), the 12 scale bytes
  *     of each row transposed (byte 8j + r = row r's byte j: 96), then per
  *     sub-block of 32 Q4_0's 4 chunks = 1152 bytes (8 x 144).
+ *   Q5_K: as Q4_K, each sub-block's 4 chunks followed by 32 bytes of 5th
+ *     bits: bit 2c + h of byte 4r + j = that of row r's input 8c + 4h + j
+ *     = 1408 bytes (8 x 176).
  *   Q6_K: per 256 inputs the 8 d (16 bytes), the 16 scales of each row
  *     transposed (byte 8i + r: 128), then per 32 inputs the low 4 bits in
  *     Q4_0's 4 chunks and the high 2 bits in two 32-byte runs: byte 4r + j of

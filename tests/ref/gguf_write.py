@@ -438,10 +438,11 @@ BLOCK_MAP = [("ln_1", "attn_norm", False), ("attn.c_attn", "attn_qkv", True), ("
 
 def matrix_type(scheme, gguf_name, cols):
     """The GGML type of a 2-D tensor with rows of `cols` under a scheme: one
-    type for every matrix, or Q4_K_M's mix (Q6_K for the embedding and
-    ffn_down, Q4_K elsewhere). Rows a block cannot divide fall back to Q8_0."""
-    if scheme == "Q4_K_M":
-        typ = "Q6_K" if gguf_name in ("token_embd.weight", "output.weight") or "ffn_down" in gguf_name else "Q4_K"
+    type for every matrix, or Q4_K_M's / Q5_K_M's mix (Q6_K for the embedding
+    and ffn_down, Q4_K / Q5_K elsewhere). Rows a block cannot divide fall back
+    to Q8_0."""
+    if scheme in ("Q4_K_M", "Q5_K_M"):
+        typ = "Q6_K" if gguf_name in ("token_embd.weight", "output.weight") or "ffn_down" in gguf_name else scheme[:4]
     else:
         typ = scheme
     return typ if cols % TYPES[typ][1] == 0 else "Q8_0"
@@ -564,7 +565,7 @@ MODEL_CASES = [
     ("tiny-k256.f32", "tiny-k256", "F32", 3), ("tiny-k256.q8_0", "tiny-k256", "Q8_0", 3),
     ("tiny-k256.q4_0", "tiny-k256", "Q4_0", 3), ("tiny-k256.q4_k", "tiny-k256", "Q4_K", 3),
     ("tiny-k256.q5_k", "tiny-k256", "Q5_K", 3), ("tiny-k256.q6_k", "tiny-k256", "Q6_K", 3),
-    ("tiny-k256.q4_k_m", "tiny-k256", "Q4_K_M", 3),
+    ("tiny-k256.q4_k_m", "tiny-k256", "Q4_K_M", 3), ("tiny-k256.q5_k_m", "tiny-k256", "Q5_K_M", 2),
 ]
 
 
