@@ -4,7 +4,9 @@
  * (in the mapped file, or packed at load, see below) plus their dtype. F16/BF16
  * are widened to float on the fly (per row for a few positions, per block of
  * rows into a scratch buffer followed by sgemm for many), so 16-bit weights
- * stay 16-bit in memory.
+ * stay 16-bit in memory. GGUF's block formats (quant.h) stay in their blocks:
+ * integer dot products for a few positions, dequantized tiles and sgemm for
+ * many.
  */
 #ifndef GPT2_CORE_KERNELS_H
 #define GPT2_CORE_KERNELS_H
@@ -22,7 +24,8 @@ typedef struct {
     const float *scale; /* Q8 only: weight = data * scale, one scale per column
                            for kernel_matmul's (K, N) weights, per row for
                            kernel_row's and kernel_matmul_t's (wte) */
-    int packed;         /* 1: tiled (kernel_pack), not row-major */
+    int packed;         /* 1: tiled (kernel_pack), not row-major; for a block format:
+                           its 8-row interleaved layout (quant.h, quant_x8) */
     int trans;          /* 1: data holds the transpose, cols rows of rows elements (by
                            output). GGUF's block formats (quant.h), whose blocks run
                            along a row, are always so in kernel_matmul, never in
