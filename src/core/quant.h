@@ -80,8 +80,10 @@ void quant_dequantize_row(gpt2_dtype dt, const void *src, float *dst, int n);
 /* dst = src (n floats) in format dt, n a multiple of the block: Q8_0 and
  * Q4_0 as ggml's reference quantizers do (absmax; Q4_0's scale is the
  * signed extreme over -8), Q4_K with each sub-block's scale and minimum from
- * its range and the 6-bit codes rounded against the block's largest; the
- * others are made only by the test writer (tests/ref/gguf_write.py). */
+ * its range, their 6-bit codes rounded against the block's largest and then
+ * moved a step either way where that lowers the squared error; the others
+ * are made only by the test writer (tests/ref/gguf_write.py, which makes
+ * these three byte for byte alike). */
 void quant_quantize_row(gpt2_dtype dt, const float *src, void *dst, int n);
 int quant_can_quantize(gpt2_dtype dt);
 

@@ -266,11 +266,28 @@ def code_in(v, hi):
     return np.clip(np.rint(v), 0, hi).astype(np.int32)
 
 
+def k_try(s, d, dmin, sc, mn, levels):
+    """Sub-blocks s (n, 8, 32) with codes sc, mn (n, 8): their codes and the
+    squared error summed in order (float32, as quant.c's q4k_try)."""
+    n = s.shape[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ds = (d * sc.astype(F32)).reshape(n, 8, 1)
+        dm = (dmin * mn.astype(F32)).reshape(n, 8, 1)
+        q = np.where(ds > 0, code_in((s + dm) / np.where(ds > 0, ds, F32(1)), levels), 0)
+    e = (ds * q.astype(F32) - dm - s).astype(F32)
+    return q, np.cumsum(e * e, axis=2, dtype=F32)[:, :, -1]
+
+
+K_MOVES = [(0, 0), (-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1)]
+
+
 def q_k(x, levels):
     """Q4_K (levels 15) / Q5_K (31), as quant.c's quant_q4_k: sub-block s spans
     [lo, hi] with lo = min(0, min x); step = (hi - lo) / levels; d, dmin = the
     largest step and -lo over 63, as fp16; 6-bit codes rint(step / d) and
-    rint(-lo / dmin); each weight the code nearest (x + dmin mn) / (d sc)."""
+    rint(-lo / dmin), each moved by -1, 0 or +1 to the pair of the nine with
+    the least squared error (the unmoved first, ties to the earlier); each
+    weight the code nearest (x + dmin mn) / (d sc)."""
     n = x.shape[0]
     s = x.reshape(n, 8, 32)
     lo = np.minimum(F32(0), s.min(axis=2))
@@ -282,11 +299,18 @@ def q_k(x, levels):
     mh = half_bytes((neg.max(axis=1) / F32(63)).astype(F32))
     d, dmin = half_value(dh).reshape(n, 1), half_value(mh).reshape(n, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        sc = np.where(d > 0, code_in(step / np.where(d > 0, d, F32(1)), 63), 0)
-        mn = np.where(dmin > 0, code_in(neg / np.where(dmin > 0, dmin, F32(1)), 63), 0)
-        ds = (d * sc.astype(F32)).reshape(n, 8, 1)
-        dm = (dmin * mn.astype(F32)).reshape(n, 8, 1)
-        q = np.where(ds > 0, code_in((s + dm) / np.where(ds > 0, ds, F32(1)), levels), 0)
+        sc0 = np.where(d > 0, code_in(step / np.where(d > 0, d, F32(1)), 63), 0)
+        mn0 = np.where(dmin > 0, code_in(neg / np.where(dmin > 0, dmin, F32(1)), 63), 0)
+    q, least = k_try(s, d, dmin, sc0, mn0, levels)
+    sc, mn = sc0.copy(), mn0.copy()
+    for a, b in K_MOVES[1:]:
+        c, m = sc0 + a, mn0 + b
+        ok = (c >= 0) & (c <= 63) & (m >= 0) & (m <= 63)
+        qc, err = k_try(s, d, dmin, np.clip(c, 0, 63), np.clip(m, 0, 63), levels)
+        better = ok & (err < least)
+        least = np.where(better, err, least)
+        sc, mn = np.where(better, c, sc), np.where(better, m, mn)
+        q = np.where(better[:, :, None], qc, q)
     lows = q & 15                                                      # (n, 8, 32)
     qs = (lows[:, 0::2, :] | (lows[:, 1::2, :] << 4)).astype(np.uint8).reshape(n, 128)
     head = np.concatenate([dh, mh, k_pack_scales(sc, mn)], axis=1)
