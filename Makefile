@@ -8,7 +8,7 @@
 #   make NOCAIRO=1  without PNG pictures (attention --png) even when cairo is installed
 #   make test       build and run the test suite once (honours SAN=1)
 #   make check      make test, then make test SAN=1, then make tsan
-#   make tsan       the pool and forward-pass tests under ThreadSanitizer
+#   make tsan       the pool, forward-pass and GGUF tests under ThreadSanitizer
 #   make test-fuzz  the fuzz harnesses over their regression inputs alone (make test runs them too)
 #   make bench      gptscope bench on a random GPT-2-124M-shaped model
 
@@ -174,11 +174,12 @@ $(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
 	$(PYTHON) tests/ref/make_cli_fixtures.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/make_format_fixtures.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/bpe_train_ref.py --out $(FIX)/bpe_train
+	$(PYTHON) tests/ref/gguf_write.py --fixtures $(FIX) --tokenizer $(TOKDIR)
 	touch $@
 
 # --- the fuzz harnesses without libFuzzer (tests/fuzz/standalone_main.c), built like the
 # tests: `make test` runs each over its regression inputs and a few seeds (tests/fuzz/regress.sh)
-FUZZ_NAMES := safetensors config vocab merges encode session template theme checkpoint zip pickle llmc
+FUZZ_NAMES := safetensors config vocab merges encode session template theme checkpoint zip pickle llmc gguf
 FUZZ_DIR   := $(B)/tests/fuzz
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 FUZZ_MAIN  := $(B)/tests/fuzz/standalone_main.o
@@ -227,7 +228,7 @@ check:
 # ThreadSanitizer over the code that runs on several threads: the pool and the
 # forward pass (the library's sources compiled into each test; a race report
 # makes the program exit non-zero, which fails the run).
-TSAN_TESTS := build-tsan/test_pool build-tsan/test_forward
+TSAN_TESTS := build-tsan/test_pool build-tsan/test_forward build-tsan/test_gguf
 TSAN_FLAGS := -std=c11 -D_DEFAULT_SOURCE -g -O1 -fsanitize=thread $(MARCH) $(WARN) -Iinclude -Isrc -Itests $(CFLAGS_PKG)
 build-tsan/%: tests/%.c $(CORE_SRC) $(wildcard src/core/*.h include/*.h tests/*.h)
 	@mkdir -p build-tsan

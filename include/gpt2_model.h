@@ -13,7 +13,11 @@
  *                      (character-level), else vocab.json + merges.txt beside it
  *     llm.c            gpt2_124M.bin / gpt2_124M_bf16.bin (versions 3 and 5),
  *                      with gpt2_tokenizer.bin (or vocab.json + merges.txt) beside
- *     GGUF             handed to the GGUF reader (not in every build)
+ *     GGUF             a .gguf file of architecture gpt2 (versions 2 and 3): config
+ *                      from its gpt2.* metadata, tokenizer from tokenizer.ggml.*;
+ *                      F32, F16, BF16 and the block formats (Q8_0, Q4_0, Q4_1,
+ *                      Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), whose matrices stay in their
+ *                      format and run as stored
  * Pickles are read by a restricted reader that never runs code, and every
  * offset, size and shape of every format is checked before use.
  *
@@ -65,8 +69,15 @@ typedef struct {
 
 /* Q8: signed 8-bit weights with one float scale per output (per column of a
  * block's Conv1D weight, per row of wte), made at load by gpt2_model_quantize;
- * never a file's dtype. */
-typedef enum { GPT2_DTYPE_F32 = 0, GPT2_DTYPE_F16, GPT2_DTYPE_BF16, GPT2_DTYPE_Q8 } gpt2_dtype;
+ * never a file's dtype.
+ * Q8_0 ... Q6_K: GGUF's block formats, run as stored (a GGUF file's, or made by
+ * gpt2_model_quantize: Q4_0, Q4_K, Q8_0); a block runs along a matrix's
+ * inputs, so these matrices are stored by output (N rows of K). */
+typedef enum {
+    GPT2_DTYPE_F32 = 0, GPT2_DTYPE_F16, GPT2_DTYPE_BF16, GPT2_DTYPE_Q8,
+    GPT2_DTYPE_Q8_0, GPT2_DTYPE_Q4_0, GPT2_DTYPE_Q4_1, GPT2_DTYPE_Q5_0, GPT2_DTYPE_Q5_1,
+    GPT2_DTYPE_Q4_K, GPT2_DTYPE_Q5_K, GPT2_DTYPE_Q6_K
+} gpt2_dtype;
 
 typedef struct gpt2_model gpt2_model;
 
@@ -98,14 +109,20 @@ gpt2_status gpt2_model_new_random(gpt2_config config, gpt2_dtype dtype, uint64_t
 void gpt2_model_free(gpt2_model *m);
 
 /* Converts every weight matrix (wte, an untied lm_head, the blocks' four) to
- * dtype `to`; only GPT2_DTYPE_Q8 is supported (GPT2_ERR_INVALID_ARG for the
- * others; a Q8 model stays as it is). Symmetric absmax quantization per
- * output: a block's Conv1D weight W (K, N) gets one scale per column n,
- * s[n] = max_k |W[k, n]| / 127, q = round(W / s); wte (V, C) one per row,
- * serving both the embedding lookup and the tied LM head. Each weight's error
- * is at most s / 2. The 8-bit weights live in memory (huge pages), and the
- * mapped file is released, so a token reads about a quarter of F32's bytes
- * and half of F16's. Nothing changes on failure (GPT2_ERR_NOMEM). */
+ * dtype `to`, from F32, F16 or BF16 weights (GPT2_ERR_INVALID_ARG for other
+ * targets, or weights already quantized to something else; converting to
+ * what the model already is does nothing). Nothing changes on failure
+ * (GPT2_ERR_NOMEM). The new weights live in memory (huge pages), and the
+ * mapped file is released.
+ *   GPT2_DTYPE_Q8: symmetric absmax quantization per output: a block's Conv1D
+ *     weight W (K, N) gets one scale per column n, s[n] = max_k |W[k, n]| / 127,
+ *     q = round(W / s); wte (V, C) one per row, serving both the embedding
+ *     lookup and the tied LM head. Each weight's error is at most s / 2. A
+ *     token reads about a quarter of F32's bytes and half of F16's.
+ *   GPT2_DTYPE_Q8_0, GPT2_DTYPE_Q4_0, GPT2_DTYPE_Q4_K: GGUF's block formats
+ *     (see quant.h), by output rows, the blocks along the inputs (which must
+ *     be a multiple of 32; Q4_K takes Q4_0 for matrices whose inputs are not
+ *     a multiple of 256). Q4_0/Q4_K read 4.5 bits per weight. */
 gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err);
 
 const gpt2_config *gpt2_model_config(const gpt2_model *m);

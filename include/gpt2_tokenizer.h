@@ -56,6 +56,18 @@ gpt2_status gpt2_tokenizer_load(const char *dir, gpt2_tokenizer **out, gpt2_erro
 gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *merges_path,
                                       gpt2_tokenizer **out, gpt2_error *err);
 
+/* Builds a tokenizer from strings in memory (a GGUF file's tokenizer.ggml.tokens
+ * and .merges): token i (token_lens[i] bytes, in GPT-2's byte alphabet as in
+ * vocab.json) has id i; merges[i] is merges.txt's line i + 1 ("left right"),
+ * in rank order. eot: the end-of-text id, or -1 to take "<|endoftext|>"'s.
+ * The same checks as the files (all 256 byte tokens, no duplicates, every
+ * merge's parts and result in the vocabulary), with messages that name
+ * vocab_source or merges_source. */
+gpt2_status gpt2_tokenizer_new(const char *vocab_source, const char *merges_source, const char *const *tokens,
+                               const size_t *token_lens, int n_tokens, const char *const *merges,
+                               const size_t *merge_lens, int n_merges, int32_t eot, gpt2_tokenizer **out,
+                               gpt2_error *err);
+
 void gpt2_tokenizer_free(gpt2_tokenizer *tok);
 
 /* Number of ids (1 + the largest id in the vocabulary). */

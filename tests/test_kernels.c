@@ -205,7 +205,7 @@ static void test_prefill_split_fixed(void **state) {
                 gpt2_pool *pool = pool_new(nt);
                 assert_non_null(pool);
                 n_calls = 0, recording = 1;
-                if (lm) kernel_matmul_t(pool, out, N, in, T, &m, scratch);
+                if (lm) kernel_matmul_t(pool, out, N, in, T, &m, scratch, NULL);
                 else kernel_matmul(pool, out, in, T, &m, NULL, 0, scratch, NULL);
                 recording = 0;
                 pool_free(pool);

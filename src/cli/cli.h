@@ -128,7 +128,7 @@ enum { CLI_PARSED = -1 };
  * exit with: EXIT_OK after --help, EXIT_USAGE after a usage error. */
 int cli_parse_options(int argc, char **argv, const cli_opt *rows, int n_rows, void *opts, const char *usage);
 
-/* fn checks for common rows: --quantize (a const char * field, only "q8"),
+/* fn checks for common rows: --quantize (a const char * field, see cli_quantize_option),
  * and a sampling knob (a gpt2_sampler_params field; .code = CLI_OPT_TEMP...). */
 int cli_opt_quantize(const cli_opt *o, const char *arg, void *value);
 int cli_opt_sampling(const cli_opt *o, const char *arg, void *value);
@@ -258,13 +258,17 @@ void cli_say(const char *s);
  * runs, NULL after. */
 void cli_mark_loading(const char *dir);
 
-/* The same, then quantized to 8 bits when quantize is non-NULL (the value of
- * a --quantize option, checked by cli_quantize_option). */
+/* The same, then quantized when quantize is non-NULL (the value of a
+ * --quantize option, checked by cli_quantize_option). */
 gpt2_model *cli_load_model_as(const char *dir, const char *quantize);
 
-/* --quantize ARG: only "q8"; sets *quantize to arg. 0 (message printed) else. */
+/* --quantize ARG: q8 (8 bits per output), q4 (GGUF's Q4_K, 4.5 bits per
+ * weight; Q4_0 for matrices whose inputs are not a multiple of 256), q8_0,
+ * q4_0, q4_k; sets *quantize to arg. 0 (message printed) else. */
 enum { CLI_OPT_QUANTIZE = 0x1100, CLI_OPT_THREADS };
 int cli_quantize_option(const char *arg, const char **quantize);
+/* The dtype a --quantize (or bench --dtype) name stands for: 1 and *dt, or 0. */
+int cli_quantize_dtype(const char *arg, gpt2_dtype *dt);
 
 /* --threads N: worker threads of the model's context, 1..256 (0, the
  * default, is one per CPU). 0 (message printed) on a bad value. */

@@ -331,10 +331,10 @@ static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T
 }
 
 static const char usage_text[] =
-    "usage: gptscope bench [-m DIR [--quantize q8]] [--dtype f32|f16|bf16|q8] [--reps N] [--threads N]\n"
-    "                      [--shape gpt2|gpt2-medium|gpt2-large|gpt2-xl] [--positions] [--json]\n"
+    "usage: gptscope bench [-m MODEL [--quantize Q]] [--dtype f32|f16|bf16|q8|q4|q8_0|q4_0|q4_k] [--reps N]\n"
+    "                      [--threads N] [--shape gpt2|gpt2-medium|gpt2-large|gpt2-xl] [--positions] [--json]\n"
     "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory\n"
-    "  (q8: drawn in F32, then quantized to 8 bits as --quantize q8 does).\n"
+    "  (q8 ... q4_k: drawn in F32, then quantized as --quantize does).\n"
     "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
     "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
     "  decode's weight bandwidth against this machine's read bandwidth (blocks of\n"
@@ -425,9 +425,8 @@ static int dtype_option(const cli_opt *o, const char *arg, void *value) {
     if (!strcmp(arg, "f32")) *dtype = GPT2_DTYPE_F32;
     else if (!strcmp(arg, "f16")) *dtype = GPT2_DTYPE_F16;
     else if (!strcmp(arg, "bf16")) *dtype = GPT2_DTYPE_BF16;
-    else if (!strcmp(arg, "q8")) *dtype = GPT2_DTYPE_Q8;
-    else {
-        cli_error("--dtype: expected f32, f16, bf16 or q8, found '%s'", arg);
+    else if (!cli_quantize_dtype(arg, dtype)) {
+        cli_error("--dtype: expected f32, f16, bf16, q8, q4, q8_0, q4_0 or q4_k, found '%s'", arg);
         return 0;
     }
     return 1;
@@ -451,7 +450,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         rc = EXIT_USAGE;
     }
     if (rc == CLI_PARSED && o->quantize && !o->model) {
-        cli_error("--quantize needs -m DIR; the random model takes --dtype q8");
+        cli_error("--quantize needs -m DIR; the random model takes --dtype");
         rc = EXIT_USAGE;
     }
     return rc;

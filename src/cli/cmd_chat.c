@@ -17,7 +17,7 @@ static int usage(int help) {
                      "usage: gptscope chat [-m DIR] [--template NAME|FILE] [--theme NAME|PATH] [--log FILE]\n"
                      "                     [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
                      "                     [--repeat-penalty R] [--repeat-last-n N] [--seed S]\n"
-                     "                     [--draft DIR [--draft-k K]] [--quantize q8] [--threads N]\n"
+                     "                     [--draft DIR [--draft-k K]] [--quantize q8|q4] [--threads N]\n"
                      "  The full-screen chat: streams replies, sampling knobs that act mid-reply,\n"
                      "  live attention heatmaps and next-token candidates. F1 in the app lists the keys.\n"
                      "  --template NAME    transcript, dialogpt, raw, or a chat_template.json file\n"
@@ -28,7 +28,7 @@ static int usage(int help) {
                      "  --draft DIR        speculative sampling: the model in DIR (same tokenizer) drafts,\n"
                      "                     the chat model checks K tokens per pass (/draft on|off in the app)\n"
                      "  --draft-k K        draft tokens per iteration, 1..16 (default 4; /set draft_k K)\n"
-                     "  --quantize q8      run the chat model with 8-bit weights (converted at load)\n"
+                     "  --quantize q8|q4   run the chat model with 8- or 4-bit weights (converted at load)\n"
                      "  --threads N        worker threads (default: one per CPU; replies do not depend on it)\n"
                      "  sampling options as for generate (default seed: random)\n");
 }

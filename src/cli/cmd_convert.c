@@ -9,12 +9,13 @@
 static const char usage_text[] =
     "usage: gptscope convert IN OUT_DIR [--dtype f32|f16|bf16]\n"
     "  Loads the model at IN (any format -m takes: a Hugging Face directory,\n"
-    "  pytorch_model.bin, nanoGPT's ckpt.pt, llm.c's .bin) and writes OUT_DIR in the\n"
+    "  pytorch_model.bin, nanoGPT's ckpt.pt, llm.c's .bin, GGUF) and writes OUT_DIR in the\n"
     "  Hugging Face layout: config.json, model.safetensors, vocab.json, merges.txt,\n"
     "  each replaced atomically. Padded vocabulary rows are dropped, biases a\n"
     "  checkpoint leaves out are written as zeros, the GELU form is kept.\n"
-    "  --dtype  the weights' type in OUT_DIR (default: the model's own; the same\n"
-    "           type gives the same floats, bit for bit)\n";
+    "  --dtype  the weights' type in OUT_DIR (default: the model's own, f32 for\n"
+    "           GGUF's block formats, which are dequantized; the same type gives\n"
+    "           the same floats, bit for bit)\n";
 
 typedef struct {
     const char *in, *out;
@@ -55,7 +56,9 @@ static int convert_parse(int argc, char **argv, convert_opts *o) {
 
 static int convert_run(const convert_opts *o, convert_result *r) {
     if (!(r->m = cli_load_model(o->in))) return EXIT_ERR;
-    r->dtype = o->dtype_given ? o->dtype : gpt2_model_dtype(r->m);
+    const gpt2_dtype own = gpt2_model_dtype(r->m);
+    /* a block format's dequantized values are floats: exact in F32 */
+    r->dtype = o->dtype_given ? o->dtype : own <= GPT2_DTYPE_BF16 ? own : GPT2_DTYPE_F32;
     gpt2_error err;
     if (gpt2_model_save(r->m, o->out, r->dtype, &err) != GPT2_OK) {
         cli_error("%s", err.msg);

@@ -111,7 +111,7 @@ out:
 }
 
 static const char usage_text[] =
-    "usage: gptscope eval [-m DIR] [--heldout F] [--examples] [--json] [-q] [--quantize q8]\n"
+    "usage: gptscope eval [-m DIR] [--heldout F] [--examples] [--json] [-q] [--quantize q8|q4]\n"
     "                     [--threads N] [--ablate L.H,...] FILE\n"
     "  Mean loss of the model on FILE: nats per token and bits per byte.\n"
     "  --heldout F   score only the last fraction F of FILE, cut where `gptscope train\n"

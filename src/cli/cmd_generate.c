@@ -9,7 +9,7 @@
 static const char usage_text[] =
     "usage: gptscope generate [-m DIR] -p PROMPT [-n N] [--temperature T] [--top-k K]\n"
     "                         [--top-p P] [--min-p P] [--repeat-penalty R] [--repeat-last-n N]\n"
-    "                         [--seed S] [--ids] [--no-stop] [--special] [--quantize q8]\n"
+    "                         [--seed S] [--ids] [--no-stop] [--special] [--quantize q8|q4]\n"
     "                         [--threads N] [--ablate L.H,...] [-v]\n"
     "                         [--draft DIR [--draft-k K] [--stats]]\n"
     "  Streams the continuation (not the prompt) to stdout. PROMPT '-' reads stdin.\n"
@@ -24,7 +24,7 @@ static const char usage_text[] =
     "  --ids              print generated token ids instead of text\n"
     "  --no-stop          keep going after <|endoftext|> instead of stopping\n"
     "  --special          \"<|endoftext|>\" in the prompt is the special token\n"
-    "  --quantize q8      run the -m model with 8-bit weights (converted at load)\n"
+    "  --quantize q8|q4   run the -m model with 8- or 4-bit weights (converted at load)\n"
     "  --threads N        worker threads (default: one per CPU; the output does not depend\n"
     "                     on it; with another program busy on the cores, fewer can be faster)\n"
     "  --ablate L.H,...   zero-ablate these heads of the -m model (L.* a whole layer)\n"

@@ -5,7 +5,7 @@
 #include "cli/cli.h"
 
 static const char usage_text[] =
-    "usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special] [--quantize q8] [--threads N]\n"
+    "usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special] [--quantize q8|q4] [--threads N]\n"
     "                     [--export FILE] [--ablate L.H,...]\n"
     "  The next-token distribution after PROMPT (temperature 1, no filtering):\n"
     "  the K most likely tokens (default 10) with logit and probability.\n"

@@ -107,8 +107,9 @@ gpt2_model *cli_load_model(const char *dir) {
 
 gpt2_model *cli_load_model_as(const char *dir, const char *quantize) {
     gpt2_model *m = cli_load_model(dir);
-    gpt2_error err;
-    if (m && quantize && gpt2_model_quantize(m, GPT2_DTYPE_Q8, &err) != GPT2_OK) {
+    gpt2_error err = {.msg = "--quantize: unknown format"};
+    gpt2_dtype dt = GPT2_DTYPE_Q8;
+    if (m && quantize && (!cli_quantize_dtype(quantize, &dt) || gpt2_model_quantize(m, dt, &err) != GPT2_OK)) {
         cli_error("%s", err.msg);
         gpt2_model_free(m);
         return NULL;

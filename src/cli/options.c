@@ -57,9 +57,23 @@ int cli_option_error(int c, char *const argv[], const char *text) {
     return cli_usage_error(text, "%s: unknown option '%s'", argv[0], word);
 }
 
+int cli_quantize_dtype(const char *arg, gpt2_dtype *dt) {
+    static const struct { const char *name; gpt2_dtype dt; } table[] = {
+        {"q8", GPT2_DTYPE_Q8},      {"q4", GPT2_DTYPE_Q4_K},    {"q8_0", GPT2_DTYPE_Q8_0},
+        {"q4_0", GPT2_DTYPE_Q4_0},  {"q4_k", GPT2_DTYPE_Q4_K},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (strcmp(arg, table[i].name) == 0) {
+            *dt = table[i].dt;
+            return 1;
+        }
+    return 0;
+}
+
 int cli_quantize_option(const char *arg, const char **quantize) {
-    if (strcmp(arg, "q8") != 0) {
-        cli_error("--quantize: expected q8, found '%s'", arg);
+    gpt2_dtype dt;
+    if (!cli_quantize_dtype(arg, &dt)) {
+        cli_error("--quantize: expected q8, q4, q8_0, q4_0 or q4_k, found '%s'", arg);
         return 0;
     }
     *quantize = arg;

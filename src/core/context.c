@@ -344,12 +344,12 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
     int n_rows = 1;
     if (ctx->want_logits && ctx->logits_all) {
         layernorm(ctx, ctx->xn, ctx->x, m->lnf_g, m->lnf_b, T);
-        kernel_matmul_t(ctx->pool, ctx->logits_all, V, ctx->xn, T, &m->lm_head, ctx->scratch);
+        kernel_matmul_t(ctx->pool, ctx->logits_all, V, ctx->xn, T, &m->lm_head, ctx->scratch, ctx->partials);
         rows = ctx->logits_all, n_rows = T;
     } else {
         const float *last = ctx->x + (size_t)(T - 1) * C;
         layernorm(ctx, ctx->xn, last, m->lnf_g, m->lnf_b, 1);
-        kernel_matmul_t(ctx->pool, ctx->logits, V, ctx->xn, 1, &m->lm_head, ctx->scratch);
+        kernel_matmul_t(ctx->pool, ctx->logits, V, ctx->xn, 1, &m->lm_head, ctx->scratch, ctx->partials);
     }
     /* NaN or Inf weights make every later result meaningless: stop at the first */
     long bad = first_nonfinite(rows, (size_t)n_rows * V);
@@ -456,6 +456,6 @@ gpt2_status gpt2_context_unembed(gpt2_context *ctx, const float *x, float *logit
     /* the same kernels as the forward pass's last position, so the last
      * block's residual gives the model's logits bit for bit */
     layernorm(ctx, ctx->xn, x, m->lnf_g, m->lnf_b, 1);
-    kernel_matmul_t(ctx->pool, logits, m->cfg.n_vocab, ctx->xn, 1, &m->lm_head, ctx->scratch);
+    kernel_matmul_t(ctx->pool, logits, m->cfg.n_vocab, ctx->xn, 1, &m->lm_head, ctx->scratch, ctx->partials);
     return GPT2_OK;
 }

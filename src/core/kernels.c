@@ -2,6 +2,7 @@
 #include "kernels.h"
 
 #include "fastmath.h"
+#include "quant.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -119,7 +120,14 @@ static void widen_row(float *dst, const gpt2_matrix *m, int r) {
 }
 
 int kernel_packable(const gpt2_matrix *m) {
-    return m->dtype != GPT2_DTYPE_Q8 && m->cols % KERNEL_PANEL_COLS == 0;
+    return m->dtype <= GPT2_DTYPE_BF16 && m->cols % KERNEL_PANEL_COLS == 0;
+}
+
+size_t kernel_matrix_bytes(const gpt2_matrix *m) {
+    if (!quant_is_block(m->dtype)) return (size_t)m->rows * m->cols * gpt2_dtype_size(m->dtype);
+    const int stored_rows = m->trans ? m->cols : m->rows, row = m->trans ? m->rows : m->cols;
+    if (m->packed) return quant_x8_bytes(m->dtype, stored_rows, row);
+    return (size_t)stored_rows * quant_row_bytes(m->dtype, (size_t)row);
 }
 
 /* Element (k, n) of a (K, N) matrix stored transposed, (N, K) row-major, copied
@@ -143,7 +151,7 @@ static void transpose_tiles(char *dst, const gpt2_matrix *src, int packed) {
 }
 
 void kernel_pack(void *dst, const gpt2_matrix *src) {
-    if (src->transposed) {
+    if (src->trans) {
         transpose_tiles(dst, src, 1);
         return;
     }
@@ -157,7 +165,16 @@ void kernel_pack(void *dst, const gpt2_matrix *src) {
 
 void kernel_copy_transposed(void *dst, const gpt2_matrix *src) { transpose_tiles(dst, src, 0); }
 
-void kernel_row(float *dst, const gpt2_matrix *m, int r) { widen_row(dst, m, r); }
+void kernel_row(float *dst, const gpt2_matrix *m, int r) {
+    if (quant_is_block(m->dtype) && m->packed)
+        quant_x8_dequantize(m->dtype, (const char *)m->data + (size_t)(r / 8) * quant_x8_group_bytes(m->dtype, m->cols),
+                            m->cols, r % 8, dst);
+    else if (quant_is_block(m->dtype))
+        quant_dequantize_row(m->dtype, (const char *)m->data + (size_t)r * quant_row_bytes(m->dtype, (size_t)m->cols),
+                             dst, m->cols);
+    else
+        widen_row(dst, m, r);
+}
 
 /* --- weight-streaming kernels (decode, and a few positions at once) --------
  *
@@ -418,8 +435,89 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
     }
 }
 
+/* --- block formats: rows of W by output ---------------------------------------- */
+
+typedef struct {
+    float *out;
+    int ldo;
+    const float *in;    /* (T, K) */
+    int T, N, K;
+    gpt2_dtype dt;
+    const char *w;      /* (N rows of K weights in blocks), or groups of 8 rows (x8) */
+    size_t row_bytes;
+    int x8;             /* the interleaved layout (quant.h): group_bytes apart */
+    size_t group_bytes;
+    const float *bias;
+    int accumulate;
+    float **scratch;
+    const quant_x *xq; /* (T) for T <= KERNEL_SMALL_T */
+} qmatmul_job;
+
+/* out[t, n] = (accumulate ? out[t, n] : 0) + bias[n] + dot for rows [n0, n1) */
+static void qmatmul_part(void *arg, int chunk, int n_chunks, int ith) {
+    const qmatmul_job *j = arg;
+    int n0, n1;
+    pool_share(j->N, 64, chunk, n_chunks, &n0, &n1);
+    for (int t = 0; t < j->T; t++) {
+        float *o = j->out + (size_t)t * j->ldo;
+        for (int n = n0; n < n1; n++) {
+            if (!j->accumulate) o[n] = 0.0f;
+            if (j->bias) o[n] += j->bias[n];
+        }
+    }
+    if (n0 >= n1) return;
+    if (j->T <= KERNEL_SMALL_T && j->x8) { /* n0 is a multiple of 8 */
+        float o8[8];
+        for (int n = n0; n < n1; n += 8)
+            for (int t = 0; t < j->T; t++) {
+                quant_x8_dot(j->dt, j->w + (size_t)(n / 8) * j->group_bytes, &j->xq[t], o8);
+                for (int i = 0; i < 8 && n + i < n1; i++) j->out[(size_t)t * j->ldo + n + i] += o8[i];
+            }
+        return;
+    }
+    if (j->T <= KERNEL_SMALL_T) {
+        for (int n = n0; n < n1; n++)
+            for (int t = 0; t < j->T; t++)
+                j->out[(size_t)t * j->ldo + n] += quant_dot(j->dt, j->w + (size_t)n * j->row_bytes, &j->xq[t]);
+        return;
+    }
+    /* prefill: dequantize a block of rows (a number fixed by K; x8: whole
+     * groups, the last one's padding rows past nr unused), then sgemm */
+    float *buf = j->scratch[ith];
+    const int nb = (KERNEL_SCRATCH_FLOATS / j->K) & ~7;
+    for (int r0 = n0; r0 < n1; r0 += nb) {
+        const int nr = n1 - r0 < nb ? n1 - r0 : nb;
+        for (int r = 0; r < nr; r += j->x8 ? 8 : 1)
+            if (j->x8)
+                quant_x8_dequantize(j->dt, j->w + (size_t)((r0 + r) / 8) * j->group_bytes, j->K, -1,
+                                    buf + (size_t)r * j->K);
+            else
+                quant_dequantize_row(j->dt, j->w + (size_t)(r0 + r) * j->row_bytes, buf + (size_t)r * j->K, j->K);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->T, nr, j->K, 1.0f, j->in, j->K, buf, j->K, 1.0f,
+                    j->out + r0, j->ldo);
+    }
+}
+
+/* out (T, N) (+)= in (T, K) @ W^T + bias for W's N rows of K, in a block format. */
+static void qmatmul(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W, int N, int K,
+                    const float *bias, int accumulate, float **scratch, float *partials, int fine) {
+    quant_x xq[KERNEL_SMALL_T];
+    qmatmul_job j = {out, ldo, in, T, N, K, W->dtype, W->data, quant_row_bytes(W->dtype, (size_t)K), W->packed,
+                     quant_x8_group_bytes(W->dtype, K), bias, accumulate, scratch, xq};
+    if (T <= KERNEL_SMALL_T) {
+        char *buf = (char *)partials;
+        const size_t step = quant_x_bytes(K);
+        for (int t = 0; t < T; t++) quant_x_set(&xq[t], buf + (size_t)t * step, in + (size_t)t * K, K);
+    }
+    pool_run(pool, qmatmul_part, &j, n_chunks_for(T, N, fine));
+}
+
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                    int accumulate, float **scratch, float *partials) {
+    if (quant_is_block(W->dtype)) {
+        qmatmul(pool, out, W->cols, in, T, W, W->cols, W->rows, bias, accumulate, scratch, partials, 64);
+        return;
+    }
     matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch, partials};
     if (T > KERNEL_SMALL_T) {
         pool_run(pool, matmul_part, &j, n_chunks_for(T, W->cols, 128));
@@ -481,7 +579,11 @@ static void matmul_t_part(void *arg, int chunk, int n_chunks, int ith) {
 }
 
 void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W,
-                     float **scratch) {
+                     float **scratch, float *partials) {
+    if (quant_is_block(W->dtype)) {
+        qmatmul(pool, out, ldo, in, T, W, W->rows, W->cols, NULL, 0, scratch, partials, 1024);
+        return;
+    }
     matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch, NULL};
     pool_run(pool, matmul_t_part, &j, n_chunks_for(T, W->rows, 1024));
 }

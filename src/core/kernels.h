@@ -4,7 +4,9 @@
  * (in the mapped file, or packed at load, see below) plus their dtype. F16/BF16
  * are widened to float on the fly (per row for a few positions, per block of
  * rows into a scratch buffer followed by sgemm for many), so 16-bit weights
- * stay 16-bit in memory.
+ * stay 16-bit in memory. GGUF's block formats (quant.h) stay in their blocks:
+ * integer dot products for a few positions, dequantized tiles and sgemm for
+ * many.
  */
 #ifndef GPT2_CORE_KERNELS_H
 #define GPT2_CORE_KERNELS_H
@@ -22,10 +24,14 @@ typedef struct {
     const float *scale; /* Q8 only: weight = data * scale, one scale per column
                            for kernel_matmul's (K, N) weights, per row for
                            kernel_row's and kernel_matmul_t's (wte) */
-    int packed;         /* 1: tiled (kernel_pack), not row-major */
-    int transposed;     /* during a load only: data is stored (cols, rows) row-major, as
-                           nn.Linear's (out, in); kernel_pack and kernel_copy_transposed
-                           read it so, and the loaded copy is never transposed */
+    int packed;         /* 1: tiled (kernel_pack), not row-major; for a block format:
+                           its 8-row interleaved layout (quant.h, quant_x8) */
+    int trans;          /* 1: data holds the transpose, cols rows of rows elements (by
+                           output, as nn.Linear's (out, in)). GGUF's block formats
+                           (quant.h), whose blocks run along a row, are always so in
+                           kernel_matmul, never in kernel_row / kernel_matmul_t; a float
+                           matrix only during a load: kernel_pack and
+                           kernel_copy_transposed read it so, their copy is not */
 } gpt2_matrix;
 
 /* The packed layout of a (K, N) matrix: panels of 64 columns, one after
@@ -56,6 +62,9 @@ void kernel_pack(void *dst, const gpt2_matrix *src);
  * through 64 x 64 tiles so that reads and writes both stream. */
 void kernel_copy_transposed(void *dst, const gpt2_matrix *src);
 
+/* Bytes of m's data: rows x cols elements, or its rows of blocks. */
+size_t kernel_matrix_bytes(const gpt2_matrix *m);
+
 /* Scratch the 16-bit prefill path needs, in floats: KERNEL_SCRATCH_FLOATS.
  * Up to KERNEL_SMALL_T positions, matmuls stream W once for all positions
  * (decode, speculative verification): they split W into KERNEL_DECODE_CHUNKS
@@ -69,8 +78,10 @@ enum { KERNEL_SCRATCH_FLOATS = 1 << 20, KERNEL_DECODE_CHUNKS = 8, KERNEL_SMALL_T
  * activations for each sgemm call stays cheap. */
 enum { KERNEL_PREFILL_BLOCKS = 12, KERNEL_PREFILL_COLS = 128 };
 
-/* Bytes per element of a weight dtype. */
-static inline size_t gpt2_dtype_size(gpt2_dtype dt) { return dt == GPT2_DTYPE_F32 ? 4 : dt == GPT2_DTYPE_Q8 ? 1 : 2; }
+/* Bytes per element of a weight dtype (0 for a block format: see kernel_matrix_bytes). */
+static inline size_t gpt2_dtype_size(gpt2_dtype dt) {
+    return dt == GPT2_DTYPE_F32 ? 4 : dt == GPT2_DTYPE_Q8 ? 1 : dt <= GPT2_DTYPE_BF16 ? 2 : 0;
+}
 
 float gpt2_f16_to_f32(uint16_t h);
 float gpt2_bf16_to_f32(uint16_t h);
@@ -92,9 +103,15 @@ void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gp
 
 /* out (T, N) = in (T, K) @ W^T for W (N, K): the LM head over wte. ldo is
  * out's row stride. Threads split the N rows of W; for T <= KERNEL_SMALL_T
- * each row is read once for all positions, bit-identical to T = 1 calls. */
+ * each row is read once for all positions, bit-identical to T = 1 calls.
+ *
+ * Block formats (both kernels): for T <= KERNEL_SMALL_T each position's input
+ * is quantized to 8 bits in blocks of 32 (quant.h) into `partials`, and each
+ * output is one integer-summed dot product with a row of W as stored; past
+ * that, rows of W are dequantized into scratch[ith] and multiplied by sgemm.
+ * Outputs are split over the threads by rows of W, in chunks fixed by N. */
 void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W,
-                     float **scratch);
+                     float **scratch, float *partials);
 
 /* One query's causal attention in one head: att (P) = softmax(q . k_t * scale)
  * over keys t = 0..P-1, y (hs) = sum_t att[t] v_t. q, y: (hs); k, v: P rows

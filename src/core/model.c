@@ -17,6 +17,7 @@
 #include "model_internal.h"
 #include "model_source.h"
 #include "pool.h"
+#include "quant.h"
 #include "rng.h"
 #include "textio.h"
 
@@ -27,6 +28,14 @@ const char *gpt2_dtype_name(gpt2_dtype dtype) {
     case GPT2_DTYPE_F16: return "f16";
     case GPT2_DTYPE_BF16: return "bf16";
     case GPT2_DTYPE_Q8: return "q8";
+    case GPT2_DTYPE_Q8_0: return "q8_0";
+    case GPT2_DTYPE_Q4_0: return "q4_0";
+    case GPT2_DTYPE_Q4_1: return "q4_1";
+    case GPT2_DTYPE_Q5_0: return "q5_0";
+    case GPT2_DTYPE_Q5_1: return "q5_1";
+    case GPT2_DTYPE_Q4_K: return "q4_k";
+    case GPT2_DTYPE_Q5_K: return "q5_k";
+    case GPT2_DTYPE_Q6_K: return "q6_k";
     }
     return "?";
 }
@@ -63,14 +72,17 @@ static gpt2_status check_shape(binder *b, const char *name, const st_tensor *t, 
                      b->path, b->prefix, name, found, (long long)d0, (long long)d1, b->src->cfg_from);
 }
 
+/* F32, F16, BF16, and (only from a GGUF file: elem_size 0) its block formats. */
 static gpt2_status dtype_of(binder *b, const char *name, const st_tensor *t, gpt2_dtype *dt) {
-    if (strcmp(t->dtype, "F32") == 0) *dt = GPT2_DTYPE_F32;
-    else if (strcmp(t->dtype, "F16") == 0) *dt = GPT2_DTYPE_F16;
-    else if (strcmp(t->dtype, "BF16") == 0) *dt = GPT2_DTYPE_BF16;
-    else
-        return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s%s' has dtype %s, expected F32, F16 or BF16",
-                         b->path, b->prefix, name, t->dtype);
-    return GPT2_OK;
+    for (gpt2_dtype d = GPT2_DTYPE_F32; d <= GPT2_DTYPE_Q6_K; d++) {
+        const quant_format *f = quant_format_of(d);
+        if (f && strcmp(t->dtype, f->name) == 0 && (t->elem_size != 0) == (f->block == 1)) {
+            *dt = d;
+            return GPT2_OK;
+        }
+    }
+    return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s%s' has dtype %s, expected F32, F16 or BF16", b->path,
+                     b->prefix, name, t->dtype);
 }
 
 static gpt2_status missing(binder *b, const char *name) {
@@ -101,10 +113,14 @@ static gpt2_status bind_vector(binder *b, const char *name, vec_kind kind, int n
     float *dst = b->arena_next;
     b->arena_next += n;
     const unsigned char *src = t->data;
+    if (quant_is_block(dt)) { /* a GGUF file's position embedding may be quantized */
+        const size_t row = (size_t)(n_dims == 2 ? n1 : n0), row_bytes = quant_row_bytes(dt, row);
+        for (size_t r = 0; r < n / row; r++) quant_dequantize_row(dt, src + r * row_bytes, dst + r * row, (int)row);
+    }
     for (size_t i = 0; i < n; i++) { /* memcpy per element: the map may be misaligned */
         if (dt == GPT2_DTYPE_F32) {
             memcpy(&dst[i], src + 4 * i, 4);
-        } else {
+        } else if (!quant_is_block(dt)) {
             uint16_t h;
             memcpy(&h, src + 2 * i, 2);
             dst[i] = dt == GPT2_DTYPE_F16 ? gpt2_f16_to_f32(h) : gpt2_bf16_to_f32(h);
@@ -132,8 +148,9 @@ static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, 
     out->rows = (int)rows;
     out->cols = (int)cols;
     out->data = t->data;
-    out->transposed = tr;
-    b->m->weight_bytes += (size_t)rows * (size_t)cols * gpt2_dtype_size(out->dtype);
+    out->trans = tr;
+    out->packed = 0;
+    b->m->weight_bytes += kernel_matrix_bytes(out);
     return GPT2_OK;
 }
 
@@ -210,15 +227,30 @@ typedef struct {
  * the head are read by rows, and stay row-major). */
 static int packs(const pack_job *j, int i) { return i >= j->n_plain && kernel_packable(j->w[i]); }
 
-static size_t matrix_bytes(const gpt2_matrix *w) { return (size_t)w->rows * w->cols * gpt2_dtype_size(w->dtype); }
+static size_t matrix_bytes(const gpt2_matrix *w) { return kernel_matrix_bytes(w); }
 
+/* Whether a block-format matrix is interleaved at load (quant.h, x8). */
+static int x8_packs(const gpt2_matrix *w) { return quant_is_block(w->dtype) && quant_x8(w->dtype); }
+
+/* Bytes w takes in the arena: interleaved, or as it is. */
+static size_t arena_bytes_of(const gpt2_matrix *w) {
+    gpt2_matrix p = *w;
+    p.packed = x8_packs(w);
+    return matrix_bytes(&p);
+}
+
+/* A float matrix stored (out, in) (trans) is transposed into the layout a
+ * safetensors file's would get; block formats are interleaved (x8) where
+ * they can be, else copied as stored (by output). */
 static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
     const pack_job *j = arg;
     const gpt2_matrix *w = j->w[chunk];
+    unsigned char *dst = j->m->arena + j->at[chunk];
     (void)n_chunks, (void)ith;
-    if (packs(j, chunk)) kernel_pack(j->m->arena + j->at[chunk], w);
-    else if (w->transposed) kernel_copy_transposed(j->m->arena + j->at[chunk], w);
-    else memcpy(j->m->arena + j->at[chunk], w->data, matrix_bytes(w));
+    if (x8_packs(w)) quant_x8_pack(w->dtype, w->data, w->trans ? w->cols : w->rows, w->trans ? w->rows : w->cols, dst);
+    else if (packs(j, chunk)) kernel_pack(dst, w);
+    else if (w->trans && !quant_is_block(w->dtype)) kernel_copy_transposed(dst, w);
+    else memcpy(dst, w->data, matrix_bytes(w));
     st_release(&j->m->st, w->data, matrix_bytes(w)); /* no-op off the map */
 }
 
@@ -245,7 +277,7 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
         }
         for (int i = 0; i < n; i++) {
             at[i] = bytes;
-            bytes += (matrix_bytes(w[i]) + 63) & ~(size_t)63;
+            bytes += (arena_bytes_of(w[i]) + 63) & ~(size_t)63;
         }
     }
     gpt2_pool *pool = NULL;
@@ -254,8 +286,8 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
         pack_job job = {m, w, at, 1 + untied};
         pool_run(pool, pack_one, &job, n);
         for (int i = 0; i < n; i++) {
-            w[i]->packed = packs(&job, i);
-            w[i]->transposed = 0;
+            w[i]->packed = packs(&job, i) || x8_packs(w[i]);
+            w[i]->trans = w[i]->trans && quant_is_block(w[i]->dtype);
             w[i]->data = m->arena + at[i];
         }
         if (!untied) m->lm_head = m->wte;
@@ -324,8 +356,7 @@ gpt2_status gpt2_model_load(const char *path, gpt2_model **out, gpt2_error *err)
     model_source src;
     source_format fmt;
     gpt2_status st = source_open(path, &src, &fmt, err);
-    if (st == GPT2_OK && fmt == SOURCE_FMT_GGUF) st = gguf_model_load(src.path, m, err);
-    else if (st == GPT2_OK) st = model_from_source(m, &src, err);
+    if (st == GPT2_OK) st = model_from_source(m, &src, err);
     source_close(&src);
     if (st != GPT2_OK) {
         gpt2_model_free(m);
@@ -343,13 +374,6 @@ gpt2_status gpt2_model_load_tokenizer(const char *path, gpt2_tokenizer **out, gp
     model_source src;
     source_format fmt;
     gpt2_status st = source_open(path, &src, &fmt, err);
-    if (st == GPT2_OK && fmt == SOURCE_FMT_GGUF) {
-        gpt2_model *m = calloc(1, sizeof *m);
-        if (!m) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
-        if ((st = gguf_model_load(src.path, m, err)) == GPT2_OK) *out = m->tok, m->tok = NULL;
-        gpt2_model_free(m);
-        return st;
-    }
     if (st == GPT2_OK) *out = src.tok, src.tok = NULL;
     source_close(&src);
     return st;
@@ -416,52 +440,137 @@ static void q8_matrix(const gpt2_matrix *src, int per_row, unsigned char **next,
     *dst = (gpt2_matrix){.data = q, .dtype = GPT2_DTYPE_Q8, .rows = R, .cols = C, .scale = scale};
 }
 
-gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
-    if (to != GPT2_DTYPE_Q8)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "quantize: only q8 is supported, not %s", gpt2_dtype_name(to));
-    if (m->wte.dtype == GPT2_DTYPE_Q8) return GPT2_OK;
-    const int untied = m->lm_head.data != m->wte.data, L = m->cfg.n_layer;
-    size_t bytes = q8_bytes(&m->wte, 1) + (untied ? q8_bytes(&m->lm_head, 1) : 0), widest = (size_t)m->wte.cols;
-    for (int l = 0; l < L; l++) {
-        const gpt2_matrix *w[4] = {&m->layers[l].attn_w, &m->layers[l].proj_w, &m->layers[l].fc_w,
-                                   &m->layers[l].fcproj_w};
-        for (int i = 0; i < 4; i++) {
-            bytes += q8_bytes(w[i], 0);
-            if ((size_t)w[i]->cols > widest) widest = (size_t)w[i]->cols;
+/* --- GGUF's block formats ------------------------------------------------------ */
+
+/* The block format a matrix with K inputs gets for `to`: Q4_K needs rows of
+ * 256, so narrower ones take Q4_0 (as llama.cpp falls back). */
+static gpt2_dtype block_target(gpt2_dtype to, int K) { return to == GPT2_DTYPE_Q4_K && K % 256 ? GPT2_DTYPE_Q4_0 : to; }
+
+/* A matrix's inputs and outputs: a block's Conv1D (K, N), or wte's (V, C) rows. */
+static void in_out(const gpt2_matrix *w, int conv, int *K, int *N) {
+    *K = conv ? w->rows : w->cols;
+    *N = conv ? w->cols : w->rows;
+}
+
+static size_t block_bytes(gpt2_dtype to, const gpt2_matrix *w, int conv) {
+    int K, N;
+    in_out(w, conv, &K, &N);
+    const gpt2_dtype dt = block_target(to, K);
+    const size_t bytes = quant_x8(dt) ? quant_x8_bytes(dt, N, K) : (size_t)N * quant_row_bytes(dt, (size_t)K);
+    return (bytes + 63) & ~(size_t)63;
+}
+
+/* src (float, any layout) into the arena at *next in a block format, by
+ * output: N rows of K, eight at a time (then interleaved where the format
+ * has the x8 layout). tmp: K * N + K floats for a Conv1D weight, C for wte;
+ * rows8: 8 rows of K in the format. */
+static void block_matrix(gpt2_dtype to, const gpt2_matrix *src, int conv, unsigned char **next, float *tmp,
+                         unsigned char *rows8, gpt2_matrix *dst) {
+    int K, N;
+    in_out(src, conv, &K, &N);
+    const gpt2_dtype dt = block_target(to, K);
+    const size_t rb = quant_row_bytes(dt, (size_t)K), gb = 8 * rb;
+    unsigned char *out = *next;
+    *next += block_bytes(to, src, conv);
+    float *col = tmp + (conv ? (size_t)K * N : 0);
+    if (conv)
+        for (int k = 0; k < K; k++) kernel_row(tmp + (size_t)k * N, src, k); /* the (K, N) matrix */
+    for (int n0 = 0; n0 < N; n0 += 8) {
+        const int nr = N - n0 < 8 ? N - n0 : 8;
+        for (int n = n0; n < n0 + nr; n++) {
+            if (conv)
+                for (int k = 0; k < K; k++) col[k] = tmp[(size_t)k * N + n];
+            else
+                kernel_row(col, src, n);
+            quant_quantize_row(dt, col, rows8 + (size_t)(n - n0) * rb, K);
         }
+        if (quant_x8(dt)) quant_x8_pack(dt, rows8, nr, K, out + (size_t)(n0 / 8) * gb);
+        else memcpy(out + (size_t)n0 * rb, rows8, (size_t)nr * rb);
     }
-    unsigned char *arena = huge_alloc(bytes);
-    float *row = malloc(widest * sizeof(float));
-    if (!arena || !row) {
-        huge_free(arena, bytes);
-        free(row);
-        return gpt2_fail(err, GPT2_ERR_NOMEM, "quantize: out of memory for %zu MB of 8-bit weights", bytes >> 20);
-    }
-    unsigned char *next = arena;
-    gpt2_matrix wte, head;
-    q8_matrix(&m->wte, 1, &next, row, &wte);
-    if (untied) q8_matrix(&m->lm_head, 1, &next, row, &head);
-    m->wte = wte;
-    m->lm_head = untied ? head : wte;
-    size_t weight_bytes = q8_bytes(&wte, 1) + (untied ? q8_bytes(&head, 1) : 0);
-    for (int l = 0; l < L; l++) {
+    *dst = (gpt2_matrix){.data = out, .dtype = dt, .rows = src->rows, .cols = src->cols, .trans = conv,
+                         .packed = quant_x8(dt)};
+}
+
+/* The model's weight matrices: wte, an untied head, then each layer's four
+ * (Conv1D). Returns the count; conv[i] says which are Conv1D. */
+static int all_matrices(gpt2_model *m, gpt2_matrix **w, int *conv) {
+    int n = 0;
+    w[n] = &m->wte, conv[n++] = 0;
+    if (m->lm_head.data != m->wte.data) w[n] = &m->lm_head, conv[n++] = 0;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
         gpt2_layer *ly = &m->layers[l];
-        gpt2_matrix *w[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
-        for (int i = 0; i < 4; i++) {
-            gpt2_matrix q;
-            q8_matrix(w[i], 0, &next, row, &q);
-            *w[i] = q;
-            weight_bytes += q8_bytes(&q, 0);
-        }
+        gpt2_matrix *four[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
+        for (int i = 0; i < 4; i++) w[n] = four[i], conv[n++] = 1;
     }
-    free(row);
-    /* The old weights are no longer read: release their arena. */
-    const gpt2_config *c = &m->cfg;
-    m->weight_bytes = weight_bytes + vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * c->n_embd * sizeof(float);
-    huge_free(m->arena, m->arena_bytes);
-    m->arena = arena;
-    m->arena_bytes = m->arena_used = bytes;
+    return n;
+}
+
+/* What quantizing to `to` can start from: float weights whose inputs come in
+ * whole blocks. */
+static gpt2_status check_quantizable(gpt2_model *m, gpt2_dtype to, gpt2_matrix **w, const int *conv, int n,
+                                     gpt2_error *err) {
+    for (int i = 0; i < n; i++) {
+        int K, N;
+        in_out(w[i], conv[i], &K, &N);
+        if (w[i]->dtype > GPT2_DTYPE_BF16)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                             "quantize: model %s's weights are already quantized (%s); to %s it needs F32, F16 or "
+                             "BF16 weights", m->name, gpt2_dtype_name(w[i]->dtype), gpt2_dtype_name(to));
+        if (to != GPT2_DTYPE_Q8 && K % 32)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
+                             "quantize: %s stores blocks of 32 inputs, but a matrix of model %s has %d inputs",
+                             gpt2_dtype_name(to), m->name, K);
+    }
     return GPT2_OK;
+}
+
+/* Quantizes every matrix into one new arena; long for its plan-allocate-
+ * convert steps, each a few lines, with one failure path. */
+gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
+    if (to != GPT2_DTYPE_Q8 && !quant_can_quantize(to))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "quantize: to q8, q8_0, q4_0 or q4_k, not %s", gpt2_dtype_name(to));
+    if (m->quantized_to == to) return GPT2_OK;
+    gpt2_matrix **w = malloc(((size_t)m->cfg.n_layer * 4 + 2) * sizeof *w);
+    int *conv = malloc(((size_t)m->cfg.n_layer * 4 + 2) * sizeof *conv);
+    if (!w || !conv) {
+        free(w), free(conv);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "quantize: out of memory");
+    }
+    const int n = all_matrices(m, w, conv);
+    gpt2_status st = check_quantizable(m, to, w, conv, n, err);
+    size_t bytes = 0, tmp_floats = (size_t)m->wte.cols;
+    for (int i = 0; i < n && !st; i++) {
+        bytes += to == GPT2_DTYPE_Q8 ? q8_bytes(w[i], !conv[i]) : block_bytes(to, w[i], conv[i]);
+        const size_t need = conv[i] && to != GPT2_DTYPE_Q8 ? (size_t)w[i]->rows * (w[i]->cols + 1) : (size_t)w[i]->cols;
+        tmp_floats = need > tmp_floats ? need : tmp_floats;
+    }
+    unsigned char *arena = st ? NULL : huge_alloc(bytes), *next = arena;
+    float *tmp = st ? NULL : malloc(tmp_floats * sizeof(float));
+    unsigned char *rows8 = st ? NULL : malloc(8 * tmp_floats); /* 8 rows of K: at most 8.5 bits a weight */
+    if (!st && (!arena || !tmp || !rows8))
+        st = gpt2_fail(err, GPT2_ERR_NOMEM, "quantize: out of memory for %zu MB of %s weights", bytes >> 20,
+                       gpt2_dtype_name(to));
+    const int tied = m->lm_head.data == m->wte.data;
+    for (int i = 0; i < n && !st; i++) {
+        gpt2_matrix q;
+        if (to == GPT2_DTYPE_Q8) q8_matrix(w[i], !conv[i], &next, tmp, &q);
+        else block_matrix(to, w[i], conv[i], &next, tmp, rows8, &q);
+        *w[i] = q;
+    }
+    if (!st) {
+        if (tied) m->lm_head = m->wte;
+        /* the old weights are no longer read: release their arena */
+        const gpt2_config *c = &m->cfg;
+        m->weight_bytes = bytes + vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * c->n_embd * sizeof(float);
+        huge_free(m->arena, m->arena_bytes);
+        m->arena = arena;
+        m->arena_bytes = m->arena_used = bytes;
+        m->quantized_to = to;
+    } else {
+        huge_free(arena, bytes);
+    }
+    free(tmp), free(rows8), free(w), free(conv);
+    return st;
 }
 
 /* --- random model --------------------------------------------------------- */
@@ -497,9 +606,9 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
     *out = NULL;
     if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_ctx < 1 || c.n_vocab < 1 || c.n_embd % c.n_head)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "random model: invalid config");
-    if (dt == GPT2_DTYPE_Q8) {
+    if (dt > GPT2_DTYPE_BF16) {
         gpt2_status st = gpt2_model_new_random(c, GPT2_DTYPE_F32, seed, out, err);
-        if (st == GPT2_OK && (st = gpt2_model_quantize(*out, GPT2_DTYPE_Q8, err)) != GPT2_OK) {
+        if (st == GPT2_OK && (st = gpt2_model_quantize(*out, dt, err)) != GPT2_OK) {
             gpt2_model_free(*out);
             *out = NULL;
         }

@@ -23,6 +23,7 @@ struct gpt2_model {
     gpt2_config cfg;
     int n_inner;                /* F */
     int gelu_erf;               /* 1: exact GELU ("gelu"); 0: tanh ("gelu_new") */
+    gpt2_dtype quantized_to;    /* what gpt2_model_quantize last made (F32: never called) */
     char *name;
     char *source;               /* how it was loaded (gpt2_model_source) */
     gpt2_matrix wte;            /* (V, C) */

@@ -15,29 +15,51 @@
 #include "tokenizer_internal.h"
 
 /* One tensor of the model: a matrix (read through kernel_row, packed or not),
- * or a float vector (NULL: zeros, a bias the source left out). */
+ * or a float vector (NULL: zeros, a bias the source left out). A block-format
+ * matrix stored by output (trans) is widened whole into *wide on its first
+ * row, since its rows are the stored matrix's columns. */
 typedef struct {
     const gpt2_matrix *w;
     const float *v;
     int64_t n;
+    float **wide;  /* the one widened matrix (shared, replaced per matrix) */
 } save_src;
+
+/* wide = w as (rows, cols) floats, read one stored row (output) at a time
+ * into the rows floats after it. */
+static void widen_transposed(const gpt2_matrix *w, float *wide) {
+    gpt2_matrix by_row = *w; /* the stored layout: cols rows of rows elements */
+    by_row.rows = w->cols, by_row.cols = w->rows, by_row.trans = 0;
+    float *row = wide + (size_t)w->rows * (size_t)w->cols;
+    for (int n = 0; n < w->cols; n++) {
+        kernel_row(row, &by_row, n);
+        for (int k = 0; k < w->rows; k++) wide[(size_t)k * w->cols + n] = row[k];
+    }
+}
 
 static void save_row(const void *user, int64_t r, float *out) {
     const save_src *s = user;
-    if (s->w) kernel_row(out, s->w, (int)r);
-    else if (s->v) memcpy(out, s->v + r * s->n, (size_t)s->n * sizeof *out);
-    else memset(out, 0, (size_t)s->n * sizeof *out);
+    if (s->w && s->w->trans) {
+        if (r == 0) widen_transposed(s->w, *s->wide);
+        memcpy(out, *s->wide + r * s->n, (size_t)s->n * sizeof *out);
+    } else if (s->w) {
+        kernel_row(out, s->w, (int)r);
+    } else if (s->v) {
+        memcpy(out, s->v + r * s->n, (size_t)s->n * sizeof *out);
+    } else {
+        memset(out, 0, (size_t)s->n * sizeof *out);
+    }
 }
 
 /* Fills o[i] and s[i] for one tensor; returns i + 1. */
 static int add_matrix(st_out *o, save_src *s, int i, const char *name, const gpt2_matrix *w) {
-    s[i] = (save_src){w, NULL, w->cols};
+    s[i] = (save_src){w, NULL, w->cols, NULL};
     o[i] = (st_out){name, 2, w->rows, w->cols, save_row, &s[i]};
     return i + 1;
 }
 
 static int add_vector(st_out *o, save_src *s, int i, const char *name, const float *v, int64_t rows, int64_t n) {
-    s[i] = (save_src){NULL, v, n};
+    s[i] = (save_src){NULL, v, n, NULL};
     o[i] = (st_out){name, rows > 1 ? 2 : 1, rows, n, save_row, &s[i]};
     return i + 1;
 }
@@ -76,8 +98,15 @@ static gpt2_status save_weights(const gpt2_model *m, const char *path, gpt2_dtyp
     n = add_vector(o, s, n, "ln_f.weight", m->lnf_g, 1, C);
     n = add_vector(o, s, n, "ln_f.bias", m->lnf_b, 1, C);
     if (m->lm_head.data != m->wte.data) n = add_matrix(o, s, n, "lm_head.weight", &m->lm_head);
-    gpt2_status st = st_write(path, o, n, dt, err);
-    free(o), free(s), free(names);
+    /* the largest matrix stored by output, and one of its stored rows */
+    const size_t big = (size_t)C * (size_t)(3 * C > F ? 3 * C : F) + (size_t)(C > F ? C : F);
+    float *wide = NULL;
+    int any_trans = 0;
+    for (int i = 0; i < n; i++) s[i].wide = &wide, any_trans |= s[i].w && s[i].w->trans;
+    wide = any_trans ? malloc(big * sizeof *wide) : NULL;
+    gpt2_status st = any_trans && !wide ? gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path) : GPT2_OK;
+    if (!st) st = st_write(path, o, n, dt, err);
+    free(o), free(s), free(names), free(wide);
     return st;
 }
 
@@ -133,7 +162,7 @@ static gpt2_status save_config(const gpt2_model *m, const char *path, gpt2_dtype
 gpt2_status gpt2_model_save(const gpt2_model *m, const char *dir, gpt2_dtype dtype, gpt2_error *err) {
     if (dtype != GPT2_DTYPE_F32 && dtype != GPT2_DTYPE_F16 && dtype != GPT2_DTYPE_BF16)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: dtype %s, expected f32, f16 or bf16", gpt2_dtype_name(dtype));
-    if (m->wte.dtype == GPT2_DTYPE_Q8)
+    if (m->wte.dtype == GPT2_DTYPE_Q8 || m->layers[0].fc_w.dtype == GPT2_DTYPE_Q8)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: %s holds 8-bit weights; save it before quantizing", m->name);
     if (!m->tok) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: %s has no tokenizer", m->name);
     char path[4096];

@@ -159,6 +159,28 @@ int source_has_weights(const char *dir) {
     return find_weights(dir, path, sizeof path, NULL) == GPT2_OK && lstat(path, &sb) == 0;
 }
 
+/* A file that is no model source: says what it is instead, or how it starts; unmaps it. */
+static gpt2_status refuse_format(const char *path, source_format fmt, void *map, size_t size, gpt2_error *err) {
+    char head[48] = " (the file is empty)";
+    if (size) {
+        int k = snprintf(head, sizeof head, " (it starts with");
+        for (size_t i = 0; i < size && i < 4; i++)
+            k += snprintf(head + k, sizeof head - (size_t)k, " %02X", ((const unsigned char *)map)[i]);
+        snprintf(head + k, sizeof head - (size_t)k, ")");
+    }
+    if (map) munmap(map, size);
+    if (fmt == SOURCE_FMT_LLMC_TOKENIZER)
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: this is llm.c's tokenizer file, not a model (name the "
+                         "model's .bin, e.g. gpt2_124M.bin)", path);
+    if (fmt == SOURCE_FMT_PICKLE)
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: a bare pickle (PyTorch's legacy format before 1.6, or a "
+                         "meta.pkl), not a model file gptscope reads: re-save it with torch.save in PyTorch 1.6 or "
+                         "later (a zip)", path);
+    return gpt2_fail(err, GPT2_ERR_FORMAT,
+                     "%s: not a model file gptscope knows: expected safetensors, a PyTorch zip checkpoint "
+                     "(ckpt.pt, pytorch_model.bin), llm.c's .bin or GGUF%s", path, head);
+}
+
 gpt2_status source_open(const char *path, model_source *src, source_format *fmt, gpt2_error *err) {
     memset(src, 0, sizeof *src);
     *fmt = SOURCE_FMT_UNKNOWN;
@@ -179,9 +201,7 @@ gpt2_status source_open(const char *path, model_source *src, source_format *fmt,
     if ((st = text_map_file(src->path, &map, &size, err))) return st;
     *fmt = source_sniff(map, size);
     switch (*fmt) {
-    case SOURCE_FMT_GGUF:
-        munmap(map, size);
-        return GPT2_OK;
+    case SOURCE_FMT_GGUF: st = gguf_source_open(src, map, size, err); break;
     case SOURCE_FMT_ZIP: st = torch_source_open(src, map, size, err); break;
     case SOURCE_FMT_LLMC: st = llmc_source_open(src, map, size, err); break;
     case SOURCE_FMT_SAFETENSORS: st = safetensors_source_open(src, map, size, err); break;
@@ -191,18 +211,7 @@ gpt2_status source_open(const char *path, model_source *src, source_format *fmt,
             st = safetensors_source_open(src, map, size, err);
             break;
         }
-        if (map) munmap(map, size);
-        if (*fmt == SOURCE_FMT_LLMC_TOKENIZER)
-            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: this is llm.c's tokenizer file, not a model (name the "
-                             "model's .bin, e.g. gpt2_124M.bin)", src->path);
-        if (*fmt == SOURCE_FMT_PICKLE)
-            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: a bare pickle (PyTorch's legacy format before 1.6, or a "
-                             "meta.pkl), not a model file gptscope reads: re-save it with torch.save in PyTorch 1.6 or "
-                             "later (a zip)", src->path);
-        return gpt2_fail(err, GPT2_ERR_FORMAT,
-                         "%s: not a model file gptscope knows: expected safetensors, a PyTorch zip checkpoint "
-                         "(ckpt.pt, pytorch_model.bin), llm.c's .bin or GGUF%s", src->path,
-                         size ? "" : " (the file is empty)");
+        return refuse_format(src->path, *fmt, map, size, err);
     }
     if (st) source_close(src);
     return st;

@@ -21,7 +21,8 @@
  *     PyTorch zip       nanoGPT's ckpt.pt, HF's pytorch_model.bin (torch_ckpt.c:
  *                       zip.c + pickle.c)
  *     llm.c             gpt2_124M.bin / gpt2_124M_bf16.bin (+ gpt2_tokenizer.bin)
- *     GGUF              magic "GGUF": handed to gguf_model_load (another branch)
+ *     GGUF              magic "GGUF", architecture gpt2 (model_gguf.c: gguf.c),
+ *                       block formats (quant.h) bound as they are stored
  */
 #ifndef GPT2_CORE_MODEL_SOURCE_H
 #define GPT2_CORE_MODEL_SOURCE_H
@@ -60,9 +61,7 @@ source_format source_sniff(const unsigned char *p, size_t n);
 
 /* Resolves path (a directory or a file), detects the format and fills src:
  * config, tensors, tokenizer, description; cfg.n_vocab already reconciled with
- * the tokenizer. GGUF is reported as *fmt = SOURCE_FMT_GGUF with GPT2_OK and
- * src->path set, nothing else opened: the caller hands it to gguf_model_load.
- * On failure nothing stays open. */
+ * the tokenizer. On failure nothing stays open. */
 gpt2_status source_open(const char *path, model_source *src, source_format *fmt, gpt2_error *err);
 void source_close(model_source *src);
 
@@ -89,13 +88,7 @@ gpt2_status source_fit_vocab(model_source *src, const char *tok_path, gpt2_error
  * map from the call on: closed with the source, unmapped on failure). */
 gpt2_status torch_source_open(model_source *src, void *map, size_t size, gpt2_error *err);
 gpt2_status llmc_source_open(model_source *src, void *map, size_t size, gpt2_error *err);
+gpt2_status gguf_source_open(model_source *src, void *map, size_t size, gpt2_error *err);
 
-/* GGUF: fills m from the file at path: cfg, n_inner, gelu_erf, the matrices
- * and vectors (the arena is theirs to lay out), tok, and m->source (malloc'd,
- * e.g. "GGUF (gpt2.Q4_K_M.gguf, Q4_K)"); m->name is already set, and on
- * failure gpt2_model_free(m) frees whatever was filled. Defined by the GGUF
- * branch; gguf_stub.c refuses until then (the merge deletes it). */
-struct gpt2_model;
-gpt2_status gguf_model_load(const char *path, struct gpt2_model *m, gpt2_error *err);
 
 #endif

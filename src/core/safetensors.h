@@ -20,8 +20,9 @@ enum { ST_MAX_DIMS = 8 };
 
 typedef struct {
     char *name;
-    char dtype[12];       /* as written: "F32", "F16", "BF16", "I64", ... */
-    int elem_size;        /* bytes per element */
+    char dtype[12];       /* as written: "F32", "F16", "BF16", "I64", ...; from a GGUF file also
+                             its block formats, "Q4_0", "Q6_K" ... (see quant.h) */
+    int elem_size;        /* bytes per element (0 for a block format) */
     int n_dims;
     int64_t shape[ST_MAX_DIMS];
     const void *data;     /* into the mapping */

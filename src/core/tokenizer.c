@@ -205,20 +205,20 @@ static gpt2_status tok_add(gpt2_tokenizer *t, int32_t id, size_t n, size_t *off,
     return GPT2_OK;
 }
 
-/* One vocab.json entry: its name decoded from the byte alphabet into the
+/* One vocabulary entry: its name decoded from the byte alphabet into the
  * blob at *off, its id recorded both ways; a duplicate id or name refused. */
-static gpt2_status vocab_add(gpt2_tokenizer *t, const cJSON *it, const char *path, size_t *off, gpt2_error *err) {
+static gpt2_status vocab_add(gpt2_tokenizer *t, const char *name, size_t name_len, int32_t id, const char *path,
+                             size_t *off, gpt2_error *err) {
     char s1[TEXT_SHOW_BUF];
-    int32_t id = (int32_t)it->valuedouble;
     uint32_t bad;
-    long n = alphabet_to_bytes(it->string, strlen(it->string), t->blob + *off, &bad);
+    long n = alphabet_to_bytes(name, name_len, t->blob + *off, &bad);
     if (n < 0 && bad == UINT32_MAX)
         return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token with id %d is not valid UTF-8", path, id);
     if (n < 0)
         return gpt2_fail(err, GPT2_ERR_TOKENIZER,
                          "%s: token \"%s\" (id %d) has U+%04X, a character outside GPT-2's 256-character byte alphabet",
-                         path, text_show(it->string, strlen(it->string), s1), id, (unsigned)bad);
-    return tok_add(t, id, (size_t)n, off, path, text_show(it->string, strlen(it->string), s1), err);
+                         path, text_show(name, name_len, s1), id, (unsigned)bad);
+    return tok_add(t, id, (size_t)n, off, path, text_show(name, name_len, s1), err);
 }
 
 /* Every byte's single-byte token, which byte-level BPE starts from. */
@@ -256,7 +256,8 @@ static gpt2_status load_vocab(gpt2_tokenizer *t, const char *path, const char *d
     if (st == GPT2_OK) st = vocab_sizes(root, path, &n_tok, &max_id, &blob_size, err);
     if (st == GPT2_OK) st = tok_reserve(t, max_id + 1, n_tok, blob_size, path, err);
     size_t off = 0;
-    for (const cJSON *it = root->child; st == GPT2_OK && it; it = it->next) st = vocab_add(t, it, path, &off, err);
+    for (const cJSON *it = root->child; st == GPT2_OK && it; it = it->next)
+        st = vocab_add(t, it->string, strlen(it->string), (int32_t)it->valuedouble, path, &off, err);
     if (st == GPT2_OK) t->eot = gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
     cJSON_Delete(root);
     return st;
@@ -410,6 +411,69 @@ gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *m
     free(data);
     if (st == GPT2_OK) st = settle_alphabet(t, vocab_json_path, err);
     if (st == GPT2_OK) st = compile_pattern(t, err);
+    if (st != GPT2_OK) {
+        gpt2_tokenizer_free(t);
+        return st;
+    }
+    gpt2_error_clear(err);
+    *out = t;
+    return GPT2_OK;
+}
+
+/* Long for its checks: each argument, then the same steps as the files. */
+gpt2_status gpt2_tokenizer_new(const char *vocab_source, const char *merges_source, const char *const *tokens,
+                               const size_t *token_lens, int n_tokens, const char *const *merges,
+                               const size_t *merge_lens, int n_merges, int32_t eot, gpt2_tokenizer **out,
+                               gpt2_error *err) {
+    if (!out || !vocab_source || !merges_source || !tokens || !token_lens || (n_merges && (!merges || !merge_lens)))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_new: NULL argument");
+    *out = NULL;
+    if (n_tokens < 256 || n_tokens > MAX_VOCAB)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %d tokens, expected 256 to %d", vocab_source, n_tokens,
+                         MAX_VOCAB);
+    if (n_merges < 0 || n_merges > MAX_VOCAB)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %d merges, expected at most %d", merges_source, n_merges,
+                         MAX_VOCAB);
+    if (eot < -1 || eot >= n_tokens)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: end-of-text id %d is outside the %d tokens", vocab_source,
+                         eot, n_tokens);
+    size_t blob = 0, text_len = 0;
+    for (int i = 0; i < n_tokens; i++)
+        if ((blob += token_lens[i]) >= MAX_FILE_BYTES || token_lens[i] >= MAX_FILE_BYTES)
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: the tokens hold more than %u bytes", vocab_source,
+                             MAX_FILE_BYTES);
+    for (int i = 0; i < n_merges; i++) {
+        if (memchr(merges[i], '\n', merge_lens[i]))
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: merge %d holds a newline byte, expected \"left right\"",
+                             merges_source, i);
+        if ((text_len += merge_lens[i] + 1) >= MAX_FILE_BYTES || merge_lens[i] >= MAX_FILE_BYTES)
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: the merges hold more than %u bytes", merges_source,
+                             MAX_FILE_BYTES);
+    }
+    gpt2_tokenizer *t = calloc(1, sizeof *t);
+    char *text = malloc(text_len + 1);
+    gpt2_status st = t && text ? tok_reserve(t, n_tokens, (size_t)n_tokens, blob, vocab_source, err)
+                               : gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
+    size_t off = 0;
+    for (int i = 0; st == GPT2_OK && i < n_tokens; i++)
+        st = vocab_add(t, tokens[i], token_lens[i], i, vocab_source, &off, err);
+    if (st == GPT2_OK) st = vocab_byte_ids(t, vocab_source, err);
+    if (st == GPT2_OK) t->eot = eot >= 0 ? eot : gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
+    /* the merges as merges.txt's lines: one parser for both */
+    size_t k = 0;
+    for (int i = 0; st == GPT2_OK && i < n_merges; i++) {
+        memcpy(text + k, merges[i], merge_lens[i]);
+        k += merge_lens[i];
+        text[k++] = '\n';
+    }
+    if (st == GPT2_OK && n_merges) st = load_merges(t, merges_source, text, text_len, err);
+    if (st == GPT2_OK && !n_merges) { /* bytes alone: an empty pair table */
+        if (!(t->pairs = malloc(16 * sizeof *t->pairs))) st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+        for (int i = 0; st == GPT2_OK && i < 16; i++) t->pairs[i].key = PAIR_EMPTY;
+        t->pairs_mask = 15;
+    }
+    if (st == GPT2_OK) st = compile_pattern(t, err);
+    free(text);
     if (st != GPT2_OK) {
         gpt2_tokenizer_free(t);
         return st;

@@ -16,16 +16,22 @@
 
 static volatile float fuzz_sink;
 
+/* rows x cols elements, or (GGUF's block formats) the rows of blocks */
 static inline size_t fuzz_matrix_bytes(const gpt2_matrix *w) {
+    if (w->dtype > GPT2_DTYPE_Q8) return kernel_matrix_bytes(w);
     return (size_t)w->rows * (size_t)w->cols * (w->dtype == GPT2_DTYPE_F32 ? 4 : 2);
 }
 
+/* conv: a block's Conv1D weight, whose block-format data is by output (trans) */
 static inline void fuzz_check_matrix(const gpt2_model *m, const char *what, const gpt2_matrix *w,
                                      int rows, int cols) {
     FUZZ_CHECK(w->rows == rows && w->cols == cols, "%s is %dx%d, config says %dx%d", what, w->rows,
                w->cols, rows, cols);
-    FUZZ_CHECK(w->dtype == GPT2_DTYPE_F32 || w->dtype == GPT2_DTYPE_F16 || w->dtype == GPT2_DTYPE_BF16,
-               "%s has dtype %d", what, (int)w->dtype);
+    const int conv = strcmp(what, "wte") != 0 && strcmp(what, "lm_head") != 0;
+    FUZZ_CHECK(w->dtype == GPT2_DTYPE_F32 || w->dtype == GPT2_DTYPE_F16 || w->dtype == GPT2_DTYPE_BF16 ||
+                   (w->dtype > GPT2_DTYPE_Q8 && w->dtype <= GPT2_DTYPE_Q6_K && w->trans == conv),
+               "%s has dtype %d (trans %d)", what, (int)w->dtype, w->trans);
+    FUZZ_CHECK(w->dtype > GPT2_DTYPE_Q8 || !w->trans, "%s: a float matrix left transposed", what);
     const size_t bytes = fuzz_matrix_bytes(w);
     const uint8_t *p = w->data, *lo = m->arena, *hi = m->arena + m->arena_used;
     FUZZ_CHECK(lo != NULL && m->arena_used <= m->arena_bytes, "%s: no weight arena", what);

@@ -83,6 +83,78 @@ def copy_bad(bad, tiny, fname, dst):
             shutil.copy(p, os.path.join(dst, "bad-" + d))
 
 
+GGUF_TYPES = {"F32": (0, 1, 4), "F16": (1, 1, 2), "BF16": (30, 1, 2), "Q8_0": (8, 32, 34), "Q4_0": (2, 32, 18),
+              "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22), "Q5_1": (7, 32, 24), "Q4_K": (12, 256, 144),
+              "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210)}
+
+
+def gguf_str(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf(kv, tensors, version=3):
+    """A GGUF file (stdlib only): kv [(key, type, packed value)], tensors
+    [(name, ne, type name, data)]: blocks filled with arbitrary bytes whose
+    fp16 scales are small, so that a model runs."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kv))
+    for k, t, v in kv:
+        out += gguf_str(k) + struct.pack("<I", t) + v
+    off, data = 0, b""
+    for name, ne, typ, raw in tensors:
+        out += gguf_str(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne)
+        out += struct.pack("<IQ", GGUF_TYPES[typ][0], off)
+        data += raw + bytes(-len(raw) % 32)
+        off = len(data)
+    return out + bytes(-len(out) % 32) + data
+
+
+def gguf_blocks(n_el, typ, rng):
+    _, block, nbytes = GGUF_TYPES[typ]
+    if typ in ("F32", "F16"):
+        return encode([rng.gauss(0, 0.1) for _ in range(n_el)], typ)
+    if typ == "BF16":
+        return encode([rng.gauss(0, 0.1) for _ in range(n_el)], "BF16")
+    out = bytearray(rng.getrandbits(8) for _ in range(n_el // block * nbytes))
+    scale = struct.pack("<e", 0.002)
+    for b in range(n_el // block):
+        at = [b * nbytes + (208 if typ == "Q6_K" else 0)] + ([b * nbytes + 2] if typ in ("Q4_1", "Q5_1", "Q4_K", "Q5_K") else [])
+        for p in at:
+            out[p:p + 2] = scale
+    return bytes(out)
+
+
+def gguf_mini(typ, C=32, L=1, T=8, rng=None):
+    """A one-layer GPT-2 GGUF on the 256 byte tokens (no merges)."""
+    rng = rng or random.Random(7)
+    kv = [("general.architecture", 8, gguf_str("gpt2")), ("gpt2.block_count", 4, struct.pack("<I", L)),
+          ("gpt2.context_length", 4, struct.pack("<I", T)), ("gpt2.embedding_length", 4, struct.pack("<I", C)),
+          ("gpt2.feed_forward_length", 4, struct.pack("<I", 4 * C)),
+          ("gpt2.attention.head_count", 4, struct.pack("<I", 2)),
+          ("gpt2.attention.layer_norm_epsilon", 6, struct.pack("<f", 1e-5)),
+          ("tokenizer.ggml.model", 8, gguf_str("gpt2"))]
+    printable = [b for b in range(33, 127)] + [b for b in range(161, 173)] + [b for b in range(174, 256)]
+    table, n = {}, 0
+    for b in range(256):
+        table[b] = chr(b) if b in printable else chr(256 + n)
+        n += b not in printable
+    tokens = [table[b] for b in range(256)]
+    kv.append(("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 256) + b"".join(gguf_str(t) for t in tokens)))
+    mat = lambda name, o, i: (name, [i, o], typ, gguf_blocks(o * i, typ, rng))
+    vec = lambda name, n: (name, [n], "F32", encode([1.0 if "norm.weight" in name else rng.gauss(0, 0.1)
+                                                     for _ in range(n)], "F32"))
+    ts = [mat("token_embd.weight", 256, C), ("position_embd.weight", [C, T], "F32",
+                                             encode([rng.gauss(0, 0.1) for _ in range(C * T)], "F32")),
+          vec("output_norm.weight", C), vec("output_norm.bias", C)]
+    for l in range(L):
+        for g, (o, i) in (("attn_qkv", (3 * C, C)), ("attn_output", (C, C)), ("ffn_up", (4 * C, C)),
+                          ("ffn_down", (C, 4 * C))):
+            ts += [mat("blk.%d.%s.weight" % (l, g), o, i), vec("blk.%d.%s.bias" % (l, g), o)]
+        for g in ("attn_norm", "ffn_norm"):
+            ts += [vec("blk.%d.%s.weight" % (l, g), C), vec("blk.%d.%s.bias" % (l, g), C)]
+    return gguf(kv, ts)
+
+
 def write(path, data):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:
@@ -136,6 +208,20 @@ def main():
         shutil.copy(os.path.join(a.fixtures, "models", d, "model.safetensors"), os.path.join(st, "fixture-" + d))
     bad = os.path.join(a.fixtures, "bad")
     copy_bad(bad, tiny, "model.safetensors", st)
+
+    # --- GGUF ---
+    gg = os.path.join(seeds, "gguf")
+    for typ in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"):
+        write(os.path.join(gg, "mini-" + typ.lower()), gguf_mini(typ))
+    write(os.path.join(gg, "mini-q4_k"), gguf_mini("Q4_K", C=256, T=2))
+    gdir = os.path.join(a.fixtures, "gguf")
+    if os.path.isdir(gdir):
+        for f in sorted(os.listdir(gdir)):
+            if f.endswith(".gguf") and os.path.getsize(os.path.join(gdir, f)) < 400000:
+                shutil.copy(os.path.join(gdir, f), os.path.join(gg, "fixture-" + f))
+        for f in sorted(os.listdir(os.path.join(gdir, "bad"))):
+            if f.endswith(".gguf"):
+                shutil.copy(os.path.join(gdir, "bad", f), os.path.join(gg, "bad-" + f))
 
     # --- config.json ---
     cf = os.path.join(seeds, "config")

@@ -350,7 +350,6 @@ def make_bad(out, hp, w, vocab_text, merges_text, vocab, rng):
         extra={"gpt2_tokenizer.bin": llmc_tokenizer(swapped)})
     # formats gptscope does not read
     put("unknown", "model.bin", bytes(rng.integers(0, 256, 4096, dtype=np.uint8)), "format", "not a model file")
-    put("gguf", "model.gguf", b"GGUF" + struct.pack("<IQQ", 3, 0, 0), "format", "GGUF support is not built")
     put("legacy_pickle", "model.pt", pickle.dumps({"a": 1}, 2), "format", "legacy")
     mm.write(os.path.join(bad, "cases.tsv"), "".join("\t".join(r) + "\n" for r in rows))
     return len(rows)

@@ -316,8 +316,8 @@ check "malformed theme: exit 1 naming file and line" sh -c "[ $rc = 1 ] && grep 
 check "chat without a terminal: exit 1 with a message" sh -c "[ $rc = 1 ] && grep -qF 'needs a terminal' '$TMP/out'"
 "$BIN" chat -m "$MODEL" --draft "$MODEL" --draft-k 17 < /dev/null > "$TMP/out" 2>&1; rc=$?
 check "--draft-k 17: usage error naming the option" sh -c "[ $rc = 2 ] && grep -qF -- '--draft-k' '$TMP/out'"
-"$BIN" chat -m "$MODEL" --quantize q4 < /dev/null > "$TMP/out" 2>&1; rc=$?
-check "--quantize q4: usage error" sh -c "[ $rc = 2 ] && grep -qF -- \"--quantize: expected q8, found 'q4'\" '$TMP/out'"
+"$BIN" chat -m "$MODEL" --quantize q3 < /dev/null > "$TMP/out" 2>&1; rc=$?
+check "--quantize q3: usage error" sh -c "[ $rc = 2 ] && grep -qF -- \"--quantize: expected q8, q4, q8_0, q4_0 or q4_k, found 'q3'\" '$TMP/out'"
 
 # 19. the microscope: the zoomed heatmap's labels and scale, the overview, the
 #     text view (the cursor moves the shading), ablation, prompt mode
