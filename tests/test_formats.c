@@ -343,6 +343,47 @@ static void test_convert_usage(void **state) {
     run_free(&r);
 }
 
+/* Checkpoints PyTorch itself saved (tests/ref/torch_real.py, when python3-torch
+ * is installed): each loads, and its logits are PyTorch's own within float
+ * rounding (relative to the logits' scale); a padded vocabulary's rows are
+ * never computed. Skipped, saying so, without the fixtures. */
+static void test_real_torch(void **state) {
+    (void)state;
+    if (access(fixture_path("torch_real/cases.tsv"), R_OK) != 0) {
+        print_message("no fixtures from real PyTorch (python3-torch not installed): skipped\n");
+        skip();
+    }
+    char *tsv = read_file(fixture_path("torch_real/cases.tsv"), NULL);
+    int n = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(tsv, "\n", &save); line; line = strtok_r(NULL, "\n", &save), n++) {
+        char name[64], path[1024], ids_file[128], logits_file[128];
+        int V;
+        assert_int_equal(sscanf(line, "%63[^\t]\t%1023[^\t]\t%127[^\t]\t%127[^\t]\t%d", name, path, ids_file,
+                                logits_file, &V), 5);
+        const char *at = strstr(path, "/torch_real/");
+        gpt2_model *m = load_ok(fixture_path("%s", at ? at + 1 : path));
+        assert_int_equal(gpt2_model_config(m)->n_vocab, V);
+        char *ids_text = read_file(fixture_path("torch_real/%s", ids_file), NULL);
+        size_t T, nl;
+        int32_t *ids = parse_ids(ids_text, &T);
+        float *want = read_file(fixture_path("torch_real/%s", logits_file), &nl), *got = all_logits(m, ids, T);
+        assert_int_equal(nl, T * (size_t)V * sizeof(float));
+        double max_diff = 0, scale = 0;
+        for (size_t i = 0; i < T * (size_t)V; i++) {
+            max_diff = fmax(max_diff, fabs((double)got[i] - want[i]));
+            scale = fmax(scale, fabs((double)want[i]));
+        }
+        print_message("%-13s %s: max |logit - PyTorch's| %.3g (logits up to %.3g)\n", name, gpt2_model_source(m),
+                      max_diff, scale);
+        assert_true(max_diff <= 2e-6 * fmax(scale, 1.0));
+        free(ids_text), free(ids), free(want), free(got);
+        gpt2_model_free(m);
+    }
+    assert_int_equal(n, 3);
+    free(tsv);
+}
+
 int main(void) {
     static format_case cases[32];
     static bad_case bad[96];
@@ -365,5 +406,6 @@ int main(void) {
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_convert_cases);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_convert_bit_identical);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_convert_usage);
+    tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_real_torch);
     return _cmocka_run_group_tests("test_formats", tests, (size_t)k, NULL, NULL);
 }

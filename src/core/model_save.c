@@ -12,6 +12,7 @@
 #include "error.h"
 #include "gpt2_fileio.h"
 #include "model_internal.h"
+#include "model_source.h"
 #include "tokenizer_internal.h"
 
 /* One tensor of the model: a matrix (read through kernel_row, packed or not),
@@ -110,53 +111,10 @@ static gpt2_status save_weights(const gpt2_model *m, const char *path, gpt2_dtyp
     return st;
 }
 
-/* The shortest decimal that reads back as f ("1e-05", not 9.99999974737875e-06). */
-static double shortest(float f) {
-    char buf[32];
-    for (int p = 1; p <= 9; p++) {
-        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
-        if (strtof(buf, NULL) == f) break;
-    }
-    return strtod(buf, NULL);
-}
-
 static gpt2_status save_config(const gpt2_model *m, const char *path, gpt2_dtype dt, gpt2_error *err) {
-    const gpt2_config *c = &m->cfg;
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "architectures"), cJSON_CreateString("GPT2LMHeadModel"));
-    cJSON_AddStringToObject(j, "model_type", "gpt2");
-    cJSON_AddNumberToObject(j, "vocab_size", c->n_vocab);
-    cJSON_AddNumberToObject(j, "n_positions", c->n_ctx);
-    cJSON_AddNumberToObject(j, "n_ctx", c->n_ctx);
-    cJSON_AddNumberToObject(j, "n_embd", c->n_embd);
-    cJSON_AddNumberToObject(j, "n_layer", c->n_layer);
-    cJSON_AddNumberToObject(j, "n_head", c->n_head);
-    if (m->n_inner == 4 * c->n_embd) cJSON_AddNullToObject(j, "n_inner");
-    else cJSON_AddNumberToObject(j, "n_inner", m->n_inner);
-    cJSON_AddStringToObject(j, "activation_function", m->gelu_erf ? "gelu" : "gelu_new");
-    cJSON_AddNumberToObject(j, "layer_norm_epsilon", shortest(c->ln_eps));
-    if (m->lm_head.data == m->wte.data) cJSON_AddTrueToObject(j, "tie_word_embeddings");
-    else cJSON_AddFalseToObject(j, "tie_word_embeddings");
-    const int32_t eot = m->tok ? gpt2_tokenizer_eot(m->tok) : -1;
-    if (eot >= 0) {
-        cJSON_AddNumberToObject(j, "bos_token_id", eot);
-        cJSON_AddNumberToObject(j, "eos_token_id", eot);
-    }
-    cJSON_AddStringToObject(j, "torch_dtype", dt == GPT2_DTYPE_F32 ? "float32" : dt == GPT2_DTYPE_F16 ? "float16" : "bfloat16");
-    if (m->source) cJSON_AddStringToObject(j, "gptscope_converted_from", m->source);
-    char *text = cJSON_Print(j);
-    cJSON_Delete(j);
-    if (!text) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
-    size_t n = strlen(text);
-    char *line = realloc(text, n + 2);
-    if (!line) {
-        free(text);
-        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
-    }
-    memcpy(line + n, "\n", 2);
-    gpt2_status st = gpt2_fileio_write_bytes(path, line, n + 1, err);
-    free(line);
-    return st;
+    const source_config sc = {m->cfg, m->n_inner, m->gelu_erf, m->lm_head.data == m->wte.data,
+                              m->tok ? gpt2_tokenizer_eot(m->tok) : -1, dt, -1, m->source};
+    return source_write_config(path, &sc, err);
 }
 
 gpt2_status gpt2_model_save(const gpt2_model *m, const char *dir, gpt2_dtype dtype, gpt2_error *err) {

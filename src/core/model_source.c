@@ -96,6 +96,58 @@ gpt2_status source_parse_config(const char *path, model_source *src, gpt2_error 
     return st;
 }
 
+/* The shortest decimal that reads back as f ("1e-05", not 9.99999974737875e-06). */
+static double shortest(float f) {
+    char buf[32];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+        if (strtof(buf, NULL) == f) break;
+    }
+    return strtod(buf, NULL);
+}
+
+gpt2_status source_write_config(const char *path, const source_config *sc, gpt2_error *err) {
+    const gpt2_config *c = &sc->cfg;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "architectures"), cJSON_CreateString("GPT2LMHeadModel"));
+    cJSON_AddStringToObject(j, "model_type", "gpt2");
+    cJSON_AddNumberToObject(j, "vocab_size", c->n_vocab);
+    cJSON_AddNumberToObject(j, "n_positions", c->n_ctx);
+    cJSON_AddNumberToObject(j, "n_ctx", c->n_ctx);
+    cJSON_AddNumberToObject(j, "n_embd", c->n_embd);
+    cJSON_AddNumberToObject(j, "n_layer", c->n_layer);
+    cJSON_AddNumberToObject(j, "n_head", c->n_head);
+    if (sc->n_inner == 4 * c->n_embd) cJSON_AddNullToObject(j, "n_inner");
+    else cJSON_AddNumberToObject(j, "n_inner", sc->n_inner);
+    cJSON_AddStringToObject(j, "activation_function", sc->gelu_erf ? "gelu" : "gelu_new");
+    cJSON_AddNumberToObject(j, "layer_norm_epsilon", shortest(c->ln_eps));
+    if (sc->dropout >= 0) { /* a trained model: how it was trained */
+        cJSON_AddNumberToObject(j, "initializer_range", 0.02);
+        cJSON_AddNumberToObject(j, "resid_pdrop", sc->dropout);
+        cJSON_AddNumberToObject(j, "embd_pdrop", sc->dropout);
+        cJSON_AddNumberToObject(j, "attn_pdrop", 0);
+    }
+    cJSON_AddBoolToObject(j, "tie_word_embeddings", sc->tied);
+    if (sc->eot >= 0) {
+        cJSON_AddNumberToObject(j, "bos_token_id", sc->eot);
+        cJSON_AddNumberToObject(j, "eos_token_id", sc->eot);
+    }
+    cJSON_AddStringToObject(j, "torch_dtype",
+                            sc->dtype == GPT2_DTYPE_F32 ? "float32" : sc->dtype == GPT2_DTYPE_F16 ? "float16" : "bfloat16");
+    if (sc->converted_from) cJSON_AddStringToObject(j, "gptscope_converted_from", sc->converted_from);
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    char *line = text ? realloc(text, strlen(text) + 2) : NULL;
+    if (!line) {
+        free(text);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    }
+    strcat(line, "\n");
+    gpt2_status st = gpt2_fileio_write_bytes(path, line, strlen(line), err);
+    free(line);
+    return st;
+}
+
 /* --- sources ---------------------------------------------------------------- */
 
 gpt2_status source_fit_vocab(model_source *src, const char *tok_path, gpt2_error *err) {

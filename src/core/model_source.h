@@ -78,6 +78,19 @@ gpt2_status llmc_tokenizer_load(const char *path, gpt2_tokenizer **out, gpt2_err
 /* Reads a Hugging Face config.json into src (cfg, n_inner, gelu_erf, vocab_rows). */
 gpt2_status source_parse_config(const char *path, model_source *src, gpt2_error *err);
 
+/* What config.json says of a model gptscope writes (convert, train). */
+typedef struct {
+    gpt2_config cfg;
+    int n_inner, gelu_erf, tied;
+    int32_t eot;                /* bos/eos_token_id; -1: none */
+    gpt2_dtype dtype;           /* model.safetensors' (torch_dtype) */
+    float dropout;              /* a trained model's (with its init range); < 0: not written */
+    const char *converted_from; /* convert's source description, or NULL */
+} source_config;
+
+/* Writes path (replaced atomically) as a Hugging Face GPT-2 config.json. */
+gpt2_status source_write_config(const char *path, const source_config *c, gpt2_error *err);
+
 /* Reconciles the vocabulary: the tokenizer's ids must fit the stored rows;
  * cfg.n_vocab becomes the tokenizer's count, so padded rows are never
  * computed or sampled (description amended). tok_path names the tokenizer's

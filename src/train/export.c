@@ -4,38 +4,16 @@
  * written through gpt2_fileio (temporary file, rename), so a reader never sees
  * half a file, and a model with a non-finite weight is never written.
  */
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "core/kernels.h"
+#include "core/model_source.h"
 #include "core/safetensors.h"
 #include "gpt2_fileio.h"
 #include "train/train_internal.h"
-
-typedef struct {
-    const void *a, *b;
-    size_t na, nb;
-} two_parts;
-
-static gpt2_status put_parts(FILE *f, void *user, gpt2_error *err) {
-    const two_parts *p = user;
-    fwrite(p->a, 1, p->na, f);
-    if (p->nb) fwrite(p->b, 1, p->nb, f);
-    return GPT2_OK;
-}
-
-/* Writes dir/name atomically (gpt2_fileio): a's bytes, then b's. */
-static gpt2_status write_atomic(const char *dir, const char *name, const void *a, size_t na, const void *b, size_t nb,
-                                gpt2_error *err) {
-    char path[4096];
-    gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, name, err);
-    if (st != GPT2_OK) return st;
-    two_parts p = {.a = a, .na = na, .b = b, .nb = nb};
-    return gpt2_fileio_write_atomic(path, put_parts, &p, err);
-}
 
 /* Whether tensor k of a layer is a Conv1D weight (stored transposed). */
 static int is_conv1d(const gpt2_trainer *tr, int i) {
@@ -80,36 +58,12 @@ static gpt2_status write_safetensors(const gpt2_trainer *tr, const char *dir, gp
 
 static gpt2_status write_config(const gpt2_trainer *tr, const char *dir, gpt2_dtype dt, int eot, gpt2_error *err) {
     const gpt2_train_params *p = &tr->p;
-    cJSON *c = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
-    cJSON_AddStringToObject(c, "model_type", "gpt2");
-    cJSON_AddNumberToObject(c, "vocab_size", p->n_vocab);
-    cJSON_AddNumberToObject(c, "n_positions", p->block_size);
-    cJSON_AddNumberToObject(c, "n_ctx", p->block_size);
-    cJSON_AddNumberToObject(c, "n_embd", p->n_embd);
-    cJSON_AddNumberToObject(c, "n_layer", p->n_layer);
-    cJSON_AddNumberToObject(c, "n_head", p->n_head);
-    cJSON_AddNullToObject(c, "n_inner");
-    cJSON_AddStringToObject(c, "activation_function", "gelu_new");
-    cJSON_AddNumberToObject(c, "layer_norm_epsilon", LN_EPS);
-    cJSON_AddNumberToObject(c, "initializer_range", 0.02);
-    cJSON_AddNumberToObject(c, "resid_pdrop", p->dropout);
-    cJSON_AddNumberToObject(c, "embd_pdrop", p->dropout);
-    cJSON_AddNumberToObject(c, "attn_pdrop", 0);
-    cJSON_AddTrueToObject(c, "tie_word_embeddings");
-    if (eot >= 0) {
-        cJSON_AddNumberToObject(c, "bos_token_id", eot);
-        cJSON_AddNumberToObject(c, "eos_token_id", eot);
-    }
-    cJSON_AddStringToObject(c, "torch_dtype",
-                            dt == GPT2_DTYPE_F32 ? "float32" : dt == GPT2_DTYPE_F16 ? "float16" : "bfloat16");
-    char *text = cJSON_Print(c);
-    cJSON_Delete(c);
-    if (!text) return gpt2_fail(err, GPT2_ERR_NOMEM, "export: out of memory");
-    gpt2_status st = write_atomic(dir, "config.json", text, strlen(text), "\n", 1, err);
-    free(text);
-    return st;
+    const source_config sc = {{.n_layer = p->n_layer, .n_head = p->n_head, .n_embd = p->n_embd, .n_ctx = p->block_size,
+                               .n_vocab = p->n_vocab, .ln_eps = LN_EPS},
+                              4 * p->n_embd, 0, 1, eot, dt, p->dropout, NULL};
+    char path[4096];
+    gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "config.json", err);
+    return st ? st : source_write_config(path, &sc, err);
 }
 
 gpt2_status gpt2_trainer_export(const gpt2_trainer *tr, const char *dir, gpt2_dtype dtype, int eot,
