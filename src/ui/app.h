@@ -132,7 +132,9 @@ struct app {
 
     /* commands */
     char pending_load[4096]; /* a /load of another model's file, waiting to be repeated */
-    char autosave[4096];     /* where /draft saved the conversation while it loads ("": none) */
+    char autosave[4096];     /* where the conversation was saved for a /draft load or a quit
+                                without the user's say ("": none) */
+    int term_lost;           /* the terminal went away (term_lost) */
 
     /* one-line message above the input (notices, errors, command results) */
     char msg[512];

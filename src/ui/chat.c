@@ -228,10 +228,28 @@ static int read_keys(app *a) {
     return dirty;
 }
 
+/* Quitting without the user's say (a signal, the terminal gone): the
+ * conversation is saved where /load finds it, and the log says where. */
+static void save_on_exit(app *a, const char *why) {
+    gpt2_error err;
+    app_log(a, "%s: quitting", why);
+    if (gpt2_session_n_turns(a->s) == 0 || !input_state_path("autosave.json", a->autosave, sizeof a->autosave)) return;
+    if (gpt2_session_save(a->s, a->autosave, &err) != GPT2_OK) {
+        app_log(a, "could not save the conversation: %s", err.msg);
+        a->autosave[0] = '\0';
+        return;
+    }
+    app_log(a, "the conversation was saved to %s (/load it to go on)", a->autosave);
+}
+
 static void run_loop(app *a) {
     unsigned seen_invalid = 0;
     while (!a->quit && !g_signal) {
         int dirty = read_keys(a);
+        if (term_lost()) {
+            a->term_lost = 1;
+            break;
+        }
         if (term_invalid_bytes() != seen_invalid) {
             seen_invalid = term_invalid_bytes();
             app_message(a, UI_ROLE_NOTICE, "the input held bytes that are not UTF-8: each is shown and sent as \uFFFD (U+FFFD)");
@@ -245,7 +263,11 @@ static void run_loop(app *a) {
         if (dirty) screen_draw(a);
     }
     if (a->generating) app_stop(a);
-    if (g_signal) app_log(a, "signal %d: quitting", (int)g_signal);
+    if (g_signal || a->term_lost) {
+        char why[48];
+        snprintf(why, sizeof why, a->term_lost ? "the terminal is gone" : "signal %d", (int)g_signal);
+        save_on_exit(a, why);
+    }
     app_log(a, "quit");
 }
 
@@ -291,10 +313,17 @@ int chat_run(const chat_options *o, const chat_host *host) {
         if (open_screen(a, &theme) == 0) {
             if (o->prompt) app_inspect_text(a, o->prompt), screen_draw(a);
             run_loop(a);
-            rc = g_signal == SIGINT || g_signal == SIGTERM || g_signal == SIGHUP ? 128 + (int)g_signal : CHAT_OK;
+            rc = g_signal == SIGINT || g_signal == SIGTERM || g_signal == SIGHUP ? 128 + (int)g_signal
+                 : a->term_lost                                                ? 128 + SIGHUP
+                                                                               : CHAT_OK;
         }
     }
     close_app(a, tmpl);
+    if (rc != CHAT_OK && a->autosave[0]) { /* the terminal is back (or gone: then only the log tells) */
+        char said[4200];
+        snprintf(said, sizeof said, "gptscope: the conversation was saved to %s (/load it to go on)\n", a->autosave);
+        host->say(said);
+    }
     if (a->log_error[0]) { /* told on screen when it happened; the terminal is back now */
         host->error("%s", a->log_error);
         if (rc == CHAT_OK) rc = CHAT_ERR;

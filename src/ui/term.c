@@ -1,4 +1,5 @@
 /* term.c — curses init, colour pairs and the theme: the app's one global. */
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +196,11 @@ int term_get_key(wint_t *ch) {
 }
 
 unsigned term_invalid_bytes(void) { return K.invalid; }
+
+int term_lost(void) {
+    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
 
 void term_set_theme(const ui_theme *theme) {
     T.theme = *theme;

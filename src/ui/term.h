@@ -37,6 +37,11 @@ int term_get_key(wint_t *ch);
 unsigned term_invalid_bytes(void);
 
 /* Replaces the theme (re-initialises the colour pairs). */
+/* Whether the terminal has gone (its other end closed: a killed terminal
+ * emulator or tmux, a dropped ssh) without a SIGHUP reaching us: reads then
+ * fail at once, and a loop waiting for keys would spin. */
+int term_lost(void);
+
 void term_set_theme(const ui_theme *theme);
 const ui_theme *term_theme(void);
 int term_has_color(void);

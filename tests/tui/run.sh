@@ -424,7 +424,24 @@ for envv in TERM=screen NO_COLOR=1; do
     check "$envv: the text view marks the query" wait_for "shade = attention of query #4"
 done
 
-# 22. a model file of another format (nanoGPT's ckpt.pt): the message line says how it was
+# 22. the terminal goes away with no SIGHUP reaching the app (it runs in its own session,
+# as after a dropped ssh with the signal lost): it notices, saves the conversation, quits
+MODEL_SAVED=$MODEL
+$T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/log"
+$T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state2' setsid -w '$BIN' chat -m '$MODEL' --template raw --temperature 0 --seed 1 --log '$TMP/log'; sleep 60"
+wait_for "sampling" 10
+keys "12 7 99 3 45 0 8 61" Enter
+check "lost terminal: the reply came first" wait_for " 61 8 0 45 3 99 7 12"
+pid=$(awk '$2 == "(gptscope)" { print $1 }' /proc/[0-9]*/stat 2>/dev/null | while read p; do
+    grep -q "state2" /proc/$p/environ 2>/dev/null && echo $p; done | head -1)
+$T kill-server >/dev/null 2>&1
+i=0; while [ -n "$pid" ] && [ -d /proc/$pid ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+check "lost terminal: the app quits instead of spinning" sh -c "[ -n '$pid' ] && [ ! -d /proc/$pid ]"
+check "lost terminal: the log says why" wait_log "the terminal is gone: quitting"
+check "lost terminal: the conversation is saved" sh -c "grep -q 'saved to $TMP/state2/gptscope/autosave.json' '$TMP/log' && grep -q '61 8 0 45' '$TMP/state2/gptscope/autosave.json'"
+[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+
+# 23. a model file of another format (nanoGPT's ckpt.pt): the message line says how it was
 # read, the status bar tags it (needs `make fixtures`)
 NG=${GPTSCOPE_FIXTURES:-build/fixtures}/formats/nanogpt/out/ckpt.pt
 case $NG in /*) ;; *) NG=$ROOT/$NG ;; esac
