@@ -420,14 +420,11 @@ gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *m
     return GPT2_OK;
 }
 
-/* Long for its checks: each argument, then the same steps as the files. */
-gpt2_status gpt2_tokenizer_new(const char *vocab_source, const char *merges_source, const char *const *tokens,
-                               const size_t *token_lens, int n_tokens, const char *const *merges,
-                               const size_t *merge_lens, int n_merges, int32_t eot, gpt2_tokenizer **out,
-                               gpt2_error *err) {
-    if (!out || !vocab_source || !merges_source || !tokens || !token_lens || (n_merges && (!merges || !merge_lens)))
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_new: NULL argument");
-    *out = NULL;
+/* gpt2_tokenizer_new's arguments checked; *blob and *text_len: the bytes of the
+ * tokens, and of the merges as merges.txt's lines. */
+static gpt2_status new_args_check(const char *vocab_source, const char *merges_source, const size_t *token_lens,
+                                  int n_tokens, const char *const *merges, const size_t *merge_lens, int n_merges,
+                                  int32_t eot, size_t *blob, size_t *text_len, gpt2_error *err) {
     if (n_tokens < 256 || n_tokens > MAX_VOCAB)
         return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %d tokens, expected 256 to %d", vocab_source, n_tokens,
                          MAX_VOCAB);
@@ -437,19 +434,34 @@ gpt2_status gpt2_tokenizer_new(const char *vocab_source, const char *merges_sour
     if (eot < -1 || eot >= n_tokens)
         return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: end-of-text id %d is outside the %d tokens", vocab_source,
                          eot, n_tokens);
-    size_t blob = 0, text_len = 0;
+    *blob = *text_len = 0;
     for (int i = 0; i < n_tokens; i++)
-        if ((blob += token_lens[i]) >= MAX_FILE_BYTES || token_lens[i] >= MAX_FILE_BYTES)
+        if ((*blob += token_lens[i]) >= MAX_FILE_BYTES || token_lens[i] >= MAX_FILE_BYTES)
             return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: the tokens hold more than %u bytes", vocab_source,
                              MAX_FILE_BYTES);
     for (int i = 0; i < n_merges; i++) {
         if (memchr(merges[i], '\n', merge_lens[i]))
             return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: merge %d holds a newline byte, expected \"left right\"",
                              merges_source, i);
-        if ((text_len += merge_lens[i] + 1) >= MAX_FILE_BYTES || merge_lens[i] >= MAX_FILE_BYTES)
+        if ((*text_len += merge_lens[i] + 1) >= MAX_FILE_BYTES || merge_lens[i] >= MAX_FILE_BYTES)
             return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: the merges hold more than %u bytes", merges_source,
                              MAX_FILE_BYTES);
     }
+    return GPT2_OK;
+}
+
+/* The same steps as the files: tokens, byte ids, merges (as merges.txt's text), pattern. */
+gpt2_status gpt2_tokenizer_new(const char *vocab_source, const char *merges_source, const char *const *tokens,
+                               const size_t *token_lens, int n_tokens, const char *const *merges,
+                               const size_t *merge_lens, int n_merges, int32_t eot, gpt2_tokenizer **out,
+                               gpt2_error *err) {
+    if (!out || !vocab_source || !merges_source || !tokens || !token_lens || (n_merges && (!merges || !merge_lens)))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_new: NULL argument");
+    *out = NULL;
+    size_t blob = 0, text_len = 0;
+    gpt2_status st0 = new_args_check(vocab_source, merges_source, token_lens, n_tokens, merges, merge_lens, n_merges,
+                                     eot, &blob, &text_len, err);
+    if (st0) return st0;
     gpt2_tokenizer *t = calloc(1, sizeof *t);
     char *text = malloc(text_len + 1);
     gpt2_status st = t && text ? tok_reserve(t, n_tokens, (size_t)n_tokens, blob, vocab_source, err)
