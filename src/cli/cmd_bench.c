@@ -332,7 +332,8 @@ static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T
 
 static const char usage_text[] =
     "usage: gptscope bench [-m MODEL [--quantize Q]] [--dtype f32|f16|bf16|q8|q4|q8_0|q4_0|q4_k] [--reps N]\n"
-    "                      [--threads N] [--shape gpt2|gpt2-medium|gpt2-large|gpt2-xl] [--positions] [--json]\n"
+    "                      [--threads N] [--shape gpt2|gpt2-medium|gpt2-large|gpt2-xl] [--positions]\n"
+    "                      [--gemm own|blas] [--json]\n"
     "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory\n"
     "  (q8 ... q4_k: drawn in F32, then quantized as --quantize does).\n"
     "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
@@ -348,7 +349,9 @@ static const char usage_text[] =
     "               512 and 1000 against its floor (the weights and the KV cache\n"
     "               read once per token at the machine's bandwidth), and prefill\n"
     "               of 128, 256, 512 and 1024 tokens in GFLOP/s against the peak\n"
-    "               (each only where the model has the positions).\n";
+    "               (each only where the model has the positions).\n"
+    "  --gemm K     prefill's matrix products: own (the default, gptscope's kernels)\n"
+    "               or blas (OpenBLAS sgemm); sets GPTSCOPE_GEMM for this run\n";
 
 typedef struct {
     const char *model, *quantize; /* model NULL: the random 124M-shaped one */
@@ -356,6 +359,7 @@ typedef struct {
     long reps;
     int json, n_threads, positions;
     const void *shape; /* --shape: a bench_shape; NULL: gpt2 (124M) */
+    const char *gemm;  /* --gemm own|blas: sets GPTSCOPE_GEMM for the run; NULL: as set */
 } bench_opts;
 
 /* --positions: where the cost curve is measured */
@@ -432,6 +436,22 @@ static int dtype_option(const cli_opt *o, const char *arg, void *value) {
     return 1;
 }
 
+static int gemm_option(const cli_opt *o, const char *arg, void *value) {
+    (void)o;
+    if (strcmp(arg, "own") && strcmp(arg, "blas")) {
+        cli_error("--gemm: expected own or blas, found '%s'", arg);
+        return 0;
+    }
+    *(const char **)value = arg;
+    return 1;
+}
+
+/* The prefill matmuls' kernels: the engine reads GPTSCOPE_GEMM (blas: OpenBLAS). */
+static const char *gemm_name(void) {
+    const char *s = getenv("GPTSCOPE_GEMM");
+    return s && !strcmp(s, "blas") ? "blas" : "own";
+}
+
 static int bench_parse(int argc, char **argv, bench_opts *o) {
     static const cli_opt rows[] = {
         {CLI_STR("model", 'm', bench_opts, model)},
@@ -442,6 +462,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         {CLI_FLAG("positions", 0, bench_opts, positions)},
         {CLI_FN("shape", 0, bench_opts, shape, const void *, shape_option)},
         {CLI_FN("quantize", 0, bench_opts, quantize, const char *, cli_opt_quantize)},
+        {CLI_FN("gemm", 0, bench_opts, gemm, const char *, gemm_option)},
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
     if (rc == CLI_PARSED && cli_positional(usage_text, "bench", argc, argv, 0, "") != EXIT_OK) rc = EXIT_USAGE;
@@ -730,6 +751,7 @@ static int bench_json(const bench_result *f) {
     viz_json_text(root, "model", model, strlen(model));
     viz_json_text(root, "dtype", dtype, strlen(dtype));
     viz_json_number(root, "threads", f->threads);
+    viz_json_text(root, "gemm", gemm_name(), strlen(gemm_name()));
     viz_json_number(root, "reps", f->reps);
     figure(root, "load_s", f->loaded || f->shape, f->load_s, 4); /* the random model: the time to make it */
     figure(root, "prefill_128_tok_s", 1, f->prefill_128, 1);
@@ -763,6 +785,7 @@ static int bench_report(const bench_result *r, int json) {
     printf("model        %s (%s, %d layers, %d embd, %d ctx), %d threads, median of %d\n",
            r->loaded ? cli_show(gpt2_model_name(r->m)) : r->shape ? r->shape : "random GPT-2 124M shape",
            gpt2_dtype_name(gpt2_model_dtype(r->m)), cfg->n_layer, cfg->n_embd, cfg->n_ctx, r->threads, r->reps);
+    printf("gemm         %s (prefill's matrix products; --gemm own|blas)\n", gemm_name());
     if (r->load_s >= 0) printf("load         %.3f s\n", r->load_s);
     printf("prefill 128  %.1f tok/s = %.1f GFLOP/s\n", r->prefill_128, r->prefill_128_gflops);
     printf("peak         %.1f GFLOP/s: fused multiply-adds on %d threads (%d-wide vectors), a pass before each rep\n",
@@ -797,6 +820,7 @@ int cmd_bench(int argc, char **argv) {
     bench_result r = {0};
     int rc = bench_parse(argc, argv, &o);
     if (rc != CLI_PARSED) return rc;
+    if (o.gemm) setenv("GPTSCOPE_GEMM", o.gemm, 1); /* before any thread starts */
     if ((rc = bench_run(&o, &r)) == EXIT_OK) rc = bench_report(&r, o.json);
     gpt2_model_free(r.m);
     return rc;

@@ -2,6 +2,7 @@
 #include "kernels.h"
 
 #include "fastmath.h"
+#include "gemm.h"
 #include "quant.h"
 
 #include <cblas.h>
@@ -410,7 +411,9 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
         else if (j->bias)
             for (int n = n0; n < n1; n++) o[n] += j->bias[n];
     }
-    if (W->dtype == GPT2_DTYPE_F32 && !W->packed) {
+    if (gemm_fits(W) && gemm_own()) {
+        gemm_cols(j->out + n0, N, j->in, T, W, n0, nn);
+    } else if (W->dtype == GPT2_DTYPE_F32 && !W->packed) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, nn, K, 1.0f, j->in, K,
                     (const float *)W->data + n0, N, 1.0f, j->out + n0, N);
     } else { /* widen (packed F32: gather) blocks of rows of our columns (Q8: times the column's

@@ -1,0 +1,44 @@
+/* gemm.h — prefill's matrix products: the project's own register-tiled kernels
+ * over the weights as stored (library-private).
+ *
+ * gemm_cols computes a block of 64-column panels of C (T, N) += A (T, K) @ W,
+ * reading W in its own layout and dtype: packed panels (kernels.h) or
+ * row-major, F32, F16 and BF16 widened in registers as they are loaded, Q8
+ * widened likewise and scaled per column. Each element of C is one chain of
+ * fused multiply-adds over k = 0 .. K-1 in order, starting from C's value
+ * (Q8: a chain from zero, then C + scale * sum), whatever the tile, the K
+ * block or the columns a thread takes: the result does not depend on the
+ * thread count.
+ *
+ * The kernel is picked once, at run time: AVX-512 (6 x 64 tiles), AVX2 (6 x 16)
+ * or portable C. GPTSCOPE_GEMM=blas in the environment makes prefill use
+ * OpenBLAS (widening 16-bit and Q8 weights into a scratch buffer first)
+ * instead, for comparison; `gptscope bench --gemm blas|own` sets it.
+ *
+ *     if (gemm_fits(W) && gemm_own())
+ *         gemm_cols(out + n0, N, in, T, W, n0, n1 - n0); // out holds the bias
+ */
+#ifndef GPT2_CORE_GEMM_H
+#define GPT2_CORE_GEMM_H
+
+#include "kernels.h"
+
+/* Whether gemm_cols can take W: F32, F16, BF16 or Q8 (packed or row-major,
+ * not stored transposed) with cols a multiple of 64. */
+int gemm_fits(const gpt2_matrix *W);
+
+/* 1 unless GPTSCOPE_GEMM=blas is set. */
+int gemm_own(void);
+
+/* "avx512", "avx2" or "c": the kernel gemm_cols runs on this CPU. */
+const char *gemm_kernel_name(void);
+
+/* Tests: run `name`'s kernel ("avx512", "avx2", "c") from now on, or the
+ * CPU's own again for NULL; 0 (nothing changed) if this CPU lacks it. */
+int gemm_force_kernel(const char *name);
+
+/* C[:, 0:nn] (T rows, ldc apart) += A (T, K) @ W[:, n0:n0 + nn], K = W->rows;
+ * n0 and nn multiples of 64. */
+void gemm_cols(float *C, int ldc, const float *A, int T, const gpt2_matrix *W, int n0, int nn);
+
+#endif
