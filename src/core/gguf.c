@@ -1,14 +1,10 @@
 /* gguf.c — maps a GGUF file and checks every field of it before trusting it. */
 #include "gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "error.h"
 #include "quant.h"
