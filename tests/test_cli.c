@@ -364,8 +364,8 @@ static void test_generate_greedy(void **state) {
 }
 
 /* --quantize q8 on a model whose weights are on the 8-bit grid: the same
- * ranking and, to rounding, the same logits as the F32 run; off the grid the
- * logits move. */
+ * ranking and, to the rounding of each product's inputs to 16 bits (gemm.h),
+ * the same logits as the F32 run; off the grid the logits move more. */
 static void test_quantize_option(void **state) {
     (void)state;
     const char *mdir = fixture_path("models/tiny-q8grid");
@@ -380,7 +380,7 @@ static void test_quantize_option(void **state) {
         assert_int_equal(sscanf(sa, "%d %lf", &ida, &la), 2);
         assert_int_equal(sscanf(sb, "%d %lf", &idb, &lb), 2);
         assert_int_equal(ida, idb);
-        assert_true(fabs(la - lb) < 2e-4);
+        assert_true(fabs(la - lb) < 5e-3);
         sa = strchr(sa, '\n') + 1;
         sb = strchr(sb, '\n') + 1;
     }

@@ -16,6 +16,7 @@ typedef struct {
     float *resid;       /* (L, T, C) */
     int32_t *g_prompt, *g_out;
     size_t n_prompt, n_out;
+    double tol;         /* the tolerances' factor: 1, or TOL_Q8 */
 } fixture;
 
 /* Absolute tolerances against the float64 reference for float32 math. */
@@ -23,6 +24,11 @@ typedef struct {
 #define TOL_PROB 2e-5
 #define TOL_ATTN 2e-5
 #define TOL_RESID 2e-4
+/* Q8's integer products round each matmul's input to 16 bits per block of 32
+ * (gemm.h): on the 8-bit-grid models below that moves logits by up to 1.3e-3
+ * and probabilities by 7e-5 (the test prints them), so its tolerances are 25
+ * times wider; test_gemm bounds the kernels' error analytically. */
+#define TOL_Q8 25.0
 
 static float *read_f32(const char *path, size_t n_expected) {
     size_t len;
@@ -35,6 +41,7 @@ static float *read_f32(const char *path, size_t n_expected) {
 static int setup(void **state, const char *name) {
     fixture *f = calloc(1, sizeof *f);
     f->name = name;
+    f->tol = 1.0;
     char *meta = read_file(fixture_path("ref/%s/meta.txt", name), NULL);
     if (sscanf(meta, "%d %d %d %d %d %d", &f->L, &f->H, &f->C, &f->n_ctx, &f->V, &f->T) != 6)
         fail_msg("bad meta.txt for %s", name);
@@ -88,9 +95,10 @@ static int setup_quantized(void **state, const char *name) {
     gpt2_error err;
     if (gpt2_model_quantize(f->m, GPT2_DTYPE_Q8, &err) != GPT2_OK) fail_msg("%s", err.msg);
     assert_int_equal(gpt2_model_dtype(f->m), GPT2_DTYPE_Q8);
+    f->tol = TOL_Q8;
     return 0;
 }
-/* Weights on the 8-bit grid: Q8 must match the F32 reference as F32 does. */
+/* Weights on the 8-bit grid: Q8 must match the F32 reference up to its inputs' rounding. */
 static int setup_q8grid(void **s) { return setup_quantized(s, "tiny-q8grid"); }
 static int setup_prefix_q8grid(void **s) { return setup_quantized(s, "tiny-prefix-q8grid"); }
 
@@ -208,10 +216,10 @@ static void test_matches_reference(void **state) {
             dp = fmax(dp, max_prob_diff(c->logits + (size_t)t * f->V, f->logits + (size_t)t * f->V, f->V));
         print_message("%s n_batch %2d: max|dlogit| %.3g  max|dprob| %.3g  max|dattn| %.3g  max|dresid| %.3g\n",
                       f->name, n_batch, dl, dp, da, dr);
-        assert_true(dl < TOL_LOGIT);
-        assert_true(dp < TOL_PROB);
-        assert_true(da < TOL_ATTN);
-        assert_true(dr < TOL_RESID * 10);
+        assert_true(dl < TOL_LOGIT * f->tol);
+        assert_true(dp < TOL_PROB * f->tol);
+        assert_true(da < TOL_ATTN * f->tol);
+        assert_true(dr < TOL_RESID * 10 * f->tol);
         /* the context's own last-position logits equal the hook's */
         assert_true(max_abs_diff(gpt2_context_logits(ctx), c->logits + (size_t)(f->T - 1) * f->V, f->V) == 0);
         gpt2_context_free(ctx);
@@ -233,7 +241,7 @@ static void test_incremental_and_chunked(void **state) {
     }
     assert_memory_equal(gpt2_context_tokens(ctx), f->tokens, (size_t)f->T * sizeof(int32_t));
     print_message("%s incremental decode: max|dlogit| %.3g\n", f->name, worst);
-    assert_true(worst < TOL_LOGIT);
+    assert_true(worst < TOL_LOGIT * f->tol);
     gpt2_context_free(ctx);
     /* uneven splits: 7 + 1 + 3 + rest, with batch sizes 2 and 128 */
     const int cuts[] = {7, 1, 3};
@@ -243,10 +251,10 @@ static void test_incremental_and_chunked(void **state) {
         for (int i = 0; i < 3; i++) {
             eval_ok(ctx, f->tokens + at, cuts[i]);
             at += cuts[i];
-            assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + (size_t)(at - 1) * f->V, f->V) < TOL_LOGIT);
+            assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + (size_t)(at - 1) * f->V, f->V) < TOL_LOGIT * f->tol);
         }
         eval_ok(ctx, f->tokens + at, f->T - at);
-        assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + (size_t)(f->T - 1) * f->V, f->V) < TOL_LOGIT);
+        assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + (size_t)(f->T - 1) * f->V, f->V) < TOL_LOGIT * f->tol);
         gpt2_context_free(ctx);
     }
 }
@@ -268,11 +276,11 @@ static void test_rewind_and_reset(void **state) {
     eval_ok(ctx, other, 8); /* overwrite cache rows 10..17 */
     assert_int_equal(gpt2_context_rewind(ctx, 10, &err), GPT2_OK);
     eval_ok(ctx, f->tokens + 10, f->T - 10);
-    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + (size_t)(f->T - 1) * f->V, f->V) < TOL_LOGIT);
+    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + (size_t)(f->T - 1) * f->V, f->V) < TOL_LOGIT * f->tol);
     gpt2_context_reset(ctx);
     assert_int_equal(gpt2_context_n_past(ctx), 0);
     eval_ok(ctx, f->tokens, 5);
-    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + 4 * (size_t)f->V, f->V) < TOL_LOGIT);
+    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + 4 * (size_t)f->V, f->V) < TOL_LOGIT * f->tol);
     gpt2_context_free(ctx);
 }
 
@@ -309,7 +317,7 @@ static void test_hooks_filter(void **state) {
     assert_int_equal(c->n_resid_calls, f->T);
     assert_int_equal(c->n_logit_calls, 0);
     size_t off = ((size_t)(f->L - 1) * f->H + (f->H - 1)) * f->T * f->T;
-    assert_true(max_abs_diff(c->attn + off, f->attn + off, (size_t)f->T * f->T) < TOL_ATTN);
+    assert_true(max_abs_diff(c->attn + off, f->attn + off, (size_t)f->T * f->T) < TOL_ATTN * f->tol);
     gpt2_context_set_hooks(ctx, NULL); /* removed: no more calls */
     eval_ok(ctx, f->tokens, 4);
     assert_int_equal(c->n_attn_calls, f->T);
@@ -339,10 +347,10 @@ static void test_hook_stack(void **state) {
     assert_int_equal(all->n_logit_calls, f->T);
     assert_int_equal(one->n_logit_calls, f->T);
     assert_int_equal(one->n_resid_calls, 0);
-    assert_true(max_abs_diff(all->attn, f->attn, (size_t)f->L * f->H * f->T * f->T) < TOL_ATTN);
+    assert_true(max_abs_diff(all->attn, f->attn, (size_t)f->L * f->H * f->T * f->T) < TOL_ATTN * f->tol);
     size_t off = (size_t)(f->L - 1) * f->H * f->T * f->T;
-    assert_true(max_abs_diff(one->attn + off, f->attn + off, (size_t)f->T * f->T) < TOL_ATTN);
-    assert_true(max_abs_diff(one->logits, f->logits, (size_t)f->T * f->V) < TOL_LOGIT);
+    assert_true(max_abs_diff(one->attn + off, f->attn + off, (size_t)f->T * f->T) < TOL_ATTN * f->tol);
+    assert_true(max_abs_diff(one->logits, f->logits, (size_t)f->T * f->V) < TOL_LOGIT * f->tol);
     /* the pushed observer's cancel stops the eval between batches */
     gpt2_context_reset(ctx);
     one->cancel_after = 8;
@@ -375,10 +383,10 @@ static void test_cancel(void **state) {
     gpt2_error err;
     assert_int_equal(gpt2_context_eval(ctx, f->tokens, f->T, &err), GPT2_CANCELLED);
     assert_int_equal(gpt2_context_n_past(ctx), 8);
-    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + 7 * (size_t)f->V, f->V) < TOL_LOGIT);
+    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + 7 * (size_t)f->V, f->V) < TOL_LOGIT * f->tol);
     c->cancel_after = 0;
     eval_ok(ctx, f->tokens + 8, f->T - 8);
-    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + (size_t)(f->T - 1) * f->V, f->V) < TOL_LOGIT);
+    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + (size_t)(f->T - 1) * f->V, f->V) < TOL_LOGIT * f->tol);
     gpt2_context_free(ctx);
     capture_free(c);
 }
@@ -606,10 +614,10 @@ static void test_interrupt(void **state) {
     assert_non_null(strstr(err.msg, "interrupted"));
     assert_int_equal(it.calls, f->L + 2);
     assert_int_equal(gpt2_context_n_past(ctx), 8);
-    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + 7 * (size_t)f->V, f->V) < TOL_LOGIT);
+    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + 7 * (size_t)f->V, f->V) < TOL_LOGIT * f->tol);
     it.at = 0; /* never again */
     eval_ok(ctx, f->tokens + 8, f->T - 8);
-    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + (size_t)(f->T - 1) * f->V, f->V) < TOL_LOGIT);
+    assert_true(max_abs_diff(gpt2_context_logits(ctx), f->logits + (size_t)(f->T - 1) * f->V, f->V) < TOL_LOGIT * f->tol);
     /* a one-batch prompt is stopped too: the only stop point inside it is a layer */
     gpt2_context_reset(ctx);
     it = (interrupter){.at = 1};

@@ -130,41 +130,120 @@ static void test_gemm_definition(void **state) {
     gemm_force_kernel(NULL);
 }
 
+/* Q8 packed in row pairs, integer products (gemm.h): every kernel against
+ * the definition in double, within the error of rounding the inputs to 16
+ * bits per block of 32 (at most d_b / 2 each; a block of magnitude below
+ * 1e-30 becomes zero) plus float rounding; all kernels give the same bits,
+ * and so do rows one at a time and columns in two blocks. */
+static void test_gemm_q8_pairs(void **state) {
+    (void)state;
+    const int shapes[][3] = {{1, 32, 64}, {2, 64, 128}, {4, 96, 64}, {7, 768, 192}, {13, 256, 128}, {40, 32, 64}};
+    for (int s = 0; s < 6; s++) {
+        const int T = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+        weights w = make_weights(GPT2_DTYPE_Q8, K, N, 1);
+        assert_true(w.m.packed);
+        float *A = malloc((size_t)T * K * sizeof(float)), *C0 = malloc((size_t)T * N * sizeof(float));
+        float *C = malloc((size_t)T * N * sizeof(float)), *first = malloc((size_t)T * N * sizeof(float));
+        double *want = malloc((size_t)T * N * sizeof(double)), *mag = malloc((size_t)T * N * sizeof(double));
+        quant_x *X = malloc((size_t)T * sizeof *X);
+        char *buf = malloc((size_t)T * quant_x_bytes(K));
+        assert_true(A && C0 && C && first && want && mag && X && buf);
+        for (int t = 0; t < T; t++)
+            for (int k = 0; k < K; k++) { /* blocks: plain, an outlier, zero, tiny */
+                const int kind = (t + k / 32) % 4;
+                float v = uniform() * 3.0f;
+                if (kind == 1 && k % 32 == 5) v = 250.0f;
+                if (kind == 2) v = 0.0f;
+                if (kind == 3 && K > 32) v *= 1e-32f;
+                A[(size_t)t * K + k] = v;
+            }
+        for (int i = 0; i < T * N; i++) C0[i] = uniform();
+        reference(want, mag, C0, A, w.wd, T, K, N);
+        for (int t = 0; t < T; t++) quant_x_set(&X[t], buf + (size_t)t * quant_x_bytes(K), A + (size_t)t * K, K);
+        int n_kernels = 0;
+        for (int ki = 0; ki < 3; ki++) {
+            if (!gemm_force_kernel(kernel_names[ki])) continue;
+            memcpy(C, C0, (size_t)T * N * sizeof(float));
+            gemm_q8_cols(C, N, X, T, &w.m, 0, N);
+            for (int t = 0; t < T; t++)
+                for (int n = 0; n < N; n++) {
+                    double bound = 0.0;
+                    for (int k = 0; k < K; k++) {
+                        const float *blk = A + (size_t)t * K + k / 32 * 32;
+                        float amax = 0.0f;
+                        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(blk[j]));
+                        const double e = amax < 1e-30f ? amax : X[t].d[k / 32] / 2.0;
+                        bound += e * fabs(w.wd[(size_t)k * N + n]);
+                    }
+                    const size_t i = (size_t)t * N + n;
+                    if (!(fabs(C[i] - want[i]) <= bound * 1.0001 + 2e-6 * mag[i] + 1e-30))
+                        fail_msg("%s T %d K %d N %d: C[%d, %d] = %.9g, want %.9g (input rounding bound %g)",
+                                 kernel_names[ki], T, K, N, t, n, C[i], want[i], bound);
+                }
+            if (n_kernels++ == 0) memcpy(first, C, (size_t)T * N * sizeof(float));
+            else assert_memory_equal(C, first, (size_t)T * N * sizeof(float));
+            memcpy(C, C0, (size_t)T * N * sizeof(float));
+            if (N > 64) gemm_q8_cols(C + 64, N, X, T, &w.m, 64, N - 64), gemm_q8_cols(C, N, X, T, &w.m, 0, 64);
+            else gemm_q8_cols(C, N, X, T, &w.m, 0, N);
+            assert_memory_equal(C, first, (size_t)T * N * sizeof(float));
+            memcpy(C, C0, (size_t)T * N * sizeof(float));
+            for (int t = 0; t < T; t++) gemm_q8_cols(C + (size_t)t * N, N, X + t, 1, &w.m, 0, N);
+            assert_memory_equal(C, first, (size_t)T * N * sizeof(float));
+        }
+        assert_true(n_kernels >= 1);
+        free(A), free(C0), free(C), free(first), free(want), free(mag), free(X), free(buf);
+        free_weights(&w);
+    }
+    gemm_force_kernel(NULL);
+}
+
 /* kernel_matmul at prefill sizes, through our kernels, with 1 to 4 threads:
  * the same bits whatever the thread count, for every dtype. */
 static void test_gemm_threads(void **state) {
     (void)state;
-    enum { T = 45, K = 200, N = 3072, MAXT = 4 };
+    enum { T = 45, K = 224, N = 3072, MAXT = 4 };
     setenv("GPTSCOPE_GEMM", "own", 1);
     float *in = malloc((size_t)T * K * sizeof(float)), *bias = malloc((size_t)N * sizeof(float));
     float *out = malloc((size_t)T * N * sizeof(float)), *first = malloc((size_t)T * N * sizeof(float));
     float *scratch_all = malloc((size_t)MAXT * KERNEL_SCRATCH_FLOATS * sizeof(float)), *scratch[MAXT];
-    assert_true(in && bias && out && first && scratch_all);
+    float *partials = malloc(kernel_work_floats(T, K, N) * sizeof(float));
+    assert_true(in && bias && out && first && scratch_all && partials);
     for (int i = 0; i < MAXT; i++) scratch[i] = scratch_all + (size_t)i * KERNEL_SCRATCH_FLOATS;
     for (int i = 0; i < T * K; i++) in[i] = uniform();
     for (int n = 0; n < N; n++) bias[n] = uniform();
-    for (int di = 0; di < 4; di++) {
-        const gpt2_dtype dt = dtypes[di];
-        weights w = make_weights(dt, K, N, dt != GPT2_DTYPE_Q8);
+    for (int di = 0; di < 5; di++) { /* the four dtypes, then Q8 packed in row pairs */
+        const gpt2_dtype dt = dtypes[di < 4 ? di : 3];
+        weights w = make_weights(dt, K, N, dt != GPT2_DTYPE_Q8 || di == 4);
         for (int nt = 1; nt <= MAXT; nt++) {
             gpt2_pool *pool = pool_new(nt);
             assert_non_null(pool);
             for (int acc = 0; acc < 2; acc++) { /* overwrite, then accumulate onto it */
-                kernel_matmul(pool, out, in, T, &w.m, bias, acc, scratch, NULL);
+                kernel_matmul(pool, out, in, T, &w.m, bias, acc, scratch, partials);
             }
             pool_free(pool);
             if (nt == 1) memcpy(first, out, (size_t)T * N * sizeof(float));
             else assert_memory_equal(out, first, (size_t)T * N * sizeof(float));
         }
+        if (di == 4) { /* Q8's integer products: decode-sized calls give prefill's bits */
+            gpt2_pool *pool = pool_new(2);
+            for (int t = 0; t < T; t += 5) {
+                const int n = T - t < 5 ? T - t : 5;
+                kernel_matmul(pool, out + (size_t)t * N, in + (size_t)t * K, n, &w.m, bias, 0, scratch, partials);
+                kernel_matmul(pool, out + (size_t)t * N, in + (size_t)t * K, n, &w.m, bias, 1, scratch, partials);
+            }
+            pool_free(pool);
+            assert_memory_equal(out, first, (size_t)T * N * sizeof(float));
+        }
         free_weights(&w);
     }
-    free(in), free(bias), free(out), free(first), free(scratch_all);
+    free(in), free(bias), free(out), free(first), free(scratch_all), free(partials);
     unsetenv("GPTSCOPE_GEMM");
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_definition),
+        cmocka_unit_test(test_gemm_q8_pairs),
         cmocka_unit_test(test_gemm_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -29,7 +29,8 @@ struct gpt2_context {
     float *logits;            /* (V) of the last position */
     float *logits_all;        /* (B, V), only while an on_logits hook is set */
     float **scratch;          /* (n_threads) x KERNEL_SCRATCH_FLOATS, unless all weights are F32 row-major */
-    float *partials;          /* (KERNEL_DECODE_CHUNKS, min(B, KERNEL_SMALL_T), max(3C, F)) partial sums */
+    float *partials;          /* (KERNEL_DECODE_CHUNKS, min(B, KERNEL_SMALL_T), max(3C, F)) partial sums;
+                                 Q8: kernel_work_floats(B, ...) */
     gpt2_pool *pool;
     gpt2_hooks hooks[GPT2_HOOKS_MAX]; /* [0] the caller's (set_hooks), then pushed observers */
     int n_hooks;                      /* entries in use, >= 1 */
@@ -88,8 +89,10 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
     ctx->hid = malloc(B * F * sizeof(float));
     ctx->att = malloc((size_t)c->n_head * B * T * sizeof(float));
     ctx->logits = malloc(V * sizeof(float));
-    const size_t small_t = B < KERNEL_SMALL_T ? B : KERNEL_SMALL_T;
-    ctx->partials = malloc(KERNEL_DECODE_CHUNKS * small_t * (3 * C > F ? 3 * C : F) * sizeof(float));
+    const size_t small_t = B < KERNEL_SMALL_T ? B : KERNEL_SMALL_T, N_max = 3 * C > F ? 3 * C : F;
+    ctx->partials = malloc((m->layers[0].fc_w.dtype == GPT2_DTYPE_Q8 /* its inputs quantized for any B */
+                                ? kernel_work_floats((int)B, (int)(C > F ? C : F), (int)N_max)
+                                : KERNEL_DECODE_CHUNKS * small_t * N_max) * sizeof(float));
     ctx->n_hooks = 1; /* the caller's entry, empty */
     ctx->pool = pool_new(p.n_threads ? p.n_threads : pool_default_threads());
     int scratch_ok = 1;

@@ -1,6 +1,7 @@
 /* gemm.c — prefill's register-tiled matrix products over the weights as stored (see gemm.h). */
 #include "gemm.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,116 @@ INLINE AVX2 void tile_256(int mr, gpt2_dtype dt, float *C, size_t ldc, const flo
 }
 #endif
 
+/* --- Q8 pair panels: integer products (gemm.h) ---------------------------- */
+
+/* C (mr, 64) = fma(f, scale, C), f from X's rows (mr) and a panel B of K
+ * rows (K / 2 pair rows of 128 bytes). */
+typedef void (*q8_tile_fn)(float *C, size_t ldc, const quant_x *X, const int8_t *B, int K, const float *scale);
+enum { Q8_MR = 3, PAIR = 2 * P };
+
+/* The pair (q[k], q[k + 1]) of row X as one 32-bit lane (low half q[k]). */
+static inline int32_t q_pair(const quant_x *X, int k) {
+    int32_t v;
+    memcpy(&v, X->q + k, sizeof v);
+    return v;
+}
+
+static inline __attribute__((always_inline)) void q8_tile_c(int mr, float *C, size_t ldc, const quant_x *X,
+                                                            const int8_t *B, int K, const float *scale) {
+    for (int r = 0; r < mr; r++)
+        for (int n = 0; n < P; n++) {
+            float f = 0.0f;
+            for (int b = 0; b < K / 32; b++) {
+                int32_t s = 0;
+                for (int k = 32 * b; k < 32 * b + 32; k++)
+                    s += (int32_t)X[r].q[k] * B[(size_t)(k / 2) * PAIR + 2 * n + k % 2];
+                f = fmaf((float)s, X[r].d[b], f);
+            }
+            C[r * ldc + n] = fmaf(f, scale[n], C[r * ldc + n]);
+        }
+}
+
+#if GEMM_X86
+#define AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,fma")))
+
+/* mr x 64: per row 4 integer and 4 float accumulators (24 + 4 weights at mr = 3). */
+INLINE AVX512_VNNI void q8_tile_512(int mr, float *C, size_t ldc, const quant_x *X, const int8_t *B, int K,
+                                    const float *scale) {
+    __m512 f[Q8_MR][4];
+    for (int r = 0; r < mr; r++)
+        for (int g = 0; g < 4; g++) f[r][g] = _mm512_setzero_ps();
+    for (int b = 0; b < K / 32; b++) {
+        __m512i s[Q8_MR][4];
+        for (int r = 0; r < mr; r++)
+            for (int g = 0; g < 4; g++) s[r][g] = _mm512_setzero_si512();
+        const int8_t *w = B + (size_t)b * 16 * PAIR;
+        for (int p = 0; p < 16; p++, w += PAIR) {
+            __m512i wv[4];
+            for (int g = 0; g < 4; g++) wv[g] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w + 32 * g)));
+            for (int r = 0; r < mr; r++) {
+                const __m512i x = _mm512_set1_epi32(q_pair(&X[r], 32 * b + 2 * p));
+                for (int g = 0; g < 4; g++) s[r][g] = _mm512_dpwssd_epi32(s[r][g], wv[g], x);
+            }
+        }
+        for (int r = 0; r < mr; r++) {
+            const __m512 d = _mm512_set1_ps(X[r].d[b]);
+            for (int g = 0; g < 4; g++) f[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][g]), d, f[r][g]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int g = 0; g < 4; g++) {
+            float *c = C + r * ldc + 16 * g;
+            _mm512_storeu_ps(c, _mm512_fmadd_ps(f[r][g], _mm512_loadu_ps(scale + 16 * g), _mm512_loadu_ps(c)));
+        }
+}
+
+/* mr x 16, four strips per panel: vpmaddwd's pair sums added up. */
+INLINE AVX2 void q8_tile_256(int mr, float *C, size_t ldc, const quant_x *X, const int8_t *B, int K,
+                             const float *scale) {
+    for (int s0 = 0; s0 < P; s0 += 16) {
+        __m256 f[Q8_MR][2];
+        for (int r = 0; r < mr; r++) f[r][0] = f[r][1] = _mm256_setzero_ps();
+        for (int b = 0; b < K / 32; b++) {
+            __m256i s[Q8_MR][2];
+            for (int r = 0; r < mr; r++) s[r][0] = s[r][1] = _mm256_setzero_si256();
+            const int8_t *w = B + (size_t)b * 16 * PAIR + 2 * s0;
+            for (int p = 0; p < 16; p++, w += PAIR) {
+                const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w));
+                const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 16)));
+                for (int r = 0; r < mr; r++) {
+                    const __m256i x = _mm256_set1_epi32(q_pair(&X[r], 32 * b + 2 * p));
+                    s[r][0] = _mm256_add_epi32(s[r][0], _mm256_madd_epi16(w0, x));
+                    s[r][1] = _mm256_add_epi32(s[r][1], _mm256_madd_epi16(w1, x));
+                }
+            }
+            for (int r = 0; r < mr; r++) {
+                const __m256 d = _mm256_set1_ps(X[r].d[b]);
+                for (int g = 0; g < 2; g++) f[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r][g]), d, f[r][g]);
+            }
+        }
+        for (int r = 0; r < mr; r++)
+            for (int g = 0; g < 2; g++) {
+                float *c = C + r * ldc + s0 + 8 * g;
+                _mm256_storeu_ps(c, _mm256_fmadd_ps(f[r][g], _mm256_loadu_ps(scale + s0 + 8 * g), _mm256_loadu_ps(c)));
+            }
+    }
+}
+#endif
+
+#define Q8_ARGS float *C, size_t ldc, const quant_x *X, const int8_t *B, int K, const float *scale
+#define Q8_PASS C, ldc, X, B, K, scale
+#define Q8_ROWS(isa, attr, body)                                                                                    \
+    static attr void isa##_q8p_1(Q8_ARGS) { body(1, Q8_PASS); }                                                    \
+    static attr void isa##_q8p_2(Q8_ARGS) { body(2, Q8_PASS); }                                                    \
+    static attr void isa##_q8p_3(Q8_ARGS) { body(3, Q8_PASS); }                                                    \
+    static const q8_tile_fn isa##_q8p[Q8_MR + 1] = {NULL, isa##_q8p_1, isa##_q8p_2, isa##_q8p_3};
+
+Q8_ROWS(c, , q8_tile_c)
+#if GEMM_X86
+Q8_ROWS(avx512, AVX512_VNNI, q8_tile_512)
+Q8_ROWS(avx2, AVX2, q8_tile_256)
+#endif
+
 /* --- one function per (ISA, dtype, rows): constants folded, registers named --- */
 
 #define TILE_ARGS float *C, size_t ldc, const float *A, size_t lda, const void *B, size_t ldb, int kc, const float *scale
@@ -162,20 +273,29 @@ static const tile_fn tiles_avx2[N_DT][MR + 1] = TABLE_OF(avx2);
 typedef struct {
     const char *name;
     const tile_fn (*tiles)[MR + 1];
+    const q8_tile_fn *q8;
 } gemm_kernel;
 
-static const gemm_kernel k_c = {"c", tiles_c};
+static const gemm_kernel k_c = {"c", tiles_c, c_q8p};
 #if GEMM_X86
-static const gemm_kernel k_512 = {"avx512", tiles_avx512}, k_256 = {"avx2", tiles_avx2};
+static const gemm_kernel k_512 = {"avx512", tiles_avx512, avx512_q8p}, k_256 = {"avx2", tiles_avx2, avx2_q8p};
 #endif
 static const gemm_kernel *_Atomic forced; /* gemm_force_kernel's, for tests */
+
+#if GEMM_X86
+/* The AVX-512 kernels take Q8's integer products from VNNI, so they need it too. */
+static int has_avx512(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+#endif
 
 /* The widest kernel this CPU runs (cpuid, and the OS saving its registers). */
 static const gemm_kernel *kernel(void) {
     const gemm_kernel *f = forced;
     if (f) return f;
 #if GEMM_X86
-    if (__builtin_cpu_supports("avx512f")) return &k_512;
+    if (has_avx512()) return &k_512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &k_256;
 #endif
     return &k_c;
@@ -188,7 +308,7 @@ int gemm_force_kernel(const char *name) {
     if (!name) k = NULL;
     else if (strcmp(name, "c") == 0) k = &k_c;
 #if GEMM_X86
-    else if (strcmp(name, "avx512") == 0 && __builtin_cpu_supports("avx512f")) k = &k_512;
+    else if (strcmp(name, "avx512") == 0 && has_avx512()) k = &k_512;
     else if (strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k = &k_256;
 #endif
     else return 0;
@@ -233,5 +353,16 @@ void gemm_cols(float *C, int ldc, const float *A, int T, const gpt2_matrix *W, i
                               dt == GPT2_DTYPE_Q8 ? W->scale + n0 + n : NULL);
             }
         }
+    }
+}
+
+void gemm_q8_cols(float *C, int ldc, const quant_x *X, int T, const gpt2_matrix *W, int n0, int nn) {
+    const q8_tile_fn *tiles = kernel()->q8;
+    const int K = W->rows;
+    for (int t = 0; t < T; t += Q8_MR) {
+        const int mr = T - t < Q8_MR ? T - t : Q8_MR;
+        for (int n = 0; n < nn; n += P)
+            tiles[mr](C + (size_t)t * ldc + n, (size_t)ldc, X + t,
+                      (const int8_t *)W->data + kernel_q8_packed_index(K, 0, n0 + n), K, W->scale + n0 + n);
     }
 }

@@ -22,6 +22,7 @@
 #define GPT2_CORE_GEMM_H
 
 #include "kernels.h"
+#include "quant.h"
 
 /* Whether gemm_cols can take W: F32, F16, BF16 or Q8 (packed or row-major,
  * not stored transposed) with cols a multiple of 64. */
@@ -40,5 +41,19 @@ int gemm_force_kernel(const char *name);
 /* C[:, 0:nn] (T rows, ldc apart) += A (T, K) @ W[:, n0:n0 + nn], K = W->rows;
  * n0 and nn multiples of 64. */
 void gemm_cols(float *C, int ldc, const float *A, int T, const gpt2_matrix *W, int n0, int nn);
+
+/* Q8 packed in row pairs (kernels.h) is multiplied in integers, decode and
+ * prefill alike: the inputs come quantized to 16 bits in blocks of 32
+ * (quant_x), and for each output
+ *     f = 0;  f = fma((float)I_b, d_b, f) for each block b in order;  C = fma(f, scale, C)
+ * where I_b, the block's 32 products of 16-bit inputs and 8-bit codes, is
+ * summed exactly in 32-bit integers (vpdpwssd where the CPU has AVX-512 VNNI,
+ * vpmaddwd on AVX2, plain C elsewhere). Every kernel makes those same float
+ * operations, so the result does not depend on the kernel, the tile, the
+ * positions computed together or the thread count.
+ *
+ * C[:, 0:nn] (T rows, ldc apart) += X (T quantized rows of K) @ W[:, n0:n0 + nn],
+ * W Q8 and packed, K = W->rows; n0 and nn multiples of 64. */
+void gemm_q8_cols(float *C, int ldc, const quant_x *X, int T, const gpt2_matrix *W, int n0, int nn);
 
 #endif

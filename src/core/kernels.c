@@ -109,6 +109,10 @@ static void widen_segment(float *dst, const gpt2_matrix *W, int k, int n0, int n
         widen(dst, data + ((size_t)k * W->cols + n0) * es, W->dtype, (size_t)nn);
         return;
     }
+    if (W->dtype == GPT2_DTYPE_Q8) {
+        for (int i = 0; i < nn; i++) dst[i] = (float)((const int8_t *)data)[kernel_q8_packed_index(W->rows, k, n0 + i)];
+        return;
+    }
     for (int i = 0; i < nn; i += KERNEL_PANEL_COLS)
         widen(dst + i, data + kernel_packed_index(W->rows, k, n0 + i) * es, W->dtype, KERNEL_PANEL_COLS);
 }
@@ -121,7 +125,8 @@ static void widen_row(float *dst, const gpt2_matrix *m, int r) {
 }
 
 int kernel_packable(const gpt2_matrix *m) {
-    return m->dtype <= GPT2_DTYPE_BF16 && m->cols % KERNEL_PANEL_COLS == 0;
+    return (m->dtype <= GPT2_DTYPE_BF16 || (m->dtype == GPT2_DTYPE_Q8 && m->rows % 32 == 0)) &&
+           m->cols % KERNEL_PANEL_COLS == 0;
 }
 
 size_t kernel_matrix_bytes(const gpt2_matrix *m) {
@@ -158,6 +163,12 @@ void kernel_pack(void *dst, const gpt2_matrix *src) {
     }
     const size_t es = gpt2_dtype_size(src->dtype), run = KERNEL_PANEL_COLS * es;
     const char *from = src->data;
+    if (src->dtype == GPT2_DTYPE_Q8) {
+        for (int k = 0; k < src->rows; k++)
+            for (int n = 0; n < src->cols; n++)
+                ((char *)dst)[kernel_q8_packed_index(src->rows, k, n)] = from[(size_t)k * src->cols + n];
+        return;
+    }
     for (int n = 0; n < src->cols; n += KERNEL_PANEL_COLS) /* panel by panel: writes in order */
         for (int k = 0; k < src->rows; k++)
             memcpy((char *)dst + kernel_packed_index(src->rows, k, n) * es, from + ((size_t)k * src->cols + n) * es,
@@ -346,6 +357,7 @@ typedef struct {
     int accumulate;
     float **scratch; /* one KERNEL_SCRATCH_FLOATS buffer per thread (16-bit weights) */
     float *partials; /* (KERNEL_DECODE_CHUNKS, T, N) for weight-streaming matmuls */
+    const quant_x *xq; /* (T) the inputs quantized, for Q8 packed W */
 } matmul_job;
 
 /* T <= KERNEL_SMALL_T positions: chunk c sums its block of rows of W into
@@ -411,7 +423,9 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
         else if (j->bias)
             for (int n = n0; n < n1; n++) o[n] += j->bias[n];
     }
-    if (gemm_fits(W) && gemm_own()) {
+    if (j->xq) {
+        gemm_q8_cols(j->out + n0, N, j->xq, T, W, n0, nn);
+    } else if (gemm_fits(W) && gemm_own()) {
         gemm_cols(j->out + n0, N, j->in, T, W, n0, nn);
     } else if (W->dtype == GPT2_DTYPE_F32 && !W->packed) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, nn, K, 1.0f, j->in, K,
@@ -515,13 +529,57 @@ static void qmatmul(gpt2_pool *pool, float *out, int ldo, const float *in, int T
     pool_run(pool, qmatmul_part, &j, n_chunks_for(T, N, fine));
 }
 
+/* --- Q8 packed in row pairs: integer products (gemm.h) ------------------------ */
+
+typedef struct {
+    quant_x *X;       /* (T) */
+    char *buf;        /* T x quant_x_bytes(K) */
+    const float *in;  /* (T, K) */
+    int T, K;
+} q8_input_job;
+
+static void q8_input_rows(void *arg, int chunk, int n_chunks, int ith) {
+    const q8_input_job *j = arg;
+    int t0, t1;
+    (void)ith;
+    pool_share(j->T, 1, chunk, n_chunks, &t0, &t1);
+    const size_t step = quant_x_bytes(j->K);
+    for (int t = t0; t < t1; t++) quant_x_set(&j->X[t], j->buf + (size_t)t * step, j->in + (size_t)t * j->K, j->K);
+}
+
+static size_t q8_input_bytes(int T, int K) {
+    return (((size_t)T * sizeof(quant_x) + 63) & ~(size_t)63) + (size_t)T * quant_x_bytes(K);
+}
+
+size_t kernel_work_floats(int T, int K, int N) {
+    const size_t small = (size_t)KERNEL_DECODE_CHUNKS * (T < KERNEL_SMALL_T ? T : KERNEL_SMALL_T) * N;
+    const size_t q8 = (q8_input_bytes(T, K) + sizeof(float) - 1) / sizeof(float);
+    return small > q8 ? small : q8;
+}
+
+/* Quantizes in into the work area (64-byte aligned), then the panels, split
+ * by N alone: whatever the thread count, the same bits. */
+static void q8_matmul(gpt2_pool *pool, matmul_job *j, float *work) {
+    const int T = j->T, K = j->W->rows;
+    quant_x *X = (quant_x *)work;
+    q8_input_job qj = {X, (char *)work + (((size_t)T * sizeof(quant_x) + 63) & ~(size_t)63), j->in, T, K};
+    if (T == 1) q8_input_rows(&qj, 0, 1, 0);
+    else pool_run(pool, q8_input_rows, &qj, T < 16 ? T : 16);
+    j->xq = X;
+    pool_run(pool, matmul_part, j, n_chunks_for(T, j->W->cols, 64));
+}
+
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                    int accumulate, float **scratch, float *partials) {
     if (quant_is_block(W->dtype)) {
         qmatmul(pool, out, W->cols, in, T, W, W->cols, W->rows, bias, accumulate, scratch, partials, 64);
         return;
     }
-    matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch, partials};
+    matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch, partials, NULL};
+    if (W->dtype == GPT2_DTYPE_Q8 && W->packed && (T <= KERNEL_SMALL_T || gemm_own())) {
+        q8_matmul(pool, &j, partials);
+        return;
+    }
     if (T > KERNEL_SMALL_T) {
         pool_run(pool, matmul_part, &j, n_chunks_for(T, W->cols, 128));
         return;
@@ -587,7 +645,7 @@ void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int 
         qmatmul(pool, out, ldo, in, T, W, W->rows, W->cols, NULL, 0, scratch, partials, 1024);
         return;
     }
-    matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch, NULL};
+    matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch, NULL, NULL};
     pool_run(pool, matmul_t_part, &j, n_chunks_for(T, W->rows, 1024));
 }
 

@@ -40,22 +40,31 @@ typedef struct {
  * stream and needs no partial sums from other threads. Measured here in
  * paired runs against row-major weights split over rows (eight strided
  * streams and a serial sum of partials): decode +10-16% for 16-bit weights,
- * +3-4% for F32; F32 prefill -2.6% (it gathers panels for sgemm). Q8 stays
- * row-major (its decode is bound by widening; no gain measured). */
+ * +3-4% for F32; F32 prefill -2.6% (it gathers panels for sgemm).
+ *
+ * Q8 packs in pairs of rows, for integer products (gemm.h): in a panel,
+ * row pair p (rows 2p and 2p + 1) is 128 bytes, byte 2c + j holding row
+ * 2p + j of the panel's column c, so that 32 bytes widened to 16 bits give
+ * 16 columns' (w[2p], w[2p + 1]) pairs, one pair per 32-bit lane. */
 enum { KERNEL_TILE_COLS = 16, KERNEL_PANEL_COLS = 64 };
 
 /* Whether kernel_pack can pack m: F32, F16 or BF16 with cols a multiple of 64
- * (every GPT-2 size). */
+ * (every GPT-2 size); Q8 also needs rows a multiple of 32 (the blocks its
+ * inputs are quantized in). */
 int kernel_packable(const gpt2_matrix *m);
 
-/* Element (k, n) of a packed matrix of K rows. */
+/* Element (k, n) of a packed matrix of K rows: float formats, and Q8's pairs. */
 static inline size_t kernel_packed_index(int K, int k, int n) {
     return (size_t)(n / KERNEL_PANEL_COLS) * (size_t)K * KERNEL_PANEL_COLS + (size_t)k * KERNEL_PANEL_COLS +
            (size_t)(n % KERNEL_PANEL_COLS);
 }
+static inline size_t kernel_q8_packed_index(int K, int k, int n) {
+    return (size_t)(n / KERNEL_PANEL_COLS) * (size_t)K * KERNEL_PANEL_COLS + (size_t)(k / 2) * 2 * KERNEL_PANEL_COLS +
+           (size_t)(n % KERNEL_PANEL_COLS) * 2 + (size_t)(k % 2);
+}
 
 /* dst (rows x cols elements of src's dtype) = src, row-major (or stored
- * transposed), in the packed layout; src must be kernel_packable. */
+ * transposed, not Q8), in the packed layout; src must be kernel_packable. */
 void kernel_pack(void *dst, const gpt2_matrix *src);
 
 /* dst (rows x cols, row-major) = src stored transposed ((cols, rows) row-major),
@@ -91,13 +100,19 @@ uint16_t gpt2_f32_to_bf16(float f); /* round to nearest even */
 /* dst (n) = row r of m, widened to float (Q8: times the row's scale). */
 void kernel_row(float *dst, const gpt2_matrix *m, int r);
 
+/* The floats of kernel_matmul's `partials` for T positions, K inputs and N
+ * outputs: partial sums, or Q8's quantized inputs. */
+size_t kernel_work_floats(int T, int K, int N);
+
 /* out (T, N) (+)= in (T, K) @ W (K, N) [+ bias (N)]: Conv1D weights, HF layout.
  * accumulate: add to out instead of overwriting. For T <= KERNEL_SMALL_T the
  * pool's threads take blocks of rows of W, read in memory order, into
  * `partials`, summed in a fixed order afterwards: each position's result is
  * bit-identical to a T = 1 call. Past that they split the N columns into
  * blocks fixed by N (single-threaded sgemm per column block; scratch[ith],
- * KERNEL_SCRATCH_FLOATS each, widens 16-bit W). */
+ * KERNEL_SCRATCH_FLOATS each, widens 16-bit W). Q8 packed W: `partials`
+ * holds the inputs quantized (kernel_work_floats), and the integer products
+ * of gemm.h give the same bits for any T, split or thread count. */
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                    int accumulate, float **scratch, float *partials);
 

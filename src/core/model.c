@@ -433,11 +433,14 @@ static void q8_matrix(const gpt2_matrix *src, int per_row, unsigned char **next,
         if (per_row) scale[r] = mx;
     }
     for (int i = 0; i < (per_row ? R : C); i++) scale[i] /= 127.0f;
+    *dst = (gpt2_matrix){.data = q, .dtype = GPT2_DTYPE_Q8, .rows = R, .cols = C, .scale = scale};
+    dst->packed = !per_row && kernel_packable(dst); /* Conv1D weights: integer products (gemm.h) */
     for (int r = 0; r < R; r++) { /* pass 2: round to the grid */
         kernel_row(row, src, r);
-        for (int c = 0; c < C; c++) q[(size_t)r * C + c] = q8_round(row[c], per_row ? scale[r] : scale[c]);
+        for (int c = 0; c < C; c++)
+            q[dst->packed ? kernel_q8_packed_index(R, r, c) : (size_t)r * C + c] =
+                q8_round(row[c], per_row ? scale[r] : scale[c]);
     }
-    *dst = (gpt2_matrix){.data = q, .dtype = GPT2_DTYPE_Q8, .rows = R, .cols = C, .scale = scale};
 }
 
 /* --- GGUF's block formats ------------------------------------------------------ */
