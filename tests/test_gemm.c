@@ -104,7 +104,7 @@ static void test_gemm_definition(void **state) {
                     for (int i = 0; i < T * N; i++) C0[i] = uniform();
                     reference(want, bound, C0, A, w.wd, T, K, N);
                     memcpy(C, C0, (size_t)T * N * sizeof(float));
-                    gemm_cols(C, N, A, T, &w.m, 0, N);
+                    gemm_cols(C, N, A, T, &w.m, 0, N, NULL, 1);
                     for (size_t i = 0; i < (size_t)T * N; i++)
                         if (!(fabs(C[i] - want[i]) <= 1e-6 * bound[i] + 1e-30))
                             fail_msg("%s dtype %d packed %d T %d K %d N %d: C[%zu] = %.9g, want %.9g (bound %g)",
@@ -112,15 +112,28 @@ static void test_gemm_definition(void **state) {
                     /* columns split in two blocks, and rows one at a time: the same bits */
                     memcpy(C2, C0, (size_t)T * N * sizeof(float));
                     if (N > 64) {
-                        gemm_cols(C2 + 64, N, A, T, &w.m, 64, N - 64);
-                        gemm_cols(C2, N, A, T, &w.m, 0, 64);
+                        gemm_cols(C2 + 64, N, A, T, &w.m, 64, N - 64, NULL, 1);
+                        gemm_cols(C2, N, A, T, &w.m, 0, 64, NULL, 1);
                     } else {
-                        gemm_cols(C2, N, A, T, &w.m, 0, N);
+                        gemm_cols(C2, N, A, T, &w.m, 0, N, NULL, 1);
                     }
                     assert_memory_equal(C2, C, (size_t)T * N * sizeof(float));
                     memcpy(C2, C0, (size_t)T * N * sizeof(float));
-                    for (int t = 0; t < T; t++) gemm_cols(C2 + (size_t)t * N, N, A + (size_t)t * K, 1, &w.m, 0, N);
+                    for (int t = 0; t < T; t++) gemm_cols(C2 + (size_t)t * N, N, A + (size_t)t * K, 1, &w.m, 0, N, NULL, 1);
                     assert_memory_equal(C2, C, (size_t)T * N * sizeof(float));
+                    /* C0 from the bias, overwriting or accumulating: the bits of a pass setting it first */
+                    float *bias = malloc((size_t)N * sizeof(float));
+                    for (int n = 0; n < N; n++) bias[n] = uniform();
+                    for (int mode = 0; mode < 4; mode++) {
+                        const int acc = mode >= 2;
+                        const float *b = mode % 2 ? bias : NULL;
+                        memcpy(C2, C0, (size_t)T * N * sizeof(float));
+                        gemm_cols(C2, N, A, T, &w.m, 0, N, b, acc);
+                        for (int i = 0; i < T * N; i++) C[i] = acc ? (b ? C0[i] + b[i % N] : C0[i]) : b ? b[i % N] : 0.0f;
+                        gemm_cols(C, N, A, T, &w.m, 0, N, NULL, 1);
+                        assert_memory_equal(C2, C, (size_t)T * N * sizeof(float));
+                    }
+                    free(bias);
                     free(A), free(C0), free(C), free(C2), free(want), free(bound);
                     free_weights(&w);
                 }

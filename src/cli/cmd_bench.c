@@ -801,6 +801,9 @@ static int bench_report(const bench_result *r, int json) {
     if (r->long_ok)
         printf("prefill 512  %.1f tok/s = %.1f GFLOP/s, %.0f%% of the peak (each against the pass just before it)\n",
                r->prefill_512, r->prefill_512_gflops, 100.0 * r->prefill_peak_ratio);
+    if (r->long_ok && gpt2_model_dtype(r->m) == GPT2_DTYPE_Q8)
+        printf("             (q8 multiplies in integers, 16-bit inputs by 8-bit weights: twice the products\n"
+               "             per instruction of a float multiply-add, so it can pass the float peak)\n");
     printf("decode       %.2f tok/s (%d tokens after 32)\n", r->decode, DECODE_TOKENS);
     printf("decode+hooks %.2f tok/s (every layer and head observed: %+.1f%% against plain blocks in turn)\n",
            r->decode_hooked, 100.0 * (r->hooked_ratio - 1));

@@ -14,10 +14,21 @@
 /* A tile is MR rows of C by one 64-column panel. */
 enum { P = KERNEL_PANEL_COLS, MR = 6, N_DT = 4 };
 
-/* C (mr, 64) (+)= A (mr, kc) @ B (kc, 64): rows of C ldc floats apart, of A
- * lda floats, of B ldb elements of B's dtype; scale (64): Q8's per column. */
+/* C (mr, 64) = C0 + A (mr, kc) @ B (kc, 64): rows of C ldc floats apart, of
+ * A lda floats, of B ldb elements of B's dtype. C0 (float dtypes) by `init`:
+ * C, bias (the row of 64; zeros for NULL), or C + bias, so that a matmul's
+ * first K block writes its output without a pass to set it first. Q8: C +
+ * scale (64, per column) * (A @ B), init unused (C holds C0). */
+enum { INIT_C, INIT_BIAS, INIT_C_BIAS };
 typedef void (*tile_fn)(float *C, size_t ldc, const float *A, size_t lda, const void *B, size_t ldb, int kc,
-                        const float *scale);
+                        const float *scale, const float *bias, int init);
+
+/* Element n of a row's C0 (see tile_fn). */
+static inline float c0_of(const float *c, const float *bias, int init, int n) {
+    if (init == INIT_C) return c[n];
+    if (init == INIT_BIAS) return bias ? bias[n] : 0.0f;
+    return c[n] + bias[n];
+}
 
 /* --- portable C ---------------------------------------------------------- */
 
@@ -32,10 +43,10 @@ static inline float load1(const void *b, gpt2_dtype dt, size_t i) {
 
 static inline __attribute__((always_inline)) void tile_c(int mr, gpt2_dtype dt, float *C, size_t ldc, const float *A,
                                                          size_t lda, const void *B, size_t ldb, int kc,
-                                                         const float *scale) {
+                                                         const float *scale, const float *bias, int init) {
     for (int r = 0; r < mr; r++) {
         float acc[P], *c = C + r * ldc;
-        for (int n = 0; n < P; n++) acc[n] = dt == GPT2_DTYPE_Q8 ? 0.0f : c[n];
+        for (int n = 0; n < P; n++) acc[n] = dt == GPT2_DTYPE_Q8 ? 0.0f : c0_of(c, bias, init, n);
         for (int k = 0; k < kc; k++) {
             const float a = A[r * lda + k];
             for (int n = 0; n < P; n++) acc[n] += a * load1(B, dt, k * ldb + n);
@@ -64,12 +75,19 @@ INLINE AVX512 __m512 load16(const void *b, gpt2_dtype dt, size_t i) {
     }
 }
 
+INLINE AVX512 __m512 c0_512(const float *c, const float *bias, int init) {
+    if (init == INIT_C) return _mm512_loadu_ps(c);
+    if (init == INIT_BIAS) return bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    return _mm512_add_ps(_mm512_loadu_ps(c), _mm512_loadu_ps(bias));
+}
+
 INLINE AVX512 void tile_512(int mr, gpt2_dtype dt, float *C, size_t ldc, const float *A, size_t lda, const void *B,
-                            size_t ldb, int kc, const float *scale) {
+                            size_t ldb, int kc, const float *scale, const float *bias, int init) {
     __m512 acc[MR][4];
     for (int r = 0; r < mr; r++)
         for (int g = 0; g < 4; g++)
-            acc[r][g] = dt == GPT2_DTYPE_Q8 ? _mm512_setzero_ps() : _mm512_loadu_ps(C + r * ldc + 16 * g);
+            acc[r][g] = dt == GPT2_DTYPE_Q8 ? _mm512_setzero_ps()
+                                            : c0_512(C + r * ldc + 16 * g, bias ? bias + 16 * g : NULL, init);
     for (int k = 0; k < kc; k++) {
         __m512 w[4];
         for (int g = 0; g < 4; g++) w[g] = load16(B, dt, k * ldb + 16 * g);
@@ -103,13 +121,20 @@ INLINE AVX2 __m256 load8(const void *b, gpt2_dtype dt, size_t i) {
     }
 }
 
+INLINE AVX2 __m256 c0_256(const float *c, const float *bias, int init) {
+    if (init == INIT_C) return _mm256_loadu_ps(c);
+    if (init == INIT_BIAS) return bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+    return _mm256_add_ps(_mm256_loadu_ps(c), _mm256_loadu_ps(bias));
+}
+
 INLINE AVX2 void tile_256(int mr, gpt2_dtype dt, float *C, size_t ldc, const float *A, size_t lda, const void *B,
-                          size_t ldb, int kc, const float *scale) {
+                          size_t ldb, int kc, const float *scale, const float *bias, int init) {
     for (int s = 0; s < P; s += 16) {
         __m256 acc[MR][2];
         for (int r = 0; r < mr; r++)
             for (int g = 0; g < 2; g++)
-                acc[r][g] = dt == GPT2_DTYPE_Q8 ? _mm256_setzero_ps() : _mm256_loadu_ps(C + r * ldc + s + 8 * g);
+                acc[r][g] = dt == GPT2_DTYPE_Q8 ? _mm256_setzero_ps()
+                                                : c0_256(C + r * ldc + s + 8 * g, bias ? bias + s + 8 * g : NULL, init);
         for (int k = 0; k < kc; k++) {
             const __m256 w0 = load8(B, dt, k * ldb + s), w1 = load8(B, dt, k * ldb + s + 8);
             for (int r = 0; r < mr; r++) {
@@ -243,8 +268,10 @@ Q8_ROWS(avx2, AVX2, q8_tile_256)
 
 /* --- one function per (ISA, dtype, rows): constants folded, registers named --- */
 
-#define TILE_ARGS float *C, size_t ldc, const float *A, size_t lda, const void *B, size_t ldb, int kc, const float *scale
-#define TILE_PASS C, ldc, A, lda, B, ldb, kc, scale
+#define TILE_ARGS                                                                                                   \
+    float *C, size_t ldc, const float *A, size_t lda, const void *B, size_t ldb, int kc, const float *scale,       \
+        const float *bias, int init
+#define TILE_PASS C, ldc, A, lda, B, ldb, kc, scale, bias, init
 #define TILE_ROWS(isa, attr, body, dt, tag)                                                                         \
     static attr void isa##_##tag##_1(TILE_ARGS) { body(1, dt, TILE_PASS); }                                        \
     static attr void isa##_##tag##_2(TILE_ARGS) { body(2, dt, TILE_PASS); }                                        \
@@ -334,13 +361,29 @@ int gemm_fits(const gpt2_matrix *W) {
  * are scaled once at the end. */
 enum { KC = 256 };
 
-void gemm_cols(float *C, int ldc, const float *A, int T, const gpt2_matrix *W, int n0, int nn) {
+/* C (T, nn) = (accumulate ? C : 0) + bias for Q8, whose tiles add to C. */
+static void set_c0(float *C, int ldc, int T, const float *bias, int nn, int accumulate) {
+    for (int t = 0; t < T; t++) {
+        float *c = C + (size_t)t * ldc;
+        if (!accumulate)
+            for (int n = 0; n < nn; n++) c[n] = bias ? bias[n] : 0.0f;
+        else if (bias)
+            for (int n = 0; n < nn; n++) c[n] += bias[n];
+    }
+}
+
+void gemm_cols(float *C, int ldc, const float *A, int T, const gpt2_matrix *W, int n0, int nn, const float *bias,
+               int accumulate) {
     const tile_fn(*tiles)[MR + 1] = kernel()->tiles;
     const gpt2_dtype dt = W->dtype;
     const int K = W->rows;
     const size_t es = gpt2_dtype_size(dt);
     const int kc = dt == GPT2_DTYPE_Q8 ? K : KC;
+    if (dt == GPT2_DTYPE_Q8) set_c0(C, ldc, T, bias ? bias + n0 : NULL, nn, accumulate);
     for (int k0 = 0; k0 < K; k0 += kc) {
+        /* the first K block starts from C0 (tile_fn); C + 0 is C, so no bias and
+         * accumulate is INIT_C; the same floats as setting C0 in a pass first */
+        const int init = k0 > 0 ? INIT_C : !accumulate ? INIT_BIAS : bias ? INIT_C_BIAS : INIT_C;
         const int kk = K - k0 < kc ? K - k0 : kc;
         for (int t = 0; t < T; t += MR) {
             const int mr = T - t < MR ? T - t : MR;
@@ -350,7 +393,7 @@ void gemm_cols(float *C, int ldc, const float *A, int T, const gpt2_matrix *W, i
                 if (W->packed) B = (const char *)W->data + kernel_packed_index(K, k0, n0 + n) * es, ldb = P;
                 else B = (const char *)W->data + ((size_t)k0 * W->cols + n0 + n) * es, ldb = (size_t)W->cols;
                 tiles[dt][mr](C + (size_t)t * ldc + n, (size_t)ldc, A + (size_t)t * K + k0, (size_t)K, B, ldb, kk,
-                              dt == GPT2_DTYPE_Q8 ? W->scale + n0 + n : NULL);
+                              dt == GPT2_DTYPE_Q8 ? W->scale + n0 + n : NULL, bias ? bias + n0 + n : NULL, init);
             }
         }
     }

@@ -5,7 +5,7 @@
  * reading W in its own layout and dtype: packed panels (kernels.h) or
  * row-major, F32, F16 and BF16 widened in registers as they are loaded, Q8
  * widened likewise and scaled per column. Each element of C is one chain of
- * fused multiply-adds over k = 0 .. K-1 in order, starting from C's value
+ * fused multiply-adds over k = 0 .. K-1 in order, starting from C0 (gemm_cols)
  * (Q8: a chain from zero, then C + scale * sum), whatever the tile, the K
  * block or the columns a thread takes: the result does not depend on the
  * thread count.
@@ -16,7 +16,7 @@
  * instead, for comparison; `gptscope bench --gemm blas|own` sets it.
  *
  *     if (gemm_fits(W) && gemm_own())
- *         gemm_cols(out + n0, N, in, T, W, n0, n1 - n0); // out holds the bias
+ *         gemm_cols(out + n0, N, in, T, W, n0, n1 - n0, bias, accumulate);
  */
 #ifndef GPT2_CORE_GEMM_H
 #define GPT2_CORE_GEMM_H
@@ -38,9 +38,12 @@ const char *gemm_kernel_name(void);
  * CPU's own again for NULL; 0 (nothing changed) if this CPU lacks it. */
 int gemm_force_kernel(const char *name);
 
-/* C[:, 0:nn] (T rows, ldc apart) += A (T, K) @ W[:, n0:n0 + nn], K = W->rows;
- * n0 and nn multiples of 64. */
-void gemm_cols(float *C, int ldc, const float *A, int T, const gpt2_matrix *W, int n0, int nn);
+/* C[:, 0:nn] (T rows, ldc apart) = (accumulate ? C : 0) + bias[n0:n0 + nn]
+ * + A (T, K) @ W[:, n0:n0 + nn], K = W->rows; bias may be NULL; n0 and nn
+ * multiples of 64. C0 is added first, then the products in order, as if C
+ * had been set to C0 in a pass of its own (which it saves). */
+void gemm_cols(float *C, int ldc, const float *A, int T, const gpt2_matrix *W, int n0, int nn, const float *bias,
+               int accumulate);
 
 /* Q8 packed in row pairs (kernels.h) is multiplied in integers, decode and
  * prefill alike: the inputs come quantized to 16 bits in blocks of 32

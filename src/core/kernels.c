@@ -416,6 +416,10 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
     pool_share(N, 64, chunk, n_chunks, &n0, &n1);
     if (n0 >= n1) return;
     const int nn = n1 - n0;
+    if (!j->xq && gemm_fits(W) && gemm_own()) { /* sets C0 itself, saving a pass over out */
+        gemm_cols(j->out + n0, N, j->in, T, W, n0, nn, j->bias, j->accumulate);
+        return;
+    }
     for (int t = 0; t < T; t++) {
         float *o = j->out + (size_t)t * N;
         if (!j->accumulate)
@@ -425,8 +429,6 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
     }
     if (j->xq) {
         gemm_q8_cols(j->out + n0, N, j->xq, T, W, n0, nn);
-    } else if (gemm_fits(W) && gemm_own()) {
-        gemm_cols(j->out + n0, N, j->in, T, W, n0, nn);
     } else if (W->dtype == GPT2_DTYPE_F32 && !W->packed) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, nn, K, 1.0f, j->in, K,
                     (const float *)W->data + n0, N, 1.0f, j->out + n0, N);
