@@ -21,13 +21,16 @@ static gpt2_train_params tiny_params(void) {
 static uint64_t lcg(uint64_t *s) { return (*s = *s * 6364136223846793005ull + 1442695040888963407ull) >> 33; }
 
 /* Spreads the weights out (GPT-2's init makes most gradients tiny) so that
- * every tensor's gradient is well above finite-difference noise. */
+ * every tensor's gradient is well above finite-difference noise; matrices
+ * scaled by 1 / sqrt(width) so that wider models' scores stay as lively as
+ * the 8-wide one's, not saturated. */
 static void randomize(gpt2_trainer *tr, uint64_t seed) {
     for (int i = 0; i < gpt2_trainer_n_tensors(tr); i++) {
         gpt2_train_tensor t = gpt2_trainer_tensor(tr, i);
+        const double spread = 0.4 * sqrt(8.0 / (t.cols ? t.cols : 8));
         for (size_t j = 0; j < t.n; j++) {
             double u = (double)lcg(&seed) / 2147483648.0 - 1.0; /* [-1, 1) */
-            t.param[j] = (float)(t.cols ? 0.4 * u : (strstr(t.name, "weight") ? 1.0 + 0.5 * u : 0.3 * u));
+            t.param[j] = (float)(t.cols ? spread * u : (strstr(t.name, "weight") ? 1.0 + 0.5 * u : 0.3 * u));
         }
     }
 }
@@ -39,26 +42,25 @@ static double loss_at(gpt2_trainer *tr, const int32_t *x, const int32_t *y, int 
     return loss;
 }
 
-static void test_gradient_check(void **state) {
-    (void)state;
-    gpt2_train_params p = tiny_params();
+/* Every tensor's analytic gradient against central differences, on a batch
+ * of B x T random tokens. */
+static void gradient_check(gpt2_train_params p, int B, int T) {
     gpt2_trainer *tr;
     gpt2_error err;
     assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_OK);
     /* GPT-2's count from the shape: embeddings V*C + P*C; per layer two
      * LayerNorms (4C), qkv (3C*C + 3C), proj (C*C + C), MLP (4C*C + 4C + 4C*C + C);
      * the final LayerNorm 2C; the LM head tied to the embedding. */
-    const size_t V = 13, P = 6, C = 8, L = 2;
+    const size_t V = (size_t)p.n_vocab, P = (size_t)p.block_size, C = (size_t)p.n_embd, L = (size_t)p.n_layer;
     assert_int_equal(gpt2_trainer_n_params(tr), V * C + P * C + L * (12 * C * C + 13 * C) + 2 * C);
     randomize(tr, 99);
-    enum { B = 3, T = 6 };
-    int32_t x[B * T], y[B * T];
+    int32_t *x = malloc((size_t)B * T * sizeof *x), *y = malloc((size_t)B * T * sizeof *y);
     uint64_t s = 5;
-    for (int i = 0; i < B * T; i++) x[i] = (int32_t)(lcg(&s) % 13), y[i] = (int32_t)(lcg(&s) % 13);
+    for (int i = 0; i < B * T; i++) x[i] = (int32_t)(lcg(&s) % V), y[i] = (int32_t)(lcg(&s) % V);
     float loss;
     assert_int_equal(gpt2_trainer_loss(tr, x, y, B, T, 1, &loss, &err), GPT2_OK);
     const int nt = gpt2_trainer_n_tensors(tr);
-    assert_int_equal(nt, 2 + 12 * 2 + 2);
+    assert_int_equal(nt, 2 + 12 * (int)L + 2);
     /* float32 forward passes make each finite difference noisy (~1e-7 of the
      * loss / h), so a tensor is judged by the relative error of its whole
      * sampled gradient vector, ||analytic - numeric|| / ||numeric||; a wrong
@@ -88,10 +90,59 @@ static void test_gradient_check(void **state) {
         if (rel > worst) worst = rel, worst_name = t.name;
         worst_elem = fmax(worst_elem, elem);
     }
-    print_message("gradient check: max relative error %.2e (%s), worst single element %.2e\n", worst, worst_name,
-                  worst_elem);
+    print_message("gradient check, %d wide: max relative error %.2e (%s), worst single element %.2e\n", p.n_embd,
+                  worst, worst_name, worst_elem);
     assert_true(worst < 1e-2);
     gpt2_trainer_free(tr);
+    free(x), free(y);
+}
+
+/* The loss and every gradient through gemm's kernels equal OpenBLAS's to
+ * float rounding (GPTSCOPE_GEMM=blas routes the same products to sgemm). */
+static void test_gemm_matches_blas(void **state) {
+    (void)state;
+    gpt2_train_params p = tiny_params();
+    p.n_layer = 2, p.n_embd = 64, p.n_vocab = 128, p.block_size = 9, p.n_head = 4;
+    enum { B = 3, T = 9 };
+    int32_t x[B * T], y[B * T];
+    uint64_t s = 11;
+    for (int i = 0; i < B * T; i++) x[i] = (int32_t)(lcg(&s) % 128), y[i] = (int32_t)(lcg(&s) % 128);
+    float loss[2], *grads[2];
+    for (int run = 0; run < 2; run++) {
+        setenv("GPTSCOPE_GEMM", run ? "blas" : "own", 1);
+        gpt2_trainer *tr;
+        gpt2_error err;
+        assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_OK);
+        randomize(tr, 3);
+        assert_int_equal(gpt2_trainer_loss(tr, x, y, B, T, 1, &loss[run], &err), GPT2_OK);
+        const size_t n = gpt2_trainer_n_params(tr);
+        grads[run] = malloc(n * sizeof(float));
+        for (int i = 0, at = 0; i < gpt2_trainer_n_tensors(tr); i++) {
+            gpt2_train_tensor t = gpt2_trainer_tensor(tr, i);
+            memcpy(grads[run] + at, t.grad, t.n * sizeof(float)), at += (int)t.n;
+        }
+        gpt2_trainer_free(tr);
+    }
+    unsetenv("GPTSCOPE_GEMM");
+    const size_t n = (size_t)128 * 64 + 9 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64;
+    double dmax = 0, gmax = 0;
+    for (size_t i = 0; i < n; i++)
+        dmax = fmax(dmax, fabs(grads[0][i] - grads[1][i])), gmax = fmax(gmax, fabs(grads[1][i]));
+    print_message("gemm vs OpenBLAS: loss %.7f vs %.7f, gradients differ by %.2e at most (largest %.2e)\n", loss[0],
+                  loss[1], dmax, gmax);
+    assert_true(fabs(loss[0] - loss[1]) < 1e-5 * fabs(loss[1]));
+    assert_true(gmax > 1e-3 && dmax < 1e-4 * gmax);
+    free(grads[0]), free(grads[1]);
+}
+
+static void test_gradient_check(void **state) {
+    (void)state;
+    gradient_check(tiny_params(), 3, 6);
+    /* matrices in whole 64-column panels take gemm's kernels (forward and the
+     * input gradients), the others OpenBLAS: both are checked */
+    gpt2_train_params p = tiny_params();
+    p.n_layer = 1, p.n_embd = 64, p.n_vocab = 64, p.block_size = 7;
+    gradient_check(p, 2, 7);
 }
 
 /* A stream with period 7 over 7 distinct tokens is fully predictable after one
@@ -433,7 +484,8 @@ static void test_interrupt_step(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gradient_check), cmocka_unit_test(test_loss_falls),
+        cmocka_unit_test(test_gradient_check),
+        cmocka_unit_test(test_gemm_matches_blas), cmocka_unit_test(test_loss_falls),
         cmocka_unit_test(test_resume_exact),   cmocka_unit_test(test_export_matches_engine),
         cmocka_unit_test(test_bad_params),     cmocka_unit_test(test_crafted_checkpoints),
         cmocka_unit_test(test_nonfinite_not_written), cmocka_unit_test(test_interrupt_step),

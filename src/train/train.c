@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "core/fastmath.h"
+#include "core/gemm.h"
 #include "core/kernels.h"
 #include "core/pool.h"
 #include "core/rng.h"
@@ -199,6 +200,7 @@ static gpt2_status trainer_alloc(const gpt2_train_params *p, gpt2_trainer **out,
     tr->grads = xcalloc(tr->n_params, sizeof(float), &ok);
     tr->m = xcalloc(tr->n_params, sizeof(float), &ok);
     tr->v = xcalloc(tr->n_params, sizeof(float), &ok);
+    tr->packed = xcalloc(tr->n_params, sizeof(float), &ok);
 
     const size_t B = (size_t)p->batch_size, T = (size_t)p->block_size, C = (size_t)p->n_embd, F = 4 * C;
     const size_t H = (size_t)p->n_head, V = (size_t)p->n_vocab, BT = B * T, BTC = BT * C;
@@ -266,7 +268,7 @@ void gpt2_trainer_free(gpt2_trainer *tr) {
     float *bufs[] = {tr->params, tr->grads, tr->m,    tr->v,    tr->x0,        tr->ln1,  tr->ln1_stats,
                      tr->qkv,    tr->att,   tr->atty, tr->res2, tr->ln2,       tr->ln2_stats, tr->fch,
                      tr->fchg,   tr->res3,  tr->lnf,  tr->lnf_stats, tr->logits, tr->dres, tr->dbuf,
-                     tr->dbig,   tr->dqkv,  tr->dscores};
+                     tr->dbig,   tr->dqkv,  tr->dscores, tr->packed};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(tr->partials);
     free(tr->inputs);
@@ -296,6 +298,44 @@ float gpt2_trainer_lr(const gpt2_trainer *tr, int step) {
 
 /* --- parallel building blocks ---------------------------------------------- */
 
+/* C (M, N) = (accumulate ? C : 0) + bias + A (M, K) @ W by gemm_cols, W
+ * (K, N) as gemm takes it: chunks of GEMM_ROWS rows by KERNEL_PREFILL_COLS
+ * columns, fixed by the shape, and each output one chain over K in order
+ * (gemm.h), so the result does not depend on the thread count. */
+enum { GEMM_ROWS = 192 };
+typedef struct {
+    float *C;
+    const float *A, *bias;
+    gpt2_matrix W;
+    int M, accumulate;
+} gemm_job;
+
+static void gemm_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    const gemm_job *j = arg;
+    const int N = j->W.cols, n_col = (N + KERNEL_PREFILL_COLS - 1) / KERNEL_PREFILL_COLS;
+    const int r0 = chunk / n_col * GEMM_ROWS, c0 = chunk % n_col * KERNEL_PREFILL_COLS;
+    const int rows = j->M - r0 < GEMM_ROWS ? j->M - r0 : GEMM_ROWS;
+    const int cols = N - c0 < KERNEL_PREFILL_COLS ? N - c0 : KERNEL_PREFILL_COLS;
+    (void)n_chunks, (void)ith;
+    gemm_cols(j->C + (size_t)r0 * N + c0, N, j->A + (size_t)r0 * j->W.rows, rows, &j->W, c0, cols, j->bias,
+              j->accumulate);
+}
+
+static void gemm_run(gpt2_trainer *tr, gemm_job *j) {
+    const int n_col = (j->W.cols + KERNEL_PREFILL_COLS - 1) / KERNEL_PREFILL_COLS;
+    pool_run(tr->pool, gemm_chunk, j, (j->M + GEMM_ROWS - 1) / GEMM_ROWS * n_col);
+}
+
+/* Whether gemm_cols takes a (K, N) product: N in whole panels (every shape
+ * of the bundled models; others go through sgemm). */
+static int gemm_ok(int N) { return N % KERNEL_PANEL_COLS == 0 && gemm_own(); }
+
+/* tr->packed's copy of W (N, K) = params + off, as W^T (K, N) in panels. */
+static void pack_matrix(gpt2_trainer *tr, size_t off, int N, int K) {
+    gpt2_matrix w = {.data = tr->params + off, .dtype = GPT2_DTYPE_F32, .rows = K, .cols = N, .trans = 1};
+    if (gemm_ok(N)) kernel_pack(tr->packed + off, &w);
+}
+
 /* y (M, N) = x (M, K) @ W (N, K)^T + b (N): threads split the M rows. */
 typedef struct {
     float *y;
@@ -320,6 +360,12 @@ static void mm_fwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
 
 static void matmul_forward(gpt2_trainer *tr, float *y, const float *x, const float *w, const float *b, int M, int N,
                            int K) {
+    if (gemm_ok(N)) { /* W^T packed at the start of the forward pass */
+        gemm_job g = {y, x, b, {.data = tr->packed + (w - tr->params), .dtype = GPT2_DTYPE_F32, .rows = K, .cols = N,
+                                .packed = 1}, M, 0};
+        gemm_run(tr, &g);
+        return;
+    }
     mm_fwd_job j = {y, x, w, b, M, N, K};
     pool_run(tr->pool, mm_fwd_chunk, &j, tr->n_threads);
 }
@@ -358,7 +404,12 @@ static void mm_bwd_dw_chunk(void *arg, int chunk, int n_chunks, int ith) {
 static void matmul_backward(gpt2_trainer *tr, float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, int M, int N, int K) {
     mm_bwd_job j = {dx, dw, db, dy, x, w, M, N, K};
-    if (dx) pool_run(tr->pool, mm_bwd_dx_chunk, &j, tr->n_threads);
+    if (dx && gemm_ok(K)) { /* dx = dy (M, N) @ W, W (N, K) row-major as gemm reads it */
+        gemm_job g = {dx, dy, NULL, {.data = w, .dtype = GPT2_DTYPE_F32, .rows = N, .cols = K}, M, 0};
+        gemm_run(tr, &g);
+    } else if (dx) {
+        pool_run(tr->pool, mm_bwd_dx_chunk, &j, tr->n_threads);
+    }
     pool_run(tr->pool, mm_bwd_dw_chunk, &j, tr->n_threads);
 }
 
@@ -693,6 +744,11 @@ gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int
     const size_t lBTC = (size_t)p->batch_size * p->block_size * C;
     float *P = tr->params;
     tr->dropout_on = backward && p->dropout > 0;
+    pack_matrix(tr, 0, V, C); /* the tied head, then each block's four */
+    for (int l = 0; l < L; l++) {
+        const int K[4] = {C, C, C, 4 * C}, N[4] = {3 * C, C, 4 * C, C}, k[4] = {QKV_W, PROJ_W, FC_W, FCPROJ_W};
+        for (int i = 0; i < 4; i++) pack_matrix(tr, (size_t)(LT(tr, P, l, k[i]) - P), N[i], K[i]);
+    }
 
     embed_forward(tr, inputs, B, T);
     for (int l = 0; l < L; l++) {

@@ -34,6 +34,7 @@ struct gpt2_trainer {
     char **names;
     size_t n_params;
     float *params, *grads, *m, *v; /* (n_params) each */
+    float *packed;         /* (n_params): the matrices W (N, K) as W^T in gemm's panels, redone each forward */
 
     /* activations, sized for (batch_size, block_size); per-layer ones are L slices */
     int32_t *inputs, *targets; /* (B, T) */
