@@ -143,6 +143,10 @@ static void test_gradient_check(void **state) {
     gpt2_train_params p = tiny_params();
     p.n_layer = 1, p.n_embd = 64, p.n_vocab = 64, p.block_size = 7;
     gradient_check(p, 2, 7);
+    /* past 64 positions the attention works in causal row blocks */
+    p = tiny_params();
+    p.block_size = 150;
+    gradient_check(p, 1, 150);
 }
 
 /* A stream with period 7 over 7 distinct tokens is fully predictable after one
