@@ -138,15 +138,13 @@ static void test_gemm_matches_blas(void **state) {
 static void test_gradient_check(void **state) {
     (void)state;
     gradient_check(tiny_params(), 3, 6);
-    /* matrices in whole 64-column panels take gemm's kernels (forward and the
-     * input gradients), the others OpenBLAS: both are checked */
+    /* past 64 positions the attention works in causal row blocks (gemm's
+     * kernels take only matrices in whole 64-column panels: the products
+     * through them are checked against these, OpenBLAS's, in
+     * test_gemm_matches_blas) */
     gpt2_train_params p = tiny_params();
-    p.n_layer = 1, p.n_embd = 64, p.n_vocab = 64, p.block_size = 7;
-    gradient_check(p, 2, 7);
-    /* past 64 positions the attention works in causal row blocks */
-    p = tiny_params();
-    p.block_size = 150;
-    gradient_check(p, 1, 150);
+    p.block_size = 70;
+    gradient_check(p, 2, 70);
 }
 
 /* A stream with period 7 over 7 distinct tokens is fully predictable after one
