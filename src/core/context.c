@@ -185,6 +185,9 @@ typedef struct {
     int l, p0, T;
 } attention_job;
 
+/* Prefill's attention takes the new positions in blocks of this many. */
+enum { ATTN_ROWS = 64 };
+
 /* Heads [h0, h1) of causal self-attention: q from qkv (T, 3C), k and v from the
  * cache (keys 0 .. p0+T-1), probabilities into att[h] (T, P), output into atty. */
 static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
@@ -214,16 +217,24 @@ static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
                 memset(row + n_keys, 0, (size_t)(P - n_keys) * sizeof(float));
             }
         } else {
-            /* att (T, P) = q (T, hs) k^T (hs, P) * scale, then causal softmax per row */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, P, hs, scale, q, 3 * C, k, hs, 0.0f, att, P);
-            for (int t = 0; t < T; t++) {
-                float *row = att + (size_t)t * P;
-                const int n_keys = p0 + t + 1;
-                kernel_softmax(row, n_keys);
-                memset(row + n_keys, 0, (size_t)(P - n_keys) * sizeof(float));
+            /* In blocks of ATTN_ROWS positions [t0, t1), which see keys
+             * [0, p0 + t1) only: the products skip the masked triangle.
+             * att (n, keys) = q k^T * scale, causal softmax per row, then
+             * y (n, hs) = att (n, keys) v (keys, hs). */
+            for (int t0 = 0; t0 < T; t0 += ATTN_ROWS) {
+                const int t1 = t0 + ATTN_ROWS < T ? t0 + ATTN_ROWS : T, n = t1 - t0, keys = p0 + t1;
+                float *blk = att + (size_t)t0 * P;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, keys, hs, scale, q + (size_t)t0 * 3 * C, 3 * C,
+                            k, hs, 0.0f, blk, P);
+                for (int t = t0; t < t1; t++) {
+                    float *row = att + (size_t)t * P;
+                    const int n_keys = p0 + t + 1;
+                    kernel_softmax(row, n_keys);
+                    memset(row + n_keys, 0, (size_t)(P - n_keys) * sizeof(float));
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hs, keys, 1.0f, blk, P, v, hs, 0.0f,
+                            y + (size_t)t0 * C, C);
             }
-            /* y (T, hs) = att (T, P) v (P, hs) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, P, 1.0f, att, P, v, hs, 0.0f, y, C);
         }
     }
 }
