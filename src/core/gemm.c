@@ -1,4 +1,4 @@
-/* gemm.c — prefill's register-tiled matrix products over the weights as stored (see gemm.h). */
+/* gemm.c — register-tiled matrix products over the weights as stored (see gemm.h). */
 #include "gemm.h"
 
 #include <math.h>

@@ -1,5 +1,6 @@
-/* gemm.h — prefill's matrix products: the project's own register-tiled kernels
- * over the weights as stored (library-private).
+/* gemm.h — the project's own register-tiled matrix products over the weights
+ * as stored: prefill's, the trainer's forward and input gradients, and q8's
+ * at any number of positions (library-private).
  *
  * gemm_cols computes a block of 64-column panels of C (T, N) += A (T, K) @ W,
  * reading W in its own layout and dtype: packed panels (kernels.h) or
