@@ -11,7 +11,8 @@
  * block or the columns a thread takes: the result does not depend on the
  * thread count.
  *
- * The kernel is picked once, at run time: AVX-512 (6 x 64 tiles), AVX2 (6 x 16)
+ * The kernel is picked once, at run time: AVX-512 (6 x 64 tiles; with BW and VNNI,
+ * which q8 needs), AVX2 (6 x 16)
  * or portable C. GPTSCOPE_GEMM=blas in the environment makes prefill use
  * OpenBLAS (widening 16-bit and Q8 weights into a scratch buffer first)
  * instead, for comparison; `gptscope bench --gemm blas|own` sets it.
