@@ -253,11 +253,37 @@ static void test_gemm_threads(void **state) {
     unsetenv("GPTSCOPE_GEMM");
 }
 
+/* GPTSCOPE_GEMM=blas: Q8 packed in row pairs is widened for sgemm to the
+ * floats of the same matrix row-major, so both give the same bits. */
+static void test_q8_pairs_blas(void **state) {
+    (void)state;
+    enum { T = 45, K = 224, N = 384 };
+    setenv("GPTSCOPE_GEMM", "blas", 1);
+    float *scratch = malloc((size_t)KERNEL_SCRATCH_FLOATS * sizeof(float)), *in = malloc((size_t)T * K * sizeof(float));
+    float *a = malloc((size_t)T * N * sizeof(float)), *b = malloc((size_t)T * N * sizeof(float));
+    assert_true(scratch && in && a && b);
+    for (int i = 0; i < T * K; i++) in[i] = uniform();
+    const uint64_t seed = rng;
+    weights rm = make_weights(GPT2_DTYPE_Q8, K, N, 0);
+    rng = seed;
+    weights pk = make_weights(GPT2_DTYPE_Q8, K, N, 1);
+    assert_true(pk.m.packed && !rm.m.packed);
+    gpt2_pool *pool = pool_new(1);
+    kernel_matmul(pool, a, in, T, &rm.m, NULL, 0, &scratch, NULL);
+    kernel_matmul(pool, b, in, T, &pk.m, NULL, 0, &scratch, NULL);
+    assert_memory_equal(a, b, (size_t)T * N * sizeof(float));
+    pool_free(pool);
+    free_weights(&rm), free_weights(&pk);
+    free(scratch), free(in), free(a), free(b);
+    unsetenv("GPTSCOPE_GEMM");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_definition),
         cmocka_unit_test(test_gemm_q8_pairs),
         cmocka_unit_test(test_gemm_threads),
+        cmocka_unit_test(test_q8_pairs_blas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
