@@ -380,7 +380,7 @@ static void test_quantize_option(void **state) {
         assert_int_equal(sscanf(sa, "%d %lf", &ida, &la), 2);
         assert_int_equal(sscanf(sb, "%d %lf", &idb, &lb), 2);
         assert_int_equal(ida, idb);
-        assert_true(fabs(la - lb) < 5e-3);
+        assert_true(fabs(la - lb) < 1e-3);
         sa = strchr(sa, '\n') + 1;
         sb = strchr(sb, '\n') + 1;
     }
@@ -393,7 +393,7 @@ static void test_quantize_option(void **state) {
     int id;
     assert_int_equal(sscanf(a.out, "%d %lf", &id, &la), 2);
     assert_int_equal(sscanf(b.out, "%d %lf", &id, &lb), 2);
-    assert_true(fabs(la - lb) > 1e-3);
+    assert_true(fabs(la - lb) > 1e-2); /* 0.074 here; on the grid 1e-4 */
     run_free(&a), run_free(&b);
 }
 

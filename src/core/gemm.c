@@ -49,9 +49,9 @@ static inline __attribute__((always_inline)) void tile_c(int mr, gpt2_dtype dt, 
         for (int n = 0; n < P; n++) acc[n] = dt == GPT2_DTYPE_Q8 ? 0.0f : c0_of(c, bias, init, n);
         for (int k = 0; k < kc; k++) {
             const float a = A[r * lda + k];
-            for (int n = 0; n < P; n++) acc[n] += a * load1(B, dt, k * ldb + n);
+            for (int n = 0; n < P; n++) acc[n] = fmaf(a, load1(B, dt, k * ldb + n), acc[n]); /* fused, as the vector tiles */
         }
-        for (int n = 0; n < P; n++) c[n] = dt == GPT2_DTYPE_Q8 ? c[n] + scale[n] * acc[n] : acc[n];
+        for (int n = 0; n < P; n++) c[n] = dt == GPT2_DTYPE_Q8 ? fmaf(scale[n], acc[n], c[n]) : acc[n];
     }
 }
 
@@ -305,15 +305,16 @@ typedef struct {
 
 static const gemm_kernel k_c = {"c", tiles_c, c_q8p};
 #if GEMM_X86
-static const gemm_kernel k_512 = {"avx512", tiles_avx512, avx512_q8p}, k_256 = {"avx2", tiles_avx2, avx2_q8p};
+/* AVX-512 without VNNI (Skylake-SP) takes q8's integer products from AVX2. */
+static const gemm_kernel k_512 = {"avx512", tiles_avx512, avx512_q8p}, k_512_no_vnni = {"avx512", tiles_avx512, avx2_q8p},
+                         k_256 = {"avx2", tiles_avx2, avx2_q8p};
 #endif
 static const gemm_kernel *_Atomic forced; /* gemm_force_kernel's, for tests */
 
 #if GEMM_X86
-/* The AVX-512 kernels take Q8's integer products from VNNI, so they need it too. */
-static int has_avx512(void) {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vnni");
+static const gemm_kernel *avx512_kernel(void) {
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2")) return NULL;
+    return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni") ? &k_512 : &k_512_no_vnni;
 }
 #endif
 
@@ -322,7 +323,7 @@ static const gemm_kernel *kernel(void) {
     const gemm_kernel *f = forced;
     if (f) return f;
 #if GEMM_X86
-    if (has_avx512()) return &k_512;
+    if (avx512_kernel()) return avx512_kernel();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &k_256;
 #endif
     return &k_c;
@@ -335,7 +336,7 @@ int gemm_force_kernel(const char *name) {
     if (!name) k = NULL;
     else if (strcmp(name, "c") == 0) k = &k_c;
 #if GEMM_X86
-    else if (strcmp(name, "avx512") == 0 && has_avx512()) k = &k_512;
+    else if (strcmp(name, "avx512") == 0 && avx512_kernel()) k = avx512_kernel();
     else if (strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k = &k_256;
 #endif
     else return 0;

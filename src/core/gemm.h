@@ -11,9 +11,9 @@
  * block or the columns a thread takes: the result does not depend on the
  * thread count.
  *
- * The kernel is picked once, at run time: AVX-512 (6 x 64 tiles; with BW and VNNI,
- * which q8 needs), AVX2 (6 x 16)
- * or portable C. GPTSCOPE_GEMM=blas in the environment makes prefill use
+ * The kernel is picked once, at run time: AVX-512 (6 x 64 tiles; q8's integer
+ * products from VNNI, or AVX2's where the CPU lacks it), AVX2 (6 x 16) or
+ * portable C. GPTSCOPE_GEMM=blas in the environment makes prefill use
  * OpenBLAS (widening 16-bit and Q8 weights into a scratch buffer first)
  * instead, for comparison; `gptscope bench --gemm blas|own` sets it.
  *
@@ -26,8 +26,9 @@
 #include "kernels.h"
 #include "quant.h"
 
-/* Whether gemm_cols can take W: F32, F16, BF16 or Q8 (packed or row-major,
- * not stored transposed) with cols a multiple of 64. */
+/* Whether gemm_cols can take W: F32, F16, BF16 (packed or row-major) or Q8
+ * row-major (packed Q8 is gemm_q8_cols'), not stored transposed, with cols
+ * a multiple of 64. */
 int gemm_fits(const gpt2_matrix *W);
 
 /* 1 unless GPTSCOPE_GEMM=blas is set. */

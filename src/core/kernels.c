@@ -555,7 +555,7 @@ static size_t q8_input_bytes(int T, int K) {
 
 size_t kernel_work_floats(int T, int K, int N) {
     const size_t small = (size_t)KERNEL_DECODE_CHUNKS * (T < KERNEL_SMALL_T ? T : KERNEL_SMALL_T) * N;
-    const size_t q8 = (q8_input_bytes(T, K) + sizeof(float) - 1) / sizeof(float);
+    const size_t q8 = (q8_input_bytes(T, K) + 63) / sizeof(float) + 16; /* + aligning it to 64 bytes */
     return small > q8 ? small : q8;
 }
 
@@ -563,8 +563,8 @@ size_t kernel_work_floats(int T, int K, int N) {
  * by N alone: whatever the thread count, the same bits. */
 static void q8_matmul(gpt2_pool *pool, matmul_job *j, float *work) {
     const int T = j->T, K = j->W->rows;
-    quant_x *X = (quant_x *)work;
-    q8_input_job qj = {X, (char *)work + (((size_t)T * sizeof(quant_x) + 63) & ~(size_t)63), j->in, T, K};
+    quant_x *X = (quant_x *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
+    q8_input_job qj = {X, (char *)X + (((size_t)T * sizeof(quant_x) + 63) & ~(size_t)63), j->in, T, K};
     if (T == 1) q8_input_rows(&qj, 0, 1, 0);
     else pool_run(pool, q8_input_rows, &qj, T < 16 ? T : 16);
     j->xq = X;

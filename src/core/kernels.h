@@ -111,7 +111,7 @@ size_t kernel_work_floats(int T, int K, int N);
  * bit-identical to a T = 1 call. Past that they split the N columns into
  * blocks fixed by N (single-threaded sgemm per column block; scratch[ith],
  * KERNEL_SCRATCH_FLOATS each, widens 16-bit W). Q8 packed W: `partials`
- * holds the inputs quantized (kernel_work_floats), and the integer products
+ * (never NULL then) holds the inputs quantized (kernel_work_floats), and the integer products
  * of gemm.h give the same bits for any T, split or thread count. */
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                    int accumulate, float **scratch, float *partials);

@@ -410,6 +410,7 @@ static size_t q8_bytes(const gpt2_matrix *m, int per_row) {
 static int8_t q8_round(float v, float s) {
     if (s == 0.0f) return 0;
     float r = rintf(v / s);
+    if (r != r) return 0; /* an infinite weight (inf / inf): its scale is already inf */
     return (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r);
 }
 

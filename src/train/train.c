@@ -486,7 +486,8 @@ static void layernorm_backward(gpt2_trainer *tr, float *dx, float *dg, float *db
 }
 
 /* Causal attention over qkv (B, T, 3C) -> y (B, T, C), probabilities in
- * att (B, H, T, T) (upper triangle zero). Backward: dy -> dqkv. One chunk per
+ * att (B, H, T, T) (rows' masked entries zero within their 64-row block, never
+ * written past it, never read). Backward: dy -> dqkv. One chunk per
  * (b, h). */
 typedef struct {
     gpt2_trainer *tr;
