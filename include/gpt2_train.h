@@ -53,6 +53,12 @@ typedef struct {
     float beta1, beta2, adam_eps;
     float grad_clip;     /* max global gradient L2 norm; 0 = off */
     float dropout;       /* embeddings and residual branches; 0 = off */
+    /* Sequence-length warmup: the first short_steps steps train on windows of
+     * short_block tokens, batch_size * block_size / short_block of them, so a
+     * step holds as many tokens as the later full-length ones (position rows
+     * from short_block on learn only after). short_block divides block_size;
+     * token streams only (not examples). 0 = off. */
+    int short_block, short_steps;
     uint64_t seed;       /* initial weights, batch sampling, dropout */
     int n_threads;       /* 0 = all online CPUs */
 } gpt2_train_params;
@@ -63,7 +69,7 @@ typedef struct {
 gpt2_train_params gpt2_train_default_params(void);
 
 /* Training data: tokens, either one stream (example_len 0: each sequence is a
- * random window of block_size + 1 tokens) or fixed-length examples back to back
+ * random window of block_size + 1 tokens, short_block + 1 in the warmup) or fixed-length examples back to back
  * (example_len E, 2 <= E <= block_size + 1: each sequence is one whole example,
  * predicting its last E - 1 tokens). */
 typedef struct {
@@ -100,7 +106,8 @@ void gpt2_trainer_set_interrupt(gpt2_trainer *tr, gpt2_cancel_fn interrupt, void
 gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *data, float *loss, gpt2_error *err);
 
 /* Mean loss over up to max_batches deterministic batches of data (no dropout,
- * no update): consecutive non-overlapping windows, or examples in order.
+ * no update): consecutive non-overlapping windows (of the next step's length:
+ * short_block during the warmup), or examples in order.
  * Returns NAN when data holds no whole sequence. */
 float gpt2_trainer_eval(gpt2_trainer *tr, const gpt2_train_data *data, int max_batches);
 

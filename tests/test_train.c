@@ -265,7 +265,9 @@ static void test_crafted_checkpoints(void **state) {
         {field + 5 * 8, &big, 8, "batch_size = 4294967298 is out of range"},
         {field + 8 * 8, &nan_bits, 8, "lr = 0x7fc00000 is not a finite 32-bit float"},
         {field + 15 * 8, &high, 8, "dropout = 0x10000000000 is not a finite 32-bit float"},
-        {field + 22 * 8, &seven, 8, "reserved = 7, expected 0"},
+        {field + 24 * 8, &seven, 8, "reserved = 7, expected 0"},
+        {field + 22 * 8, &big, 8, "short_block = 4294967298 is out of range"},
+        {field + 23 * 8, &seven, 8, "short_block 0 must divide block_size 6"}, /* a warmup of 0-token windows */
         {head + 3 * 4, &fnan, 4, "parameter wte.weight[3] = nan"},
         {head + (n + n - 1) * 4, &finf, 4, "Adam first moment ln_f.bias[7] = inf"},
         {head + (2 * n + 5) * 4, &fneg, 4, "Adam second moment wte.weight[5] = -1"},
@@ -419,6 +421,120 @@ static void test_export_matches_engine(void **state) {
     gpt2_trainer_free(tr);
 }
 
+/* Copies a's tensors into b where both have them, rows past b's end left out (wpe). */
+static void copy_common_params(gpt2_trainer *a, gpt2_trainer *b) {
+    for (int i = 0; i < gpt2_trainer_n_tensors(b); i++) {
+        gpt2_train_tensor ta = gpt2_trainer_tensor(a, i), tb = gpt2_trainer_tensor(b, i);
+        assert_true(tb.n <= ta.n);
+        memcpy(tb.param, ta.param, tb.n * sizeof(float));
+    }
+}
+
+/* The sequence-length warmup is, step for step, a run with the short block and
+ * block/short times the batch (the same windows and dropout masks: same seed),
+ * bit for bit: a's extra position rows get no gradient meanwhile (without
+ * weight decay: unchanged), its validation reads short windows, and the first
+ * full-length step moves those rows. Clipping off: the gradient norm sums a's
+ * extra zeros in other chunks. */
+static void test_short_warmup(void **state) {
+    (void)state;
+    gpt2_train_params pa = tiny_params(), pb;
+    pa.block_size = 8, pa.batch_size = 2, pa.steps = 5, pa.warmup_steps = 1, pa.dropout = 0.2f;
+    pa.weight_decay = 0, pa.grad_clip = 0, pa.short_block = 4, pa.short_steps = 3;
+    pb = pa;
+    pb.block_size = 4, pb.batch_size = 4, pb.short_block = 0, pb.short_steps = 0;
+    int32_t ids[300];
+    uint64_t s = 3;
+    for (int i = 0; i < 300; i++) ids[i] = (int32_t)(lcg(&s) % 13);
+    gpt2_train_data d = {ids, 300, 0};
+    gpt2_trainer *a, *b;
+    gpt2_error err;
+    float la, lb;
+    assert_int_equal(gpt2_trainer_new(pa, &a, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(pb, &b, &err), GPT2_OK);
+    copy_common_params(a, b);
+    const gpt2_train_tensor wpe = gpt2_trainer_tensor(a, 1);
+    const size_t short_n = 4 * (size_t)pa.n_embd;
+    float *tail = malloc((wpe.n - short_n) * sizeof(float));
+    assert_non_null(tail);
+    memcpy(tail, wpe.param + short_n, (wpe.n - short_n) * sizeof(float));
+    for (int k = 0; k < pa.short_steps; k++) {
+        assert_int_equal(gpt2_trainer_step(a, &d, &la, &err), GPT2_OK);
+        assert_int_equal(gpt2_trainer_step(b, &d, &lb, &err), GPT2_OK);
+        assert_memory_equal(&la, &lb, sizeof la);
+        if (k == 1) assert_true(gpt2_trainer_eval(a, &d, 2) == gpt2_trainer_eval(b, &d, 2));
+    }
+    for (int i = 0; i < gpt2_trainer_n_tensors(b); i++) {
+        gpt2_train_tensor ta = gpt2_trainer_tensor(a, i), tb = gpt2_trainer_tensor(b, i);
+        assert_memory_equal(ta.param, tb.param, tb.n * sizeof(float));
+    }
+    assert_memory_equal(wpe.param + short_n, tail, (wpe.n - short_n) * sizeof(float));
+    /* full length from here: 2 windows of 8, and the rows past 4 learn */
+    assert_int_equal(gpt2_trainer_step(a, &d, &la, &err), GPT2_OK);
+    assert_memory_not_equal(wpe.param + short_n, tail, (wpe.n - short_n) * sizeof(float));
+    free(tail);
+    gpt2_trainer_free(a);
+    gpt2_trainer_free(b);
+    pa.short_block = 3; /* does not divide 8 */
+    assert_int_equal(gpt2_trainer_new(pa, &a, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "short_block 3 must divide block_size 8"));
+}
+
+/* A version-1 checkpoint (23 header fields, from before the warmup fields)
+ * resumes as a run without a warmup, exactly as the version-2 file. */
+static void test_checkpoint_v1(void **state) {
+    (void)state;
+    gpt2_train_params p = tiny_params();
+    p.steps = 4, p.dropout = 0.1f;
+    int32_t ids[200];
+    uint64_t s = 9;
+    for (int i = 0; i < 200; i++) ids[i] = (int32_t)(lcg(&s) % 13);
+    gpt2_train_data d = {ids, 200, 0};
+    gpt2_trainer *a, *b = NULL;
+    gpt2_error err;
+    float loss;
+    assert_int_equal(gpt2_trainer_new(p, &a, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
+    char path[] = "/tmp/gptscope-ckpt-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(gpt2_trainer_save(a, path, 77, &err), GPT2_OK);
+    size_t len;
+    unsigned char *v2 = (unsigned char *)read_file(path, &len), *v1 = malloc(len - 16);
+    assert_non_null(v1);
+    const uint32_t head[2] = {1, 23};
+    memcpy(v1, v2, 8);
+    memcpy(v1 + 8, head, 8);
+    memcpy(v1 + 16, v2 + 16, 22 * 8);                /* fields 0..21 */
+    memcpy(v1 + 16 + 22 * 8, v2 + 16 + 24 * 8, len - 16 - 24 * 8); /* reserved, arrays, checksum */
+    uint64_t h = ckpt_fnv1a(v1, len - 16 - 8);
+    memcpy(v1 + len - 16 - 8, &h, 8);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(v1, 1, len - 16, f), len - 16);
+    fclose(f);
+    uint64_t hash = 0;
+    assert_int_equal(gpt2_trainer_resume(path, -1, &b, &hash, &err), GPT2_OK);
+    assert_int_equal(hash, 77);
+    assert_int_equal(gpt2_trainer_params(b)->short_steps, 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
+        assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
+    }
+    assert_same_params(a, b);
+    const uint32_t head3[2] = {3, 25};
+    memcpy(v2 + 8, head3, 8);
+    ckpt_craft(path, (const char *)v2, len, 0, v2, 8);
+    gpt2_trainer_free(b);
+    assert_int_equal(gpt2_trainer_resume(path, -1, &b, &hash, &err), GPT2_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "version 3 with 25 fields; this build reads versions 1 (23 fields) and 2"));
+    unlink(path);
+    free(v1);
+    free(v2);
+    gpt2_trainer_free(a);
+}
+
 static void test_bad_params(void **state) {
     (void)state;
     gpt2_train_params p = tiny_params();
@@ -491,6 +607,7 @@ int main(void) {
         cmocka_unit_test(test_resume_exact),   cmocka_unit_test(test_export_matches_engine),
         cmocka_unit_test(test_bad_params),     cmocka_unit_test(test_crafted_checkpoints),
         cmocka_unit_test(test_nonfinite_not_written), cmocka_unit_test(test_interrupt_step),
+        cmocka_unit_test(test_short_warmup),   cmocka_unit_test(test_checkpoint_v1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -172,6 +172,18 @@ static void test_train_errors(void **state) {
     assert_non_null(strstr(r.err, "uneven.txt:3: 3 tokens, but the examples before it have 4"));
     run_free(&r);
 
+    /* a warmup window that does not divide the block, or on examples: refused, saying why */
+    r = run(NULL, "train --tokenizer %s -o %s --layers 1 --heads 2 --embd 16 --block 16 --short-block 5 "
+                  "--short-steps 2 %s", model, model, data);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "short_block 5 must divide block_size 16")) fail_msg("stderr: %s", r.err);
+    run_free(&r);
+    r = run(NULL, "train --examples --tokenizer %s -o %s --layers 1 --heads 2 --embd 16 --block 16 --short-block 4 "
+                  "--short-steps 2 %s", model, model, data);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "warmup needs a token stream, not examples")) fail_msg("stderr: %s", r.err);
+    run_free(&r);
+
     /* a short run, then a resume on other data is refused */
     r = run(NULL,
             "train --examples --tokenizer %s -o %s --layers 1 --heads 2 --embd 16 --block 16 --batch 4 --steps 3 "
@@ -278,15 +290,16 @@ static void test_training_json(void **state) {
     double train_loss = strtod(out + strlen(want), NULL);
     assert_true(train_loss > 1 && train_loss < 10);
 
-    /* with a held-out split: numbers, and no reasons */
+    /* with a held-out split: numbers, and no reasons; a sequence-length warmup said and recorded */
     r = run(NULL, "train --tokenizer %s -o %s --layers 1 --heads 2 --embd 16 --block 16 --batch 4 --steps 3 "
-                  "--threads 1 %s",
+                  "--short-block 4 --short-steps 2 --threads 1 %s",
             sq(model), sq(model), sq(data));
     if (r.status != 0) fail_msg("train failed: %s", r.err);
+    if (!strstr(r.err, "the first 2 steps: 16 x 4 tokens")) fail_msg("no warmup line in: %s", r.err);
     run_free(&r);
-    out = python_json(json, "null_reasons val_fraction heldout_nats_per_token");
-    assert_true(strncmp(out, "None\n0.1\n", 9) == 0);
-    double nats = strtod(out + 9, NULL);
+    out = python_json(json, "null_reasons short_block short_steps val_fraction heldout_nats_per_token");
+    assert_true(strncmp(out, "None\n4\n2\n0.1\n", 13) == 0);
+    double nats = strtod(out + 13, NULL);
     assert_true(nats > 1 && nats < 10);
     rm_rf(dir);
 }

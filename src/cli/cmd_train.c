@@ -30,6 +30,9 @@ static const char usage_text[] =
     "training:  --batch N (16) --steps N (1000) --lr X (1e-3) --min-lr X (lr/10)\n"
     "           --warmup N (steps/10) --weight-decay X (0.1) --beta2 X (0.99)\n"
     "           --clip X (1.0) --dropout X (0.1) --seed N (1337) --threads N (all)\n"
+    "           --short-block N --short-steps S   a sequence-length warmup: the first\n"
+    "                           S steps train on windows of N tokens (N divides\n"
+    "                           --block), block/N times as many per batch\n"
     "data:      --val-fraction F (0.1)\n"
     "           --examples      each line of FILE is one example; all lines must be\n"
     "                           the same number of tokens (at most block + 1)\n"
@@ -149,6 +152,8 @@ static const cli_opt train_rows[] = {
     {CLI_FLOAT("beta2", 0, T, p.beta2, 0, 0.999999)},
     {CLI_FLOAT("clip", 0, T, p.grad_clip, 0, 1e6)},
     {CLI_FLOAT("dropout", 0, T, p.dropout, 0, 0.95)},
+    {CLI_INT("short-block", 0, T, p.short_block, 1, 65536)},
+    {CLI_INT("short-steps", 0, T, p.short_steps, 0, 100000000)},
     {CLI_U64("seed", 0, T, p.seed, 0, 9007199254740991.0)}, /* 2^53 - 1: exact in JSON */
     {CLI_INT("threads", 0, T, p.n_threads, 1, 1024)},
     {CLI_DOUBLE("val-fraction", 0, T, valf, 0.0, 0.9)},
@@ -270,9 +275,13 @@ static int job_trainer(const train_opts *o, train_job *j) {
     return EXIT_OK;
 }
 
-/* Tokens per sequence. */
-static int seq_len(const train_opts *o, const train_job *j) {
-    return o->examples ? j->train.example_len - 1 : j->p.block_size;
+/* Tokens per sequence at step (0-based), and sequences per batch. */
+static int seq_len(const train_opts *o, const train_job *j, int step) {
+    if (o->examples) return j->train.example_len - 1;
+    return step < j->p.short_steps ? j->p.short_block : j->p.block_size;
+}
+static int batch_len(const train_opts *o, const train_job *j, int step) {
+    return o->examples ? j->p.batch_size : j->p.batch_size * (j->p.block_size / seq_len(o, j, step));
 }
 
 /* The three lines on stderr saying what is trained on what, and how. */
@@ -284,8 +293,11 @@ static void job_describe(const train_opts *o, const train_job *j, size_t n_param
             "training: %d steps of %d x %d tokens, lr %g -> %g, warmup %d, dropout %g, seed %llu\n",
             p->n_layer, p->n_head, p->n_embd, p->block_size, p->n_vocab, n_params / 1e6, j->train.n, j->val.n,
             o->path, o->valf * 100, j->len - j->cut, o->examples ? ", one example per line" : "", p->steps,
-            p->batch_size, seq_len(o, j), p->lr, p->min_lr, p->warmup_steps, p->dropout,
+            batch_len(o, j, p->steps), seq_len(o, j, p->steps), p->lr, p->min_lr, p->warmup_steps, p->dropout,
             (unsigned long long)p->seed);
+    if (p->short_steps > 0)
+        fprintf(stderr, "  the first %d steps: %d x %d tokens (sequence-length warmup; validation on %d-token windows "
+                "meanwhile)\n", p->short_steps, batch_len(o, j, 0), p->short_block, p->short_block);
 }
 
 /* The checkpoint and the exported model, as they stand. */
@@ -323,7 +335,8 @@ static int job_steps(const train_opts *o, train_job *j) {
         if (at_eval && vd.n_tokens) j->val_loss = gpt2_trainer_eval(j->tr, &vd, o->eval_batches);
         if (*j->stop) break; /* the held-out figure was cut short */
         if (step % o->log_every == 0 || at_eval || step == 1) {
-            double now = cli_now(), tok_s = steps_since_log * (double)j->p.batch_size * seq_len(o, j) / (now - t_log);
+            double now = cli_now(),
+                   tok_s = steps_since_log * (double)batch_len(o, j, step - 1) * seq_len(o, j, step - 1) / (now - t_log);
             double eta = (steps - step) * (elapsed_train / (step - j->start_step));
             fprintf(stderr, "step %6d/%d  loss %.4f  val %.4f  lr %.2e  %.0f tok/s  %.0f s  eta %.0f s\n", step,
                     steps, j->loss, j->val_loss, gpt2_trainer_lr(j->tr, step - 1), tok_s, now - j->t0, eta);
@@ -416,7 +429,8 @@ static cJSON *report_json(const train_result *r) {
         {"parameters", (double)r->parameters}, {"steps", p->steps}, {"batch_size", p->batch_size},
         {"lr", float_figure(p->lr)}, {"min_lr", float_figure(p->min_lr)}, {"warmup_steps", p->warmup_steps},
         {"weight_decay", float_figure(p->weight_decay)}, {"beta2", float_figure(p->beta2)},
-        {"dropout", float_figure(p->dropout)}, {"seed", (double)p->seed}, {"threads", p->n_threads},
+        {"dropout", float_figure(p->dropout)}, {"short_block", p->short_steps ? p->short_block : 0},
+        {"short_steps", p->short_steps}, {"seed", (double)p->seed}, {"threads", p->n_threads},
         {"seconds_this_run", round(r->seconds * 10) / 10},
     };
     const char *no_val = r->val_fraction == 0 ? "--val-fraction 0: nothing is held out" : "the held-out split is empty";

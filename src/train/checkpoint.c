@@ -2,13 +2,16 @@
  *
  * File layout (little-endian, as the x86-64 and arm64 machines that run this):
  *   "GPT2CKPT"  8 bytes magic
- *   u32 version (1), u32 n_fields
- *   n_fields x u64: the params, step, RNG, data hash, n_params (see FIELDS)
+ *   u32 version (2), u32 n_fields (25)
+ *   n_fields x u64: the params, step, RNG, data hash, n_params, the
+ *   short-window warmup (see FIELDS)
  *   f32 params[n_params], f32 adam_m[n_params], f32 adam_v[n_params]
  *   u64 FNV-1a of every byte before it
  * The file size must match the header exactly and the hash must agree, so a
  * truncated or damaged checkpoint is refused with the reason; every field is
  * range-checked and every value must be finite, so a crafted one is too.
+ * Version 1 (23 fields: no warmup fields before the reserved one) still
+ * resumes, as a run without a warmup.
  */
 #include <limits.h>
 #include <math.h>
@@ -21,7 +24,7 @@
 #include "gpt2_fileio.h"
 #include "train/train_internal.h"
 
-enum { CKPT_VERSION = 1, CKPT_FIELDS = 23 };
+enum { CKPT_VERSION = 2, CKPT_FIELDS = 25, CKPT_V1_FIELDS = 23 };
 static const char CKPT_MAGIC[8] = {'G', 'P', 'T', '2', 'C', 'K', 'P', 'T'};
 
 typedef struct {
@@ -52,7 +55,8 @@ static void pack(const gpt2_trainer *tr, uint64_t data_hash, uint64_t *f) {
                                (uint64_t)p->steps, (uint64_t)p->warmup_steps, f2u(p->lr), f2u(p->min_lr),
                                f2u(p->weight_decay), f2u(p->beta1), f2u(p->beta2), f2u(p->adam_eps),
                                f2u(p->grad_clip), f2u(p->dropout), p->seed, (uint64_t)p->n_threads,
-                               (uint64_t)tr->step, tr->rng, data_hash, tr->n_params, 0};
+                               (uint64_t)tr->step, tr->rng, data_hash, tr->n_params, (uint64_t)p->short_block,
+                               (uint64_t)p->short_steps, 0};
     memcpy(f, v, sizeof v);
 }
 
@@ -63,7 +67,8 @@ static void unpack(const uint64_t *f, gpt2_train_params *p, int *step, uint64_t 
                              .steps = (int)f[6], .warmup_steps = (int)f[7], .lr = u2f(f[8]), .min_lr = u2f(f[9]),
                              .weight_decay = u2f(f[10]), .beta1 = u2f(f[11]), .beta2 = u2f(f[12]),
                              .adam_eps = u2f(f[13]), .grad_clip = u2f(f[14]), .dropout = u2f(f[15]),
-                             .seed = f[16], .n_threads = (int)f[17]};
+                             .seed = f[16], .n_threads = (int)f[17], .short_block = (int)f[22],
+                             .short_steps = (int)f[23]};
     *step = (int)f[18], *rng = f[19], *data_hash = f[20], *n_params = f[21];
 }
 
@@ -110,7 +115,8 @@ static const struct {
     {"lr", K_FLOAT},       {"min_lr", K_FLOAT},    {"weight_decay", K_FLOAT}, {"beta1", K_FLOAT},
     {"beta2", K_FLOAT},    {"adam_eps", K_FLOAT},  {"grad_clip", K_FLOAT},  {"dropout", K_FLOAT},
     {"seed", K_ANY},       {"n_threads", K_INT},   {"step", K_INT},         {"rng", K_ANY},
-    {"data_hash", K_ANY},  {"n_params", K_ANY},    {"reserved", K_ZERO},
+    {"data_hash", K_ANY},  {"n_params", K_ANY},    {"short_block", K_INT},  {"short_steps", K_INT},
+    {"reserved", K_ZERO},
 };
 enum { F_STEPS = 6, F_STEP = 18, F_NPARAMS = 21 };
 
@@ -142,20 +148,31 @@ gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **
     char *data = NULL;
     gpt2_status st = text_read_file(path, (size_t)1 << 40, GPT2_ERR_FORMAT, "checkpoint", &data, &len, err);
     if (st != GPT2_OK) return st;
-    const size_t head_bytes = 8 + 8 + CKPT_FIELDS * 8;
     uint32_t head[2];
-    uint64_t fields[CKPT_FIELDS];
-    if (len < head_bytes + 8 || memcmp(data, CKPT_MAGIC, 8) != 0) {
+    uint64_t fields[CKPT_FIELDS] = {0};
+    if (len < 16 + 8 || memcmp(data, CKPT_MAGIC, 8) != 0) {
         st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: not a gptscope checkpoint (no GPT2CKPT header)", path);
         goto out;
     }
     memcpy(head, data + 8, sizeof head);
-    if (head[0] != CKPT_VERSION || head[1] != CKPT_FIELDS) {
-        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: checkpoint version %u with %u fields; this build reads version %d",
-                       path, head[0], head[1], CKPT_VERSION);
+    const int v1 = head[0] == 1 && head[1] == CKPT_V1_FIELDS;
+    if (!v1 && (head[0] != CKPT_VERSION || head[1] != CKPT_FIELDS)) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT,
+                       "%s: checkpoint version %u with %u fields; this build reads versions 1 (23 fields) and %d "
+                       "(%d fields)", path, head[0], head[1], CKPT_VERSION, CKPT_FIELDS);
         goto out;
     }
-    memcpy(fields, data + 16, sizeof fields);
+    const size_t head_bytes = 8 + 8 + (size_t)head[1] * 8;
+    if (len < head_bytes + 8) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %zu bytes, shorter than its header (truncated?)", path, len);
+        goto out;
+    }
+    if (v1) { /* no warmup fields: they stay 0 */
+        memcpy(fields, data + 16, (CKPT_V1_FIELDS - 1) * 8);
+        memcpy(fields + CKPT_FIELDS - 1, data + 16 + (CKPT_V1_FIELDS - 1) * 8, 8);
+    } else {
+        memcpy(fields, data + 16, sizeof fields);
+    }
     const uint64_t np = fields[F_NPARAMS]; /* the size first: a cut file says so, whatever its fields hold */
     if (np > (len - head_bytes - 8) / 12 || len != head_bytes + 12 * np + 8) {
         st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %zu bytes, expected %llu for the %llu parameters it declares "

@@ -75,6 +75,11 @@ static gpt2_status check_params(const gpt2_train_params *p, gpt2_error *err) {
     NEED(p->weight_decay >= 0 && p->grad_clip >= 0, "train: weight decay and clip must be >= 0");
     NEED(p->dropout >= 0 && p->dropout < 1, "train: dropout %g must be in [0, 1)", p->dropout);
     NEED(p->n_threads >= 0 && p->n_threads <= 1024, "train: n_threads %d out of range", p->n_threads);
+    NEED(p->short_steps >= 0, "train: short_steps %d must be >= 0", p->short_steps);
+    NEED(!p->short_steps || (p->short_block >= 1 && p->short_block <= p->block_size &&
+                             p->block_size % p->short_block == 0),
+         "train: short_block %d must divide block_size %d (a warmup step holds a full step's tokens)",
+         p->short_block, p->block_size);
     size_t per_seq = (size_t)p->block_size * p->n_embd * (16 + (size_t)p->n_layer * 17) +
                      (size_t)p->n_layer * p->n_head * p->block_size * p->block_size +
                      (size_t)p->block_size * p->n_vocab;
@@ -751,8 +756,8 @@ static void embed_backward(gpt2_trainer *tr, const int32_t *inputs, int B, int T
 
 static gpt2_status check_batch(const gpt2_train_params *p, const int32_t *inputs, const int32_t *targets, int B,
                                int T, gpt2_error *err) {
-    if (B < 1 || B > p->batch_size || T < 1 || T > p->block_size)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: batch %d x %d exceeds the trainer's %d x %d", B, T,
+    if (B < 1 || T < 1 || T > p->block_size || (size_t)B * T > (size_t)p->batch_size * p->block_size)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: batch %d x %d exceeds the trainer's %d x %d tokens", B, T,
                          p->batch_size, p->block_size);
     for (size_t i = 0; i < (size_t)B * T; i++)
         if (inputs[i] < 0 || inputs[i] >= p->n_vocab || targets[i] < 0 || targets[i] >= p->n_vocab)
@@ -866,6 +871,11 @@ static void adamw_update(gpt2_trainer *tr) {
 
 /* --- batches -------------------------------------------------------------------- */
 
+/* A stream's window at this step: short_block during the sequence-length warmup. */
+static int window_len(const gpt2_trainer *tr) {
+    return tr->step < tr->p.short_steps ? tr->p.short_block : tr->p.block_size;
+}
+
 /* The sequence length a data set gives (T = positions predicted per sequence),
  * or 0 when it holds no whole sequence. */
 static int data_seq_len(const gpt2_trainer *tr, const gpt2_train_data *d, size_t *n_seq) {
@@ -873,9 +883,14 @@ static int data_seq_len(const gpt2_trainer *tr, const gpt2_train_data *d, size_t
         *n_seq = d->n_tokens / (size_t)d->example_len;
         return *n_seq ? d->example_len - 1 : 0;
     }
-    const size_t T = (size_t)tr->p.block_size;
+    const size_t T = (size_t)window_len(tr);
     *n_seq = d->n_tokens > T ? d->n_tokens - T : 0; /* window starts */
     return *n_seq ? (int)T : 0;
+}
+
+/* Sequences in a batch of T-token windows: a full step's tokens. */
+static int batch_seqs(const gpt2_trainer *tr, const gpt2_train_data *d, int T) {
+    return d->example_len ? tr->p.batch_size : tr->p.batch_size * (tr->p.block_size / T);
 }
 
 static void fill_seq(gpt2_trainer *tr, const gpt2_train_data *d, int b, int T, size_t start) {
@@ -888,10 +903,12 @@ static gpt2_status check_data(const gpt2_trainer *tr, const gpt2_train_data *d, 
     if (d->example_len < 0 || d->example_len == 1 || d->example_len > tr->p.block_size + 1)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: examples of %d tokens do not fit block_size %d + 1",
                          d->example_len, tr->p.block_size);
+    if (d->example_len && tr->p.short_steps)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: a short-window warmup needs a token stream, not examples");
     *T = data_seq_len(tr, d, n_seq);
     if (!*T)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: %zu tokens hold no whole sequence of %d tokens",
-                         d->n_tokens, d->example_len ? d->example_len : tr->p.block_size + 1);
+                         d->n_tokens, d->example_len ? d->example_len : window_len(tr) + 1);
     return GPT2_OK;
 }
 
@@ -903,7 +920,7 @@ gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float 
                          "train: all %d steps of the run are done (gpt2_trainer_set_steps to go on)", tr->p.steps);
     gpt2_status st = check_data(tr, d, &T, &n_seq, err);
     if (st != GPT2_OK) return st;
-    const int B = tr->p.batch_size;
+    const int B = batch_seqs(tr, d, T);
     const uint64_t rng_before = tr->rng; /* an interrupted step is undone, so a resume repeats it */
     for (int b = 0; b < B; b++) {
         size_t k = rng_next(&tr->rng) % n_seq;
@@ -928,7 +945,7 @@ float gpt2_trainer_eval(gpt2_trainer *tr, const gpt2_train_data *d, int max_batc
     if (check_data(tr, d, &T, &n_seq, &err) != GPT2_OK) return NAN;
     const size_t stride = d->example_len ? (size_t)d->example_len : (size_t)T;
     const size_t n_win = d->example_len ? n_seq : (d->n_tokens - 1) / stride;
-    const int B = tr->p.batch_size;
+    const int B = batch_seqs(tr, d, T);
     double total = 0;
     size_t counted = 0;
     for (size_t w = 0; w < n_win && (max_batches <= 0 || w < (size_t)max_batches * B);) {
