@@ -53,6 +53,7 @@ typedef struct {
     float beta1, beta2, adam_eps;
     float grad_clip;     /* max global gradient L2 norm; 0 = off */
     float dropout;       /* embeddings and residual branches; 0 = off */
+    float attn_dropout;  /* attention probabilities (as nanoGPT's); 0 = off */
     /* Sequence-length warmup: the first short_steps steps train on windows of
      * short_block tokens, batch_size * block_size / short_block of them, so a
      * step holds as many tokens as the later full-length ones (position rows

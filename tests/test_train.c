@@ -35,15 +35,17 @@ static void randomize(gpt2_trainer *tr, uint64_t seed) {
     }
 }
 
-static double loss_at(gpt2_trainer *tr, const int32_t *x, const int32_t *y, int B, int T) {
+/* The loss; with training passes (dropout on, the gradients overwritten), the
+ * masks those of the trainer's current step, the same at every call. */
+static double loss_at(gpt2_trainer *tr, const int32_t *x, const int32_t *y, int B, int T, int training) {
     float loss;
     gpt2_error err;
-    assert_int_equal(gpt2_trainer_loss(tr, x, y, B, T, 0, &loss, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_loss(tr, x, y, B, T, training, &loss, &err), GPT2_OK);
     return loss;
 }
 
 /* Every tensor's analytic gradient against central differences, on a batch
- * of B x T random tokens. */
+ * of B x T random tokens; with p's dropouts on, through the same masks. */
 static void gradient_check(gpt2_train_params p, int B, int T) {
     gpt2_trainer *tr;
     gpt2_error err;
@@ -59,7 +61,12 @@ static void gradient_check(gpt2_train_params p, int B, int T) {
     for (int i = 0; i < B * T; i++) x[i] = (int32_t)(lcg(&s) % V), y[i] = (int32_t)(lcg(&s) % V);
     float loss;
     assert_int_equal(gpt2_trainer_loss(tr, x, y, B, T, 1, &loss, &err), GPT2_OK);
-    const int nt = gpt2_trainer_n_tensors(tr);
+    const int nt = gpt2_trainer_n_tensors(tr), training = p.dropout > 0 || p.attn_dropout > 0;
+    float *grad = malloc(gpt2_trainer_n_params(tr) * sizeof *grad); /* training passes overwrite them */
+    for (int i = 0, at = 0; i < nt; i++) {
+        gpt2_train_tensor t = gpt2_trainer_tensor(tr, i);
+        memcpy(grad + at, t.grad, t.n * sizeof(float)), at += (int)t.n;
+    }
     assert_int_equal(nt, 2 + 12 * (int)L + 2);
     /* float32 forward passes make each finite difference noisy (~1e-7 of the
      * loss / h), so a tensor is judged by the relative error of its whole
@@ -67,22 +74,23 @@ static void gradient_check(gpt2_train_params p, int B, int T) {
      * gradient (a missing term, a transposed matrix) gives O(1). */
     double worst = 0, worst_elem = 0;
     const char *worst_name = "";
-    for (int i = 0; i < nt; i++) {
+    for (int i = 0, at = 0; i < nt; i++) {
         gpt2_train_tensor t = gpt2_trainer_tensor(tr, i);
         double diff2 = 0, num2 = 0, elem = 0;
         size_t step = t.n > 40 ? t.n / 40 : 1; /* about 40 coordinates per tensor */
         for (size_t j = 0; j < t.n; j += step) {
-            const float h = 1e-2f, w0 = t.param[j], analytic = t.grad[j];
+            const float h = 1e-2f, w0 = t.param[j], analytic = grad[at + j];
             t.param[j] = w0 + h;
-            double up = loss_at(tr, x, y, B, T);
+            double up = loss_at(tr, x, y, B, T, training);
             t.param[j] = w0 - h;
-            double down = loss_at(tr, x, y, B, T);
+            double down = loss_at(tr, x, y, B, T, training);
             t.param[j] = w0;
             double numeric = (up - down) / (2.0 * h);
             diff2 += (analytic - numeric) * (analytic - numeric);
             num2 += numeric * numeric;
             elem = fmax(elem, fabs(analytic - numeric) / fmax(fabs(analytic) + fabs(numeric), 1e-3));
         }
+        at += (int)t.n;
         double rel = sqrt(diff2 / num2);
         assert_true(num2 > 1e-6); /* the check exercised real gradients */
         if (getenv("GRADCHECK_VERBOSE"))
@@ -90,11 +98,11 @@ static void gradient_check(gpt2_train_params p, int B, int T) {
         if (rel > worst) worst = rel, worst_name = t.name;
         worst_elem = fmax(worst_elem, elem);
     }
-    print_message("gradient check, %d wide: max relative error %.2e (%s), worst single element %.2e\n", p.n_embd,
-                  worst, worst_name, worst_elem);
+    print_message("gradient check, %d wide%s: max relative error %.2e (%s), worst single element %.2e\n", p.n_embd,
+                  training ? ", dropout on" : "", worst, worst_name, worst_elem);
     assert_true(worst < 1e-2);
     gpt2_trainer_free(tr);
-    free(x), free(y);
+    free(x), free(y), free(grad);
 }
 
 /* The loss and every gradient through gemm's kernels equal OpenBLAS's to
@@ -144,6 +152,10 @@ static void test_gradient_check(void **state) {
      * test_gemm_matches_blas) */
     gpt2_train_params p = tiny_params();
     p.block_size = 70;
+    gradient_check(p, 2, 70);
+    /* through dropout masks: the residual sites and the attention
+       probabilities (the values weighted by the dropped ones, dP masked) */
+    p.dropout = 0.1f, p.attn_dropout = 0.3f;
     gradient_check(p, 2, 70);
 }
 
@@ -265,7 +277,8 @@ static void test_crafted_checkpoints(void **state) {
         {field + 5 * 8, &big, 8, "batch_size = 4294967298 is out of range"},
         {field + 8 * 8, &nan_bits, 8, "lr = 0x7fc00000 is not a finite 32-bit float"},
         {field + 15 * 8, &high, 8, "dropout = 0x10000000000 is not a finite 32-bit float"},
-        {field + 24 * 8, &seven, 8, "reserved = 7, expected 0"},
+        {field + 25 * 8, &seven, 8, "reserved = 7, expected 0"},
+        {field + 24 * 8, &nan_bits, 8, "attn_dropout = 0x7fc00000 is not a finite 32-bit float"},
         {field + 22 * 8, &big, 8, "short_block = 4294967298 is out of range"},
         {field + 23 * 8, &seven, 8, "short_block 0 must divide block_size 6"}, /* a warmup of 0-token windows */
         {head + 3 * 4, &fnan, 4, "parameter wte.weight[3] = nan"},
@@ -501,18 +514,20 @@ static void test_checkpoint_v1(void **state) {
     close(fd);
     assert_int_equal(gpt2_trainer_save(a, path, 77, &err), GPT2_OK);
     size_t len;
-    unsigned char *v2 = (unsigned char *)read_file(path, &len), *v1 = malloc(len - 16);
+    unsigned char *v2 = (unsigned char *)read_file(path, &len);
+    const size_t len1 = len - 3 * 8; /* version 1: three fields fewer */
+    unsigned char *v1 = malloc(len1);
     assert_non_null(v1);
     const uint32_t head[2] = {1, 23};
     memcpy(v1, v2, 8);
     memcpy(v1 + 8, head, 8);
-    memcpy(v1 + 16, v2 + 16, 22 * 8);                /* fields 0..21 */
-    memcpy(v1 + 16 + 22 * 8, v2 + 16 + 24 * 8, len - 16 - 24 * 8); /* reserved, arrays, checksum */
-    uint64_t h = ckpt_fnv1a(v1, len - 16 - 8);
-    memcpy(v1 + len - 16 - 8, &h, 8);
+    memcpy(v1 + 16, v2 + 16, 22 * 8);                          /* fields 0..21 */
+    memcpy(v1 + 16 + 22 * 8, v2 + 16 + 25 * 8, len - 16 - 25 * 8); /* reserved, arrays, checksum */
+    uint64_t h = ckpt_fnv1a(v1, len1 - 8);
+    memcpy(v1 + len1 - 8, &h, 8);
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
-    assert_int_equal(fwrite(v1, 1, len - 16, f), len - 16);
+    assert_int_equal(fwrite(v1, 1, len1, f), len1);
     fclose(f);
     uint64_t hash = 0;
     assert_int_equal(gpt2_trainer_resume(path, -1, &b, &hash, &err), GPT2_OK);
@@ -523,12 +538,12 @@ static void test_checkpoint_v1(void **state) {
         assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
     }
     assert_same_params(a, b);
-    const uint32_t head3[2] = {3, 25};
+    const uint32_t head3[2] = {3, 26};
     memcpy(v2 + 8, head3, 8);
     ckpt_craft(path, (const char *)v2, len, 0, v2, 8);
     gpt2_trainer_free(b);
     assert_int_equal(gpt2_trainer_resume(path, -1, &b, &hash, &err), GPT2_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "version 3 with 25 fields; this build reads versions 1 (23 fields) and 2"));
+    assert_non_null(strstr(err.msg, "version 3 with 26 fields; this build reads versions 1 (23 fields) and 2"));
     unlink(path);
     free(v1);
     free(v2);

@@ -30,6 +30,7 @@ static const char usage_text[] =
     "training:  --batch N (16) --steps N (1000) --lr X (1e-3) --min-lr X (lr/10)\n"
     "           --warmup N (steps/10) --weight-decay X (0.1) --beta2 X (0.99)\n"
     "           --clip X (1.0) --dropout X (0.1) --seed N (1337) --threads N (all)\n"
+    "           --attn-dropout X (0)  dropout on the attention probabilities\n"
     "           --short-block N --short-steps S   a sequence-length warmup: the first\n"
     "                           S steps train on windows of N tokens (N divides\n"
     "                           --block), block/N times as many per batch\n"
@@ -152,6 +153,7 @@ static const cli_opt train_rows[] = {
     {CLI_FLOAT("beta2", 0, T, p.beta2, 0, 0.999999)},
     {CLI_FLOAT("clip", 0, T, p.grad_clip, 0, 1e6)},
     {CLI_FLOAT("dropout", 0, T, p.dropout, 0, 0.95)},
+    {CLI_FLOAT("attn-dropout", 0, T, p.attn_dropout, 0, 0.95)},
     {CLI_INT("short-block", 0, T, p.short_block, 1, 65536)},
     {CLI_INT("short-steps", 0, T, p.short_steps, 0, 100000000)},
     {CLI_U64("seed", 0, T, p.seed, 0, 9007199254740991.0)}, /* 2^53 - 1: exact in JSON */
@@ -290,11 +292,11 @@ static void job_describe(const train_opts *o, const train_job *j, size_t n_param
     fprintf(stderr,
             "model: %d layers, %d heads, %d wide, block %d, vocab %d: %.2fM parameters\n"
             "data: %zu training tokens, %zu held-out tokens (%s, last %.0f%% = %zu bytes)%s\n"
-            "training: %d steps of %d x %d tokens, lr %g -> %g, warmup %d, dropout %g, seed %llu\n",
+            "training: %d steps of %d x %d tokens, lr %g -> %g, warmup %d, dropout %g (attention %g), seed %llu\n",
             p->n_layer, p->n_head, p->n_embd, p->block_size, p->n_vocab, n_params / 1e6, j->train.n, j->val.n,
             o->path, o->valf * 100, j->len - j->cut, o->examples ? ", one example per line" : "", p->steps,
             batch_len(o, j, p->steps), seq_len(o, j, p->steps), p->lr, p->min_lr, p->warmup_steps, p->dropout,
-            (unsigned long long)p->seed);
+            p->attn_dropout, (unsigned long long)p->seed);
     if (p->short_steps > 0)
         fprintf(stderr, "  the first %d steps: %d x %d tokens (sequence-length warmup; validation on %d-token windows "
                 "meanwhile)\n", p->short_steps, batch_len(o, j, 0), p->short_block, p->short_block);
@@ -429,7 +431,8 @@ static cJSON *report_json(const train_result *r) {
         {"parameters", (double)r->parameters}, {"steps", p->steps}, {"batch_size", p->batch_size},
         {"lr", float_figure(p->lr)}, {"min_lr", float_figure(p->min_lr)}, {"warmup_steps", p->warmup_steps},
         {"weight_decay", float_figure(p->weight_decay)}, {"beta2", float_figure(p->beta2)},
-        {"dropout", float_figure(p->dropout)}, {"short_block", p->short_steps ? p->short_block : 0},
+        {"dropout", float_figure(p->dropout)}, {"attn_dropout", float_figure(p->attn_dropout)},
+        {"short_block", p->short_steps ? p->short_block : 0},
         {"short_steps", p->short_steps}, {"seed", (double)p->seed}, {"threads", p->n_threads},
         {"seconds_this_run", round(r->seconds * 10) / 10},
     };

@@ -2,16 +2,16 @@
  *
  * File layout (little-endian, as the x86-64 and arm64 machines that run this):
  *   "GPT2CKPT"  8 bytes magic
- *   u32 version (2), u32 n_fields (25)
+ *   u32 version (2), u32 n_fields (26)
  *   n_fields x u64: the params, step, RNG, data hash, n_params, the
- *   short-window warmup (see FIELDS)
+ *   short-window warmup, attention dropout (see FIELDS)
  *   f32 params[n_params], f32 adam_m[n_params], f32 adam_v[n_params]
  *   u64 FNV-1a of every byte before it
  * The file size must match the header exactly and the hash must agree, so a
  * truncated or damaged checkpoint is refused with the reason; every field is
  * range-checked and every value must be finite, so a crafted one is too.
- * Version 1 (23 fields: no warmup fields before the reserved one) still
- * resumes, as a run without a warmup.
+ * Version 1 (23 fields: none of the last three before the reserved one)
+ * still resumes, as a run without a warmup or attention dropout.
  */
 #include <limits.h>
 #include <math.h>
@@ -24,7 +24,7 @@
 #include "gpt2_fileio.h"
 #include "train/train_internal.h"
 
-enum { CKPT_VERSION = 2, CKPT_FIELDS = 25, CKPT_V1_FIELDS = 23 };
+enum { CKPT_VERSION = 2, CKPT_FIELDS = 26, CKPT_V1_FIELDS = 23 };
 static const char CKPT_MAGIC[8] = {'G', 'P', 'T', '2', 'C', 'K', 'P', 'T'};
 
 typedef struct {
@@ -56,7 +56,7 @@ static void pack(const gpt2_trainer *tr, uint64_t data_hash, uint64_t *f) {
                                f2u(p->weight_decay), f2u(p->beta1), f2u(p->beta2), f2u(p->adam_eps),
                                f2u(p->grad_clip), f2u(p->dropout), p->seed, (uint64_t)p->n_threads,
                                (uint64_t)tr->step, tr->rng, data_hash, tr->n_params, (uint64_t)p->short_block,
-                               (uint64_t)p->short_steps, 0};
+                               (uint64_t)p->short_steps, f2u(p->attn_dropout), 0};
     memcpy(f, v, sizeof v);
 }
 
@@ -68,7 +68,7 @@ static void unpack(const uint64_t *f, gpt2_train_params *p, int *step, uint64_t 
                              .weight_decay = u2f(f[10]), .beta1 = u2f(f[11]), .beta2 = u2f(f[12]),
                              .adam_eps = u2f(f[13]), .grad_clip = u2f(f[14]), .dropout = u2f(f[15]),
                              .seed = f[16], .n_threads = (int)f[17], .short_block = (int)f[22],
-                             .short_steps = (int)f[23]};
+                             .short_steps = (int)f[23], .attn_dropout = u2f(f[24])};
     *step = (int)f[18], *rng = f[19], *data_hash = f[20], *n_params = f[21];
 }
 
@@ -116,7 +116,7 @@ static const struct {
     {"beta2", K_FLOAT},    {"adam_eps", K_FLOAT},  {"grad_clip", K_FLOAT},  {"dropout", K_FLOAT},
     {"seed", K_ANY},       {"n_threads", K_INT},   {"step", K_INT},         {"rng", K_ANY},
     {"data_hash", K_ANY},  {"n_params", K_ANY},    {"short_block", K_INT},  {"short_steps", K_INT},
-    {"reserved", K_ZERO},
+    {"attn_dropout", K_FLOAT}, {"reserved", K_ZERO},
 };
 enum { F_STEPS = 6, F_STEP = 18, F_NPARAMS = 21 };
 
@@ -167,7 +167,7 @@ gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **
         st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %zu bytes, shorter than its header (truncated?)", path, len);
         goto out;
     }
-    if (v1) { /* no warmup fields: they stay 0 */
+    if (v1) { /* none of version 2's new fields: they stay 0 */
         memcpy(fields, data + 16, (CKPT_V1_FIELDS - 1) * 8);
         memcpy(fields + CKPT_FIELDS - 1, data + 16 + (CKPT_V1_FIELDS - 1) * 8, 8);
     } else {

@@ -74,6 +74,7 @@ static gpt2_status check_params(const gpt2_train_params *p, gpt2_error *err) {
          "train: Adam betas must be in [0, 1) and eps > 0");
     NEED(p->weight_decay >= 0 && p->grad_clip >= 0, "train: weight decay and clip must be >= 0");
     NEED(p->dropout >= 0 && p->dropout < 1, "train: dropout %g must be in [0, 1)", p->dropout);
+    NEED(p->attn_dropout >= 0 && p->attn_dropout < 1, "train: attn_dropout %g must be in [0, 1)", p->attn_dropout);
     NEED(p->n_threads >= 0 && p->n_threads <= 1024, "train: n_threads %d out of range", p->n_threads);
     NEED(p->short_steps >= 0, "train: short_steps %d must be >= 0", p->short_steps);
     NEED(!p->short_steps || (p->short_block >= 1 && p->short_block <= p->block_size &&
@@ -231,6 +232,7 @@ static gpt2_status trainer_alloc(const gpt2_train_params *p, gpt2_trainer **out,
     tr->dbig = xcalloc(BT * F, sizeof(float), &ok);
     tr->dqkv = xcalloc(BTC * 3, sizeof(float), &ok);
     tr->dscores = xcalloc((size_t)nt * T * T, sizeof(float), &ok);
+    tr->pdrop = xcalloc((size_t)nt * ATT_ROWS * T, sizeof(float), &ok);
     tr->partials = xcalloc(RED_CHUNKS * 2 * (C + 16), sizeof(double), &ok);
     if (!ok) goto nomem;
     *out = tr;
@@ -273,7 +275,7 @@ void gpt2_trainer_free(gpt2_trainer *tr) {
     float *bufs[] = {tr->params, tr->grads, tr->m,    tr->v,    tr->x0,        tr->ln1,  tr->ln1_stats,
                      tr->qkv,    tr->att,   tr->atty, tr->res2, tr->ln2,       tr->ln2_stats, tr->fch,
                      tr->fchg,   tr->res3,  tr->lnf,  tr->lnf_stats, tr->logits, tr->dres, tr->dbuf,
-                     tr->dbig,   tr->dqkv,  tr->dscores, tr->packed};
+                     tr->dbig,   tr->dqkv,  tr->dscores, tr->packed, tr->pdrop};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(tr->partials);
     free(tr->inputs);
@@ -499,19 +501,50 @@ typedef struct {
     const float *qkv, *att_in, *dy;
     float *att, *y, *dqkv;
     int B, T;
+    uint64_t drop_key; /* attention dropout's mask key when tr->attn_dropout_on */
 } attn_job;
+
+/* out[t] = in[t] / (1 - p), or 0 where element idx0 + t is dropped: a 16-bit
+ * lane of a hash of (key, idx / 4) below thresh = p * 65536. The one dropout
+ * mask of every site; out may be in. */
+static void drop_row(float *out, const float *in, size_t n, size_t idx0, uint64_t key, uint32_t thresh,
+                     float scale) {
+    uint64_t h = 0;
+    for (size_t t = 0; t < n; t++) {
+        const size_t idx = idx0 + t;
+        if (t == 0 || (idx & 3) == 0) h = rng_mix(key + (idx >> 2) * 0x9E3779B97F4A7C15u);
+        out[t] = ((h >> (16 * (idx & 3))) & 0xFFFF) < thresh ? 0.0f : in[t] * scale;
+    }
+}
+
+/* Rows [r0, r1) of (b, h)'s causal probabilities P (T, T) after attention
+ * dropout, into Pd (n, T): the first r1 columns, zero past the diagonal.
+ * Forward and backward make the same mask (element (i, t) of head bh). */
+static void attn_drop_block(const attn_job *j, size_t bh, const float *P, int r0, int r1, float *Pd) {
+    const float p = j->tr->p.attn_dropout;
+    const int T = j->T;
+    for (int i = r0; i < r1; i++) {
+        float *row = Pd + (size_t)(i - r0) * T;
+        drop_row(row, P + (size_t)i * T, (size_t)i + 1, (bh * T + i) * T, j->drop_key, (uint32_t)lrintf(p * 65536.0f),
+                 1.0f / (1.0f - p));
+        memset(row + i + 1, 0, (size_t)(r1 - i - 1) * sizeof *row);
+    }
+}
 
 /* Causal attention in blocks of ATT_ROWS query rows: row block [r0, r1) sees
  * keys [0, r1) only, so the products skip the masked upper triangle (at
- * 1,024 positions nearly half the attention's work). */
-enum { ATT_ROWS = 64 };
+ * 1,024 positions nearly half the attention's work). With attention dropout
+ * the values are weighted by the dropped probabilities; P keeps the softmax's
+ * own for its backward. */
 
 static void attn_fwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
     const attn_job *j = arg;
     const int T = j->T, C = j->tr->p.n_embd, H = j->tr->p.n_head, D = C / H, b = chunk / H, h = chunk % H;
     const float *q = j->qkv + (size_t)b * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
     float *P = j->att + ((size_t)b * H + h) * T * T, *y = j->y + (size_t)b * T * C + h * D;
-    (void)n_chunks, (void)ith;
+    float *Pd = j->tr->pdrop + (size_t)ith * ATT_ROWS * T;
+    const int drop = j->tr->attn_dropout_on;
+    (void)n_chunks;
     for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
         const int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
         float *Pb = P + (size_t)r0 * T;
@@ -522,7 +555,8 @@ static void attn_fwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
             kernel_softmax(row, i + 1);
             memset(row + i + 1, 0, (size_t)(r1 - i - 1) * sizeof *row); /* past r1: never written, never read */
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, r1, 1.0f, Pb, T, v, 3 * C, 0.0f,
+        if (drop) attn_drop_block(j, (size_t)b * H + h, P, r0, r1, Pd);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, r1, 1.0f, drop ? Pd : Pb, T, v, 3 * C, 0.0f,
                     y + (size_t)r0 * C, C);
     }
 }
@@ -534,7 +568,9 @@ static void attn_bwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
     const float *P = j->att_in + ((size_t)b * H + h) * T * T, *dy = j->dy + (size_t)b * T * C + h * D;
     float *dq = j->dqkv + (size_t)b * T * 3 * C + h * D, *dk = dq + C, *dv = dq + 2 * C;
     float *dS = j->tr->dscores + (size_t)ith * j->tr->p.block_size * j->tr->p.block_size;
-    const float scale = 1.0f / sqrtf((float)D);
+    float *Pd = j->tr->pdrop + (size_t)ith * ATT_ROWS * T;
+    const float scale = 1.0f / sqrtf((float)D), p_drop = j->tr->p.attn_dropout;
+    const int drop = j->tr->attn_dropout_on;
     (void)n_chunks;
     for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
         const int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T, n = r1 - r0;
@@ -542,9 +578,16 @@ static void attn_bwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
         float *dSb = dS + (size_t)r0 * T;
         const float beta = r0 ? 1.0f : 0.0f; /* dv and dk sum over the row blocks */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, r1, D, 1.0f, dyb, C, v, 3 * C, 0.0f, dSb, T); /* dP */
-        /* dv[0:r1] += P^T dy; rows of dv past r0 are new to this block */
-        if (r0) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r0, D, n, 1.0f, Pb, T, dyb, C, beta, dv, 3 * C);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, D, n, 1.0f, Pb + r0, T, dyb, C, 0.0f,
+        if (drop) { /* the values saw the dropped probabilities: Pd for dv, the mask on dP */
+            attn_drop_block(j, (size_t)b * H + h, P, r0, r1, Pd);
+            for (int i = r0; i < r1; i++)
+                drop_row(dS + (size_t)i * T, dS + (size_t)i * T, (size_t)i + 1, (((size_t)b * H + h) * T + i) * T,
+                         j->drop_key, (uint32_t)lrintf(p_drop * 65536.0f), 1.0f / (1.0f - p_drop));
+        }
+        const float *Pv = drop ? Pd : Pb; /* what weighted the values */
+        /* dv[0:r1] += Pv^T dy; rows of dv past r0 are new to this block */
+        if (r0) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r0, D, n, 1.0f, Pv, T, dyb, C, beta, dv, 3 * C);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, D, n, 1.0f, Pv + r0, T, dyb, C, 0.0f,
                     dv + (size_t)r0 * 3 * C, 3 * C);
         for (int i = r0; i < r1; i++) { /* softmax backward, with the score scale folded in */
             const float *p = P + (size_t)i * T;
@@ -590,13 +633,8 @@ static void ew_chunk(void *arg, int chunk, int n_chunks, int ith) {
             j->out[i] *= d;
         }
         break;
-    case EW_DROPOUT: /* out = out * mask / (1 - p): 4 16-bit lanes per hash */
-        for (size_t i = i0 & ~(size_t)3; i < i1; i += 4) {
-            uint64_t h = rng_mix(j->key + (i >> 2) * 0x9E3779B97F4A7C15u);
-            for (size_t k = 0; k < 4; k++)
-                if (i + k >= i0 && i + k < i1)
-                    j->out[i + k] = ((h >> (16 * k)) & 0xFFFF) < j->thresh ? 0.0f : j->out[i + k] * j->scale;
-        }
+    case EW_DROPOUT: /* out = out * mask / (1 - p) */
+        drop_row(j->out + i0, j->out + i0, i1 - i0, i0, j->key, j->thresh, j->scale);
         break;
     case EW_ADD: /* out = a + b */
         for (size_t i = i0; i < i1; i++) j->out[i] = j->a[i] + j->b[i];
@@ -606,13 +644,19 @@ static void ew_chunk(void *arg, int chunk, int n_chunks, int ith) {
 
 static void elementwise(gpt2_trainer *tr, ew_job j) { pool_run(tr->pool, ew_chunk, &j, 4 * tr->n_threads); }
 
-/* Dropout site s (0 embeddings, 1 + 2l attention output, 2 + 2l MLP output) of
- * the current step; the same mask drops the same gradients in backward. */
+/* Dropout site s's mask key this step: sites 0 embeddings, 1 + 2l attention
+ * output, 2 + 2l MLP output, 1 + 2L + l layer l's attention probabilities. */
+static uint64_t site_key(const gpt2_trainer *tr, int site) {
+    return rng_mix(tr->dropout_key ^ ((uint64_t)site << 40));
+}
+static uint64_t attn_drop_key(const gpt2_trainer *tr, int l) { return site_key(tr, 1 + 2 * tr->p.n_layer + l); }
+
+/* Dropout at site s of the current step; the same mask drops the same
+ * gradients in backward. */
 static void dropout(gpt2_trainer *tr, float *x, size_t n, int site) {
     if (!tr->dropout_on) return;
     ew_job j = {.kind = EW_DROPOUT, .out = x, .n = n, .scale = 1.0f / (1.0f - tr->p.dropout),
-                .thresh = (uint32_t)lrintf(tr->p.dropout * 65536.0f),
-                .key = rng_mix(tr->dropout_key ^ ((uint64_t)site << 40))};
+                .thresh = (uint32_t)lrintf(tr->p.dropout * 65536.0f), .key = site_key(tr, site)};
     elementwise(tr, j);
 }
 
@@ -685,7 +729,7 @@ static void block_forward(gpt2_trainer *tr, int l, int B, int T) {
     layer_acts a = acts_of(tr, l);
     layernorm_forward(tr, a.ln1, a.ln1_stats, a.in, LT(tr, P, l, LN1_W), LT(tr, P, l, LN1_B), BT);
     matmul_forward(tr, a.qkv, a.ln1, LT(tr, P, l, QKV_W), LT(tr, P, l, QKV_B), BT, 3 * C, C);
-    attn_job aj = {.tr = tr, .qkv = a.qkv, .att = a.att, .y = a.atty, .B = B, .T = T};
+    attn_job aj = {.tr = tr, .qkv = a.qkv, .att = a.att, .y = a.atty, .B = B, .T = T, .drop_key = attn_drop_key(tr, l)};
     pool_run(tr->pool, attn_fwd_chunk, &aj, B * tr->p.n_head);
     matmul_forward(tr, tr->dbuf, a.atty, LT(tr, P, l, PROJ_W), LT(tr, P, l, PROJ_B), BT, C, C);
     dropout(tr, tr->dbuf, BTC, 1 + 2 * l);
@@ -720,7 +764,8 @@ static void block_backward(gpt2_trainer *tr, int l, int B, int T) {
     dropout(tr, tr->dbuf, BTC, 1 + 2 * l);
     matmul_backward(tr, tr->dbig, LT(tr, G, l, PROJ_W), LT(tr, G, l, PROJ_B), tr->dbuf, a.atty, LT(tr, P, l, PROJ_W),
                     BT, C, C);
-    attn_job aj = {.tr = tr, .qkv = a.qkv, .att_in = a.att, .dy = tr->dbig, .dqkv = tr->dqkv, .B = B, .T = T};
+    attn_job aj = {.tr = tr, .qkv = a.qkv, .att_in = a.att, .dy = tr->dbig, .dqkv = tr->dqkv, .B = B, .T = T,
+                   .drop_key = attn_drop_key(tr, l)};
     pool_run(tr->pool, attn_bwd_chunk, &aj, B * tr->p.n_head);
     matmul_backward(tr, tr->dbuf, LT(tr, G, l, QKV_W), LT(tr, G, l, QKV_B), tr->dqkv, a.ln1, LT(tr, P, l, QKV_W), BT,
                     3 * C, C);
@@ -775,6 +820,7 @@ gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int
     const size_t lBTC = (size_t)p->batch_size * p->block_size * C;
     float *P = tr->params;
     tr->dropout_on = backward && p->dropout > 0;
+    tr->attn_dropout_on = backward && p->attn_dropout > 0;
     pack_matrix(tr, 0, V, C); /* the tied head, then each block's four */
     for (int l = 0; l < L; l++) {
         const int K[4] = {C, C, C, 4 * C}, N[4] = {3 * C, C, 4 * C, C}, k[4] = {QKV_W, PROJ_W, FC_W, FCPROJ_W};

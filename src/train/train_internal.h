@@ -12,6 +12,9 @@
 
 #define LN_EPS 1e-5 /* layer_norm_epsilon, as GPT-2 */
 
+/* Causal attention works in blocks of ATT_ROWS query rows (train.c). */
+enum { ATT_ROWS = 64 };
+
 /* the tensors of one block, in table order */
 enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FCPROJ_W, FCPROJ_B, N_LAYER_TENSORS };
 
@@ -24,7 +27,7 @@ struct gpt2_trainer {
     int step;
     uint64_t rng;          /* batch sampling; advances every step */
     uint64_t dropout_key;  /* this step's dropout masks */
-    int dropout_on;
+    int dropout_on, attn_dropout_on; /* this pass drops (training steps only) */
     float last_grad_norm;
     int (*interrupt)(void *user_data); /* asked before each layer's work; see gpt2_trainer_set_interrupt */
     void *interrupt_ud;
@@ -54,6 +57,7 @@ struct gpt2_trainer {
     float *dbig;               /* (B, T, F) */
     float *dqkv;               /* (B, T, 3C) */
     float *dscores;            /* (n_threads, T, T) */
+    float *pdrop;              /* (n_threads, ATT_ROWS, T) a row block's probabilities after attention dropout */
     double *partials;          /* fixed-order reduction partials */
 };
 
