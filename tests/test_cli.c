@@ -526,12 +526,11 @@ static void test_bench_json(void **state) {
     run_free(&r);
 }
 
-/* eval reproduces the reference's sliding-window loss. */
-static void test_eval(void **state) {
-    const char *model = *state;
-    char *json = read_file(fixture_path("cli/%s/eval.json", model), NULL);
+/* eval (with options opt) against the reference's sliding-window loss in ref_json. */
+static void check_eval(const char *model, const char *opt, const char *ref_json) {
+    char *json = read_file(fixture_path("cli/%s/%s", model, ref_json), NULL);
     cJSON *ref = cJSON_Parse(json);
-    run_result r = run(NULL, "eval -m %s --json -q %s", fixture_path("models/%s", model),
+    run_result r = run(NULL, "eval -m %s --json -q %s %s", fixture_path("models/%s", model), opt,
                        fixture_path("cli/%s/eval.txt", model));
     assert_int_equal(r.status, 0);
     cJSON *got = cJSON_Parse(r.out);
@@ -543,11 +542,25 @@ static void test_eval(void **state) {
                      cJSON_GetObjectItem(ref, "nats_per_token")->valuedouble);
     double db = fabs(cJSON_GetObjectItem(got, "bits_per_byte")->valuedouble -
                      cJSON_GetObjectItem(ref, "bits_per_byte")->valuedouble);
-    print_message("%s eval: |dnats| %.3g |dbpb| %.3g\n", model, dn, db);
+    print_message("%s eval %s: %.4f nats/token, |dnats| %.3g |dbpb| %.3g\n", model, opt,
+                  cJSON_GetObjectItem(got, "nats_per_token")->valuedouble, dn, db);
     assert_true(dn < 1e-4 && db < 1e-4);
     cJSON_Delete(got), cJSON_Delete(ref);
     run_free(&r);
     free(json);
+}
+
+/* eval reproduces the reference's sliding-window loss, with the model's
+ * window and with --context 7 (stride 3). */
+static void test_eval(void **state) {
+    const char *model = *state;
+    check_eval(model, "", "eval.json");
+    check_eval(model, "--context 7", "eval_context7.json");
+    run_result r = run(NULL, "eval -m %s --context 100000 %s", fixture_path("models/%s", model),
+                       fixture_path("cli/%s/eval.txt", model));
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "--context 100000: the model has")) fail_msg("stderr: %s", r.err);
+    run_free(&r);
     r = run(NULL, "eval -m %s /nonexistent/file.txt", fixture_path("models/%s", model));
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "/nonexistent/file.txt"));

@@ -42,9 +42,10 @@ struct chat_host_s;
 const struct chat_host_s *cli_chat_host(void);
 
 /* The mean loss of a model on a text, as `gptscope eval` defines it: every
- * token but the first predicted once, from windows of n_ctx tokens advancing
- * by n_ctx / 2; bits per byte over the bytes of the predicted tokens. With
- * CLI_SCORE_LINES each line is its own text (its first token unscored). */
+ * token but the first predicted once, from windows of n_ctx tokens (0: the
+ * model's positions) advancing by n_ctx / 2; bits per byte over the bytes of
+ * the predicted tokens. With CLI_SCORE_LINES each line is its own text (its
+ * first token unscored). */
 enum { CLI_SCORE_QUIET = 1, CLI_SCORE_LINES = 2 };
 typedef struct {
     size_t tokens;
@@ -52,8 +53,8 @@ typedef struct {
     double bytes, nats_per_token, bits_per_byte;
     int n_ctx, stride;
 } cli_score;
-int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, int n_threads,
-                   const char *ablate, cli_score *out);
+int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, int n_ctx,
+                   int n_threads, const char *ablate, cli_score *out);
 
 /* --- Options as data (options.c) -------------------------------------------
  *
@@ -311,6 +312,8 @@ int cli_interrupted(void *unused);
 /* A context for m with n_threads workers (0: one per CPU); NULL after
  * printing the engine's message. */
 gpt2_context *cli_context_new(const gpt2_model *m, int n_threads);
+/* The same with a KV cache of n_ctx positions (0: the model's). */
+gpt2_context *cli_context_new_ctx(const gpt2_model *m, int n_threads, int n_ctx);
 
 /* Ctrl-C for ctx's forward passes: installs the flag's handler and sets
  * ctx's hooks to *hooks (none when NULL) with .interrupt = cli_interrupted,

@@ -58,12 +58,12 @@ static int score_stream(gpt2_context *ctx, eval_state *s, const int32_t *ids, si
     }
 }
 
-int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, int n_threads,
-                   const char *ablate, cli_score *out) {
+int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, int n_ctx,
+                   int n_threads, const char *ablate, cli_score *out) {
     const int quiet = flags & CLI_SCORE_QUIET;
     int rc = EXIT_ERR;
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
-    gpt2_context *ctx = cli_context_new(m, n_threads);
+    gpt2_context *ctx = cli_context_new_ctx(m, n_threads, n_ctx);
     if (!ctx || !cli_context_ablate(ctx, ablate)) {
         gpt2_context_free(ctx);
         return EXIT_ERR;
@@ -112,11 +112,13 @@ out:
 
 static const char usage_text[] =
     "usage: gptscope eval [-m DIR] [--heldout F] [--examples] [--json] [-q] [--quantize q8|q4]\n"
-    "                     [--threads N] [--ablate L.H,...] FILE\n"
+    "                     [--context N] [--threads N] [--ablate L.H,...] FILE\n"
     "  Mean loss of the model on FILE: nats per token and bits per byte.\n"
     "  --heldout F   score only the last fraction F of FILE, cut where `gptscope train\n"
     "                --val-fraction F` cuts its validation split\n"
     "  --examples    score each line on its own\n"
+    "  --context N   windows of N tokens (default: the model's positions), advancing\n"
+    "                by N/2: how the model does with less context\n"
     "  -q            no progress line on stderr\n"
     "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n"
     CLI_ABLATE_USAGE;
@@ -124,7 +126,7 @@ static const char usage_text[] =
 typedef struct {
     const char *model, *quantize, *path, *ablate;
     double heldout; /* the last fraction of the file scored */
-    int lines, json, quiet, n_threads;
+    int lines, json, quiet, n_threads, n_ctx;
 } eval_opts;
 
 typedef struct {
@@ -141,6 +143,7 @@ static int eval_parse(int argc, char **argv, eval_opts *o) {
         {CLI_FLAG("json", 0, eval_opts, json)},
         {CLI_FN("quantize", 0, eval_opts, quantize, const char *, cli_opt_quantize)},
         {CLI_INT("threads", 0, eval_opts, n_threads, 1, 256)},
+        {CLI_INT("context", 0, eval_opts, n_ctx, 2, 1 << 20)},
         {CLI_FLAG("quiet", 'q', eval_opts, quiet)},
         CLI_ABLATE_ROW(eval_opts, ablate),
     };
@@ -157,14 +160,16 @@ static int eval_run(const eval_opts *o, eval_result *r) {
     gpt2_model *m = text ? cli_load_model_as(cli_model_dir(o->model), o->quantize) : NULL;
     int rc = EXIT_ERR;
     r->path = o->path;
-    if (m) {
+    if (m && o->n_ctx > gpt2_model_config(m)->n_ctx) {
+        cli_error("--context %d: the model has %d positions", o->n_ctx, gpt2_model_config(m)->n_ctx);
+    } else if (m) {
         size_t from = o->heldout < 1.0 ? gpt2_text_split(text, len, 1.0 - o->heldout) : 0;
         if (o->lines) /* as train --examples: the split moves back to a line start */
             while (from > 0 && from < len && text[from - 1] != '\n') from--;
         r->from = from;
         rc = cli_score_text(m, o->path, text + from, len - from,
-                            (o->quiet ? CLI_SCORE_QUIET : 0) | (o->lines ? CLI_SCORE_LINES : 0), o->n_threads,
-                            o->ablate, &r->score);
+                            (o->quiet ? CLI_SCORE_QUIET : 0) | (o->lines ? CLI_SCORE_LINES : 0), o->n_ctx,
+                            o->n_threads, o->ablate, &r->score);
     }
     free(text);
     gpt2_model_free(m);
@@ -188,6 +193,8 @@ static int eval_report(const eval_result *r, int json) {
     viz_json_number(root, "bytes", s->bytes);
     viz_json_number(root, "nats_per_token", s->nats_per_token);
     viz_json_number(root, "bits_per_byte", s->bits_per_byte);
+    viz_json_number(root, "context", s->n_ctx);
+    viz_json_number(root, "stride", s->stride);
     return cli_json_print(root);
 }
 

@@ -376,7 +376,7 @@ static int job_score(const train_opts *o, const train_job *j, train_result *r) {
     gpt2_model *m = cli_load_model(o->out_dir);
     if (!m) return EXIT_ERR;
     int rc = cli_score_text(m, o->path, j->text + j->cut, j->len - j->cut,
-                            CLI_SCORE_QUIET | (o->examples ? CLI_SCORE_LINES : 0), j->p.n_threads, NULL,
+                            CLI_SCORE_QUIET | (o->examples ? CLI_SCORE_LINES : 0), 0, j->p.n_threads, NULL,
                             &r->score);
     gpt2_model_free(m);
     r->heldout = rc == EXIT_OK;

@@ -216,11 +216,14 @@ volatile sig_atomic_t *cli_interrupt_flag(void) {
     return &interrupted;
 }
 
-gpt2_context *cli_context_new(const gpt2_model *m, int n_threads) {
+gpt2_context *cli_context_new(const gpt2_model *m, int n_threads) { return cli_context_new_ctx(m, n_threads, 0); }
+
+gpt2_context *cli_context_new_ctx(const gpt2_model *m, int n_threads, int n_ctx) {
     gpt2_context *ctx = NULL;
     gpt2_error err;
     gpt2_context_params cp = gpt2_context_default_params();
     cp.n_threads = n_threads;
+    cp.n_ctx = n_ctx;
     if (gpt2_context_new(m, cp, &ctx, &err) != GPT2_OK) {
         cli_error("%s", err.msg);
         return NULL;

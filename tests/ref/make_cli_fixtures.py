@@ -55,12 +55,12 @@ def log_softmax_at(logits, target):
     return float(math.log(np.exp(logits - m).sum()) + m - logits[target])
 
 
-def eval_reference(hp, params, tok, text):
+def eval_reference(hp, params, tok, text, n_ctx=None):
     """Same definition as `gptscope eval`: every token but the first is predicted once;
-    windows of n_positions advance by n_positions // 2; bits per byte divide by the
-    bytes of the predicted tokens."""
+    windows of n_ctx (default n_positions) advance by n_ctx // 2; bits per byte divide
+    by the bytes of the predicted tokens."""
     ids = tok.encode(text)
-    n, n_ctx = len(ids), hp["n_positions"]
+    n, n_ctx = len(ids), n_ctx or hp["n_positions"]
     stride = max(n_ctx // 2, 1)
     nats, scored, score_from, begin = 0.0, 0, 1, 0
     while True:
@@ -106,6 +106,9 @@ def write_model(fixtures, name):
     assert ev["tokens"] > hp["n_positions"], "eval text must span several windows"
     with open(os.path.join(out, "eval.json"), "w") as f:
         json.dump(ev, f)
+    # `eval --context 7`: windows shorter than the model's, an odd length (stride 3)
+    with open(os.path.join(out, "eval_context7.json"), "w") as f:
+        json.dump(eval_reference(hp, params, tok, EVAL_TEXT, 7), f)
     print(f"cli/{name}: prompt {len(ids)} tokens, greedy margin {min(margins):.4f}, "
           f"eval {ev['tokens']} tokens {ev['nats_per_token']:.4f} nats/token")
 
