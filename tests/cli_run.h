@@ -76,6 +76,13 @@ static inline const char *sq(const char *s) {
     return out;
 }
 
+/* Removes dir and everything in it. */
+static inline void rm_rf(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", sq(dir));
+    assert_int_equal(system(cmd), 0);
+}
+
 /* "NAME=HEX" for json_check.py's arg[NAME]: n bytes of s (static buffers, 4 slots). */
 static inline const char *hex_let(const char *name, const char *s, size_t n) {
     static char bufs[4][8192];

@@ -38,12 +38,6 @@ static char *tmpdir_new(void) {
     return dir;
 }
 
-static void rm_rf(const char *dir) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", sq(dir));
-    assert_int_equal(system(cmd), 0);
-}
-
 static double json_number(const char *text, const char *key) {
     cJSON *j = cJSON_Parse(text);
     if (!j) fail_msg("not JSON: %s", text);
