@@ -16,6 +16,14 @@ static inline uint64_t ckpt_fnv1a(const unsigned char *p, size_t n) {
     return h;
 }
 
+/* Writes n bytes to path. */
+static inline void write_bytes(const char *path, const void *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
 /* Writes orig (len bytes) to path with vlen bytes at off replaced by val and
  * the trailing checksum recomputed. */
 static inline void ckpt_craft(const char *path, const char *orig, size_t len, size_t off, const void *val,
@@ -26,10 +34,7 @@ static inline void ckpt_craft(const char *path, const char *orig, size_t len, si
     memcpy(b + off, val, vlen);
     uint64_t h = ckpt_fnv1a(b, len - 8);
     memcpy(b + len - 8, &h, 8);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, len, f), len);
-    fclose(f);
+    write_bytes(path, b, len);
     free(b);
 }
 

@@ -20,6 +20,11 @@ static gpt2_train_params tiny_params(void) {
 
 static uint64_t lcg(uint64_t *s) { return (*s = *s * 6364136223846793005ull + 1442695040888963407ull) >> 33; }
 
+/* n token ids in 0..12 from seed. */
+static void random_ids(int32_t *ids, int n, uint64_t seed) {
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)(lcg(&seed) % 13);
+}
+
 /* Spreads the weights out (GPT-2's init makes most gradients tiny) so that
  * every tensor's gradient is well above finite-difference noise; matrices
  * scaled by 1 / sqrt(width) so that wider models' scores stay as lively as
@@ -199,8 +204,7 @@ static void test_resume_exact(void **state) {
     gpt2_train_params p = tiny_params();
     p.dropout = 0.2f, p.steps = 6, p.warmup_steps = 2;
     int32_t ids[200];
-    uint64_t s = 11;
-    for (int i = 0; i < 200; i++) ids[i] = (int32_t)(lcg(&s) % 13);
+    random_ids(ids, 200, 11);
     gpt2_train_data d = {ids, 200, 0};
     gpt2_trainer *a, *b, *c;
     gpt2_error err;
@@ -457,8 +461,7 @@ static void test_short_warmup(void **state) {
     pb = pa;
     pb.block_size = 4, pb.batch_size = 4, pb.short_block = 0, pb.short_steps = 0;
     int32_t ids[300];
-    uint64_t s = 3;
-    for (int i = 0; i < 300; i++) ids[i] = (int32_t)(lcg(&s) % 13);
+    random_ids(ids, 300, 3);
     gpt2_train_data d = {ids, 300, 0};
     gpt2_trainer *a, *b;
     gpt2_error err;
@@ -500,8 +503,7 @@ static void test_checkpoint_v1(void **state) {
     gpt2_train_params p = tiny_params();
     p.steps = 4, p.dropout = 0.1f;
     int32_t ids[200];
-    uint64_t s = 9;
-    for (int i = 0; i < 200; i++) ids[i] = (int32_t)(lcg(&s) % 13);
+    random_ids(ids, 200, 9);
     gpt2_train_data d = {ids, 200, 0};
     gpt2_trainer *a, *b = NULL;
     gpt2_error err;
@@ -525,10 +527,7 @@ static void test_checkpoint_v1(void **state) {
     memcpy(v1 + 16 + 22 * 8, v2 + 16 + 25 * 8, len - 16 - 25 * 8); /* reserved, arrays, checksum */
     uint64_t h = ckpt_fnv1a(v1, len1 - 8);
     memcpy(v1 + len1 - 8, &h, 8);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(v1, 1, len1, f), len1);
-    fclose(f);
+    write_bytes(path, v1, len1);
     uint64_t hash = 0;
     assert_int_equal(gpt2_trainer_resume(path, -1, &b, &hash, &err), GPT2_OK);
     assert_int_equal(hash, 77);
@@ -590,8 +589,7 @@ static void test_interrupt_step(void **state) {
     gpt2_train_params p = tiny_params();
     p.dropout = 0.2f, p.steps = 4, p.warmup_steps = 1;
     int32_t ids[200];
-    uint64_t s = 5;
-    for (int i = 0; i < 200; i++) ids[i] = (int32_t)(lcg(&s) % 13);
+    random_ids(ids, 200, 5);
     gpt2_train_data d = {ids, 200, 0};
     gpt2_trainer *a, *b;
     gpt2_error err;
