@@ -236,6 +236,43 @@ static void test_prefill_split_fixed(void **state) {
     prefill_split_fixed(1);
 }
 
+/* kernel_softmax against float64's, at lengths around its 16 lanes, with the
+ * maximum in every lane and in the tail, scores spread over 200 (a wrong
+ * maximum would overflow exp) and masked -inf entries. */
+static void test_softmax(void **state) {
+    (void)state;
+    static const int lens[] = {1, 2, 15, 16, 17, 31, 33, 64, 100, 513, 1000};
+    float x[1000];
+    double p[1000], worst = 0;
+    uint64_t seed = 42;
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        const int n = lens[li];
+        for (int at = 0; at < n; at += (n > 40 ? 7 : 1)) { /* where the maximum sits */
+            for (int i = 0; i < n; i++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                x[i] = (float)((double)(seed >> 40) / (1 << 24) * 200.0 - 150.0);
+                if (i % 11 == 3 && i != at) x[i] = -INFINITY;
+            }
+            x[at] = 60.0f;
+            double max = -INFINITY, sum = 0;
+            for (int i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+            for (int i = 0; i < n; i++) sum += (p[i] = exp((double)x[i] - max));
+            float d[1000]; /* x - max, whose float rounding (|x - max| 2^-24) exp turns into relative error */
+            for (int i = 0; i < n; i++) d[i] = isinf(x[i]) ? 0 : fabsf(x[i] - (float)max);
+            kernel_softmax(x, n);
+            double total = 0;
+            for (int i = 0; i < n; i++) {
+                total += x[i];
+                const double want = p[i] / sum, err = fabs(x[i] - want);
+                if (!(err <= (2e-6 + d[i] * 1.2e-7) * want + 1e-30)) fail_msg("n %d, max at %d: p[%d] = %.9g, want %.9g", n, at, i, x[i], want);
+                worst = fmax(worst, err / (want + 1e-30) / (1 + d[i]));
+            }
+            assert_true(fabs(total - 1.0) < 1e-5);
+        }
+    }
+    print_message("softmax: worst relative error %.2e per unit of |x - max| + 1\n", worst);
+}
+
 int main(void) {
     /* as gpt2_context_new does; this call also keeps OpenBLAS linked for RTLD_NEXT */
     openblas_set_num_threads(1);
@@ -243,6 +280,7 @@ int main(void) {
         cmocka_unit_test(test_pack_layout),
         cmocka_unit_test(test_packed_matmul),
         cmocka_unit_test(test_prefill_split_fixed),
+        cmocka_unit_test(test_softmax),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -722,15 +722,27 @@ void kernel_gelu_erf(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f));
 }
 
+/* The max and the sum run in SM_LANES interleaved lanes (element i in lane
+ * i % SM_LANES, the lanes then combined in order, the tail last), which the
+ * compiler vectorises where one running value stays scalar; the exps
+ * vectorise once they are a pass of their own. */
+enum { SM_LANES = 16 };
+
 void kernel_softmax(float *x, int n) {
-    float max = x[0];
-    for (int i = 1; i < n; i++)
-        if (x[i] > max) max = x[i];
+    float lane[SM_LANES], max = x[0];
+    int i = 0;
+    for (int l = 0; l < SM_LANES; l++) lane[l] = x[0];
+    for (; i + SM_LANES <= n; i += SM_LANES)
+        for (int l = 0; l < SM_LANES; l++) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
+    for (int l = 0; l < SM_LANES; l++) max = lane[l] > max ? lane[l] : max;
+    for (; i < n; i++) max = x[i] > max ? x[i] : max;
+    for (i = 0; i < n; i++) x[i] = fast_exp_nonpos(x[i] - max);
     float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        x[i] = fast_exp_nonpos(x[i] - max);
-        sum += x[i];
-    }
+    for (int l = 0; l < SM_LANES; l++) lane[l] = 0.0f;
+    for (i = 0; i + SM_LANES <= n; i += SM_LANES)
+        for (int l = 0; l < SM_LANES; l++) lane[l] += x[i + l];
+    for (int l = 0; l < SM_LANES; l++) sum += lane[l];
+    for (; i < n; i++) sum += x[i];
     const float inv = 1.0f / sum;
-    for (int i = 0; i < n; i++) x[i] *= inv;
+    for (i = 0; i < n; i++) x[i] *= inv;
 }
