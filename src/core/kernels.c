@@ -109,6 +109,10 @@ static void widen_segment(float *dst, const gpt2_matrix *W, int k, int n0, int n
         widen(dst, data + ((size_t)k * W->cols + n0) * es, W->dtype, (size_t)nn);
         return;
     }
+    if (W->dtype == GPT2_DTYPE_Q8 && W->trans) { /* an embedding, stored as its transpose (kernels.h) */
+        for (int i = 0; i < nn; i++) dst[i] = (float)((const int8_t *)data)[kernel_q8_packed_index(W->cols, n0 + i, k)];
+        return;
+    }
     if (W->dtype == GPT2_DTYPE_Q8) {
         for (int i = 0; i < nn; i++) dst[i] = (float)((const int8_t *)data)[kernel_q8_packed_index(W->rows, k, n0 + i)];
         return;
@@ -358,6 +362,7 @@ typedef struct {
     float **scratch; /* one KERNEL_SCRATCH_FLOATS buffer per thread (16-bit weights) */
     float *partials; /* (KERNEL_DECODE_CHUNKS, T, N) for weight-streaming matmuls */
     const quant_x *xq; /* (T) the inputs quantized, for Q8 packed W */
+    int n_out;         /* Q8 LM head: the outputs kept (V) of W's padded columns */
 } matmul_job;
 
 /* T <= KERNEL_SMALL_T positions: chunk c sums its block of rows of W into
@@ -559,6 +564,27 @@ size_t kernel_work_floats(int T, int K, int N) {
     return small > q8 ? small : q8;
 }
 
+/* The Q8 LM head's columns [n0, n1) of the padded (C, Vp) view: whole panels
+ * below V straight into out, the panel holding V through scratch. */
+static void q8_head_part(void *arg, int chunk, int n_chunks, int ith) {
+    const matmul_job *j = arg;
+    const int V = j->n_out, T = j->T;
+    int n0, n1;
+    pool_share(j->W->cols, KERNEL_PANEL_COLS, chunk, n_chunks, &n0, &n1);
+    const int whole = (n1 < V ? n1 : V / KERNEL_PANEL_COLS * KERNEL_PANEL_COLS) - n0;
+    if (whole > 0) {
+        for (int t = 0; t < T; t++) memset(j->out + (size_t)t * j->ldo + n0, 0, (size_t)whole * sizeof(float));
+        gemm_q8_cols(j->out + n0, j->ldo, j->xq, T, j->W, n0, whole);
+    }
+    for (int p = n0 + (whole > 0 ? whole : 0); p < n1 && p < V; p += KERNEL_PANEL_COLS) {
+        float *tmp = j->scratch[ith]; /* (T, 64) */
+        memset(tmp, 0, (size_t)T * KERNEL_PANEL_COLS * sizeof(float));
+        gemm_q8_cols(tmp, KERNEL_PANEL_COLS, j->xq, T, j->W, p, KERNEL_PANEL_COLS);
+        for (int t = 0; t < T; t++)
+            memcpy(j->out + (size_t)t * j->ldo + p, tmp + (size_t)t * KERNEL_PANEL_COLS, (size_t)(V - p) * sizeof(float));
+    }
+}
+
 /* Quantizes in into the work area (64-byte aligned), then the panels, split
  * by N alone: whatever the thread count, the same bits. */
 static void q8_matmul(gpt2_pool *pool, matmul_job *j, float *work) {
@@ -568,7 +594,7 @@ static void q8_matmul(gpt2_pool *pool, matmul_job *j, float *work) {
     if (T == 1) q8_input_rows(&qj, 0, 1, 0);
     else pool_run(pool, q8_input_rows, &qj, T < 16 ? T : 16);
     j->xq = X;
-    pool_run(pool, matmul_part, j, n_chunks_for(T, j->W->cols, 64));
+    pool_run(pool, j->n_out ? q8_head_part : matmul_part, j, n_chunks_for(T, j->W->cols, 64));
 }
 
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
@@ -577,7 +603,7 @@ void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gp
         qmatmul(pool, out, W->cols, in, T, W, W->cols, W->rows, bias, accumulate, scratch, partials, 64);
         return;
     }
-    matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch, partials, NULL};
+    matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch, partials, NULL, 0};
     if (W->dtype == GPT2_DTYPE_Q8 && W->packed && (T <= KERNEL_SMALL_T || gemm_own())) {
         q8_matmul(pool, &j, partials);
         return;
@@ -647,7 +673,14 @@ void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int 
         qmatmul(pool, out, ldo, in, T, W, W->rows, W->cols, NULL, 0, scratch, partials, 1024);
         return;
     }
-    matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch, NULL, NULL};
+    if (W->dtype == GPT2_DTYPE_Q8 && W->trans) { /* an embedding in panels: its transpose's integer products */
+        const gpt2_matrix view = {.data = W->data, .dtype = GPT2_DTYPE_Q8, .rows = W->cols,
+                                  .cols = kernel_q8_head_cols(W->rows), .scale = W->scale, .packed = 1};
+        matmul_job j = {out, ldo, in, T, &view, NULL, 0, scratch, NULL, NULL, W->rows};
+        q8_matmul(pool, &j, partials);
+        return;
+    }
+    matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch, NULL, NULL, 0};
     pool_run(pool, matmul_t_part, &j, n_chunks_for(T, W->rows, 1024));
 }
 

@@ -63,6 +63,13 @@ static inline size_t kernel_q8_packed_index(int K, int k, int n) {
            (size_t)(n % KERNEL_PANEL_COLS) * 2 + (size_t)(k % 2);
 }
 
+/* A Q8 embedding (V, C), scaled per row, is stored as its transpose (C, Vp)
+ * in those same panels (packed and trans set), Vp = V rounded up to whole
+ * panels, the padding columns zero with scale 0: the LM head then runs on
+ * gemm_q8_cols like a block's matrices. Needs C a multiple of 32. */
+static inline int kernel_q8_head_packable(const gpt2_matrix *m) { return m->cols % 32 == 0; }
+static inline int kernel_q8_head_cols(int V) { return (V + KERNEL_PANEL_COLS - 1) / KERNEL_PANEL_COLS * KERNEL_PANEL_COLS; }
+
 /* dst (rows x cols elements of src's dtype) = src, row-major (or stored
  * transposed, not Q8), in the packed layout; src must be kernel_packable. */
 void kernel_pack(void *dst, const gpt2_matrix *src);

@@ -403,8 +403,9 @@ const char *gpt2_model_source(const gpt2_model *m) { return m->source ? m->sourc
 /* Bytes a Q8 copy of m (rows x cols) takes: the int8 data and the scales, each
  * 64-byte aligned. */
 static size_t q8_bytes(const gpt2_matrix *m, int per_row) {
-    size_t data = ((size_t)m->rows * m->cols + 63) & ~(size_t)63;
-    return data + (((size_t)(per_row ? m->rows : m->cols) * sizeof(float) + 63) & ~(size_t)63);
+    const int rows = per_row && kernel_q8_head_packable(m) ? kernel_q8_head_cols(m->rows) : m->rows;
+    size_t data = ((size_t)rows * m->cols + 63) & ~(size_t)63;
+    return data + (((size_t)(per_row ? rows : m->cols) * sizeof(float) + 63) & ~(size_t)63);
 }
 
 static int8_t q8_round(float v, float s) {
@@ -414,13 +415,19 @@ static int8_t q8_round(float v, float s) {
     return (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r);
 }
 
-/* Quantizes src into the arena at *next: scales per row (wte) or per column
- * (Conv1D). row (cols floats) is scratch. */
+/* Quantizes src into the arena at *next: scales per row (wte, stored as its
+ * transpose in panels where it can be: kernels.h) or per column (Conv1D).
+ * row (cols floats) is scratch. */
 static void q8_matrix(const gpt2_matrix *src, int per_row, unsigned char **next, float *row, gpt2_matrix *dst) {
-    const int R = src->rows, C = src->cols;
+    const int R = src->rows, C = src->cols, head = per_row && kernel_q8_head_packable(src);
+    const int Rp = head ? kernel_q8_head_cols(R) : R;
     int8_t *q = (int8_t *)*next;
-    float *scale = (float *)(*next + (((size_t)R * C + 63) & ~(size_t)63));
+    float *scale = (float *)(*next + (((size_t)Rp * C + 63) & ~(size_t)63));
     *next += q8_bytes(src, per_row);
+    if (head) { /* the padding: zero weights, zero scales */
+        memset(q, 0, (size_t)Rp * C);
+        for (int r = R; r < Rp; r++) scale[r] = 0.0f;
+    }
     if (!per_row)
         for (int c = 0; c < C; c++) scale[c] = 0.0f;
     for (int r = 0; r < R; r++) { /* pass 1: absmax per row or column */
@@ -435,11 +442,12 @@ static void q8_matrix(const gpt2_matrix *src, int per_row, unsigned char **next,
     }
     for (int i = 0; i < (per_row ? R : C); i++) scale[i] /= 127.0f;
     *dst = (gpt2_matrix){.data = q, .dtype = GPT2_DTYPE_Q8, .rows = R, .cols = C, .scale = scale};
-    dst->packed = !per_row && kernel_packable(dst); /* Conv1D weights: integer products (gemm.h) */
+    dst->packed = head || (!per_row && kernel_packable(dst)); /* integer products (gemm.h) */
+    dst->trans = head;
     for (int r = 0; r < R; r++) { /* pass 2: round to the grid */
         kernel_row(row, src, r);
         for (int c = 0; c < C; c++)
-            q[dst->packed ? kernel_q8_packed_index(R, r, c) : (size_t)r * C + c] =
+            q[head ? kernel_q8_packed_index(C, c, r) : dst->packed ? kernel_q8_packed_index(R, r, c) : (size_t)r * C + c] =
                 q8_round(row[c], per_row ? scale[r] : scale[c]);
     }
 }
