@@ -453,6 +453,22 @@ if [ -f "$NG" ]; then
     keys "/quit" Enter
 fi
 
+# 24. the bundled model in an 80x24 terminal, default settings: ten exchanges
+# stay in its context (no turn dropped). Positive sign first: ten replies logged.
+rm -f "$TMP/log"
+$T kill-server >/dev/null 2>&1; sleep 0.2
+$T new-session -d -s app -x 80 -y 24 "env XDG_STATE_HOME='$TMP/state' '$BIN' chat -m '$ROOT/models/shakespeare' --seed 1 --log '$TMP/log'; sleep 60"
+wait_for "you speak as ROMEO" 10
+for i in 1 2 3 4 5 6 7 8 9 10; do
+    keys "Tell me, sweet lady, what news from Verona, number $i?" Enter
+    j=0; while [ "$(grep -c 'reply: ' "$TMP/log" 2>/dev/null)" -lt $i ] && [ $j -lt 1200 ]; do sleep 0.05; j=$((j + 1)); done
+done
+check "80x24, bundled model: ten replies" sh -c "[ \"\$(grep -c 'reply: ' '$TMP/log')\" -eq 10 ]"
+check "80x24, bundled model: no turn dropped from the context" sh -c "! grep -q 'context full: dropped' '$TMP/log'"
+# each reply's line says "context N/1024": N grows with every exchange (a drop would shrink it)
+check "80x24, bundled model: the context holds all ten exchanges" sh -c "grep '^reply: ' '$TMP/log' | grep -oE 'context [0-9]+/1024' | tr -dc '0-9/\n' | cut -d/ -f1 | awk 'NR > 1 && \$1 <= prev { bad = 1 } { prev = \$1; n++ } END { exit !(n == 10 && !bad) }'"
+keys "/quit" Enter
+
 echo
 echo "tui: $pass passed, $fail failed"
 # cmocka-style lines, so that tests/run_tests.sh counts these checks too
