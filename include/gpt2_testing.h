@@ -24,7 +24,7 @@ gpt2_train_tensor gpt2_trainer_tensor(const gpt2_trainer *tr, int i);
 /* Loss (mean over B x T predictions) of inputs (B, T) -> targets (B, T) and,
  * with backward, the gradients of every tensor (overwritten). Dropout applies
  * when the params have it and backward is set; use dropout 0 for gradient
- * checks. B <= batch_size, T <= block_size. */
+ * checks. B * T <= batch_size * block_size, T <= block_size. */
 gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int32_t *targets, int B, int T,
                               int backward, float *loss, gpt2_error *err);
 

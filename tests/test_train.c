@@ -561,6 +561,10 @@ static void test_bad_params(void **state) {
     p.dropout = 1.0f;
     assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_ERR_INVALID_ARG);
     p = tiny_params();
+    p.short_block = -1; /* even without a warmup: its checkpoint would not resume */
+    assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "short_block -1 must be >= 0"));
+    p = tiny_params();
     assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_OK);
     int32_t ids[5] = {1, 2, 3, 4, 5};
     gpt2_train_data d = {ids, 5, 0}; /* block 6 needs 7 tokens */

@@ -1,8 +1,8 @@
 /* cmd_eval.c — `gptscope eval`: mean next-token loss of a model over a text file.
  *
  * Every token but the first is predicted once, from windows of n_positions
- * tokens that advance by half a window, so each prediction (after the first
- * window) sees at least n_positions/2 tokens of context. Reported: nats per
+ * tokens (--context N: N) that advance by half a window, so each prediction
+ * (after the first window) sees at least half a window of context. Reported: nats per
  * predicted token, and bits per byte = total nats / ln 2 / the bytes of the
  * predicted tokens (the file's bytes minus those of its first token).
  */

@@ -31,7 +31,8 @@ typedef struct {
                            (quant.h), whose blocks run along a row, are always so in
                            kernel_matmul, never in kernel_row / kernel_matmul_t; a float
                            matrix only during a load: kernel_pack and
-                           kernel_copy_transposed read it so, their copy is not */
+                           kernel_copy_transposed read it so, their copy is not; and a
+                           Q8 embedding in panels (kernel_q8_head_packable) */
 } gpt2_matrix;
 
 /* The packed layout of a (K, N) matrix: panels of 64 columns, one after
@@ -131,7 +132,12 @@ void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gp
  * is quantized to 8 bits in blocks of 32 (quant.h) into `partials`, and each
  * output is one integer-summed dot product with a row of W as stored; past
  * that, rows of W are dequantized into scratch[ith] and multiplied by sgemm.
- * Outputs are split over the threads by rows of W, in chunks fixed by N. */
+ * Outputs are split over the threads by rows of W, in chunks fixed by N.
+ *
+ * A Q8 embedding stored transposed in panels (kernel_q8_head_packable) runs
+ * on gemm_q8_cols at any T, GPTSCOPE_GEMM=blas or not: its inputs quantized
+ * into `partials` (kernel_work_floats), the last partial panel through
+ * scratch[ith] (T x 64 floats). */
 void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W,
                      float **scratch, float *partials);
 

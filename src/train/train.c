@@ -76,7 +76,8 @@ static gpt2_status check_params(const gpt2_train_params *p, gpt2_error *err) {
     NEED(p->dropout >= 0 && p->dropout < 1, "train: dropout %g must be in [0, 1)", p->dropout);
     NEED(p->attn_dropout >= 0 && p->attn_dropout < 1, "train: attn_dropout %g must be in [0, 1)", p->attn_dropout);
     NEED(p->n_threads >= 0 && p->n_threads <= 1024, "train: n_threads %d out of range", p->n_threads);
-    NEED(p->short_steps >= 0, "train: short_steps %d must be >= 0", p->short_steps);
+    NEED(p->short_steps >= 0 && p->short_block >= 0, "train: short_steps %d / short_block %d must be >= 0",
+         p->short_steps, p->short_block);
     NEED(!p->short_steps || (p->short_block >= 1 && p->short_block <= p->block_size &&
                              p->block_size % p->short_block == 0),
          "train: short_block %d must divide block_size %d (a warmup step holds a full step's tokens)",
