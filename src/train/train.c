@@ -520,7 +520,8 @@ static void drop_row(float *out, const float *in, size_t n, size_t idx0, uint64_
 
 /* Rows [r0, r1) of (b, h)'s causal probabilities P (T, T) after attention
  * dropout, into Pd (n, T): the first r1 columns, zero past the diagonal.
- * Forward and backward make the same mask (element (i, t) of head bh). */
+ * Forward and backward make the same mask (element (i, t) of head bh), the
+ * backward also on dP, in place (Pd = P + r0 T). */
 static void attn_drop_block(const attn_job *j, size_t bh, const float *P, int r0, int r1, float *Pd) {
     const float p = j->tr->p.attn_dropout;
     const int T = j->T;
@@ -570,7 +571,7 @@ static void attn_bwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
     float *dq = j->dqkv + (size_t)b * T * 3 * C + h * D, *dk = dq + C, *dv = dq + 2 * C;
     float *dS = j->tr->dscores + (size_t)ith * j->tr->p.block_size * j->tr->p.block_size;
     float *Pd = j->tr->pdrop + (size_t)ith * ATT_ROWS * T;
-    const float scale = 1.0f / sqrtf((float)D), p_drop = j->tr->p.attn_dropout;
+    const float scale = 1.0f / sqrtf((float)D);
     const int drop = j->tr->attn_dropout_on;
     (void)n_chunks;
     for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
@@ -581,9 +582,7 @@ static void attn_bwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, r1, D, 1.0f, dyb, C, v, 3 * C, 0.0f, dSb, T); /* dP */
         if (drop) { /* the values saw the dropped probabilities: Pd for dv, the mask on dP */
             attn_drop_block(j, (size_t)b * H + h, P, r0, r1, Pd);
-            for (int i = r0; i < r1; i++)
-                drop_row(dS + (size_t)i * T, dS + (size_t)i * T, (size_t)i + 1, (((size_t)b * H + h) * T + i) * T,
-                         j->drop_key, (uint32_t)lrintf(p_drop * 65536.0f), 1.0f / (1.0f - p_drop));
+            attn_drop_block(j, (size_t)b * H + h, dS, r0, r1, dSb); /* in place */
         }
         const float *Pv = drop ? Pd : Pb; /* what weighted the values */
         /* dv[0:r1] += Pv^T dy; rows of dv past r0 are new to this block */
