@@ -67,7 +67,7 @@ static double uniform(void) { /* [-1, 1) */
     return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
 }
 
-/* The input quantizer: the vector path's bytes are the portable loop's, for
+/* The input quantizers: the vector paths' bytes are the portable loop's, for
  * ordinary values, values on the rounding ties, extremes, zeros, NaN, Inf. */
 static void test_input_quantizer(void **state) {
     (void)state;
@@ -98,6 +98,11 @@ static void test_input_quantizer(void **state) {
         assert_memory_equal(&xa.ds[k], &xb.ds[k], 4);
     }
     for (int i = 0; i < N; i++) assert_int_equal(xa.q[i], 256 * xa.hi[i] + xa.lo[i]);
+    /* the pair panels' quantizer: the same q and d (all it sets) */
+    memset(a, 0x5a, bytes);
+    quant_x_set_q16(&xa, a, x, N);
+    assert_memory_equal(xa.q, xb.q, N * sizeof(int16_t));
+    assert_memory_equal(xa.d, xb.d, N / 32 * sizeof(float));
     free(x), free(a), free(b);
 }
 

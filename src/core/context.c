@@ -188,20 +188,27 @@ typedef struct {
 /* Prefill's attention takes the new positions in blocks of this many. */
 enum { ATTN_ROWS = 64 };
 
-/* Heads [h0, h1) of causal self-attention: q from qkv (T, 3C), k and v from the
- * cache (keys 0 .. p0+T-1), probabilities into att[h] (T, P), output into atty. */
+/* Heads [h0, h1) of causal self-attention: the new keys and values from qkv
+ * (T, 3C) appended to the cache, q from qkv, k and v from the cache (keys
+ * 0 .. p0+T-1), probabilities into att[h] (T, P), output into atty. */
 static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
     const attention_job *j = arg;
     gpt2_context *ctx = j->ctx;
     const gpt2_config *c = &ctx->m->cfg;
     const int C = c->n_embd, H = c->n_head, hs = C / H, p0 = j->p0, T = j->T, P = p0 + T;
-    const float *kc = ctx->k_cache + (size_t)j->l * ctx->n_ctx * C; /* (H, n_ctx, hs) */
-    const float *vc = ctx->v_cache + (size_t)j->l * ctx->n_ctx * C;
+    float *kc = ctx->k_cache + (size_t)j->l * ctx->n_ctx * C; /* (H, n_ctx, hs) */
+    float *vc = ctx->v_cache + (size_t)j->l * ctx->n_ctx * C;
     const float scale = 1.0f / sqrtf((float)hs);
     int h0, h1;
     (void)ith;
     pool_share(H, 1, chunk, n_chunks, &h0, &h1);
     for (int h = h0; h < h1; h++) {
+        for (int t = 0; t < T; t++) { /* this head's new keys and values into the cache */
+            const float *kv = ctx->qkv + (size_t)t * 3 * C + C + h * hs; /* the key; its value C on */
+            const size_t at = ((size_t)h * ctx->n_ctx + p0 + t) * hs;
+            memcpy(kc + at, kv, (size_t)hs * sizeof(float));
+            memcpy(vc + at, kv + C, (size_t)hs * sizeof(float));
+        }
         const float *q = ctx->qkv + h * hs;  /* row stride 3C */
         const float *k = kc + (size_t)h * ctx->n_ctx * hs; /* row stride hs */
         const float *v = vc + (size_t)h * ctx->n_ctx * hs;
@@ -239,20 +246,11 @@ static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
     }
 }
 
-/* Appends layer l's keys and values for T positions at p0 to the cache, runs
- * attention over the pool, then reports the heads the observer wants. */
+/* Layer l's attention for T positions at p0 over the pool (each head appends
+ * its keys and values to the cache), then reports the heads the observer wants. */
 static void attention(gpt2_context *ctx, int l, int p0, int T) {
     const gpt2_config *c = &ctx->m->cfg;
     const int C = c->n_embd, H = c->n_head, hs = C / H, P = p0 + T;
-    float *kc = ctx->k_cache + (size_t)l * ctx->n_ctx * C;
-    float *vc = ctx->v_cache + (size_t)l * ctx->n_ctx * C;
-    for (int t = 0; t < T; t++)
-        for (int h = 0; h < H; h++) {
-            const float *kv = ctx->qkv + (size_t)t * 3 * C + C + h * hs; /* this head's key, then value C on */
-            const size_t at = ((size_t)h * ctx->n_ctx + p0 + t) * hs;
-            memcpy(kc + at, kv, (size_t)hs * sizeof(float));
-            memcpy(vc + at, kv + C, (size_t)hs * sizeof(float));
-        }
     attention_job job = {ctx, l, p0, T};
     pool_run(ctx->pool, attention_heads, &job, H);
     if (ctx->n_ablated) /* zero-ablation: the head adds nothing to the output projection */

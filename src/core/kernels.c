@@ -551,7 +551,7 @@ static void q8_input_rows(void *arg, int chunk, int n_chunks, int ith) {
     (void)ith;
     pool_share(j->T, 1, chunk, n_chunks, &t0, &t1);
     const size_t step = quant_x_bytes(j->K);
-    for (int t = t0; t < t1; t++) quant_x_set(&j->X[t], j->buf + (size_t)t * step, j->in + (size_t)t * j->K, j->K);
+    for (int t = t0; t < t1; t++) quant_x_set_q16(&j->X[t], j->buf + (size_t)t * step, j->in + (size_t)t * j->K, j->K);
 }
 
 static size_t q8_input_bytes(int T, int K) {

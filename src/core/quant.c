@@ -299,7 +299,7 @@ static inline int hsum_epi32(__m256i v) {
 
 /* Block b of x from v (32 floats): the scalar loop's values (rint is the
  * default rounding of vcvtps2dq), 8 at a time; the sums through vpmaddwd. */
-static void x_block_avx2(quant_x *x, size_t b, const float *v) {
+static inline __attribute__((always_inline)) void x_block_avx2(quant_x *x, size_t b, const float *v, int full) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 f[4], a = _mm256_setzero_ps();
     int nan = 0;
@@ -323,9 +323,11 @@ static void x_block_avx2(quant_x *x, size_t b, const float *v) {
         w[0] = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
         w[1] = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xD8);
     }
+    x->d[b] = amax / (float)X_MAX;
+    for (int h = 0; h < 2; h++) _mm256_storeu_si256((__m256i *)(x->q + 32 * b + 16 * h), w[h]);
+    if (!full) return;
     __m256i hi[2], lo[2];
     for (int h = 0; h < 2; h++) {
-        _mm256_storeu_si256((__m256i *)(x->q + 32 * b + 16 * h), w[h]);
         hi[h] = _mm256_srai_epi16(_mm256_add_epi16(w[h], _mm256_set1_epi16(128)), 8);
         lo[h] = _mm256_sub_epi16(w[h], _mm256_slli_epi16(hi[h], 8));
     }
@@ -334,7 +336,6 @@ static void x_block_avx2(quant_x *x, size_t b, const float *v) {
     const __m256i ones = _mm256_set1_epi16(1);
     x->sum16[2 * b] = hsum_epi32(_mm256_madd_epi16(w[0], ones));
     x->sum16[2 * b + 1] = hsum_epi32(_mm256_madd_epi16(w[1], ones));
-    x->d[b] = amax / (float)X_MAX;
     x->sum[b] = x->sum16[2 * b] + x->sum16[2 * b + 1];
     x->ds[b] = x->d[b] * (float)x->sum[b];
 }
@@ -387,7 +388,16 @@ void quant_x_set_ref(quant_x *x, void *buf, const float *src, int n) {
 void quant_x_set(quant_x *x, void *buf, const float *src, int n) {
 #if defined(QUANT_AVX2)
     x_layout(x, buf, n);
-    for (size_t b = 0; b < (size_t)n / 32; b++) x_block_avx2(x, b, src + 32 * b);
+    for (size_t b = 0; b < (size_t)n / 32; b++) x_block_avx2(x, b, src + 32 * b, 1);
+#else
+    quant_x_set_ref(x, buf, src, n);
+#endif
+}
+
+void quant_x_set_q16(quant_x *x, void *buf, const float *src, int n) {
+#if defined(QUANT_AVX2)
+    x_layout(x, buf, n);
+    for (size_t b = 0; b < (size_t)n / 32; b++) x_block_avx2(x, b, src + 32 * b, 0);
 #else
     quant_x_set_ref(x, buf, src, n);
 #endif

@@ -109,6 +109,9 @@ size_t quant_x_bytes(int n);
  * (AVX2 where the machine has it; _ref: the portable loop, the same bytes). */
 void quant_x_set(quant_x *x, void *buf, const float *src, int n);
 void quant_x_set_ref(quant_x *x, void *buf, const float *src, int n);
+/* The same d and q only (the rest left unset): all the row-pair panels of
+ * kernel_q8_packed_index read, at a third of the stores. */
+void quant_x_set_q16(quant_x *x, void *buf, const float *src, int n);
 
 /* dot(row of n weights in format dt, the quantized vector x): AVX2 kernels
  * where the machine has them, else quant_dot_ref. Both sum each block's
