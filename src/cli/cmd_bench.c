@@ -283,22 +283,33 @@ static double time_decode(gpt2_context *ctx, const int32_t *ids, int n_prompt, i
     return n / (cli_now() - t0);
 }
 
+/* Bytes a decode step reads at position pos: the weights and, in every layer,
+ * the keys and values of the pos cached positions (float). */
+static double step_bytes(const gpt2_model *m, double pos) {
+    const gpt2_config *c = gpt2_model_config(m);
+    return (double)gpt2_model_weight_bytes(m) + 2.0 * c->n_layer * (double)pos * c->n_embd * sizeof(float);
+}
+
 /* The decode's bandwidth against the machine's: n_blocks blocks of
  * DECODE_BLOCK tokens at positions n_prompt .. n_prompt + span, each timed
  * right after one probe pass and one untimed token (which refills the caches
  * and wakes the pool after the pass). Per block, the pass's GB/s goes to
- * gbs[] and the decode's weight bytes per second over it to ratio[]. */
+ * gbs[] and the bytes its tokens read (step_bytes) per second over it to
+ * ratio[]. */
 static void decode_against_probe(gpt2_context *ctx, const int32_t *ids, int n_prompt, int span, int V,
-                                 int n_blocks, probe *pr, size_t weight_bytes, double *gbs, double *ratio) {
+                                 int n_blocks, probe *pr, double *gbs, double *ratio) {
+    const gpt2_model *m = gpt2_context_model(ctx);
     restart(ctx, ids, n_prompt);
     for (int b = 0; b < n_blocks; b++) {
         make_room(ctx, n_prompt, span, 1 + DECODE_BLOCK);
         gbs[b] = probe_pass(pr);
         decode_tokens(ctx, ids, n_prompt, V, 1);
+        double bytes = 0;
+        for (int i = 0, p0 = gpt2_context_n_past(ctx); i < DECODE_BLOCK; i++) bytes += step_bytes(m, p0 + i);
         double t0 = cli_now();
         decode_tokens(ctx, ids, n_prompt, V, DECODE_BLOCK);
         double dt = cli_now() - t0;
-        ratio[b] = gbs[b] > 0 ? (double)weight_bytes * DECODE_BLOCK / dt / 1e9 / gbs[b] : 0.0;
+        ratio[b] = gbs[b] > 0 ? bytes / dt / 1e9 / gbs[b] : 0.0;
     }
 }
 
@@ -346,8 +357,9 @@ static const char usage_text[] =
     "  (q8 ... q4_k: drawn in F32, then quantized as --quantize does).\n"
     "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
     "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
-    "  decode's weight bandwidth against this machine's read bandwidth (blocks of\n"
-    "  16 tokens, each right after a read pass over 1 GiB: median and quartiles),\n"
+    "  decode's read bandwidth (the weights and the KV cache each token reads)\n"
+    "  against this machine's (blocks of 16 tokens, each right after a read pass\n"
+    "  over 1 GiB: median and quartiles),\n"
     "  and the cost of one eval of T = 2..16 positions (a speculative verification\n"
     "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
     "  512-token figures.\n"
@@ -399,6 +411,7 @@ typedef struct {
     double peak_gflops, prefill_128_gflops;  /* the FMA probe's median; prefill 128's rate */
     double prefill_512_gflops, prefill_peak_ratio; /* 0: not measured (no 512 positions) */
     size_t weight_bytes;
+    double kv_bytes; /* the keys and values a decoded token reads, on average over the decode's positions */
     double decode_gbs, machine_gbs, machine_4k_gbs, ratio, ratio_q1, ratio_q3, pass_ms[N_PASS];
     const char *shape;   /* the random model's shape name; NULL for -m DIR */
     int curve_on;        /* --positions */
@@ -564,16 +577,14 @@ static void measure_prefill(gpt2_context *ctx, const int32_t *ids, int V, int R,
  * ratio: blocks each after a probe pass (see probe). The hooks' cost:
  * plain and hooked blocks in turns within one decode, so that both see
  * the same machine (separate runs here differ by more than the cost). */
-static void measure_decode(gpt2_context *ctx, const int32_t *ids, int V, int R, probe *pr, size_t wbytes,
-                           bench_samples *x) {
+static void measure_decode(gpt2_context *ctx, const int32_t *ids, int V, int R, probe *pr, bench_samples *x) {
     float sink = 0;
     gpt2_hooks hooks = {.user_data = &sink, .want_attention = want_every_head, .on_attention = sink_attention};
     const int n_dec = DECODE_TOKENS;
     for (int r = 0; r < R; r++) {
         time_decode(ctx, ids, 32, 32, V);
         x->dec[r] = time_decode(ctx, ids, 32, n_dec, V);
-        decode_against_probe(ctx, ids, 32, n_dec, V, N_BLOCKS, pr, wbytes, x->bw + r * N_BLOCKS,
-                             x->ratio + r * N_BLOCKS);
+        decode_against_probe(ctx, ids, 32, n_dec, V, N_BLOCKS, pr, x->bw + r * N_BLOCKS, x->ratio + r * N_BLOCKS);
         double plain_tok_s;
         time_decode_hooked(ctx, ids, 32, n_dec, V, N_BLOCKS, &hooks, r % 2, &plain_tok_s, &x->hooked[r]);
         x->hook_ratio[r] = x->hooked[r] / plain_tok_s;
@@ -596,7 +607,7 @@ static void summarize(bench_samples *x, int R, int probe_started, bench_result *
     if (n_ok < R * N_BLOCKS && probe_started)
         cli_error("bench: the bandwidth probe answered for %d of %d decode blocks; the ratio uses those", n_ok,
                   R * N_BLOCKS);
-    r->decode_gbs = (double)r->weight_bytes * r->decode / 1e9;
+    r->decode_gbs = ((double)r->weight_bytes + r->kv_bytes) * r->decode / 1e9;
     r->machine_gbs = n_ok ? median(x->bw, n_ok) : 0.0;
     r->ratio_q1 = n_ok ? quantile(x->ratio, n_ok, 0.25) : 0.0;
     r->ratio = n_ok ? median(x->ratio, n_ok) : 0.0;
@@ -606,12 +617,6 @@ static void summarize(bench_samples *x, int R, int probe_started, bench_result *
     r->rss_mb = (double)ru.ru_maxrss / 1024.0;
 }
 
-/* Bytes a decode step reads at position pos: the weights and, in every layer,
- * the keys and values of the pos cached positions (float). */
-static double step_bytes(const gpt2_model *m, int pos) {
-    const gpt2_config *c = gpt2_model_config(m);
-    return (double)gpt2_model_weight_bytes(m) + 2.0 * c->n_layer * (double)pos * c->n_embd * sizeof(float);
-}
 
 /* The cost curve (--positions), the probe running: at each position a block
  * of decode per rep right after a probe pass (its floor: step_bytes at the
@@ -625,7 +630,7 @@ static void measure_curve(gpt2_context *ctx, const int32_t *ids, int V, int R, p
     for (int i = 0; i < N_CURVE && curve_pos[i] + 2 + DECODE_BLOCK <= n_ctx; i++) {
         const int p = curve_pos[i];
         const double bytes = step_bytes(m, p + DECODE_BLOCK / 2);
-        decode_against_probe(ctx, ids, p, DECODE_BLOCK + 1, V, nb, pr, (size_t)bytes, gbs, ratio);
+        decode_against_probe(ctx, ids, p, DECODE_BLOCK + 1, V, nb, pr, gbs, ratio);
         int n_ok = keep_measured(gbs, ratio, nb);
         const int k = cv->n_decode++;
         cv->pos[k] = p;
@@ -666,12 +671,14 @@ static int measure(const bench_opts *o, probe *pr, int probe_started, bench_resu
     const int R = (int)o->reps, V = cfg->n_vocab;
     r->reps = R, r->threads = gpt2_context_n_threads(ctx), r->long_ok = cfg->n_ctx >= 513;
     r->weight_bytes = gpt2_model_weight_bytes(r->m);
+    /* the decode's tokens sit at positions 32 .. 32 + DECODE_TOKENS - 1 */
+    r->kv_bytes = step_bytes(r->m, 32 + (DECODE_TOKENS - 1) / 2.0) - (double)r->weight_bytes;
     static bench_samples x; /* 18 KB of samples: off the stack */
     memset(&x, 0, sizeof x);
     g_phase = "prefill and time to first token";
     measure_prefill(ctx, ids, V, R, r->long_ok, &x);
     g_phase = "decode, its bandwidth and the hooks' cost";
-    measure_decode(ctx, ids, V, R, pr, r->weight_bytes, &x);
+    measure_decode(ctx, ids, V, R, pr, &x);
     if (o->positions) {
         g_phase = "the cost curve (--positions)";
         measure_curve(ctx, ids, V, R, pr, &r->curve);
@@ -774,6 +781,7 @@ static int bench_json(const bench_result *f) {
     figure(root, "prefill_peak_ratio", f->long_ok, f->prefill_peak_ratio, 3);
     figure(root, "peak_rss_mb", 1, f->rss_mb, 1);
     viz_json_number(root, "weight_bytes_per_token", (double)f->weight_bytes);
+    viz_json_number(root, "kv_bytes_per_token", f->kv_bytes);
     figure(root, "decode_read_gb_s", 1, f->decode_gbs, 2);
     figure(root, "machine_read_gb_s", probe_ok, f->machine_gbs, 2);
     figure(root, "machine_read_4k_gb_s", f->n_4k > 0, f->machine_4k_gbs, 2);
@@ -809,11 +817,13 @@ static int bench_report(const bench_result *r, int json) {
            r->decode_hooked, 100.0 * (r->hooked_ratio - 1));
     if (r->long_ok) printf("ttft 500     %.1f ms\n", r->ttft_500_ms);
     printf("peak RSS     %.1f MB\n", r->rss_mb);
-    printf("weights      %.1f MB read per decoded token -> %.2f GB/s\n", (double)r->weight_bytes / 1e6, r->decode_gbs);
+    printf("reads        %.1f MB per decoded token (weights %.1f, KV cache %.1f at its mean position) -> %.2f GB/s\n",
+           ((double)r->weight_bytes + r->kv_bytes) / 1e6, (double)r->weight_bytes / 1e6, r->kv_bytes / 1e6,
+           r->decode_gbs);
     if (r->n_ok) {
         printf("machine      %.2f GB/s read bandwidth (%d threads, huge pages; %.2f GB/s on 4 KiB pages)\n",
                r->machine_gbs, r->threads, r->machine_4k_gbs);
-        printf("ratio        decode reads weights at %.0f%% of the machine's bandwidth (median of %d blocks of\n"
+        printf("ratio        decode reads at %.0f%% of the machine's bandwidth (median of %d blocks of\n"
                "             %d tokens, each against a probe pass just before it; quartiles %.0f-%.0f%%)\n",
                100.0 * r->ratio, r->n_ok, DECODE_BLOCK, 100.0 * r->ratio_q1, 100.0 * r->ratio_q3);
     } else {
