@@ -236,6 +236,50 @@ static void test_prefill_split_fixed(void **state) {
     prefill_split_fixed(1);
 }
 
+/* kernel_matmul_gelu = kernel_matmul, then the GELU over the whole output,
+ * bit for bit, on each path: F32 row-major (decode's row split: GELU after),
+ * packed F32 and F16 (panels per chunk), packed Q8 (integer products), each
+ * at decode and prefill sizes, with the tanh and the erf GELU. */
+static void test_matmul_gelu(void **state) {
+    (void)state;
+    enum { K = 64, N = 256, TMAX = 40 };
+    const int sizes[] = {1, 3, 17, 40};
+    gpt2_pool *pool = pool_new(2);
+    float *scratch[2] = {malloc(KERNEL_SCRATCH_FLOATS * sizeof(float)), malloc(KERNEL_SCRATCH_FLOATS * sizeof(float))};
+    float *partials = malloc(kernel_work_floats(TMAX, K, N) * sizeof(float) + KERNEL_DECODE_CHUNKS * 16 * N * 4);
+    float *in = malloc(TMAX * K * sizeof(float)), *bias = malloc(N * sizeof(float)), *scale = malloc(N * sizeof(float));
+    float *a = malloc(TMAX * N * sizeof(float)), *b = malloc(TMAX * N * sizeof(float));
+    for (int i = 0; i < TMAX * K; i++) in[i] = 3 * uniform();
+    for (int n = 0; n < N; n++) bias[n] = uniform(), scale[n] = 0.02f * (1 + uniform());
+    int8_t *q = malloc(K * N);
+    for (int i = 0; i < K * N; i++) q[i] = (int8_t)(127 * uniform());
+    for (int kind = 0; kind < 4; kind++) { /* F32 row-major, F32 packed, F16 packed, Q8 packed */
+        const gpt2_dtype dt = kind == 2 ? GPT2_DTYPE_F16 : kind == 3 ? GPT2_DTYPE_Q8 : GPT2_DTYPE_F32;
+        void *w = kind == 3 ? q : random_matrix(dt, K, N), *packed = malloc((size_t)K * N * gpt2_dtype_size(dt));
+        gpt2_matrix m = {.data = w, .dtype = dt, .rows = K, .cols = N, .scale = kind == 3 ? scale : NULL};
+        if (kind > 0) {
+            kernel_pack(packed, &m);
+            m.data = packed, m.packed = 1;
+        }
+        for (int si = 0; si < 4; si++)
+            for (int erf = 0; erf < 2; erf++) {
+                const int T = sizes[si];
+                memset(b, 0xff, TMAX * N * sizeof(float)); /* NaN: overwritten, not accumulated into */
+                kernel_matmul(pool, a, in, T, &m, bias, 0, scratch, partials);
+                if (erf) kernel_gelu_erf(a, (size_t)T * N);
+                else kernel_gelu_tanh(a, a, (size_t)T * N);
+                kernel_matmul_gelu(pool, b, in, T, &m, bias, erf, scratch, partials);
+                if (memcmp(a, b, (size_t)T * N * sizeof(float)))
+                    fail_msg("dtype %d (packed %d), T = %d, erf %d: differs from the matmul then the GELU", dt,
+                             m.packed, T, erf);
+            }
+        if (kind < 3) free(w);
+        free(packed);
+    }
+    free(scratch[0]), free(scratch[1]), free(partials), free(in), free(bias), free(scale), free(a), free(b), free(q);
+    pool_free(pool);
+}
+
 /* kernel_softmax against float64's, at lengths around its 16 lanes, with the
  * maximum in every lane and in the tail, scores spread over 200 (a wrong
  * maximum would overflow exp) and masked -inf entries. */
@@ -281,6 +325,7 @@ int main(void) {
         cmocka_unit_test(test_packed_matmul),
         cmocka_unit_test(test_prefill_split_fixed),
         cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_matmul_gelu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -268,14 +268,13 @@ static void attention(gpt2_context *ctx, int l, int p0, int T) {
     }
 }
 
-/* Row-parallel layer norm and element-parallel GELU for a batch; one position
- * runs inline, where a pool round trip would cost more than the work. */
+/* Row-parallel layer norm for a batch; one position runs inline, where a
+ * pool round trip would cost more than the work. */
 typedef struct {
     float *out;
     const float *in, *g, *b;
     int T, C;
     float eps;
-    int gelu_erf;
 } rows_job;
 
 /* Row blocks: enough chunks to balance two threads, few enough to be cheap. */
@@ -292,26 +291,9 @@ static void layernorm_rows(void *arg, int chunk, int n_chunks, int ith) {
 
 static void layernorm(gpt2_context *ctx, float *out, const float *in, const float *g, const float *b, int T) {
     const gpt2_config *c = &ctx->m->cfg;
-    rows_job j = {out, in, g, b, T, c->n_embd, c->ln_eps, 0};
+    rows_job j = {out, in, g, b, T, c->n_embd, c->ln_eps};
     if (T == 1) layernorm_rows(&j, 0, 1, 0);
     else pool_run(ctx->pool, layernorm_rows, &j, row_chunks(T));
-}
-
-static void gelu_rows(void *arg, int chunk, int n_chunks, int ith) {
-    const rows_job *j = arg;
-    int t0, t1;
-    (void)ith;
-    pool_share(j->T, 1, chunk, n_chunks, &t0, &t1);
-    const size_t n = (size_t)(t1 - t0) * j->C;
-    float *x = j->out + (size_t)t0 * j->C;
-    if (j->gelu_erf) kernel_gelu_erf(x, n);
-    else kernel_gelu_tanh(x, x, n);
-}
-
-static void gelu(gpt2_context *ctx, float *x, int T) {
-    rows_job j = {.out = x, .T = T, .C = ctx->m->n_inner, .gelu_erf = ctx->m->gelu_erf};
-    if (T == 1) gelu_rows(&j, 0, 1, 0);
-    else pool_run(ctx->pool, gelu_rows, &j, row_chunks(T));
 }
 
 /* The index of the first non-finite value in x (n), or -1. */
@@ -343,8 +325,8 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
         attention(ctx, l, p0, T);
         kernel_matmul(ctx->pool, ctx->x, ctx->atty, T, &L->proj_w, L->proj_b, 1, ctx->scratch, ctx->partials);
         layernorm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
-        kernel_matmul(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, 0, ctx->scratch, ctx->partials);
-        gelu(ctx, ctx->hid, T);
+        kernel_matmul_gelu(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, m->gelu_erf, ctx->scratch,
+                           ctx->partials);
         kernel_matmul(ctx->pool, ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch, ctx->partials);
         for (int i = 0; i < ctx->n_hooks; i++) {
             const gpt2_hooks *hk = &ctx->hooks[i];

@@ -363,7 +363,20 @@ typedef struct {
     float *partials; /* (KERNEL_DECODE_CHUNKS, T, N) for weight-streaming matmuls */
     const quant_x *xq; /* (T) the inputs quantized, for Q8 packed W */
     int n_out;         /* Q8 LM head: the outputs kept (V) of W's padded columns */
+    int gelu;          /* GELU_* on the outputs, by the chunk that made them */
 } matmul_job;
+
+enum { GELU_NONE, GELU_TANH, GELU_ERF };
+
+/* x[t, n0:n0+nn] = gelu(...) for t < T, rows ld apart: elementwise, so a
+ * chunk's columns come out as a whole-row pass makes them. */
+static void gelu_block(float *x, int ld, int T, int n0, int nn, int kind) {
+    for (int t = 0; t < T; t++) {
+        float *r = x + (size_t)t * ld + n0;
+        if (kind == GELU_ERF) kernel_gelu_erf(r, (size_t)nn);
+        else kernel_gelu_tanh(r, r, (size_t)nn);
+    }
+}
 
 /* T <= KERNEL_SMALL_T positions: chunk c sums its block of rows of W into
  * partials[c] (T, N). */
@@ -396,6 +409,7 @@ static void matvec_panel(void *arg, int chunk, int n_chunks, int ith) {
             o[n] = v + sum[t * P + n];
         }
     }
+    if (j->gelu) gelu_block(j->out, N, j->T, n0, P, j->gelu);
 }
 
 /* Chunks: weight streaming splits columns finely (cheap to claim, balances a
@@ -412,15 +426,10 @@ static int n_chunks_for(int T, int n_items, int fine) {
     return n < 1 ? 1 : n > most ? most : n;
 }
 
-/* out[:, n0:n1] (+)= in @ W[:, n0:n1] + bias[n0:n1] */
-static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
-    const matmul_job *j = arg;
+/* out[:, n0:n0+nn] (+)= in @ W[:, n0:n0+nn] + bias[n0:n0+nn] */
+static void matmul_cols(const matmul_job *j, int n0, int nn, int ith) {
     const gpt2_matrix *W = j->W;
-    const int K = W->rows, N = W->cols, T = j->T;
-    int n0, n1;
-    pool_share(N, 64, chunk, n_chunks, &n0, &n1);
-    if (n0 >= n1) return;
-    const int nn = n1 - n0;
+    const int K = W->rows, N = W->cols, T = j->T, n1 = n0 + nn;
     if (!j->xq && gemm_fits(W) && gemm_own()) { /* sets C0 itself, saving a pass over out */
         gemm_cols(j->out + n0, N, j->in, T, W, n0, nn, j->bias, j->accumulate);
         return;
@@ -457,6 +466,18 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
                         j->out + n0, N);
         }
     }
+}
+
+/* out[:, n0:n1] (+)= in @ W[:, n0:n1] + bias[n0:n1], then its GELU if asked */
+static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
+    const matmul_job *j = arg;
+    const int N = j->W->cols, T = j->T;
+    int n0, n1;
+    pool_share(N, 64, chunk, n_chunks, &n0, &n1);
+    if (n0 >= n1) return;
+    const int nn = n1 - n0;
+    matmul_cols(j, n0, nn, ith);
+    if (j->gelu) gelu_block(j->out, N, T, n0, nn, j->gelu);
 }
 
 /* --- block formats: rows of W by output ---------------------------------------- */
@@ -597,24 +618,27 @@ static void q8_matmul(gpt2_pool *pool, matmul_job *j, float *work) {
     pool_run(pool, j->n_out ? q8_head_part : matmul_part, j, n_chunks_for(T, j->W->cols, 64));
 }
 
-void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
-                   int accumulate, float **scratch, float *partials) {
+/* kernel_matmul's paths; returns whether the chunks applied the GELU asked
+ * for (the column-split paths), else it is left to a pass after. */
+static int matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
+                  int accumulate, float **scratch, float *partials, int gelu) {
     if (quant_is_block(W->dtype)) {
         qmatmul(pool, out, W->cols, in, T, W, W->cols, W->rows, bias, accumulate, scratch, partials, 64);
-        return;
+        return 0;
     }
-    matmul_job j = {out, W->cols, in, T, W, bias, accumulate, scratch, partials, NULL, 0};
+    matmul_job j = {.out = out, .ldo = W->cols, .in = in, .T = T, .W = W, .bias = bias, .accumulate = accumulate,
+                    .scratch = scratch, .partials = partials, .gelu = gelu};
     if (W->dtype == GPT2_DTYPE_Q8 && W->packed && (T <= KERNEL_SMALL_T || gemm_own())) {
         q8_matmul(pool, &j, partials);
-        return;
+        return 1;
     }
     if (T > KERNEL_SMALL_T) {
         pool_run(pool, matmul_part, &j, n_chunks_for(T, W->cols, 128));
-        return;
+        return 1;
     }
     if (W->packed) {
         pool_run(pool, matvec_panel, &j, W->cols / KERNEL_PANEL_COLS);
-        return;
+        return 1;
     }
     /* A fixed number of row blocks, summed in a fixed order: the same result
      * for any thread count. */
@@ -640,6 +664,34 @@ void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gp
             for (int n = 0; n < N; n++) o[n] += part[n];
         }
     }
+    return 0;
+}
+
+void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
+                   int accumulate, float **scratch, float *partials) {
+    matmul(pool, out, in, T, W, bias, accumulate, scratch, partials, GELU_NONE);
+}
+
+typedef struct {
+    float *x;
+    int T, N, kind;
+} gelu_job;
+
+static void gelu_rows(void *arg, int chunk, int n_chunks, int ith) {
+    const gelu_job *j = arg;
+    int t0, t1;
+    (void)ith;
+    pool_share(j->T, 1, chunk, n_chunks, &t0, &t1);
+    gelu_block(j->x + (size_t)t0 * j->N, j->N, t1 - t0, 0, j->N, j->kind);
+}
+
+void kernel_matmul_gelu(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
+                        int erf, float **scratch, float *partials) {
+    const int kind = erf ? GELU_ERF : GELU_TANH;
+    if (matmul(pool, out, in, T, W, bias, 0, scratch, partials, kind)) return;
+    gelu_job j = {out, T, W->cols, kind};
+    if (T == 1) gelu_rows(&j, 0, 1, 0); /* a pool round trip would cost more than the work */
+    else pool_run(pool, gelu_rows, &j, T < 16 ? T : 16);
 }
 
 /* out[:, n0:n1] = in @ W[n0:n1, :]^T */
@@ -676,11 +728,11 @@ void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int 
     if (W->dtype == GPT2_DTYPE_Q8 && W->trans) { /* an embedding in panels: its transpose's integer products */
         const gpt2_matrix view = {.data = W->data, .dtype = GPT2_DTYPE_Q8, .rows = W->cols,
                                   .cols = kernel_q8_head_cols(W->rows), .scale = W->scale, .packed = 1};
-        matmul_job j = {out, ldo, in, T, &view, NULL, 0, scratch, NULL, NULL, W->rows};
+        matmul_job j = {.out = out, .ldo = ldo, .in = in, .T = T, .W = &view, .scratch = scratch, .n_out = W->rows};
         q8_matmul(pool, &j, partials);
         return;
     }
-    matmul_job j = {out, ldo, in, T, W, NULL, 0, scratch, NULL, NULL, 0};
+    matmul_job j = {.out = out, .ldo = ldo, .in = in, .T = T, .W = W, .scratch = scratch};
     pool_run(pool, matmul_t_part, &j, n_chunks_for(T, W->rows, 1024));
 }
 

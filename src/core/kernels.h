@@ -124,6 +124,13 @@ size_t kernel_work_floats(int T, int K, int N);
 void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                    int accumulate, float **scratch, float *partials);
 
+/* out = gelu(in @ W + bias) (erf: the exact GELU, else the tanh one), no
+ * accumulate: the chunk that computes a block of columns applies it while
+ * they are in cache (a pass of its own after the paths that split rows);
+ * the same bits as kernel_matmul then kernel_gelu_*. */
+void kernel_matmul_gelu(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
+                        int erf, float **scratch, float *partials);
+
 /* out (T, N) = in (T, K) @ W^T for W (N, K): the LM head over wte. ldo is
  * out's row stride. Threads split the N rows of W; for T <= KERNEL_SMALL_T
  * each row is read once for all positions, bit-identical to T = 1 calls.
