@@ -359,10 +359,9 @@ static const char usage_text[] =
     "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
     "  decode's read bandwidth (the weights and the KV cache each token reads)\n"
     "  against this machine's (blocks of 16 tokens, each right after a read pass\n"
-    "  over 1 GiB: median and quartiles),\n"
-    "  and the cost of one eval of T = 2..16 positions (a speculative verification\n"
-    "  pass) in single-token evals. Models with fewer than 513 positions skip the\n"
-    "  512-token figures.\n"
+    "  over 1 GiB: median and quartiles), and the cost of one eval of T = 2..16\n"
+    "  positions (a speculative verification pass) in single-token evals. Models\n"
+    "  with fewer than 513 positions skip the 512-token figures.\n"
     "  --shape S    the random model in GPT-2's shape S (default gpt2, 124M); its\n"
     "               load time is the time to make it\n"
     "  --positions  also the cost curve: decode tok/s at positions 32, 128, 256,\n"
@@ -629,7 +628,8 @@ static void measure_curve(gpt2_context *ctx, const int32_t *ids, int V, int R, p
     cv->n_decode = cv->n_prefill = 0;
     for (int i = 0; i < N_CURVE && curve_pos[i] + 2 + DECODE_BLOCK <= n_ctx; i++) {
         const int p = curve_pos[i];
-        const double bytes = step_bytes(m, p + DECODE_BLOCK / 2);
+        /* the timed tokens sit at p + 1 .. p + DECODE_BLOCK (one untimed token first) */
+        const double bytes = step_bytes(m, p + 1 + (DECODE_BLOCK - 1) / 2.0);
         decode_against_probe(ctx, ids, p, DECODE_BLOCK + 1, V, nb, pr, gbs, ratio);
         int n_ok = keep_measured(gbs, ratio, nb);
         const int k = cv->n_decode++;

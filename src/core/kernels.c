@@ -619,7 +619,8 @@ static void q8_matmul(gpt2_pool *pool, matmul_job *j, float *work) {
 }
 
 /* kernel_matmul's paths; returns whether the chunks applied the GELU asked
- * for (the column-split paths), else it is left to a pass after. */
+ * for (the paths that split W's columns into panels or blocks), else (rows
+ * split, block formats) it is left to a pass after. */
 static int matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                   int accumulate, float **scratch, float *partials, int gelu) {
     if (quant_is_block(W->dtype)) {
