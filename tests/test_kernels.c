@@ -12,6 +12,7 @@
 
 #include "core/kernels.h"
 #include "core/pool.h"
+#include "core/quant.h"
 #include "test_util.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -238,8 +239,9 @@ static void test_prefill_split_fixed(void **state) {
 
 /* kernel_matmul_gelu = kernel_matmul, then the GELU over the whole output,
  * bit for bit, on each path: F32 row-major (decode's row split: GELU after),
- * packed F32 and F16 (panels per chunk), packed Q8 (integer products), each
- * at decode and prefill sizes, with the tanh and the erf GELU. */
+ * packed F32 and F16 (panels per chunk), packed Q8 (integer products), GGUF's
+ * Q8_0, Q4_0 and Q4_K, each at decode and prefill sizes, with the tanh and
+ * the erf GELU. */
 static void test_matmul_gelu(void **state) {
     (void)state;
     enum { K = 64, N = 256, TMAX = 40 };
@@ -276,6 +278,34 @@ static void test_matmul_gelu(void **state) {
         if (kind < 3) free(w);
         free(packed);
     }
+    /* GGUF's block formats: W stored as N rows of K in blocks (K = 256, Q4_K's block) */
+    const gpt2_dtype blk[] = {GPT2_DTYPE_Q8_0, GPT2_DTYPE_Q4_0, GPT2_DTYPE_Q4_K};
+    enum { KB = 256, NB = 128 };
+    float *row = malloc(KB * sizeof(float)), *inb = malloc(TMAX * KB * sizeof(float));
+    float *pb = malloc(kernel_work_floats(TMAX, KB, NB) * sizeof(float) + KERNEL_DECODE_CHUNKS * 16 * NB * 4);
+    for (int i = 0; i < TMAX * KB; i++) inb[i] = 3 * uniform();
+    for (int bi = 0; bi < 3; bi++) {
+        const size_t rb = quant_row_bytes(blk[bi], KB);
+        char *w = malloc(NB * rb);
+        for (int n = 0; n < NB; n++) {
+            for (int k = 0; k < KB; k++) row[k] = 0.1f * uniform();
+            quant_quantize_row(blk[bi], row, w + n * rb, KB);
+        }
+        gpt2_matrix m = {.data = w, .dtype = blk[bi], .rows = KB, .cols = NB};
+        for (int si = 0; si < 4; si++)
+            for (int erf = 0; erf < 2; erf++) {
+                const int T = sizes[si];
+                memset(b, 0xff, TMAX * N * sizeof(float));
+                kernel_matmul(pool, a, inb, T, &m, bias, 0, scratch, pb);
+                if (erf) kernel_gelu_erf(a, (size_t)T * NB);
+                else kernel_gelu_tanh(a, a, (size_t)T * NB);
+                kernel_matmul_gelu(pool, b, inb, T, &m, bias, erf, scratch, pb);
+                if (memcmp(a, b, (size_t)T * NB * sizeof(float)))
+                    fail_msg("block format %d, T = %d, erf %d: differs from the matmul then the GELU", blk[bi], T, erf);
+            }
+        free(w);
+    }
+    free(row), free(inb), free(pb);
     free(scratch[0]), free(scratch[1]), free(partials), free(in), free(bias), free(scale), free(a), free(b), free(q);
     pool_free(pool);
 }

@@ -496,13 +496,11 @@ typedef struct {
     int accumulate;
     float **scratch;
     const quant_x *xq; /* (T) for T <= KERNEL_SMALL_T */
+    int gelu;          /* GELU_* on the outputs, by the chunk that made them */
 } qmatmul_job;
 
 /* out[t, n] = (accumulate ? out[t, n] : 0) + bias[n] + dot for rows [n0, n1) */
-static void qmatmul_part(void *arg, int chunk, int n_chunks, int ith) {
-    const qmatmul_job *j = arg;
-    int n0, n1;
-    pool_share(j->N, 64, chunk, n_chunks, &n0, &n1);
+static void qmatmul_cols(const qmatmul_job *j, int n0, int n1, int ith) {
     for (int t = 0; t < j->T; t++) {
         float *o = j->out + (size_t)t * j->ldo;
         for (int n = n0; n < n1; n++) {
@@ -543,12 +541,20 @@ static void qmatmul_part(void *arg, int chunk, int n_chunks, int ith) {
     }
 }
 
+static void qmatmul_part(void *arg, int chunk, int n_chunks, int ith) {
+    const qmatmul_job *j = arg;
+    int n0, n1;
+    pool_share(j->N, 64, chunk, n_chunks, &n0, &n1);
+    qmatmul_cols(j, n0, n1, ith);
+    if (j->gelu && n0 < n1) gelu_block(j->out, j->ldo, j->T, n0, n1 - n0, j->gelu);
+}
+
 /* out (T, N) (+)= in (T, K) @ W^T + bias for W's N rows of K, in a block format. */
 static void qmatmul(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W, int N, int K,
-                    const float *bias, int accumulate, float **scratch, float *partials, int fine) {
+                    const float *bias, int accumulate, float **scratch, float *partials, int fine, int gelu) {
     quant_x xq[KERNEL_SMALL_T];
     qmatmul_job j = {out, ldo, in, T, N, K, W->dtype, W->data, quant_row_bytes(W->dtype, (size_t)K), W->packed,
-                     quant_x8_group_bytes(W->dtype, K), bias, accumulate, scratch, xq};
+                     quant_x8_group_bytes(W->dtype, K), bias, accumulate, scratch, xq, gelu};
     if (T <= KERNEL_SMALL_T) {
         char *buf = (char *)partials;
         const size_t step = quant_x_bytes(K);
@@ -619,13 +625,13 @@ static void q8_matmul(gpt2_pool *pool, matmul_job *j, float *work) {
 }
 
 /* kernel_matmul's paths; returns whether the chunks applied the GELU asked
- * for (the paths that split W's columns into panels or blocks), else (rows
- * split, block formats) it is left to a pass after. */
+ * for (every path that splits the outputs), else (decode's split of W's
+ * rows) it is left to a pass after. */
 static int matmul(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                   int accumulate, float **scratch, float *partials, int gelu) {
     if (quant_is_block(W->dtype)) {
-        qmatmul(pool, out, W->cols, in, T, W, W->cols, W->rows, bias, accumulate, scratch, partials, 64);
-        return 0;
+        qmatmul(pool, out, W->cols, in, T, W, W->cols, W->rows, bias, accumulate, scratch, partials, 64, gelu);
+        return 1;
     }
     matmul_job j = {.out = out, .ldo = W->cols, .in = in, .T = T, .W = W, .bias = bias, .accumulate = accumulate,
                     .scratch = scratch, .partials = partials, .gelu = gelu};
@@ -723,7 +729,7 @@ static void matmul_t_part(void *arg, int chunk, int n_chunks, int ith) {
 void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int T, const gpt2_matrix *W,
                      float **scratch, float *partials) {
     if (quant_is_block(W->dtype)) {
-        qmatmul(pool, out, ldo, in, T, W, W->rows, W->cols, NULL, 0, scratch, partials, 1024);
+        qmatmul(pool, out, ldo, in, T, W, W->rows, W->cols, NULL, 0, scratch, partials, 1024, GELU_NONE);
         return;
     }
     if (W->dtype == GPT2_DTYPE_Q8 && W->trans) { /* an embedding in panels: its transpose's integer products */

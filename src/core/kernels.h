@@ -126,8 +126,7 @@ void kernel_matmul(gpt2_pool *pool, float *out, const float *in, int T, const gp
 
 /* out = gelu(in @ W + bias) (erf: the exact GELU, else the tanh one), no
  * accumulate: the chunk that computes a block of columns applies it while
- * they are in cache (a pass of its own after the paths that split W's rows,
- * and after the block formats' products);
+ * they are in cache (a pass of its own after decode's split of W's rows);
  * the same bits as kernel_matmul then kernel_gelu_*. */
 void kernel_matmul_gelu(gpt2_pool *pool, float *out, const float *in, int T, const gpt2_matrix *W, const float *bias,
                         int erf, float **scratch, float *partials);
