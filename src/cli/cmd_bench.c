@@ -616,7 +616,6 @@ static void summarize(bench_samples *x, int R, int probe_started, bench_result *
     r->rss_mb = (double)ru.ru_maxrss / 1024.0;
 }
 
-
 /* The cost curve (--positions), the probe running: at each position a block
  * of decode per rep right after a probe pass (its floor: step_bytes at the
  * pass's bandwidth), and prefills of growing length after an FMA pass. */

@@ -426,10 +426,10 @@ static int n_chunks_for(int T, int n_items, int fine) {
     return n < 1 ? 1 : n > most ? most : n;
 }
 
-/* out[:, n0:n0+nn] (+)= in @ W[:, n0:n0+nn] + bias[n0:n0+nn] */
-static void matmul_cols(const matmul_job *j, int n0, int nn, int ith) {
+/* out[:, n0:n1] (+)= in @ W[:, n0:n1] + bias[n0:n1] */
+static void matmul_cols(const matmul_job *j, int n0, int n1, int ith) {
     const gpt2_matrix *W = j->W;
-    const int K = W->rows, N = W->cols, T = j->T, n1 = n0 + nn;
+    const int K = W->rows, N = W->cols, T = j->T, nn = n1 - n0;
     if (!j->xq && gemm_fits(W) && gemm_own()) { /* sets C0 itself, saving a pass over out */
         gemm_cols(j->out + n0, N, j->in, T, W, n0, nn, j->bias, j->accumulate);
         return;
@@ -475,9 +475,8 @@ static void matmul_part(void *arg, int chunk, int n_chunks, int ith) {
     int n0, n1;
     pool_share(N, 64, chunk, n_chunks, &n0, &n1);
     if (n0 >= n1) return;
-    const int nn = n1 - n0;
-    matmul_cols(j, n0, nn, ith);
-    if (j->gelu) gelu_block(j->out, N, T, n0, nn, j->gelu);
+    matmul_cols(j, n0, n1, ith);
+    if (j->gelu) gelu_block(j->out, N, T, n0, n1 - n0, j->gelu);
 }
 
 /* --- block formats: rows of W by output ---------------------------------------- */

@@ -385,23 +385,19 @@ void quant_x_set_ref(quant_x *x, void *buf, const float *src, int n) {
     for (size_t b = 0; b < (size_t)n / 32; b++) x_block_ref(x, b, src + 32 * b);
 }
 
-void quant_x_set(quant_x *x, void *buf, const float *src, int n) {
+/* quant_x_set (full) or quant_x_set_q16 (q and d only) */
+static inline __attribute__((always_inline)) void x_set(quant_x *x, void *buf, const float *src, int n, int full) {
 #if defined(QUANT_AVX2)
     x_layout(x, buf, n);
-    for (size_t b = 0; b < (size_t)n / 32; b++) x_block_avx2(x, b, src + 32 * b, 1);
+    for (size_t b = 0; b < (size_t)n / 32; b++) x_block_avx2(x, b, src + 32 * b, full);
 #else
+    (void)full;
     quant_x_set_ref(x, buf, src, n);
 #endif
 }
 
-void quant_x_set_q16(quant_x *x, void *buf, const float *src, int n) {
-#if defined(QUANT_AVX2)
-    x_layout(x, buf, n);
-    for (size_t b = 0; b < (size_t)n / 32; b++) x_block_avx2(x, b, src + 32 * b, 0);
-#else
-    quant_x_set_ref(x, buf, src, n);
-#endif
-}
+void quant_x_set(quant_x *x, void *buf, const float *src, int n) { x_set(x, buf, src, n, 1); }
+void quant_x_set_q16(quant_x *x, void *buf, const float *src, int n) { x_set(x, buf, src, n, 0); }
 
 /* --- dot products: the portable reference ---------------------------------------
  *
