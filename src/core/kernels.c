@@ -813,26 +813,41 @@ void kernel_gelu_erf(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f));
 }
 
-/* The max and the sum run in SM_LANES interleaved lanes (element i in lane
- * i % SM_LANES, the lanes then combined in order, the tail last), which the
- * compiler vectorises where one running value stays scalar; the exps
- * vectorise once they are a pass of their own. */
-enum { SM_LANES = 16 };
+/* The max and the sum run in 16 interleaved lanes (element i in lane i % 16,
+ * the lanes then combined in order, the tail last), held in one vector of
+ * GCC's vector extension: written as an array of 16, GCC 12 keeps each lane
+ * in a scalar register; the exps vectorise once they are a pass of their own. */
+typedef float lanes16 __attribute__((vector_size(64)));
+typedef int32_t lanes16_mask __attribute__((vector_size(64)));
+
+static inline lanes16 lanes_load(const float *x) {
+    lanes16 v;
+    memcpy(&v, x, sizeof v);
+    return v;
+}
+
+float kernel_max(const float *x, int n) {
+    lanes16 lane = (lanes16){0} + x[0]; /* x[0] in every lane */
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const lanes16 v = lanes_load(x + i);
+        const lanes16_mask gt = v > lane;
+        lane = (lanes16)(((lanes16_mask)v & gt) | ((lanes16_mask)lane & ~gt));
+    }
+    float max = x[0];
+    for (int l = 0; l < 16; l++) max = lane[l] > max ? lane[l] : max;
+    for (; i < n; i++) max = x[i] > max ? x[i] : max;
+    return max;
+}
 
 void kernel_softmax(float *x, int n) {
-    float lane[SM_LANES], max = x[0];
-    int i = 0;
-    for (int l = 0; l < SM_LANES; l++) lane[l] = x[0];
-    for (; i + SM_LANES <= n; i += SM_LANES)
-        for (int l = 0; l < SM_LANES; l++) lane[l] = x[i + l] > lane[l] ? x[i + l] : lane[l];
-    for (int l = 0; l < SM_LANES; l++) max = lane[l] > max ? lane[l] : max;
-    for (; i < n; i++) max = x[i] > max ? x[i] : max;
+    const float max = kernel_max(x, n);
+    int i;
     for (i = 0; i < n; i++) x[i] = fast_exp_nonpos(x[i] - max);
+    lanes16 lane = {0};
+    for (i = 0; i + 16 <= n; i += 16) lane += lanes_load(x + i);
     float sum = 0.0f;
-    for (int l = 0; l < SM_LANES; l++) lane[l] = 0.0f;
-    for (i = 0; i + SM_LANES <= n; i += SM_LANES)
-        for (int l = 0; l < SM_LANES; l++) lane[l] += x[i + l];
-    for (int l = 0; l < SM_LANES; l++) sum += lane[l];
+    for (int l = 0; l < 16; l++) sum += lane[l];
     for (; i < n; i++) sum += x[i];
     const float inv = 1.0f / sum;
     for (i = 0; i < n; i++) x[i] *= inv;

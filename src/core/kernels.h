@@ -165,4 +165,7 @@ void kernel_gelu_erf(float *x, size_t n);
 /* x (n) = softmax(x) in place; returns nothing, the row sums to 1. */
 void kernel_softmax(float *x, int n);
 
+/* The largest of x[0..n), n >= 1 (finite or infinite values; not NaN). */
+float kernel_max(const float *x, int n);
+
 #endif
