@@ -60,6 +60,10 @@ typedef struct {
      * from short_block on learn only after). short_block divides block_size;
      * token streams only (not examples). 0 = off. */
     int short_block, short_steps;
+    /* 1: at the switch to block_size, position rows short_block.. (never
+     * trained) start as a copy of row short_block - 1, the last learned one;
+     * needs short_steps. 0 = they start as they are (initialised, decayed). */
+    int short_init_positions;
     uint64_t seed;       /* initial weights, batch sampling, dropout */
     int n_threads;       /* 0 = all online CPUs */
 } gpt2_train_params;

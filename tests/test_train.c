@@ -281,7 +281,7 @@ static void test_crafted_checkpoints(void **state) {
         {field + 5 * 8, &big, 8, "batch_size = 4294967298 is out of range"},
         {field + 8 * 8, &nan_bits, 8, "lr = 0x7fc00000 is not a finite 32-bit float"},
         {field + 15 * 8, &high, 8, "dropout = 0x10000000000 is not a finite 32-bit float"},
-        {field + 25 * 8, &seven, 8, "reserved = 7, expected 0"},
+        {field + 25 * 8, &seven, 8, "short_init_positions = 7, expected 0 or 1"},
         {field + 24 * 8, &nan_bits, 8, "attn_dropout = 0x7fc00000 is not a finite 32-bit float"},
         {field + 22 * 8, &big, 8, "short_block = 4294967298 is out of range"},
         {field + 23 * 8, &seven, 8, "short_block 0 must divide block_size 6"}, /* a warmup of 0-token windows */
@@ -496,6 +496,67 @@ static void test_short_warmup(void **state) {
     assert_non_null(strstr(err.msg, "short_block 3 must divide block_size 8"));
 }
 
+/* --short-init-positions: at the switch, rows short_block.. of wpe start
+ * as row short_block - 1. Reference: a run without the option whose rows
+ * the test copies itself (memcpy) before the first full-length step; the
+ * runs then match bit for bit, and a checkpoint taken at the switch resumes
+ * to the same weights. Without the copy they differ. */
+static void test_short_init_positions(void **state) {
+    (void)state;
+    gpt2_train_params pa = tiny_params();
+    pa.block_size = 8, pa.batch_size = 2, pa.steps = 5, pa.warmup_steps = 1, pa.dropout = 0.2f;
+    pa.short_block = 4, pa.short_steps = 3, pa.short_init_positions = 1;
+    gpt2_train_params pb = pa;
+    pb.short_init_positions = 0;
+    int32_t ids[300];
+    random_ids(ids, 300, 5);
+    gpt2_train_data d = {ids, 300, 0};
+    gpt2_trainer *a, *b, *c, *r;
+    gpt2_error err;
+    float loss;
+    assert_int_equal(gpt2_trainer_new(pa, &a, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(pb, &b, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(pb, &c, &err), GPT2_OK);
+    for (int k = 0; k < pa.short_steps; k++) {
+        assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
+        assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
+        assert_int_equal(gpt2_trainer_step(c, &d, &loss, &err), GPT2_OK);
+    }
+    char path[] = "/tmp/gptscope-ckpt-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(gpt2_trainer_save(a, path, 77, &err), GPT2_OK); /* at the switch, before the copy */
+    const gpt2_train_tensor wb = gpt2_trainer_tensor(b, 1);
+    const size_t C = (size_t)pa.n_embd;
+    for (int t = pa.short_block; t < pa.block_size; t++)
+        memcpy(wb.param + t * C, wb.param + (pa.short_block - 1) * C, C * sizeof(float));
+    uint64_t hash;
+    assert_int_equal(gpt2_trainer_resume(path, -1, &r, &hash, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_params(r)->short_init_positions, 1);
+    for (int k = pa.short_steps; k < pa.steps; k++) {
+        assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
+        assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
+        assert_int_equal(gpt2_trainer_step(c, &d, &loss, &err), GPT2_OK);
+        assert_int_equal(gpt2_trainer_step(r, &d, &loss, &err), GPT2_OK);
+    }
+    for (int i = 0; i < gpt2_trainer_n_tensors(a); i++) {
+        gpt2_train_tensor ta = gpt2_trainer_tensor(a, i), tb = gpt2_trainer_tensor(b, i), tr = gpt2_trainer_tensor(r, i);
+        assert_memory_equal(ta.param, tb.param, ta.n * sizeof(float));
+        assert_memory_equal(ta.param, tr.param, ta.n * sizeof(float));
+    }
+    const gpt2_train_tensor wa = gpt2_trainer_tensor(a, 1), wc = gpt2_trainer_tensor(c, 1);
+    assert_memory_not_equal(wa.param, wc.param, wa.n * sizeof(float));
+    unlink(path);
+    gpt2_trainer_free(a);
+    gpt2_trainer_free(b);
+    gpt2_trainer_free(c);
+    gpt2_trainer_free(r);
+    pa.short_steps = 0; /* the option needs a warmup */
+    assert_int_equal(gpt2_trainer_new(pa, &a, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "short_init_positions needs a sequence-length warmup"));
+}
+
 /* A version-1 checkpoint (23 header fields, from before the warmup fields)
  * resumes as a run without a warmup, exactly as the version-2 file. */
 static void test_checkpoint_v1(void **state) {
@@ -624,7 +685,8 @@ int main(void) {
         cmocka_unit_test(test_resume_exact),   cmocka_unit_test(test_export_matches_engine),
         cmocka_unit_test(test_bad_params),     cmocka_unit_test(test_crafted_checkpoints),
         cmocka_unit_test(test_nonfinite_not_written), cmocka_unit_test(test_interrupt_step),
-        cmocka_unit_test(test_short_warmup),   cmocka_unit_test(test_checkpoint_v1),
+        cmocka_unit_test(test_short_warmup),   cmocka_unit_test(test_short_init_positions),
+        cmocka_unit_test(test_checkpoint_v1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,6 +34,8 @@ static const char usage_text[] =
     "           --short-block N --short-steps S   a sequence-length warmup: the first\n"
     "                           S steps train on windows of N tokens (N divides\n"
     "                           --block), block/N times as many per batch\n"
+    "           --short-init-positions  at the switch, position rows N.. (never\n"
+    "                           trained) start as a copy of row N-1\n"
     "data:      --val-fraction F (0.1)\n"
     "           --examples      each line of FILE is one example; all lines must be\n"
     "                           the same number of tokens (at most block + 1)\n"
@@ -156,6 +158,7 @@ static const cli_opt train_rows[] = {
     {CLI_FLOAT("attn-dropout", 0, T, p.attn_dropout, 0, 0.95)},
     {CLI_INT("short-block", 0, T, p.short_block, 1, 65536)},
     {CLI_INT("short-steps", 0, T, p.short_steps, 0, 100000000)},
+    {CLI_FLAG("short-init-positions", 0, T, p.short_init_positions)},
     {CLI_U64("seed", 0, T, p.seed, 0, 9007199254740991.0)}, /* 2^53 - 1: exact in JSON */
     {CLI_INT("threads", 0, T, p.n_threads, 1, 1024)},
     {CLI_DOUBLE("val-fraction", 0, T, valf, 0.0, 0.9)},
@@ -433,7 +436,8 @@ static cJSON *report_json(const train_result *r) {
         {"weight_decay", float_figure(p->weight_decay)}, {"beta2", float_figure(p->beta2)},
         {"dropout", float_figure(p->dropout)}, {"attn_dropout", float_figure(p->attn_dropout)},
         {"short_block", p->short_steps ? p->short_block : 0},
-        {"short_steps", p->short_steps}, {"seed", (double)p->seed}, {"threads", p->n_threads},
+        {"short_steps", p->short_steps}, {"short_init_positions", p->short_init_positions},
+        {"seed", (double)p->seed}, {"threads", p->n_threads},
         {"seconds_this_run", round(r->seconds * 10) / 10},
     };
     const char *no_val = r->val_fraction == 0 ? "--val-fraction 0: nothing is held out" : "the held-out split is empty";

@@ -4,7 +4,8 @@
  *   "GPT2CKPT"  8 bytes magic
  *   u32 version (2), u32 n_fields (26)
  *   n_fields x u64: the params, step, RNG, data hash, n_params, the
- *   short-window warmup, attention dropout (see FIELDS)
+ *   short-window warmup, attention dropout, the warmup's position rows
+ *   (see FIELDS; the last field was reserved, 0, before it held that flag)
  *   f32 params[n_params], f32 adam_m[n_params], f32 adam_v[n_params]
  *   u64 FNV-1a of every byte before it
  * The file size must match the header exactly and the hash must agree, so a
@@ -56,7 +57,7 @@ static void pack(const gpt2_trainer *tr, uint64_t data_hash, uint64_t *f) {
                                f2u(p->weight_decay), f2u(p->beta1), f2u(p->beta2), f2u(p->adam_eps),
                                f2u(p->grad_clip), f2u(p->dropout), p->seed, (uint64_t)p->n_threads,
                                (uint64_t)tr->step, tr->rng, data_hash, tr->n_params, (uint64_t)p->short_block,
-                               (uint64_t)p->short_steps, f2u(p->attn_dropout), 0};
+                               (uint64_t)p->short_steps, f2u(p->attn_dropout), (uint64_t)p->short_init_positions};
     memcpy(f, v, sizeof v);
 }
 
@@ -68,7 +69,8 @@ static void unpack(const uint64_t *f, gpt2_train_params *p, int *step, uint64_t 
                              .weight_decay = u2f(f[10]), .beta1 = u2f(f[11]), .beta2 = u2f(f[12]),
                              .adam_eps = u2f(f[13]), .grad_clip = u2f(f[14]), .dropout = u2f(f[15]),
                              .seed = f[16], .n_threads = (int)f[17], .short_block = (int)f[22],
-                             .short_steps = (int)f[23], .attn_dropout = u2f(f[24])};
+                             .short_steps = (int)f[23], .attn_dropout = u2f(f[24]),
+                             .short_init_positions = (int)f[25]};
     *step = (int)f[18], *rng = f[19], *data_hash = f[20], *n_params = f[21];
 }
 
@@ -104,8 +106,8 @@ gpt2_status gpt2_trainer_save(const gpt2_trainer *tr, const char *path, uint64_t
 }
 
 /* Each header field's name and what it may hold: an int (0..INT_MAX), a
- * finite float in the low 32 bits, any 64-bit value, or 0 (reserved). */
-enum { K_INT, K_FLOAT, K_ANY, K_ZERO };
+ * finite float in the low 32 bits, any 64-bit value, or 0 or 1. */
+enum { K_INT, K_FLOAT, K_ANY, K_BOOL };
 static const struct {
     const char *name;
     int kind;
@@ -116,7 +118,7 @@ static const struct {
     {"beta2", K_FLOAT},    {"adam_eps", K_FLOAT},  {"grad_clip", K_FLOAT},  {"dropout", K_FLOAT},
     {"seed", K_ANY},       {"n_threads", K_INT},   {"step", K_INT},         {"rng", K_ANY},
     {"data_hash", K_ANY},  {"n_params", K_ANY},    {"short_block", K_INT},  {"short_steps", K_INT},
-    {"attn_dropout", K_FLOAT}, {"reserved", K_ZERO},
+    {"attn_dropout", K_FLOAT}, {"short_init_positions", K_BOOL},
 };
 enum { F_STEPS = 6, F_STEP = 18, F_NPARAMS = 21 };
 
@@ -130,8 +132,8 @@ static gpt2_status check_fields(const char *path, const uint64_t *f, gpt2_error 
             return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %s = %llu is out of range 0..%d", path, n, v, INT_MAX);
         if (FIELDS[i].kind == K_FLOAT && (v >> 32 || !isfinite(u2f(v))))
             return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %s = 0x%llx is not a finite 32-bit float", path, n, v);
-        if (FIELDS[i].kind == K_ZERO && v != 0)
-            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %s = %llu, expected 0", path, n, v);
+        if (FIELDS[i].kind == K_BOOL && v > 1)
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %s = %llu, expected 0 or 1", path, n, v);
     }
     if (f[F_STEP] > f[F_STEPS])
         return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: step = %llu is past the run's end (steps = %llu)", path,

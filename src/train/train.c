@@ -82,6 +82,10 @@ static gpt2_status check_params(const gpt2_train_params *p, gpt2_error *err) {
                              p->block_size % p->short_block == 0),
          "train: short_block %d must divide block_size %d (a warmup step holds a full step's tokens)",
          p->short_block, p->block_size);
+    NEED(p->short_init_positions == 0 || p->short_init_positions == 1,
+         "train: short_init_positions = %d, expected 0 or 1", p->short_init_positions);
+    NEED(!p->short_init_positions || p->short_steps,
+         "train: short_init_positions needs a sequence-length warmup (short_steps > 0)");
     size_t per_seq = (size_t)p->block_size * p->n_embd * (16 + (size_t)p->n_layer * 17) +
                      (size_t)p->n_layer * p->n_head * p->block_size * p->block_size +
                      (size_t)p->block_size * p->n_vocab;
@@ -975,6 +979,17 @@ static gpt2_status check_data(const gpt2_trainer *tr, const gpt2_train_data *d, 
     return GPT2_OK;
 }
 
+/* At the switch to full windows: position rows short_block.. have had no
+ * gradient (only weight decay), so they start as the last learned row,
+ * short_block - 1. Their Adam moments are still zero. A step undone by an
+ * interrupt leaves the parameters as they were, so doing this again on
+ * resume gives the same rows. */
+static void init_new_positions(gpt2_trainer *tr) {
+    const int C = tr->p.n_embd, S = tr->p.short_block;
+    float *wpe = tr->params + tr->offset[1]; /* (block_size, C) */
+    for (int t = S; t < tr->p.block_size; t++) memcpy(wpe + (size_t)t * C, wpe + (size_t)(S - 1) * C, (size_t)C * sizeof(float));
+}
+
 gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float *loss, gpt2_error *err) {
     int T;
     size_t n_seq;
@@ -983,6 +998,7 @@ gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float 
                          "train: all %d steps of the run are done (gpt2_trainer_set_steps to go on)", tr->p.steps);
     gpt2_status st = check_data(tr, d, &T, &n_seq, err);
     if (st != GPT2_OK) return st;
+    if (tr->step == tr->p.short_steps && tr->p.short_init_positions) init_new_positions(tr);
     const int B = batch_seqs(tr, d, T);
     const uint64_t rng_before = tr->rng; /* an interrupted step is undone, so a resume repeats it */
     for (int b = 0; b < B; b++) {
