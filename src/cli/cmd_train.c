@@ -302,7 +302,8 @@ static void job_describe(const train_opts *o, const train_job *j, size_t n_param
             p->attn_dropout, (unsigned long long)p->seed);
     if (p->short_steps > 0)
         fprintf(stderr, "  the first %d steps: %d x %d tokens (sequence-length warmup; validation on %d-token windows "
-                "meanwhile)\n", p->short_steps, batch_len(o, j, 0), p->short_block, p->short_block);
+                "meanwhile)%s\n", p->short_steps, batch_len(o, j, 0), p->short_block, p->short_block,
+                p->short_init_positions ? "; then position rows N.. start as row N-1" : "");
 }
 
 /* The checkpoint and the exported model, as they stand. */
