@@ -302,8 +302,10 @@ static void job_describe(const train_opts *o, const train_job *j, size_t n_param
             p->attn_dropout, (unsigned long long)p->seed);
     if (p->short_steps > 0)
         fprintf(stderr, "  the first %d steps: %d x %d tokens (sequence-length warmup; validation on %d-token windows "
-                "meanwhile)%s\n", p->short_steps, batch_len(o, j, 0), p->short_block, p->short_block,
-                p->short_init_positions ? "; then position rows N.. start as row N-1" : "");
+                "meanwhile)\n", p->short_steps, batch_len(o, j, 0), p->short_block, p->short_block);
+    if (p->short_steps > 0 && p->short_init_positions)
+        fprintf(stderr, "  after step %d, position rows %d..%d start as row %d (--short-init-positions)\n",
+                p->short_steps, p->short_block, p->block_size - 1, p->short_block - 1);
 }
 
 /* The checkpoint and the exported model, as they stand. */

@@ -820,17 +820,12 @@ void kernel_gelu_erf(float *x, size_t n) {
 typedef float lanes16 __attribute__((vector_size(64)));
 typedef int32_t lanes16_mask __attribute__((vector_size(64)));
 
-static inline lanes16 lanes_load(const float *x) {
-    lanes16 v;
-    memcpy(&v, x, sizeof v);
-    return v;
-}
-
 float kernel_max(const float *x, int n) {
     lanes16 lane = (lanes16){0} + x[0]; /* x[0] in every lane */
     int i = 0;
     for (; i + 16 <= n; i += 16) {
-        const lanes16 v = lanes_load(x + i);
+        lanes16 v; /* loaded in place: a function returning a vector warns of its ABI without AVX-512 */
+        memcpy(&v, x + i, sizeof v);
         const lanes16_mask gt = v > lane;
         lane = (lanes16)(((lanes16_mask)v & gt) | ((lanes16_mask)lane & ~gt));
     }
@@ -845,7 +840,11 @@ void kernel_softmax(float *x, int n) {
     int i;
     for (i = 0; i < n; i++) x[i] = fast_exp_nonpos(x[i] - max);
     lanes16 lane = {0};
-    for (i = 0; i + 16 <= n; i += 16) lane += lanes_load(x + i);
+    for (i = 0; i + 16 <= n; i += 16) {
+        lanes16 v;
+        memcpy(&v, x + i, sizeof v);
+        lane += v;
+    }
     float sum = 0.0f;
     for (int l = 0; l < 16; l++) sum += lane[l];
     for (; i < n; i++) sum += x[i];

@@ -11,8 +11,8 @@
  * The file size must match the header exactly and the hash must agree, so a
  * truncated or damaged checkpoint is refused with the reason; every field is
  * range-checked and every value must be finite, so a crafted one is too.
- * Version 1 (23 fields: none of the last three before the reserved one)
- * still resumes, as a run without a warmup or attention dropout.
+ * Version 1 (23 fields: none of the three before the last one) still
+ * resumes, as a run without a warmup or attention dropout.
  */
 #include <limits.h>
 #include <math.h>

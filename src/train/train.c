@@ -979,11 +979,11 @@ static gpt2_status check_data(const gpt2_trainer *tr, const gpt2_train_data *d, 
     return GPT2_OK;
 }
 
-/* At the switch to full windows: position rows short_block.. have had no
- * gradient (only weight decay), so they start as the last learned row,
- * short_block - 1. Their Adam moments are still zero. A step undone by an
- * interrupt leaves the parameters as they were, so doing this again on
- * resume gives the same rows. */
+/* At the switch to full windows, done by the warmup's last step so that
+ * whatever reads the weights from then on (validation, export, a checkpoint)
+ * sees it, and a cancelled step never does it: position rows short_block..
+ * have had no gradient (only weight decay), so they start as the last learned
+ * row, short_block - 1. Their Adam moments are still zero. */
 static void init_new_positions(gpt2_trainer *tr) {
     const int C = tr->p.n_embd, S = tr->p.short_block;
     float *wpe = tr->params + tr->offset[1]; /* (block_size, C) */
@@ -998,7 +998,6 @@ gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float 
                          "train: all %d steps of the run are done (gpt2_trainer_set_steps to go on)", tr->p.steps);
     gpt2_status st = check_data(tr, d, &T, &n_seq, err);
     if (st != GPT2_OK) return st;
-    if (tr->step == tr->p.short_steps && tr->p.short_init_positions) init_new_positions(tr);
     const int B = batch_seqs(tr, d, T);
     const uint64_t rng_before = tr->rng; /* an interrupted step is undone, so a resume repeats it */
     for (int b = 0; b < B; b++) {
@@ -1014,6 +1013,7 @@ gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float 
                          *loss, tr->step);
     adamw_update(tr);
     tr->step++;
+    if (tr->step == tr->p.short_steps && tr->p.short_init_positions) init_new_positions(tr);
     return GPT2_OK;
 }
 
