@@ -17,8 +17,9 @@ static inline void run_free(run_result *r) {
     free(r->err);
 }
 
-/* Runs `$GPTSCOPE_BIN args` through sh, stdin from the in_len bytes at in. */
-static inline run_result vrun_in(const char *in, size_t in_len, const char *fmt, va_list ap) {
+/* Runs `$GPTSCOPE_BIN args` through sh (`args` alone with bin 0), stdin
+ * from the in_len bytes at in. */
+static inline run_result vrun_sh(int bin, const char *in, size_t in_len, const char *fmt, va_list ap) {
     char args[8192], cmd[12288];
     vsnprintf(args, sizeof args, fmt, ap);
     char in_path[] = "/tmp/gptscope-cli-in-XXXXXX", out_path[] = "/tmp/gptscope-cli-out-XXXXXX",
@@ -28,7 +29,7 @@ static inline run_result vrun_in(const char *in, size_t in_len, const char *fmt,
     if (in && in_len) assert_int_equal(write(fds[0], in, in_len), (ssize_t)in_len);
     for (int i = 0; i < 3; i++) close(fds[i]);
     snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=exitcode=99 UBSAN_OPTIONS=exitcode=98 %s %s <%s >%s 2>%s",
-             test_env("GPTSCOPE_BIN"), args, in_path, out_path, err_path);
+             bin ? test_env("GPTSCOPE_BIN") : "", args, in_path, out_path, err_path);
     int ws = system(cmd);
     run_result r = {.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws)};
     r.out = read_file(out_path, NULL);
@@ -36,6 +37,19 @@ static inline run_result vrun_in(const char *in, size_t in_len, const char *fmt,
     unlink(in_path), unlink(out_path), unlink(err_path);
     if (strstr(r.err, "Sanitizer") || strstr(r.err, "runtime error"))
         fail_msg("sanitizer report from `gptscope %s`:\n%s", args, r.err);
+    return r;
+}
+
+static inline run_result vrun_in(const char *in, size_t in_len, const char *fmt, va_list ap) {
+    return vrun_sh(1, in, in_len, fmt, ap);
+}
+
+/* Runs a shell command line (a script of the repository's), stdin /dev/null. */
+static inline run_result run_script(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    run_result r = vrun_sh(0, NULL, 0, fmt, ap);
+    va_end(ap);
     return r;
 }
 

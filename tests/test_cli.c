@@ -545,6 +545,56 @@ static void test_bench_json(void **state) {
     run_free(&r);
 }
 
+/* Tiny Shakespeare where it is at hand: $GPTSCOPE_SHAKESPEARE, else
+ * ../shared/data/tinyshakespeare.txt; NULL without. */
+static const char *shakespeare_corpus(void) {
+    const char *c = getenv("GPTSCOPE_SHAKESPEARE") ? getenv("GPTSCOPE_SHAKESPEARE") : "../shared/data/tinyshakespeare.txt";
+    return access(c, R_OK) == 0 ? c : NULL;
+}
+
+/* models/shakespeare/recipe.sh, the bundled model's one-command recipe, cut
+ * to a few steps of a tiny shape by options after OUT: its tokenizer is the
+ * bundled one byte for byte (published files, re-derived), the directory a
+ * loadable model with the chat template; OUT = the bundled directory is
+ * refused. Needs the corpus (skipped without). */
+static void test_recipe_script(void **state) {
+    (void)state;
+    const char *corpus = shakespeare_corpus();
+    run_result refuse =
+        run_script("GPTSCOPE=%s sh models/shakespeare/recipe.sh x models/shakespeare", sq(test_env("GPTSCOPE_BIN")));
+    assert_int_equal(refuse.status, 2);
+    assert_non_null(strstr(refuse.err, "the bundled model's own directory"));
+    run_free(&refuse);
+    if (!corpus) {
+        print_message("recipe not run: no corpus (set GPTSCOPE_SHAKESPEARE)\n");
+        skip();
+    }
+    char dir[] = "/tmp/gptscope recipe-XXXXXX", path[512];
+    assert_non_null(mkdtemp(dir));
+    run_result r = run_script("GPTSCOPE=%s sh models/shakespeare/recipe.sh %s %s --layers 1 --heads 1 --embd 64 "
+                              "--block 64 --short-block 32 --short-steps 2 --steps 3 --batch 2 --eval-every 1 "
+                              "--eval-batches 1", sq(test_env("GPTSCOPE_BIN")), sq(corpus), sq(dir));
+    if (r.status != 0) fail_msg("recipe.sh failed (%d):\n%s", r.status, r.err);
+    run_free(&r);
+    const char *same[] = {"vocab.json", "merges.txt", "chat_template.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, same[i]);
+        char ours[512];
+        snprintf(ours, sizeof ours, "models/shakespeare/%s", same[i]);
+        size_t na, nb;
+        char *a = read_file(path, &na), *b = read_file(ours, &nb);
+        assert_int_equal(na, nb);
+        assert_memory_equal(a, b, na);
+        free(a), free(b);
+    }
+    gpt2_model *m;
+    gpt2_error err;
+    assert_int_equal(gpt2_model_load(dir, &m, &err), GPT2_OK);
+    assert_int_equal(gpt2_model_config(m)->n_ctx, 64);
+    gpt2_model_free(m);
+    rm_rf(dir);
+}
+
 /* The bundled model: 1,024 positions, its weights within 25 MB, the bundled
  * draft's greedy text the model's own over 400 tokens, and, where
  * the corpus is at hand ($GPTSCOPE_SHAKESPEARE, else
@@ -569,10 +619,9 @@ static void test_bundled_model(void **state) {
     assert_true(strlen(g.out) > 800); /* 400 tokens (greedy text: about 2.4 bytes each) */
     assert_string_equal(g.out, d.out);
     run_free(&g), run_free(&d);
-    const char *corpus = getenv("GPTSCOPE_SHAKESPEARE") ? getenv("GPTSCOPE_SHAKESPEARE")
-                                                         : "../shared/data/tinyshakespeare.txt";
-    if (access(corpus, R_OK) != 0) {
-        print_message("held-out figure not checked: %s not found (set GPTSCOPE_SHAKESPEARE)\n", corpus);
+    const char *corpus = shakespeare_corpus();
+    if (!corpus) {
+        print_message("held-out figure not checked: no corpus (set GPTSCOPE_SHAKESPEARE)\n");
         skip();
     }
     char *json = read_file("models/shakespeare/training.json", NULL);
@@ -678,6 +727,7 @@ int main(void) {
         cmocka_unit_test(test_bad_models),
         cmocka_unit_test(test_bench_json),
         cmocka_unit_test(test_bundled_model),
+        cmocka_unit_test(test_recipe_script),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
