@@ -548,7 +548,8 @@ static void test_bench_json(void **state) {
 /* Tiny Shakespeare where it is at hand: $GPTSCOPE_SHAKESPEARE, else
  * ../shared/data/tinyshakespeare.txt; NULL without. */
 static const char *shakespeare_corpus(void) {
-    const char *c = getenv("GPTSCOPE_SHAKESPEARE") ? getenv("GPTSCOPE_SHAKESPEARE") : "../shared/data/tinyshakespeare.txt";
+    const char *c = getenv("GPTSCOPE_SHAKESPEARE");
+    if (!c) c = "../shared/data/tinyshakespeare.txt";
     return access(c, R_OK) == 0 ? c : NULL;
 }
 

@@ -987,7 +987,8 @@ static gpt2_status check_data(const gpt2_trainer *tr, const gpt2_train_data *d, 
 static void init_new_positions(gpt2_trainer *tr) {
     const int C = tr->p.n_embd, S = tr->p.short_block;
     float *wpe = tr->params + tr->offset[1]; /* (block_size, C) */
-    for (int t = S; t < tr->p.block_size; t++) memcpy(wpe + (size_t)t * C, wpe + (size_t)(S - 1) * C, (size_t)C * sizeof(float));
+    for (int t = S; t < tr->p.block_size; t++)
+        memcpy(wpe + (size_t)t * C, wpe + (size_t)(S - 1) * C, (size_t)C * sizeof(float));
 }
 
 gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float *loss, gpt2_error *err) {
