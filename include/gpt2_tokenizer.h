@@ -88,6 +88,17 @@ enum {
 gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *tok, const char *text, size_t len,
                                   int flags, int32_t **ids, size_t *n_ids, gpt2_error *err);
 
+/* As gpt2_tokenizer_encode, with BPE-dropout (Provilkov et al. 2020,
+ * arXiv:1910.13267): each time a merge would apply, it is skipped with
+ * probability p; a skipped pair competes again after the next merge in its
+ * piece, and a piece is done when every pair left was skipped since then. The
+ * ids decode to the same text, but as one of its many segmentations, drawn
+ * from seed (the same seed, the same ids): a regulariser for training. p = 0
+ * gives gpt2_tokenizer_encode's ids; p = 1 one token per byte. A
+ * character-level vocabulary has no merges and ignores p. */
+gpt2_status gpt2_tokenizer_encode_dropout(const gpt2_tokenizer *tok, const char *text, size_t len, int flags,
+                                          double p, uint64_t seed, int32_t **ids, size_t *n_ids, gpt2_error *err);
+
 /* The raw bytes of one token (not NUL-terminated), or NULL with *len = 0 for
  * an id outside [0, n_vocab) or an id the vocabulary does not define. */
 const char *gpt2_tokenizer_token_bytes(const gpt2_tokenizer *tok, int32_t id, size_t *len);

@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -658,6 +659,106 @@ static void test_load_small(void **state) {
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* ---- BPE-dropout ----------------------------------------------------------------------- */
+
+static int32_t *encode_drop(const gpt2_tokenizer *t, const char *text, size_t len, double p, uint64_t seed,
+                            size_t *n) {
+    int32_t *ids = NULL;
+    gpt2_error err;
+    if (gpt2_tokenizer_encode_dropout(t, text, len, 0, p, seed, &ids, n, &err) != GPT2_OK)
+        fail_msg("encode with dropout %g of %zu bytes failed: %s", p, len, err.msg);
+    return ids;
+}
+
+/* p = 0 is the usual encoding, p = 1 one token per byte, any p decodes to the text; the same
+ * seed gives the same ids, and the segmentations do vary. */
+static void test_dropout_bounds(void **state) {
+    const gpt2_tokenizer *toks[2] = {gpt2_tok(), tiny_tok()};
+    unsigned char buf[16 * 64];
+    int differed = 0;
+    for (int i = 0; i < 2000; i++) {
+        const gpt2_tokenizer *t = toks[i & 1];
+        size_t len = random_text(buf, 1 + (int)rnd(64)), n0, n1, n, m, n2;
+        const char *text = (const char *)buf;
+        int32_t *want = encode(t, text, len, 0, &n0);
+        int32_t *ids = encode_drop(t, text, len, 0, (uint64_t)i, &n);
+        assert_int_equal(n, n0);
+        assert_memory_equal(ids, want, n * sizeof *ids);
+        free(ids);
+        ids = encode_drop(t, text, len, 1, (uint64_t)i, &n1);
+        assert_int_equal(n1, len);
+        for (size_t k = 0; k < len; k++) assert_int_equal(ids[k], gpt2_tokenizer_token_id(t, text + k, 1));
+        free(ids);
+        double p = 0.05 + 0.4 * (double)rnd(1000) / 1000;
+        ids = encode_drop(t, text, len, p, (uint64_t)i, &n);
+        char *back = decode(t, ids, n, &m);
+        assert_int_equal(m, len);
+        assert_memory_equal(back, text, len);
+        assert_true(n >= n0 && n <= len);
+        int32_t *again = encode_drop(t, text, len, p, (uint64_t)i, &n2);
+        assert_int_equal(n2, n);
+        assert_memory_equal(again, ids, n * sizeof *ids);
+        differed += n != n0 || memcmp(ids, want, n * sizeof *ids) != 0;
+        free(again);
+        free(back);
+        free(ids);
+        free(want);
+    }
+    assert_true(differed > 500);
+    size_t n;
+    int32_t *ids = (int32_t *)1;
+    gpt2_error err;
+    assert_int_equal(gpt2_tokenizer_encode_dropout(gpt2_tok(), "ab", 2, 0, 1.5, 0, &ids, &n, &err),
+                     GPT2_ERR_INVALID_ARG);
+    assert_null(ids);
+    assert_non_null(strstr(err.msg, "1.5"));
+}
+
+/* The law of the segmentations, worked out by hand from the definition (each merge skipped
+ * with probability p each time it is next; a skipped one competes again after the next merge;
+ * done when all left were skipped): "abcd" with merges (a,b) then (c,d) gives
+ *   ab cd    (1-p)^2 + p (1-p)^2   (ab first; or ab skipped, cd merged, ab taken on its retry)
+ *   ab c d   (1-p) p
+ *   a b cd   p (1-p) p            (ab skipped, cd merged, ab skipped again)
+ *   a b c d  p^2                  (both skipped: nothing left)
+ * 40,000 draws: each frequency within 5 standard deviations of its probability. */
+static void test_dropout_law(void **state) {
+    char dir[] = "/tmp/gpt2dropXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char vocab[8192];
+    size_t len = small_vocab(vocab, sizeof vocab, 0, -1);
+    memcpy(vocab + len - 1, ", \"ab\": 270, \"cd\": 271}", 24);
+    len += 22;
+    write_file(dir, "vocab.json", vocab, len);
+    static const char merges[] = "a b\nc d\n";
+    write_file(dir, "merges.txt", merges, strlen(merges));
+    gpt2_tokenizer *t = load_or_fail(dir);
+    const double p = 0.3, q = 1 - p;
+    const double want[4] = {q * q + p * q * q, q * p, p * q * p, p * p};
+    const int N = 40000;
+    int count[4] = {0};
+    for (int i = 0; i < N; i++) {
+        size_t n;
+        int32_t *ids = encode_drop(t, "abcd", 4, p, (uint64_t)i * 7919, &n);
+        int k = n == 2 && ids[0] == 270 && ids[1] == 271               ? 0
+                : n == 3 && ids[0] == 270 && ids[1] == 'c' && ids[2] == 'd' ? 1
+                : n == 3 && ids[0] == 'a' && ids[1] == 'b' && ids[2] == 271 ? 2
+                : n == 4                                                   ? 3
+                                                                           : -1;
+        if (k < 0) fail_msg("draw %d: %zu ids, not one of the four segmentations", i, n);
+        count[k]++;
+        free(ids);
+    }
+    for (int k = 0; k < 4; k++) {
+        double f = (double)count[k] / N, sd = sqrt(want[k] * (1 - want[k]) / N);
+        if (fabs(f - want[k]) > 5 * sd) fail_msg("segmentation %d: frequency %.4f, expected %.4f", k, f, want[k]);
+    }
+    gpt2_tokenizer_free(t);
+    remove_file(dir, "vocab.json");
+    remove_file(dir, "merges.txt");
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* One defect per case; the message must name the file and say what is wrong. */
 static void test_load_errors(void **state) {
     char good_vocab[8192], vocab[8192];
@@ -769,6 +870,8 @@ int main(void) {
         cmocka_unit_test(test_utf8_stream_random),
         cmocka_unit_test(test_load_small),
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_dropout_bounds),
+        cmocka_unit_test(test_dropout_law),
     };
     return cmocka_run_group_tests_name("tokenizer", tests, NULL, teardown_group);
 }

@@ -298,9 +298,81 @@ static void test_training_json(void **state) {
     rm_rf(dir);
 }
 
+/* "data: N training tokens" from a run's stderr, or -1. */
+static long train_tokens(const char *err) {
+    const char *at = strstr(err, "data: ");
+    return at ? strtol(at + 6, NULL, 10) : -1;
+}
+
+/* --bpe-dropout: K segmentations of the training split, each no shorter than
+ * the usual one and no longer than its bytes; recorded in training.json; a
+ * resume needs the same options; --examples refuses it. */
+static void test_bpe_dropout(void **state) {
+    (void)state;
+    const char *dir = tmpdir_new();
+    char data[300], model[300], json[400];
+    snprintf(data, sizeof data, "%s/data.txt", dir);
+    snprintf(model, sizeof model, "%s/model", dir);
+    snprintf(json, sizeof json, "%s/training.json", model);
+    write_reverse_data(data, 300, 4);
+    struct stat st;
+    assert_int_equal(stat(data, &st), 0);
+    run_result r = run(NULL, "train-tokenizer --vocab-size 400 -o %s %s", model, data);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    const char *shape = "--layers 1 --heads 2 --embd 16 --block 16 --batch 4 --threads 1 --eval-every 2";
+    r = run(NULL, "train --tokenizer %s -o %s %s --steps 1 %s", model, model, shape, data);
+    if (r.status != 0) fail_msg("train failed: %s", r.err);
+    const long usual = train_tokens(r.err);
+    run_free(&r);
+    assert_true(usual > 1000);
+    char *out = python_json(json, "bpe_dropout bpe_copies");
+    assert_string_equal(out, "0\n0\n");
+
+    r = run(NULL, "train --tokenizer %s -o %s %s --steps 2 --bpe-dropout 0.2 --bpe-copies 3 %s", model, model, shape,
+            data);
+    if (r.status != 0) fail_msg("train failed: %s", r.err);
+    const long three = train_tokens(r.err);
+    if (!strstr(r.err, "3 segmentations of the split with BPE-dropout 0.2")) fail_msg("stderr: %s", r.err);
+    run_free(&r);
+    if (!(three > 3 * usual && three < 3 * (long)st.st_size))
+        fail_msg("3 copies with dropout: %ld tokens; the usual split %ld, its bytes < %ld", three, usual,
+                 (long)st.st_size);
+    out = python_json(json, "bpe_dropout bpe_copies train_tokens");
+    char want[64];
+    snprintf(want, sizeof want, "0.2\n3\n%ld\n", three);
+    assert_string_equal(out, want);
+
+    /* the same options resume; another dropout or seed is other data */
+    r = run(NULL, "train --resume --tokenizer %s -o %s --steps 3 --bpe-dropout 0.3 --bpe-copies 3 %s", model, model,
+            data);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "--bpe-dropout, --bpe-copies and --seed are needed")) fail_msg("stderr: %s", r.err);
+    run_free(&r);
+    r = run(NULL, "train --resume --tokenizer %s -o %s --steps 3 --bpe-dropout 0.2 --bpe-copies 3 --seed 7 %s", model,
+            model, data);
+    assert_int_equal(r.status, 1);
+    run_free(&r);
+    r = run(NULL, "train --resume --tokenizer %s -o %s --steps 3 --bpe-dropout 0.2 --bpe-copies 3 %s", model, model,
+            data);
+    if (r.status != 0) fail_msg("resume failed: %s", r.err);
+    assert_non_null(strstr(r.err, "resumed"));
+    run_free(&r);
+
+    r = run(NULL, "train --examples --tokenizer %s -o %s %s --bpe-dropout 0.1 %s", model, model, shape, data);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "--bpe-dropout and --examples")) fail_msg("stderr: %s", r.err);
+    run_free(&r);
+    r = run(NULL, "train --tokenizer %s -o %s %s --bpe-dropout 0.95 %s", model, model, shape, data);
+    assert_int_equal(r.status, 2);
+    run_free(&r);
+    rm_rf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_training_json),
+        cmocka_unit_test(test_bpe_dropout),
         cmocka_unit_test(test_train_errors),
         cmocka_unit_test(test_reverse_end_to_end),
     };

@@ -37,6 +37,9 @@ static const char usage_text[] =
     "           --short-init-positions  at the switch, position rows N.. (never\n"
     "                           trained) start as a copy of row N-1\n"
     "data:      --val-fraction F (0.1)\n"
+    "           --bpe-dropout P  train on --bpe-copies K (8) segmentations of the\n"
+    "                           training split, each merge skipped with probability\n"
+    "                           P (BPE-dropout); validation keeps the usual one\n"
     "           --examples      each line of FILE is one example; all lines must be\n"
     "                           the same number of tokens (at most block + 1)\n"
     "progress:  --eval-every N (100) --eval-batches N (20) --log-every N (10)\n"
@@ -91,6 +94,33 @@ static int encode_split(const gpt2_tokenizer *tok, const char *path, const char 
     return 1;
 }
 
+/* --bpe-dropout: the training split as copies segmented copies, one after
+ * another, copy k drawn from (seed, k) so that a resume rebuilds the same. */
+static int encode_dropout(const gpt2_tokenizer *tok, const char *text, size_t len, double p, int copies,
+                          uint64_t seed, token_set *out) {
+    for (int k = 0; k < copies; k++) {
+        int32_t *ids;
+        size_t n;
+        gpt2_error err;
+        uint64_t s = seed ^ (0x9E3779B97F4A7C15u * (uint64_t)(k + 1));
+        if (gpt2_tokenizer_encode_dropout(tok, text, len, 0, p, s, &ids, &n, &err) != GPT2_OK) {
+            cli_error("%s", err.msg);
+            return 0;
+        }
+        int32_t *grown = realloc(out->ids, (out->n + n) * sizeof *grown);
+        if (!grown) {
+            free(ids);
+            cli_error("out of memory for %d copies of the training split", copies);
+            return 0;
+        }
+        memcpy(grown + out->n, ids, n * sizeof *ids);
+        out->ids = grown;
+        out->n += n;
+        free(ids);
+    }
+    return 1;
+}
+
 static int copy_file(const char *from, const char *to_dir, const char *name) {
     char to[4096];
     snprintf(to, sizeof to, "%s/%s", to_dir, name);
@@ -108,6 +138,8 @@ typedef struct {
     gpt2_train_params p;
     const char *out_dir, *tok_dir, *ckpt_opt, *path;
     double valf; /* --val-fraction */
+    double bpe_dropout;
+    int bpe_copies;
     int examples, resume, eval_every, eval_batches, log_every;
     int minlr_given, warmup_given, steps_given;
     gpt2_dtype dt;   /* of the exported model */
@@ -119,6 +151,8 @@ typedef struct {
     const char *data, *out_dir;
     double val_fraction, seconds;
     int examples;
+    double bpe_dropout; /* 0: off */
+    int bpe_copies;
     size_t train_tokens, val_tokens, parameters;
     gpt2_train_params p;        /* as trained (a resumed run's own) */
     float train_loss, val_loss; /* NAN: none this run */
@@ -163,6 +197,8 @@ static const cli_opt train_rows[] = {
     {CLI_INT("threads", 0, T, p.n_threads, 1, 1024)},
     {CLI_DOUBLE("val-fraction", 0, T, valf, 0.0, 0.9)},
     {CLI_FLAG("examples", 0, T, examples)},
+    {CLI_DOUBLE("bpe-dropout", 0, T, bpe_dropout, 0.0, 0.9)},
+    {CLI_INT("bpe-copies", 0, T, bpe_copies, 1, 1024)},
     {CLI_INT("eval-every", 0, T, eval_every, 1, 100000000)},
     {CLI_INT("eval-batches", 0, T, eval_batches, 1, 1000000)},
     {CLI_INT("log-every", 0, T, log_every, 1, 100000000)},
@@ -238,8 +274,14 @@ static int job_data(const train_opts *o, train_job *j) {
     size_t lines_before = 0;
     for (size_t i = 0; i < cut; i++) lines_before += j->text[i] == '\n';
     j->cut = cut;
-    if (!encode_split(j->tok, o->path, j->text, cut, o->examples, 0, &j->train) ||
-        !encode_split(j->tok, o->path, j->text + cut, j->len - cut, o->examples, lines_before, &j->val))
+    if (o->bpe_dropout > 0 && o->examples) {
+        cli_error("--bpe-dropout and --examples: segmenting examples at random would break their equal lengths");
+        return EXIT_ERR;
+    }
+    if (o->bpe_dropout > 0 ? !encode_dropout(j->tok, j->text, cut, o->bpe_dropout, o->bpe_copies, o->p.seed, &j->train)
+                           : !encode_split(j->tok, o->path, j->text, cut, o->examples, 0, &j->train))
+        return EXIT_ERR;
+    if (!encode_split(j->tok, o->path, j->text + cut, j->len - cut, o->examples, lines_before, &j->val))
         return EXIT_ERR;
     if (o->examples && j->val.example_len && j->train.example_len != j->val.example_len) {
         cli_error("%s: held-out lines have %d tokens, training lines %d", o->path, j->val.example_len,
@@ -267,7 +309,7 @@ static int job_trainer(const train_opts *o, train_job *j) {
     }
     if (hash != j->data_hash) {
         cli_error("%s: the checkpoint was trained on other data (token hash differs): same FILE, tokenizer, "
-                  "--val-fraction and --examples are needed to resume",
+                  "--val-fraction, --examples, --bpe-dropout, --bpe-copies and --seed are needed to resume",
                   o->ckpt);
         return EXIT_ERR;
     }
@@ -300,6 +342,9 @@ static void job_describe(const train_opts *o, const train_job *j, size_t n_param
             o->path, o->valf * 100, j->len - j->cut, o->examples ? ", one example per line" : "", p->steps,
             batch_len(o, j, p->steps), seq_len(o, j, p->steps), p->lr, p->min_lr, p->warmup_steps, p->dropout,
             p->attn_dropout, (unsigned long long)p->seed);
+    if (o->bpe_dropout > 0)
+        fprintf(stderr, "  training tokens: %d segmentations of the split with BPE-dropout %g (validation: the usual one)\n",
+                o->bpe_copies, o->bpe_dropout);
     if (p->short_steps > 0)
         fprintf(stderr, "  the first %d steps: %d x %d tokens (sequence-length warmup; validation on %d-token windows "
                 "meanwhile)\n", p->short_steps, batch_len(o, j, 0), p->short_block, p->short_block);
@@ -400,6 +445,7 @@ static int train_run(const train_opts *o, train_result *r) {
     }
     if (rc == EXIT_OK) rc = job_score(o, &j, r);
     r->data = o->path, r->out_dir = o->out_dir, r->val_fraction = o->valf, r->examples = o->examples;
+    r->bpe_dropout = o->bpe_dropout, r->bpe_copies = o->bpe_dropout > 0 ? o->bpe_copies : 0;
     r->train_tokens = j.train.n, r->val_tokens = j.val.n, r->p = j.p;
     r->train_loss = j.loss, r->val_loss = j.val_loss;
     r->steps_run = j.tr ? gpt2_trainer_step_count(j.tr) - j.start_step : 0;
@@ -431,7 +477,8 @@ static cJSON *report_json(const train_result *r) {
         const char *key;
         double v;
     } settings[] = {
-        {"val_fraction", r->val_fraction}, {"train_tokens", (double)r->train_tokens},
+        {"val_fraction", r->val_fraction}, {"bpe_dropout", r->bpe_dropout}, {"bpe_copies", r->bpe_copies},
+        {"train_tokens", (double)r->train_tokens},
         {"val_tokens", (double)r->val_tokens}, {"n_layer", p->n_layer}, {"n_head", p->n_head},
         {"n_embd", p->n_embd}, {"block_size", p->block_size}, {"n_vocab", p->n_vocab},
         {"parameters", (double)r->parameters}, {"steps", p->steps}, {"batch_size", p->batch_size},
@@ -506,7 +553,7 @@ static int train_report(const train_result *r) {
 
 int cmd_train(int argc, char **argv) {
     train_opts o = {.p = gpt2_train_default_params(), .valf = 0.1, .eval_every = 100, .eval_batches = 20,
-                    .log_every = 10, .dt = GPT2_DTYPE_F16};
+                    .log_every = 10, .dt = GPT2_DTYPE_F16, .bpe_copies = 8};
     train_result r = {0};
     int rc = train_parse(argc, argv, &o);
     if (rc != CLI_PARSED) return rc;

@@ -29,6 +29,7 @@
 #include "gpt2_fileio.h"
 #include "tokenizer_internal.h"
 #include "pretokenize.h"
+#include "rng.h"
 #include "textio.h"
 
 enum {
@@ -574,8 +575,11 @@ typedef struct {     /* per-call scratch, grown to the longest piece */
     int32_t *prev;   /* (cap) previous live symbol, -1 at the start */
     bpe_cand *heap;  /* (3 * cap) min-heap on key: n - 1 initial pairs + 2 per merge */
     bpe_cand *round; /* (cap) the pairs of the rank being merged */
+    bpe_cand *skip;  /* (cap) pairs BPE-dropout passed over since the last merge */
     int32_t *out;    /* (out_cap) ids produced so far */
     size_t n_out, out_cap;
+    uint64_t drop;   /* BPE-dropout: a pair is skipped when a draw's top 32 bits are below this (p 2^32); 0: never */
+    uint64_t rng;    /* the draws (rng.h) */
 } encoder;
 
 static int emit(encoder *e, int32_t id) {
@@ -599,12 +603,14 @@ static int reserve(encoder *e, size_t n) {
     free(e->prev);
     free(e->heap);
     free(e->round);
+    free(e->skip);
     e->id = malloc(cap * sizeof *e->id);
     e->next = malloc(cap * sizeof *e->next);
     e->prev = malloc(cap * sizeof *e->prev);
     e->heap = malloc(3 * cap * sizeof *e->heap);
     e->round = malloc(cap * sizeof *e->round);
-    e->cap = (e->id && e->next && e->prev && e->heap && e->round) ? cap : 0;
+    e->skip = malloc(cap * sizeof *e->skip);
+    e->cap = (e->id && e->next && e->prev && e->heap && e->round && e->skip) ? cap : 0;
     return e->cap ? 0 : -1;
 }
 
@@ -649,7 +655,12 @@ static int cand_live(const encoder *e, const bpe_cand *c) {
  * adjacent pair present and merges all its occurrences, left to right, before any pair the
  * round creates is considered. A heap of candidate pairs makes that O(n log n) rather than
  * Python's O(n^2); taking a whole rank at once keeps it exact even for merge tables where a
- * merge creates a pair of lower rank than its own. */
+ * merge creates a pair of lower rank than its own.
+ *
+ * With BPE-dropout (e->drop > 0; Provilkov et al. 2020, arXiv:1910.13267), each occurrence
+ * is skipped with probability p each time it would be merged; what was skipped is back in
+ * the running after the next merge anywhere in the piece, and the piece is done when every
+ * pair left was skipped since the last merge. Pairs of lower rank still go first. */
 static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s, size_t n) {
     if (n == 1) return emit(e, t->byte_id[s[0]]);
     if (reserve(e, n)) return -1;
@@ -659,18 +670,22 @@ static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s
         next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
         prev[i] = (int32_t)i - 1;
     }
-    size_t n_heap = 0;
+    size_t n_heap = 0, n_skip = 0;
     for (size_t i = 0; i + 1 < n; i++) push_pair(t, e, &n_heap, (int32_t)i);
     while (n_heap > 0) {
         bpe_cand first = heap_pop(e->heap, &n_heap);
         if (!cand_live(e, &first)) continue;
-        size_t n_round = 0;
+        size_t n_round = 0, merged = 0;
         e->round[n_round++] = first;
         while (n_heap > 0 && e->heap[0].key >> 32 == first.key >> 32)
             e->round[n_round++] = heap_pop(e->heap, &n_heap); /* in position order */
         for (size_t k = 0; k < n_round; k++) {
             const bpe_cand *c = &e->round[k];
             if (!cand_live(e, c)) continue; /* overlapped by the previous merge, as in "a a a" */
+            if (e->drop && rng_next(&e->rng) >> 32 < e->drop) {
+                e->skip[n_skip++] = *c;
+                continue;
+            }
             int32_t i = (int32_t)(uint32_t)c->key, r = next[i];
             id[i] = c->merged;
             id[r] = -1;
@@ -678,6 +693,12 @@ static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s
             if (next[r] >= 0) prev[next[r]] = i;
             push_pair(t, e, &n_heap, prev[i]);
             push_pair(t, e, &n_heap, i);
+            merged++;
+        }
+        if (merged) { /* the skipped pairs that are still there compete again */
+            for (size_t k = 0; k < n_skip; k++)
+                if (cand_live(e, &e->skip[k])) heap_push(e->heap, &n_heap, e->skip[k]);
+            n_skip = 0;
         }
     }
     for (int32_t i = 0; i >= 0; i = next[i])
@@ -729,8 +750,8 @@ nomem:
     return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding %zu bytes", len);
 }
 
-gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *t, const char *text, size_t len,
-                                  int flags, int32_t **ids, size_t *n_ids, gpt2_error *err) {
+static gpt2_status encode(const gpt2_tokenizer *t, const char *text, size_t len, int flags, encoder e,
+                          int32_t **ids, size_t *n_ids, gpt2_error *err) {
     if (ids) *ids = NULL;
     if (n_ids) *n_ids = 0;
     if (!t || !ids || !n_ids || (!text && len > 0))
@@ -739,7 +760,6 @@ gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *t, const char *text, siz
         gpt2_error_clear(err);
         return GPT2_OK;
     }
-    encoder e = {0};
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(t->re, NULL);
     if (!md) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for regex match data");
     gpt2_status st = GPT2_OK;
@@ -771,6 +791,7 @@ gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *t, const char *text, siz
     free(e.prev);
     free(e.heap);
     free(e.round);
+    free(e.skip);
     if (st != GPT2_OK) {
         free(e.out);
         return st;
@@ -779,6 +800,22 @@ gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *t, const char *text, siz
     *ids = e.out;
     *n_ids = e.n_out;
     return GPT2_OK;
+}
+
+gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *t, const char *text, size_t len,
+                                  int flags, int32_t **ids, size_t *n_ids, gpt2_error *err) {
+    return encode(t, text, len, flags, (encoder){0}, ids, n_ids, err);
+}
+
+gpt2_status gpt2_tokenizer_encode_dropout(const gpt2_tokenizer *t, const char *text, size_t len, int flags,
+                                          double p, uint64_t seed, int32_t **ids, size_t *n_ids, gpt2_error *err) {
+    if (!(p >= 0 && p <= 1)) {
+        if (ids) *ids = NULL;
+        if (n_ids) *n_ids = 0;
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_encode_dropout: p = %g is not in [0, 1]", p);
+    }
+    encoder e = {.drop = (uint64_t)(p * 4294967296.0), .rng = seed}; /* p = 1: 2^32, above every draw */
+    return encode(t, text, len, flags, e, ids, n_ids, err);
 }
 
 /* ---- tokenizers from token lists (tokenizer_internal.h) ------------------------------ */
