@@ -304,6 +304,21 @@ static long train_tokens(const char *err) {
     return at ? strtol(at + 6, NULL, 10) : -1;
 }
 
+/* Trains model on data with shape and opts; returns the sha256 of its
+ * exported weights (malloc'd), and the run's output in *keep if asked. */
+static char *train_weights(const char *model, const char *opts, const char *shape, const char *data,
+                           run_result *keep) {
+    run_result r = run(NULL, "train --tokenizer %s -o %s %s %s --dtype f32 %s", model, model, shape, opts, data);
+    if (r.status != 0) fail_msg("train %s failed: %s", opts, r.err);
+    if (keep) *keep = r;
+    else run_free(&r);
+    r = run_script("sha256sum %s/model.safetensors", model);
+    assert_int_equal(r.status, 0);
+    char *sum = strndup(r.out, 64);
+    run_free(&r);
+    return sum;
+}
+
 /* --bpe-dropout: K segmentations of the training split, each no shorter than
  * the usual one and no longer than its bytes; recorded in training.json; a
  * resume needs the same options; --examples refuses it. */
@@ -347,7 +362,7 @@ static void test_bpe_dropout(void **state) {
     r = run(NULL, "train --resume --tokenizer %s -o %s --steps 3 --bpe-dropout 0.3 --bpe-copies 3 %s", model, model,
             data);
     assert_int_equal(r.status, 1);
-    if (!strstr(r.err, "--bpe-dropout, --bpe-copies and --seed are needed")) fail_msg("stderr: %s", r.err);
+    if (!strstr(r.err, "--bpe-copies, --bpe-dropout-steps and --seed are needed")) fail_msg("stderr: %s", r.err);
     run_free(&r);
     r = run(NULL, "train --resume --tokenizer %s -o %s --steps 3 --bpe-dropout 0.2 --bpe-copies 3 --seed 7 %s", model,
             model, data);
@@ -357,6 +372,29 @@ static void test_bpe_dropout(void **state) {
             data);
     if (r.status != 0) fail_msg("resume failed: %s", r.err);
     assert_non_null(strstr(r.err, "resumed"));
+    run_free(&r);
+
+    /* --bpe-dropout-steps: none is the usual run, all of them the dropout run, weight for weight */
+    char *usual_w = train_weights(model, "--steps 2", shape, data, NULL);
+    char *none_w = train_weights(model, "--steps 2 --bpe-dropout 0.2 --bpe-dropout-steps 0", shape, data, &r);
+    char cut[96];
+    snprintf(cut, sizeof cut, "after step 0: the usual segmentation (%ld tokens)", usual);
+    if (!strstr(r.err, cut)) fail_msg("no '%s' in: %s", cut, r.err);
+    run_free(&r);
+    char *all_w = train_weights(model, "--steps 2 --bpe-dropout 0.2", shape, data, NULL);
+    char *two_w = train_weights(model, "--steps 2 --bpe-dropout 0.2 --bpe-dropout-steps 2", shape, data, NULL);
+    char *one_w = train_weights(model, "--steps 2 --bpe-dropout 0.2 --bpe-dropout-steps 1", shape, data, NULL);
+    assert_string_equal(usual_w, none_w);
+    assert_string_equal(all_w, two_w);
+    assert_string_not_equal(usual_w, all_w);
+    assert_string_not_equal(one_w, all_w);
+    assert_string_not_equal(one_w, usual_w);
+    free(usual_w), free(none_w), free(all_w), free(two_w), free(one_w);
+    out = python_json(json, "bpe_dropout_steps");
+    assert_string_equal(out, "1\n");
+    r = run(NULL, "train --tokenizer %s -o %s %s --bpe-dropout-steps 1 %s", model, model, shape, data);
+    assert_int_equal(r.status, 2);
+    if (!strstr(r.err, "no --bpe-dropout P")) fail_msg("stderr: %s", r.err);
     run_free(&r);
 
     r = run(NULL, "train --examples --tokenizer %s -o %s %s --bpe-dropout 0.1 %s", model, model, shape, data);

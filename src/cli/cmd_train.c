@@ -40,6 +40,7 @@ static const char usage_text[] =
     "           --bpe-dropout P  train on --bpe-copies K (8) segmentations of the\n"
     "                           training split, each merge skipped with probability\n"
     "                           P (BPE-dropout); validation keeps the usual one\n"
+    "           --bpe-dropout-steps N  only the first N steps; then the usual one\n"
     "           --examples      each line of FILE is one example; all lines must be\n"
     "                           the same number of tokens (at most block + 1)\n"
     "progress:  --eval-every N (100) --eval-batches N (20) --log-every N (10)\n"
@@ -139,7 +140,7 @@ typedef struct {
     const char *out_dir, *tok_dir, *ckpt_opt, *path;
     double valf; /* --val-fraction */
     double bpe_dropout;
-    int bpe_copies;
+    int bpe_copies, bpe_steps; /* bpe_steps < 0: every step */
     int examples, resume, eval_every, eval_batches, log_every;
     int minlr_given, warmup_given, steps_given;
     gpt2_dtype dt;   /* of the exported model */
@@ -152,7 +153,7 @@ typedef struct {
     double val_fraction, seconds;
     int examples;
     double bpe_dropout; /* 0: off */
-    int bpe_copies;
+    int bpe_copies, bpe_steps;
     size_t train_tokens, val_tokens, parameters;
     gpt2_train_params p;        /* as trained (a resumed run's own) */
     float train_loss, val_loss; /* NAN: none this run */
@@ -199,6 +200,7 @@ static const cli_opt train_rows[] = {
     {CLI_FLAG("examples", 0, T, examples)},
     {CLI_DOUBLE("bpe-dropout", 0, T, bpe_dropout, 0.0, 0.9)},
     {CLI_INT("bpe-copies", 0, T, bpe_copies, 1, 1024)},
+    {CLI_INT("bpe-dropout-steps", 0, T, bpe_steps, 0, 100000000)},
     {CLI_INT("eval-every", 0, T, eval_every, 1, 100000000)},
     {CLI_INT("eval-batches", 0, T, eval_batches, 1, 1000000)},
     {CLI_INT("log-every", 0, T, log_every, 1, 100000000)},
@@ -217,6 +219,10 @@ static int train_parse(int argc, char **argv, train_opts *o) {
          cli_required(usage_text, "train", "--tokenizer DIR", !!o->tok_dir, "-o OUT", !!o->out_dir, NULL) != EXIT_OK))
         rc = EXIT_USAGE;
     if (rc != CLI_PARSED) return rc;
+    if (o->bpe_steps >= 0 && !(o->bpe_dropout > 0)) {
+        cli_error("--bpe-dropout-steps: no --bpe-dropout P to limit");
+        return EXIT_USAGE;
+    }
     if (!o->minlr_given) o->p.min_lr = o->p.lr / 10;
     if (!o->warmup_given) o->p.warmup_steps = o->p.steps / 10;
     o->path = argv[optind];
@@ -248,6 +254,7 @@ typedef struct {
     char *text;
     size_t len, cut;      /* the held-out split: text[cut, len) */
     token_set train, val;
+    token_set plain;      /* --bpe-dropout-steps: the usual training tokens, after those steps */
     uint64_t data_hash;   /* what a checkpoint must have been trained on */
     int start_step;       /* > 0 when resumed */
     float loss, val_loss; /* the last figures; NAN: none yet */
@@ -281,6 +288,8 @@ static int job_data(const train_opts *o, train_job *j) {
     if (o->bpe_dropout > 0 ? !encode_dropout(j->tok, j->text, cut, o->bpe_dropout, o->bpe_copies, o->p.seed, &j->train)
                            : !encode_split(j->tok, o->path, j->text, cut, o->examples, 0, &j->train))
         return EXIT_ERR;
+    if (o->bpe_dropout > 0 && o->bpe_steps >= 0 && !encode_split(j->tok, o->path, j->text, cut, 0, 0, &j->plain))
+        return EXIT_ERR;
     if (!encode_split(j->tok, o->path, j->text + cut, j->len - cut, o->examples, lines_before, &j->val))
         return EXIT_ERR;
     if (o->examples && j->val.example_len && j->train.example_len != j->val.example_len) {
@@ -296,6 +305,8 @@ static int job_trainer(const train_opts *o, train_job *j) {
     gpt2_error err;
     if (o->examples && j->train.example_len > j->p.block_size + 1) j->p.block_size = j->train.example_len - 1;
     j->data_hash = gpt2_tokens_hash(j->train.ids, j->train.n) ^ (uint64_t)j->train.example_len;
+    if (j->plain.n) /* and which steps train on which */
+        j->data_hash ^= (gpt2_tokens_hash(j->plain.ids, j->plain.n) << 1) ^ (0x9E3779B97F4A7C15u * (uint64_t)o->bpe_steps);
     j->p.n_vocab = gpt2_tokenizer_n_vocab(j->tok);
     if (!o->resume) {
         if (gpt2_trainer_new(j->p, &j->tr, &err) == GPT2_OK) return EXIT_OK;
@@ -309,7 +320,7 @@ static int job_trainer(const train_opts *o, train_job *j) {
     }
     if (hash != j->data_hash) {
         cli_error("%s: the checkpoint was trained on other data (token hash differs): same FILE, tokenizer, "
-                  "--val-fraction, --examples, --bpe-dropout, --bpe-copies and --seed are needed to resume",
+                  "--val-fraction, --examples, --bpe-dropout, --bpe-copies, --bpe-dropout-steps and --seed are needed to resume",
                   o->ckpt);
         return EXIT_ERR;
     }
@@ -345,6 +356,8 @@ static void job_describe(const train_opts *o, const train_job *j, size_t n_param
     if (o->bpe_dropout > 0)
         fprintf(stderr, "  training tokens: %d segmentations of the split with BPE-dropout %g (validation: the usual one)\n",
                 o->bpe_copies, o->bpe_dropout);
+    if (j->plain.n)
+        fprintf(stderr, "  after step %d: the usual segmentation (%zu tokens)\n", o->bpe_steps, j->plain.n);
     if (p->short_steps > 0)
         fprintf(stderr, "  the first %d steps: %d x %d tokens (sequence-length warmup; validation on %d-token windows "
                 "meanwhile)\n", p->short_steps, batch_len(o, j, 0), p->short_block, p->short_block);
@@ -367,14 +380,15 @@ static int job_save(const train_opts *o, const train_job *j) {
  * estimating the held-out loss and saving every eval_every steps. */
 static int job_steps(const train_opts *o, train_job *j) {
     gpt2_train_data td = {j->train.ids, j->train.n, j->train.example_len},
-                    vd = {j->val.ids, j->val.n, j->val.example_len};
+                    vd = {j->val.ids, j->val.n, j->val.example_len}, plain = {j->plain.ids, j->plain.n, 0};
     const int steps = j->p.steps;
     double t_log = j->t0, elapsed_train = 0;
     int steps_since_log = 0;
     gpt2_error err;
     while (gpt2_trainer_step_count(j->tr) < steps && !*j->stop) {
         double ts = cli_now();
-        gpt2_status st = gpt2_trainer_step(j->tr, &td, &j->loss, &err);
+        const int past = j->plain.n && gpt2_trainer_step_count(j->tr) >= o->bpe_steps;
+        gpt2_status st = gpt2_trainer_step(j->tr, past ? &plain : &td, &j->loss, &err);
         if (st == GPT2_CANCELLED) break; /* Ctrl-C mid-step: the step is undone */
         if (st != GPT2_OK) {
             cli_error("%s", err.msg);
@@ -446,10 +460,12 @@ static int train_run(const train_opts *o, train_result *r) {
     if (rc == EXIT_OK) rc = job_score(o, &j, r);
     r->data = o->path, r->out_dir = o->out_dir, r->val_fraction = o->valf, r->examples = o->examples;
     r->bpe_dropout = o->bpe_dropout, r->bpe_copies = o->bpe_dropout > 0 ? o->bpe_copies : 0;
+    r->bpe_steps = o->bpe_dropout > 0 ? (o->bpe_steps < 0 ? r->p.steps : o->bpe_steps) : 0;
     r->train_tokens = j.train.n, r->val_tokens = j.val.n, r->p = j.p;
     r->train_loss = j.loss, r->val_loss = j.val_loss;
     r->steps_run = j.tr ? gpt2_trainer_step_count(j.tr) - j.start_step : 0;
     free(j.train.ids);
+    free(j.plain.ids);
     free(j.val.ids);
     free(j.text);
     gpt2_trainer_free(j.tr);
@@ -478,6 +494,7 @@ static cJSON *report_json(const train_result *r) {
         double v;
     } settings[] = {
         {"val_fraction", r->val_fraction}, {"bpe_dropout", r->bpe_dropout}, {"bpe_copies", r->bpe_copies},
+        {"bpe_dropout_steps", r->bpe_steps},
         {"train_tokens", (double)r->train_tokens},
         {"val_tokens", (double)r->val_tokens}, {"n_layer", p->n_layer}, {"n_head", p->n_head},
         {"n_embd", p->n_embd}, {"block_size", p->block_size}, {"n_vocab", p->n_vocab},
@@ -553,7 +570,7 @@ static int train_report(const train_result *r) {
 
 int cmd_train(int argc, char **argv) {
     train_opts o = {.p = gpt2_train_default_params(), .valf = 0.1, .eval_every = 100, .eval_batches = 20,
-                    .log_every = 10, .dt = GPT2_DTYPE_F16, .bpe_copies = 8};
+                    .log_every = 10, .dt = GPT2_DTYPE_F16, .bpe_copies = 8, .bpe_steps = -1};
     train_result r = {0};
     int rc = train_parse(argc, argv, &o);
     if (rc != CLI_PARSED) return rc;
