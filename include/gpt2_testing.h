@@ -28,6 +28,12 @@ gpt2_train_tensor gpt2_trainer_tensor(const gpt2_trainer *tr, int i);
 gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int32_t *targets, int B, int T,
                               int backward, float *loss, gpt2_error *err);
 
+/* The same with sequence b's positions starting at row pos0[b] of the
+ * position table (pos0[b] + T <= block_size), as a --short-offsets step
+ * places them. */
+gpt2_status gpt2_trainer_loss_at(gpt2_trainer *tr, const int32_t *inputs, const int32_t *targets, int B, int T,
+                                 const int32_t *pos0, int backward, float *loss, gpt2_error *err);
+
 #ifdef __cplusplus
 }
 #endif

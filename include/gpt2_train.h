@@ -64,6 +64,11 @@ typedef struct {
      * trained) start as a copy of row short_block - 1, the last learned one;
      * needs short_steps. 0 = they start as they are (initialised, decayed). */
     int short_init_positions;
+    /* 1: during the warmup each window starts at a random position row,
+     * 0..block_size - short_block (one draw per sequence), so every row of
+     * the position table trains before the switch; needs short_steps, and
+     * excludes short_init_positions. 0 = every window starts at row 0. */
+    int short_offsets;
     uint64_t seed;       /* initial weights, batch sampling, dropout */
     int n_threads;       /* 0 = all online CPUs */
 } gpt2_train_params;

@@ -282,6 +282,7 @@ static void test_crafted_checkpoints(void **state) {
         {field + 8 * 8, &nan_bits, 8, "lr = 0x7fc00000 is not a finite 32-bit float"},
         {field + 15 * 8, &high, 8, "dropout = 0x10000000000 is not a finite 32-bit float"},
         {field + 25 * 8, &seven, 8, "short_init_positions = 7, expected 0 or 1"},
+        {field + 26 * 8, &seven, 8, "short_offsets = 7, expected 0 or 1"},
         {field + 24 * 8, &nan_bits, 8, "attn_dropout = 0x7fc00000 is not a finite 32-bit float"},
         {field + 22 * 8, &big, 8, "short_block = 4294967298 is out of range"},
         {field + 23 * 8, &seven, 8, "short_block 0 must divide block_size 6"}, /* a warmup of 0-token windows */
@@ -560,9 +561,130 @@ static void test_short_init_positions(void **state) {
     assert_non_null(strstr(err.msg, "short_init_positions needs a sequence-length warmup"));
 }
 
-/* A version-1 checkpoint (23 header fields, from before the warmup fields)
- * resumes as a run without a warmup, exactly as the version-2 file. */
-static void test_checkpoint_v1(void **state) {
+/* Close enough for two summation orders: |a - b| <= 1e-5 * scale + 1e-9. */
+static void assert_close(const float *a, const float *b, size_t n, float scale, const char *what) {
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(a[i] - b[i]) > 1e-5f * scale + 1e-9f) fail_msg("%s[%zu]: %g against %g", what, i, a[i], b[i]);
+}
+
+/* --short-offsets, from its definition: a window at position row o is the
+ * same window at row 0 of a model whose rows 0.. are the first one's o..;
+ * its gradients land in rows o.. and nowhere else. Then in training: the
+ * warmup's steps reach rows past short_block (without it they never do), a
+ * checkpoint mid-warmup resumes exactly, and the option is refused where it
+ * makes no sense. */
+static void test_short_offsets(void **state) {
+    (void)state;
+    gpt2_train_params p = tiny_params();
+    p.block_size = 8, p.batch_size = 2;
+    gpt2_trainer *a, *r[2];
+    gpt2_error err;
+    assert_int_equal(gpt2_trainer_new(p, &a, &err), GPT2_OK);
+    randomize(a, 3); /* GPT-2's init makes the position rows' gradients tiny */
+    const int T = 3, C = p.n_embd;
+    const int32_t pos0[2] = {1, 5};
+    int32_t in[6], tg[6];
+    random_ids(in, 6, 11), random_ids(tg, 6, 12);
+    float loss, lr[2];
+    assert_int_equal(gpt2_trainer_loss_at(a, in, tg, 2, T, pos0, 1, &loss, &err), GPT2_OK);
+    const gpt2_train_tensor wte = gpt2_trainer_tensor(a, 0), wpe = gpt2_trainer_tensor(a, 1);
+    for (int b = 0; b < 2; b++) {
+        assert_int_equal(gpt2_trainer_new(p, &r[b], &err), GPT2_OK);
+        for (int i = 0; i < gpt2_trainer_n_tensors(a); i++) /* the same weights, then rows 0.. := rows pos0[b].. */
+            memcpy(gpt2_trainer_tensor(r[b], i).param, gpt2_trainer_tensor(a, i).param,
+                   gpt2_trainer_tensor(a, i).n * sizeof(float));
+        memcpy(gpt2_trainer_tensor(r[b], 1).param, wpe.param + pos0[b] * C, (size_t)T * C * sizeof(float));
+        assert_int_equal(gpt2_trainer_loss(r[b], in + b * T, tg + b * T, 1, T, 1, &lr[b], &err), GPT2_OK);
+    }
+    const float want_loss = (lr[0] + lr[1]) / 2;
+    assert_close(&loss, &want_loss, 1, fabsf(want_loss), "loss");
+    /* the mean over both windows: each reference's gradient halved */
+    float *want = calloc(wte.n > wpe.n ? wte.n : wpe.n, sizeof(float)), scale = 0;
+    assert_non_null(want);
+    for (int b = 0; b < 2; b++) {
+        const gpt2_train_tensor g = gpt2_trainer_tensor(r[b], 1);
+        for (int i = 0; i < T * C; i++) want[pos0[b] * C + i] += g.grad[i] / 2;
+    }
+    for (size_t i = 0; i < wpe.n; i++) scale = fmaxf(scale, fabsf(want[i]));
+    assert_true(scale > 1e-4f);
+    assert_close(wpe.grad, want, wpe.n, scale, "wpe gradient"); /* rows 0, 4 (between the windows): 0 */
+    memset(want, 0, wte.n * sizeof(float)), scale = 0;
+    for (int b = 0; b < 2; b++)
+        for (size_t i = 0; i < wte.n; i++) want[i] += gpt2_trainer_tensor(r[b], 0).grad[i] / 2;
+    for (size_t i = 0; i < wte.n; i++) scale = fmaxf(scale, fabsf(want[i]));
+    assert_close(wte.grad, want, wte.n, scale, "wte gradient");
+    const int32_t past[2] = {0, 6}; /* 6 + 3 > 8 */
+    assert_int_equal(gpt2_trainer_loss_at(a, in, tg, 2, T, past, 0, &loss, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "sequence 1 starts at position row 6; 3 positions fit from rows 0..5"));
+    free(want);
+    gpt2_trainer_free(a), gpt2_trainer_free(r[0]), gpt2_trainer_free(r[1]);
+
+    /* training: rows past the window get gradients in the warmup only with the option */
+    p.steps = 5, p.warmup_steps = 1, p.dropout = 0.1f, p.short_block = 2, p.short_steps = 3;
+    gpt2_train_params po = p;
+    po.short_offsets = 1;
+    int32_t ids[300];
+    random_ids(ids, 300, 5);
+    gpt2_train_data d = {ids, 300, 0};
+    gpt2_trainer *plain, *off, *res;
+    assert_int_equal(gpt2_trainer_new(p, &plain, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(po, &off, &err), GPT2_OK);
+    char path[] = "/tmp/gptscope-ckpt-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(gpt2_trainer_step(plain, &d, &loss, &err), GPT2_OK);
+        assert_int_equal(gpt2_trainer_step(off, &d, &loss, &err), GPT2_OK);
+        const float *gp = gpt2_trainer_tensor(plain, 1).grad, *go = gpt2_trainer_tensor(off, 1).grad;
+        int reached = 0;
+        for (int i = p.short_block * C; i < p.block_size * C; i++) {
+            assert_true(gp[i] == 0);
+            reached += go[i] != 0;
+        }
+        assert_true(reached > 0); /* 8 windows at offsets 0..6 */
+    }
+    assert_int_equal(gpt2_trainer_save(off, path, 5, &err), GPT2_OK); /* mid-warmup */
+    uint64_t hash;
+    assert_int_equal(gpt2_trainer_resume(path, -1, &res, &hash, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_params(res)->short_offsets, 1);
+    for (int k = 2; k < p.steps; k++) {
+        assert_int_equal(gpt2_trainer_step(off, &d, &loss, &err), GPT2_OK);
+        assert_int_equal(gpt2_trainer_step(res, &d, &loss, &err), GPT2_OK);
+    }
+    assert_same_params(off, res);
+    unlink(path);
+    gpt2_trainer_free(plain), gpt2_trainer_free(off), gpt2_trainer_free(res);
+    po.short_init_positions = 1;
+    assert_int_equal(gpt2_trainer_new(po, &a, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "short_init_positions would overwrite them"));
+    po.short_init_positions = 0, po.short_steps = 0;
+    assert_int_equal(gpt2_trainer_new(po, &a, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "short_offsets needs a sequence-length warmup"));
+}
+
+/* The version-3 file v3 (len bytes) as an older version would have written
+ * it: fields 0..21, the three of version 2 if v2 (22..24), field 25, then
+ * the arrays; the checksum made right. */
+static unsigned char *older_checkpoint(const unsigned char *v3, size_t len, int v2, size_t *out_len) {
+    const uint32_t head[2] = {v2 ? 2 : 1, v2 ? 26 : 23};
+    *out_len = len - (v2 ? 1 : 4) * 8;
+    unsigned char *o = malloc(*out_len), *at = o + 16;
+    assert_non_null(o);
+    memcpy(o, v3, 8);
+    memcpy(o + 8, head, 8);
+    memcpy(at, v3 + 16, 22 * 8), at += 22 * 8;
+    if (v2) memcpy(at, v3 + 16 + 22 * 8, 3 * 8), at += 3 * 8;
+    memcpy(at, v3 + 16 + 25 * 8, 8), at += 8;
+    memcpy(at, v3 + 16 + 27 * 8, len - 16 - 27 * 8); /* the arrays, the checksum */
+    uint64_t h = ckpt_fnv1a(o, *out_len - 8);
+    memcpy(o + *out_len - 8, &h, 8);
+    return o;
+}
+
+/* Version-1 and version-2 checkpoints (23 and 26 header fields) resume as
+ * runs without the fields they lack, exactly as the version-3 file. */
+static void test_checkpoint_older(void **state) {
     (void)state;
     gpt2_train_params p = tiny_params();
     p.steps = 4, p.dropout = 0.1f;
@@ -580,36 +702,35 @@ static void test_checkpoint_v1(void **state) {
     close(fd);
     assert_int_equal(gpt2_trainer_save(a, path, 77, &err), GPT2_OK);
     size_t len;
-    unsigned char *v2 = (unsigned char *)read_file(path, &len);
-    const size_t len1 = len - 3 * 8; /* version 1: three fields fewer */
-    unsigned char *v1 = malloc(len1);
-    assert_non_null(v1);
-    const uint32_t head[2] = {1, 23};
-    memcpy(v1, v2, 8);
-    memcpy(v1 + 8, head, 8);
-    memcpy(v1 + 16, v2 + 16, 22 * 8);                          /* fields 0..21 */
-    memcpy(v1 + 16 + 22 * 8, v2 + 16 + 25 * 8, len - 16 - 25 * 8); /* the last field, arrays, checksum */
-    uint64_t h = ckpt_fnv1a(v1, len1 - 8);
-    memcpy(v1 + len1 - 8, &h, 8);
-    write_bytes(path, v1, len1);
-    uint64_t hash = 0;
-    assert_int_equal(gpt2_trainer_resume(path, -1, &b, &hash, &err), GPT2_OK);
-    assert_int_equal(hash, 77);
-    assert_int_equal(gpt2_trainer_params(b)->short_steps, 0);
+    unsigned char *v3 = (unsigned char *)read_file(path, &len);
+    gpt2_trainer *olds[2];
+    for (int v2 = 0; v2 < 2; v2++) {
+        size_t n;
+        unsigned char *o = older_checkpoint(v3, len, v2, &n);
+        write_bytes(path, o, n);
+        free(o);
+        uint64_t hash = 0;
+        assert_int_equal(gpt2_trainer_resume(path, -1, &olds[v2], &hash, &err), GPT2_OK);
+        assert_int_equal(hash, 77);
+        assert_int_equal(gpt2_trainer_params(olds[v2])->short_steps, 0);
+        assert_int_equal(gpt2_trainer_params(olds[v2])->short_offsets, 0);
+    }
     for (int i = 0; i < 3; i++) {
         assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
-        assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
+        for (int v2 = 0; v2 < 2; v2++) assert_int_equal(gpt2_trainer_step(olds[v2], &d, &loss, &err), GPT2_OK);
     }
-    assert_same_params(a, b);
-    const uint32_t head3[2] = {3, 26};
-    memcpy(v2 + 8, head3, 8);
-    ckpt_craft(path, (const char *)v2, len, 0, v2, 8);
-    gpt2_trainer_free(b);
-    assert_int_equal(gpt2_trainer_resume(path, -1, &b, &hash, &err), GPT2_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "version 3 with 26 fields; this build reads versions 1 (23 fields) and 2"));
+    assert_same_params(a, olds[0]);
+    assert_same_params(a, olds[1]);
+    gpt2_trainer_free(olds[0]);
+    gpt2_trainer_free(olds[1]);
+    const uint32_t head4[2] = {4, 27};
+    memcpy(v3 + 8, head4, 8);
+    ckpt_craft(path, (const char *)v3, len, 0, v3, 8);
+    assert_int_equal(gpt2_trainer_resume(path, -1, &b, &(uint64_t){0}, &err), GPT2_ERR_FORMAT);
+    if (!strstr(err.msg, "version 4 with 27 fields; this build reads versions 1 (23 fields), 2 (26) and 3 (27)"))
+        fail_msg("message: %s", err.msg);
     unlink(path);
-    free(v1);
-    free(v2);
+    free(v3);
     gpt2_trainer_free(a);
 }
 
@@ -689,7 +810,8 @@ int main(void) {
         cmocka_unit_test(test_bad_params),     cmocka_unit_test(test_crafted_checkpoints),
         cmocka_unit_test(test_nonfinite_not_written), cmocka_unit_test(test_interrupt_step),
         cmocka_unit_test(test_short_warmup),   cmocka_unit_test(test_short_init_positions),
-        cmocka_unit_test(test_checkpoint_v1),
+        cmocka_unit_test(test_checkpoint_older),
+        cmocka_unit_test(test_short_offsets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,17 +2,18 @@
  *
  * File layout (little-endian, as the x86-64 and arm64 machines that run this):
  *   "GPT2CKPT"  8 bytes magic
- *   u32 version (2), u32 n_fields (26)
+ *   u32 version (3), u32 n_fields (27)
  *   n_fields x u64: the params, step, RNG, data hash, n_params, the
- *   short-window warmup, attention dropout, the warmup's position rows
- *   (see FIELDS; the last field was reserved, 0, before it held that flag)
+ *   short-window warmup, attention dropout, the warmup's two position-row
+ *   options (see FIELDS; field 25 was reserved, 0, before it held its flag)
  *   f32 params[n_params], f32 adam_m[n_params], f32 adam_v[n_params]
  *   u64 FNV-1a of every byte before it
  * The file size must match the header exactly and the hash must agree, so a
  * truncated or damaged checkpoint is refused with the reason; every field is
  * range-checked and every value must be finite, so a crafted one is too.
- * Version 1 (23 fields: none of the three before the last one) still
- * resumes, as a run without a warmup or attention dropout.
+ * Version 2 (26 fields: no short_offsets) resumes as a run without it, and
+ * version 1 (23 fields: none of the three before field 25) as a run without
+ * a warmup or attention dropout.
  */
 #include <limits.h>
 #include <math.h>
@@ -25,7 +26,7 @@
 #include "gpt2_fileio.h"
 #include "train/train_internal.h"
 
-enum { CKPT_VERSION = 2, CKPT_FIELDS = 26, CKPT_V1_FIELDS = 23 };
+enum { CKPT_VERSION = 3, CKPT_FIELDS = 27, CKPT_V2_FIELDS = 26, CKPT_V1_FIELDS = 23 };
 static const char CKPT_MAGIC[8] = {'G', 'P', 'T', '2', 'C', 'K', 'P', 'T'};
 
 typedef struct {
@@ -57,7 +58,8 @@ static void pack(const gpt2_trainer *tr, uint64_t data_hash, uint64_t *f) {
                                f2u(p->weight_decay), f2u(p->beta1), f2u(p->beta2), f2u(p->adam_eps),
                                f2u(p->grad_clip), f2u(p->dropout), p->seed, (uint64_t)p->n_threads,
                                (uint64_t)tr->step, tr->rng, data_hash, tr->n_params, (uint64_t)p->short_block,
-                               (uint64_t)p->short_steps, f2u(p->attn_dropout), (uint64_t)p->short_init_positions};
+                               (uint64_t)p->short_steps, f2u(p->attn_dropout), (uint64_t)p->short_init_positions,
+                               (uint64_t)p->short_offsets};
     memcpy(f, v, sizeof v);
 }
 
@@ -70,7 +72,7 @@ static void unpack(const uint64_t *f, gpt2_train_params *p, int *step, uint64_t 
                              .adam_eps = u2f(f[13]), .grad_clip = u2f(f[14]), .dropout = u2f(f[15]),
                              .seed = f[16], .n_threads = (int)f[17], .short_block = (int)f[22],
                              .short_steps = (int)f[23], .attn_dropout = u2f(f[24]),
-                             .short_init_positions = (int)f[25]};
+                             .short_init_positions = (int)f[25], .short_offsets = (int)f[26]};
     *step = (int)f[18], *rng = f[19], *data_hash = f[20], *n_params = f[21];
 }
 
@@ -118,7 +120,7 @@ static const struct {
     {"beta2", K_FLOAT},    {"adam_eps", K_FLOAT},  {"grad_clip", K_FLOAT},  {"dropout", K_FLOAT},
     {"seed", K_ANY},       {"n_threads", K_INT},   {"step", K_INT},         {"rng", K_ANY},
     {"data_hash", K_ANY},  {"n_params", K_ANY},    {"short_block", K_INT},  {"short_steps", K_INT},
-    {"attn_dropout", K_FLOAT}, {"short_init_positions", K_BOOL},
+    {"attn_dropout", K_FLOAT}, {"short_init_positions", K_BOOL}, {"short_offsets", K_BOOL},
 };
 enum { F_STEPS = 6, F_STEP = 18, F_NPARAMS = 21 };
 
@@ -157,11 +159,12 @@ gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **
         goto out;
     }
     memcpy(head, data + 8, sizeof head);
-    const int v1 = head[0] == 1 && head[1] == CKPT_V1_FIELDS;
-    if (!v1 && (head[0] != CKPT_VERSION || head[1] != CKPT_FIELDS)) {
+    const int v1 = head[0] == 1 && head[1] == CKPT_V1_FIELDS, v2 = head[0] == 2 && head[1] == CKPT_V2_FIELDS;
+    if (!v1 && !v2 && (head[0] != CKPT_VERSION || head[1] != CKPT_FIELDS)) {
         st = gpt2_fail(err, GPT2_ERR_FORMAT,
-                       "%s: checkpoint version %u with %u fields; this build reads versions 1 (23 fields) and %d "
-                       "(%d fields)", path, head[0], head[1], CKPT_VERSION, CKPT_FIELDS);
+                       "%s: checkpoint version %u with %u fields; this build reads versions 1 (%d fields), 2 (%d) "
+                       "and %d (%d)", path, head[0], head[1], CKPT_V1_FIELDS, CKPT_V2_FIELDS, CKPT_VERSION,
+                       CKPT_FIELDS);
         goto out;
     }
     const size_t head_bytes = 8 + 8 + (size_t)head[1] * 8;
@@ -169,11 +172,11 @@ gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **
         st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %zu bytes, shorter than its header (truncated?)", path, len);
         goto out;
     }
-    if (v1) { /* none of version 2's new fields: they stay 0 */
+    if (v1) { /* fields 0..21, then its last (then reserved) as field 25; the newer ones stay 0 */
         memcpy(fields, data + 16, (CKPT_V1_FIELDS - 1) * 8);
-        memcpy(fields + CKPT_FIELDS - 1, data + 16 + (CKPT_V1_FIELDS - 1) * 8, 8);
+        memcpy(fields + 25, data + 16 + (CKPT_V1_FIELDS - 1) * 8, 8);
     } else {
-        memcpy(fields, data + 16, sizeof fields);
+        memcpy(fields, data + 16, (size_t)head[1] * 8); /* version 2: short_offsets stays 0 */
     }
     const uint64_t np = fields[F_NPARAMS]; /* the size first: a cut file says so, whatever its fields hold */
     if (np > (len - head_bytes - 8) / 12 || len != head_bytes + 12 * np + 8) {

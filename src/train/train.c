@@ -86,6 +86,12 @@ static gpt2_status check_params(const gpt2_train_params *p, gpt2_error *err) {
          "train: short_init_positions = %d, expected 0 or 1", p->short_init_positions);
     NEED(!p->short_init_positions || p->short_steps,
          "train: short_init_positions needs a sequence-length warmup (short_steps > 0)");
+    NEED(p->short_offsets == 0 || p->short_offsets == 1, "train: short_offsets = %d, expected 0 or 1",
+         p->short_offsets);
+    NEED(!p->short_offsets || p->short_steps,
+         "train: short_offsets needs a sequence-length warmup (short_steps > 0)");
+    NEED(!(p->short_offsets && p->short_init_positions),
+         "train: short_offsets trains every position row; short_init_positions would overwrite them");
     size_t per_seq = (size_t)p->block_size * p->n_embd * (16 + (size_t)p->n_layer * 17) +
                      (size_t)p->n_layer * p->n_head * p->block_size * p->block_size +
                      (size_t)p->block_size * p->n_vocab;
@@ -217,6 +223,7 @@ static gpt2_status trainer_alloc(const gpt2_train_params *p, gpt2_trainer **out,
     const size_t H = (size_t)p->n_head, V = (size_t)p->n_vocab, BT = B * T, BTC = BT * C;
     tr->inputs = xcalloc(BT, sizeof(int32_t), &ok);
     tr->targets = xcalloc(BT, sizeof(int32_t), &ok);
+    tr->pos0 = xcalloc(BT, sizeof(int32_t), &ok); /* a warmup batch has up to B T / short_block sequences */
     tr->x0 = xcalloc(BTC, sizeof(float), &ok);
     tr->ln1 = xcalloc(L * BTC, sizeof(float), &ok);
     tr->ln1_stats = xcalloc(L * BT * 2, sizeof(float), &ok);
@@ -285,6 +292,7 @@ void gpt2_trainer_free(gpt2_trainer *tr) {
     free(tr->partials);
     free(tr->inputs);
     free(tr->targets);
+    free(tr->pos0);
     free(tr);
 }
 
@@ -789,14 +797,15 @@ static void block_backward(gpt2_trainer *tr, int l, int B, int T) {
                        LT(tr, P, l, LN1_W), BT);
 }
 
-/* x0 (B, T, C) = wte[inputs] + wpe[t], then dropout. */
+/* x0 (B, T, C) = wte[inputs] + wpe[pos0[b] + t], then dropout. */
 static void embed_forward(gpt2_trainer *tr, const int32_t *inputs, int B, int T) {
     const int C = tr->p.n_embd;
     const float *P = tr->params;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *x = tr->x0 + ((size_t)b * T + t) * C;
-            const float *te = P + (size_t)inputs[b * T + t] * C, *pe = P + tr->offset[1] + (size_t)t * C;
+            const float *te = P + (size_t)inputs[b * T + t] * C,
+                        *pe = P + tr->offset[1] + (size_t)(tr->pos0[b] + t) * C;
             for (int i = 0; i < C; i++) x[i] = te[i] + pe[i];
         }
     dropout(tr, tr->x0, (size_t)B * T * C, 0);
@@ -810,7 +819,7 @@ static void embed_backward(gpt2_trainer *tr, const int32_t *inputs, int B, int T
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *d = tr->dres + ((size_t)b * T + t) * C;
-            float *te = dwte + (size_t)inputs[b * T + t] * C, *pe = dwpe + (size_t)t * C;
+            float *te = dwte + (size_t)inputs[b * T + t] * C, *pe = dwpe + (size_t)(tr->pos0[b] + t) * C;
             for (int i = 0; i < C; i++) te[i] += d[i], pe[i] += d[i];
         }
 }
@@ -873,6 +882,21 @@ gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int
     }
     embed_backward(tr, inputs, B, T);
     return GPT2_OK;
+}
+
+gpt2_status gpt2_trainer_loss_at(gpt2_trainer *tr, const int32_t *inputs, const int32_t *targets, int B, int T,
+                                 const int32_t *pos0, int backward, float *loss, gpt2_error *err) {
+    const gpt2_train_params *p = &tr->p;
+    if (B < 1 || T < 1 || T > p->block_size || (size_t)B * T > (size_t)p->batch_size * p->block_size)
+        return check_batch(p, inputs, targets, B, T, err);
+    for (int b = 0; b < B; b++)
+        if (pos0[b] < 0 || pos0[b] > p->block_size - T)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "train: sequence %d starts at position row %d; %d positions "
+                             "fit from rows 0..%d", b, (int)pos0[b], T, p->block_size - T);
+    memcpy(tr->pos0, pos0, (size_t)B * sizeof *pos0);
+    gpt2_status st = gpt2_trainer_loss(tr, inputs, targets, B, T, backward, loss, err);
+    memset(tr->pos0, 0, (size_t)B * sizeof *pos0);
+    return st;
 }
 
 /* --- optimizer ---------------------------------------------------------------- */
@@ -1005,8 +1029,12 @@ gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float 
         size_t k = rng_next(&tr->rng) % n_seq;
         fill_seq(tr, d, b, T, d->example_len ? k * (size_t)d->example_len : k);
     }
+    const int offsets = tr->p.short_offsets && tr->step < tr->p.short_steps;
+    for (int b = 0; offsets && b < B; b++) /* tr->pos0 is zero outside this step */
+        tr->pos0[b] = (int32_t)(rng_next(&tr->rng) % (uint64_t)(tr->p.block_size - T + 1));
     tr->dropout_key = rng_next(&tr->rng);
     st = gpt2_trainer_loss(tr, tr->inputs, tr->targets, B, T, 1, loss, err);
+    if (offsets) memset(tr->pos0, 0, (size_t)B * sizeof *tr->pos0);
     if (st == GPT2_CANCELLED) tr->rng = rng_before;
     if (st != GPT2_OK) return st;
     if (!isfinite(*loss))

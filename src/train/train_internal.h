@@ -41,6 +41,7 @@ struct gpt2_trainer {
 
     /* activations, sized for (batch_size, block_size); per-layer ones are L slices */
     int32_t *inputs, *targets; /* (B, T) */
+    int32_t *pos0;             /* (B) each sequence's first position row: 0 but in gpt2_trainer_loss_at */
     float *x0;                 /* (B, T, C) embeddings after dropout */
     float *ln1, *ln1_stats;    /* (L, B, T, C), (L, B, T, 2) mean, 1/std */
     float *qkv;                /* (L, B, T, 3C) */
