@@ -594,16 +594,16 @@ static int emit(encoder *e, int32_t id) {
     return 0;
 }
 
+/* Frees the per-piece scratch (not out). */
+static void scratch_free(encoder *e) {
+    free(e->id), free(e->next), free(e->prev), free(e->heap), free(e->round), free(e->skip);
+}
+
 static int reserve(encoder *e, size_t n) {
     if (n <= e->cap) return 0;
     size_t cap = e->cap ? e->cap : 64;
     while (cap < n) cap *= 2;
-    free(e->id);
-    free(e->next);
-    free(e->prev);
-    free(e->heap);
-    free(e->round);
-    free(e->skip);
+    scratch_free(e);
     e->id = malloc(cap * sizeof *e->id);
     e->next = malloc(cap * sizeof *e->next);
     e->prev = malloc(cap * sizeof *e->prev);
@@ -786,12 +786,7 @@ static gpt2_status encode(const gpt2_tokenizer *t, const char *text, size_t len,
     }
     if (st == GPT2_OK) st = encode_text(t, &e, md, text + pos, len - pos, err);
     pcre2_match_data_free(md);
-    free(e.id);
-    free(e.next);
-    free(e.prev);
-    free(e.heap);
-    free(e.round);
-    free(e.skip);
+    scratch_free(&e);
     if (st != GPT2_OK) {
         free(e.out);
         return st;
@@ -844,7 +839,8 @@ static gpt2_status recover_merges(gpt2_tokenizer *t, const char *path, gpt2_erro
             pair_put(t, e.out[0], e.out[1], t->n_merges++, id);
         }
     }
-    free(e.id), free(e.next), free(e.prev), free(e.heap), free(e.round), free(e.out);
+    scratch_free(&e);
+    free(e.out);
     return st;
 }
 
