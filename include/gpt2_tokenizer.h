@@ -89,10 +89,10 @@ gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *tok, const char *text, s
                                   int flags, int32_t **ids, size_t *n_ids, gpt2_error *err);
 
 /* As gpt2_tokenizer_encode, with BPE-dropout (Provilkov et al. 2020,
- * arXiv:1910.13267): each time a merge would apply, it is skipped with
- * probability p; a skipped pair competes again after the next merge in its
- * piece, and a piece is done when every pair left was skipped since then. The
- * ids decode to the same text, but as one of its many segmentations, drawn
+ * arXiv:1910.13267), the law of subword-nmt's: at each merge step every pair
+ * present is kept with probability 1 - p, the kept occurrences of the
+ * lowest-ranked kept pair merge, and a step that keeps none ends the piece.
+ * The ids decode to the same text, but as one of its many segmentations, drawn
  * from seed (the same seed, the same ids): a regulariser for training. p = 0
  * gives gpt2_tokenizer_encode's ids; p = 1 one token per byte. A
  * character-level vocabulary has no merges and ignores p. */

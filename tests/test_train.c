@@ -723,6 +723,19 @@ static void test_checkpoint_older(void **state) {
     assert_same_params(a, olds[1]);
     gpt2_trainer_free(olds[0]);
     gpt2_trainer_free(olds[1]);
+    /* version 2's own fields (22..25) come back from where it wrote them */
+    gpt2_train_params pw = p;
+    pw.block_size = 6, pw.short_block = 3, pw.short_steps = 2, pw.attn_dropout = 0.25f, pw.short_init_positions = 1;
+    gpt2_trainer *w, *w2;
+    assert_int_equal(gpt2_trainer_new(pw, &w, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_save(w, path, 78, &err), GPT2_OK);
+    size_t wlen, n2;
+    unsigned char *w3 = (unsigned char *)read_file(path, &wlen), *o2 = older_checkpoint(w3, wlen, 1, &n2);
+    write_bytes(path, o2, n2);
+    assert_int_equal(gpt2_trainer_resume(path, -1, &w2, &(uint64_t){0}, &err), GPT2_OK);
+    const gpt2_train_params *q = gpt2_trainer_params(w2);
+    assert_true(q->short_block == 3 && q->short_steps == 2 && q->attn_dropout == 0.25f && q->short_init_positions == 1);
+    gpt2_trainer_free(w), gpt2_trainer_free(w2), free(w3), free(o2);
     const uint32_t head4[2] = {4, 27};
     memcpy(v3 + 8, head4, 8);
     ckpt_craft(path, (const char *)v3, len, 0, v3, 8);

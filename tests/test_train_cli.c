@@ -321,9 +321,10 @@ static char *train_weights(const char *model, const char *opts, const char *shap
     return sum;
 }
 
-/* --bpe-dropout: K segmentations of the training split, each no shorter than
- * the usual one and no longer than its bytes; recorded in training.json; a
- * resume needs the same options; --examples refuses it. */
+/* --bpe-dropout: K segmentations of the training split, together longer than
+ * K usual ones (on this data, at p 0.2, by far; not so for every text) and
+ * shorter than K times its bytes; recorded in training.json; a resume needs
+ * the same options; --examples refuses it, as does an empty split. */
 static void test_bpe_dropout(void **state) {
     (void)state;
     const char *dir = tmpdir_new();
@@ -355,9 +356,9 @@ static void test_bpe_dropout(void **state) {
     if (!(three > 3 * usual && three < 3 * (long)st.st_size))
         fail_msg("3 copies with dropout: %ld tokens; the usual split %ld, its bytes < %ld", three, usual,
                  (long)st.st_size);
-    out = python_json(json, "bpe_dropout bpe_copies train_tokens");
+    out = python_json(json, "bpe_dropout bpe_copies train_tokens bpe_dropout_steps");
     char want[64];
-    snprintf(want, sizeof want, "0.2\n3\n%ld\n", three);
+    snprintf(want, sizeof want, "0.2\n3\n%ld\n2\n", three);
     assert_string_equal(out, want);
 
     /* the same options resume; another dropout or seed is other data */
@@ -396,11 +397,25 @@ static void test_bpe_dropout(void **state) {
     assert_string_equal(out, "1\n");
     r = run(NULL, "train --tokenizer %s -o %s %s --bpe-dropout-steps 1 %s", model, model, shape, data);
     assert_int_equal(r.status, 2);
-    if (!strstr(r.err, "no --bpe-dropout P")) fail_msg("stderr: %s", r.err);
+    if (!strstr(r.err, "--bpe-dropout-steps: no --bpe-dropout P")) fail_msg("stderr: %s", r.err);
+    run_free(&r);
+    r = run(NULL, "train --tokenizer %s -o %s %s --bpe-copies 3 %s", model, model, shape, data);
+    assert_int_equal(r.status, 2);
+    if (!strstr(r.err, "--bpe-copies: no --bpe-dropout P")) fail_msg("stderr: %s", r.err);
+    run_free(&r);
+    char empty[400];
+    snprintf(empty, sizeof empty, "%s/empty.txt", dir);
+    FILE *ef = fopen(empty, "w");
+    assert_non_null(ef);
+    fputs("x", ef); /* the training split: nothing */
+    fclose(ef);
+    r = run(NULL, "train --tokenizer %s -o %s %s --bpe-dropout 0.1 --bpe-copies 3 %s", model, model, shape, empty);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "hold no whole sequence")) fail_msg("stderr: %s", r.err);
     run_free(&r);
 
     r = run(NULL, "train --examples --tokenizer %s -o %s %s --bpe-dropout 0.1 %s", model, model, shape, data);
-    assert_int_equal(r.status, 1);
+    assert_int_equal(r.status, 2);
     if (!strstr(r.err, "--bpe-dropout and --examples")) fail_msg("stderr: %s", r.err);
     run_free(&r);
     r = run(NULL, "train --tokenizer %s -o %s %s --bpe-dropout 0.95 %s", model, model, shape, data);

@@ -110,6 +110,10 @@ static int encode_dropout(const gpt2_tokenizer *tok, const char *text, size_t le
             cli_error("%s", err.msg);
             return 0;
         }
+        if (n == 0) { /* an empty split: "holds no whole sequence" comes later */
+            free(ids);
+            continue;
+        }
         int32_t *grown = realloc(out->ids, (out->n + n) * sizeof *grown);
         if (!grown) {
             free(ids);
@@ -143,6 +147,7 @@ typedef struct {
     double valf; /* --val-fraction */
     double bpe_dropout;
     int bpe_copies, bpe_steps; /* bpe_steps < 0: every step */
+    int bpe_copies_given;
     int examples, resume, eval_every, eval_batches, log_every;
     int minlr_given, warmup_given, steps_given;
     gpt2_dtype dt;   /* of the exported model */
@@ -202,7 +207,7 @@ static const cli_opt train_rows[] = {
     {CLI_DOUBLE("val-fraction", 0, T, valf, 0.0, 0.9)},
     {CLI_FLAG("examples", 0, T, examples)},
     {CLI_DOUBLE("bpe-dropout", 0, T, bpe_dropout, 0.0, 0.9)},
-    {CLI_INT("bpe-copies", 0, T, bpe_copies, 1, 1024)},
+    {CLI_INT("bpe-copies", 0, T, bpe_copies, 1, 1024), .given = CLI_GIVEN(T, bpe_copies_given)},
     {CLI_INT("bpe-dropout-steps", 0, T, bpe_steps, 0, 100000000)},
     {CLI_INT("eval-every", 0, T, eval_every, 1, 100000000)},
     {CLI_INT("eval-batches", 0, T, eval_batches, 1, 1000000)},
@@ -222,8 +227,12 @@ static int train_parse(int argc, char **argv, train_opts *o) {
          cli_required(usage_text, "train", "--tokenizer DIR", !!o->tok_dir, "-o OUT", !!o->out_dir, NULL) != EXIT_OK))
         rc = EXIT_USAGE;
     if (rc != CLI_PARSED) return rc;
-    if (o->bpe_steps >= 0 && !(o->bpe_dropout > 0)) {
-        cli_error("--bpe-dropout-steps: no --bpe-dropout P to limit");
+    if ((o->bpe_steps >= 0 || o->bpe_copies_given) && !(o->bpe_dropout > 0)) {
+        cli_error("%s: no --bpe-dropout P to go with it", o->bpe_steps >= 0 ? "--bpe-dropout-steps" : "--bpe-copies");
+        return EXIT_USAGE;
+    }
+    if (o->bpe_dropout > 0 && o->examples) {
+        cli_error("--bpe-dropout and --examples: segmenting examples at random would break their equal lengths");
         return EXIT_USAGE;
     }
     if (!o->minlr_given) o->p.min_lr = o->p.lr / 10;
@@ -284,10 +293,6 @@ static int job_data(const train_opts *o, train_job *j) {
     size_t lines_before = 0;
     for (size_t i = 0; i < cut; i++) lines_before += j->text[i] == '\n';
     j->cut = cut;
-    if (o->bpe_dropout > 0 && o->examples) {
-        cli_error("--bpe-dropout and --examples: segmenting examples at random would break their equal lengths");
-        return EXIT_ERR;
-    }
     if (o->bpe_dropout > 0 ? !encode_dropout(j->tok, j->text, cut, o->bpe_dropout, o->bpe_copies, o->p.seed, &j->train)
                            : !encode_split(j->tok, o->path, j->text, cut, o->examples, 0, &j->train))
         return EXIT_ERR;
@@ -359,7 +364,7 @@ static void job_describe(const train_opts *o, const train_job *j, size_t n_param
     if (o->bpe_dropout > 0)
         fprintf(stderr, "  training tokens: %d segmentations of the split with BPE-dropout %g (validation: the usual one)\n",
                 o->bpe_copies, o->bpe_dropout);
-    if (j->plain.n)
+    if (j->plain.n && o->bpe_steps < p->steps)
         fprintf(stderr, "  after step %d: the usual segmentation (%zu tokens)\n", o->bpe_steps, j->plain.n);
     if (p->short_steps > 0)
         fprintf(stderr, "  the first %d steps: %d x %d tokens (sequence-length warmup; validation on %d-token windows "
@@ -466,7 +471,7 @@ static int train_run(const train_opts *o, train_result *r) {
     if (rc == EXIT_OK) rc = job_score(o, &j, r);
     r->data = o->path, r->out_dir = o->out_dir, r->val_fraction = o->valf, r->examples = o->examples;
     r->bpe_dropout = o->bpe_dropout, r->bpe_copies = o->bpe_dropout > 0 ? o->bpe_copies : 0;
-    r->bpe_steps = o->bpe_dropout > 0 ? (o->bpe_steps < 0 ? r->p.steps : o->bpe_steps) : 0;
+    r->bpe_steps = o->bpe_dropout > 0 ? (o->bpe_steps < 0 || o->bpe_steps > j.p.steps ? j.p.steps : o->bpe_steps) : 0;
     r->train_tokens = j.train.n, r->val_tokens = j.val.n, r->p = j.p;
     r->train_loss = j.loss, r->val_loss = j.val_loss;
     r->steps_run = j.tr ? gpt2_trainer_step_count(j.tr) - j.start_step : 0;

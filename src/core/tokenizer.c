@@ -657,10 +657,11 @@ static int cand_live(const encoder *e, const bpe_cand *c) {
  * Python's O(n^2); taking a whole rank at once keeps it exact even for merge tables where a
  * merge creates a pair of lower rank than its own.
  *
- * With BPE-dropout (e->drop > 0; Provilkov et al. 2020, arXiv:1910.13267), each occurrence
- * is skipped with probability p each time it would be merged; what was skipped is back in
- * the running after the next merge anywhere in the piece, and the piece is done when every
- * pair left was skipped since the last merge. Pairs of lower rank still go first. */
+ * With BPE-dropout (e->drop > 0; Provilkov et al. 2020, arXiv:1910.13267), the law of
+ * subword-nmt's: at each step every pair present is kept with probability 1 - p, the kept
+ * occurrences of the lowest-ranked kept pair merge, and a step that keeps none ends the piece.
+ * Drawn lazily in rank order: a round draws each occurrence of its rank; those skipped wait
+ * in e->skip until a merge starts the next step, when they are drawn again. */
 static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s, size_t n) {
     if (n == 1) return emit(e, t->byte_id[s[0]]);
     if (reserve(e, n)) return -1;
@@ -751,11 +752,11 @@ nomem:
 }
 
 static gpt2_status encode(const gpt2_tokenizer *t, const char *text, size_t len, int flags, encoder e,
-                          int32_t **ids, size_t *n_ids, gpt2_error *err) {
+                          const char *fn, int32_t **ids, size_t *n_ids, gpt2_error *err) {
     if (ids) *ids = NULL;
     if (n_ids) *n_ids = 0;
     if (!t || !ids || !n_ids || (!text && len > 0))
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_encode: NULL argument");
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: NULL argument", fn);
     if (len == 0) {
         gpt2_error_clear(err);
         return GPT2_OK;
@@ -799,7 +800,7 @@ static gpt2_status encode(const gpt2_tokenizer *t, const char *text, size_t len,
 
 gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *t, const char *text, size_t len,
                                   int flags, int32_t **ids, size_t *n_ids, gpt2_error *err) {
-    return encode(t, text, len, flags, (encoder){0}, ids, n_ids, err);
+    return encode(t, text, len, flags, (encoder){0}, "gpt2_tokenizer_encode", ids, n_ids, err);
 }
 
 gpt2_status gpt2_tokenizer_encode_dropout(const gpt2_tokenizer *t, const char *text, size_t len, int flags,
@@ -809,8 +810,10 @@ gpt2_status gpt2_tokenizer_encode_dropout(const gpt2_tokenizer *t, const char *t
         if (n_ids) *n_ids = 0;
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_encode_dropout: p = %g is not in [0, 1]", p);
     }
-    encoder e = {.drop = (uint64_t)(p * 4294967296.0), .rng = seed}; /* p = 1: 2^32, above every draw */
-    return encode(t, text, len, flags, e, ids, n_ids, err);
+    /* p = 1: 2^32, above every draw. The seed mixed: splitmix streams from seeds a multiple of
+     * its step apart are the same stream shifted, and would give the same segmentations. */
+    encoder e = {.drop = (uint64_t)(p * 4294967296.0), .rng = rng_mix(seed)};
+    return encode(t, text, len, flags, e, "gpt2_tokenizer_encode_dropout", ids, n_ids, err);
 }
 
 /* ---- tokenizers from token lists (tokenizer_internal.h) ------------------------------ */

@@ -67,7 +67,7 @@ static double activation_bytes(const uint8_t *data) {
     const double L = (double)field(data, 0), H = (double)field(data, 1), C = (double)field(data, 2),
                  T = (double)field(data, 3), V = (double)field(data, 4), B = (double)field(data, 5);
     const double BT = B * T, BTC = BT * C, F = 4 * C;
-    return 4 * (4 * BT + BTC * (7 + 8 * L) + L * BT * 4 + L * B * H * T * T + 2 * L * BT * F + BT * V + BT * F +
+    return 4 * (5 * BT + BTC * (7 + 8 * L) + L * BT * 4 + L * B * H * T * T + 2 * L * BT * F + BT * V + BT * F +
                 T * T) +
            8 * 16 * 2 * (C + 16);
 }
