@@ -745,6 +745,28 @@ static void test_dropout_bounds(void **state) {
  *   a b ab   (1-p) p^2
  *   a b a b  p^2
  * 40,000 draws each: each frequency within 5 standard deviations of its probability. */
+/* Draws text's segmentation 40,000 times; outcome k (segs[k], 0-terminated
+ * ids) must come up with frequency want[k] within 5 standard deviations. */
+static void check_law(const gpt2_tokenizer *t, const char *text, double p, const int32_t segs[4][5],
+                      const double want[4]) {
+    const int N = 40000;
+    int count[4] = {0};
+    for (int i = 0; i < N; i++) {
+        size_t n;
+        int32_t *ids = encode_drop(t, text, strlen(text), p, (uint64_t)i * 7919, &n);
+        int k = 0;
+        while (k < 4 && !(segs[k][n] == 0 && memcmp(ids, segs[k], n * sizeof *ids) == 0)) k++;
+        if (k == 4) fail_msg("%s, draw %d: %zu ids, not one of the four segmentations", text, i, n);
+        count[k]++;
+        free(ids);
+    }
+    for (int k = 0; k < 4; k++) {
+        double f = (double)count[k] / N, sd = sqrt(want[k] * (1 - want[k]) / N);
+        if (fabs(f - want[k]) > 5 * sd)
+            fail_msg("%s, segmentation %d: frequency %.4f, expected %.4f", text, k, f, want[k]);
+    }
+}
+
 static void test_dropout_law(void **state) {
     char dir[] = "/tmp/gpt2dropXXXXXX";
     assert_non_null(mkdtemp(dir));
@@ -757,44 +779,10 @@ static void test_dropout_law(void **state) {
     write_file(dir, "merges.txt", merges, strlen(merges));
     gpt2_tokenizer *t = load_or_fail(dir);
     const double p = 0.3, q = 1 - p;
-    const double want[4] = {q * q + p * q * q, q * p, p * q * p, p * p};
-    const int N = 40000;
-    int count[4] = {0};
-    for (int i = 0; i < N; i++) {
-        size_t n;
-        int32_t *ids = encode_drop(t, "abcd", 4, p, (uint64_t)i * 7919, &n);
-        int k = n == 2 && ids[0] == 270 && ids[1] == 271               ? 0
-                : n == 3 && ids[0] == 270 && ids[1] == 'c' && ids[2] == 'd' ? 1
-                : n == 3 && ids[0] == 'a' && ids[1] == 'b' && ids[2] == 271 ? 2
-                : n == 4                                                   ? 3
-                                                                           : -1;
-        if (k < 0) fail_msg("draw %d: %zu ids, not one of the four segmentations", i, n);
-        count[k]++;
-        free(ids);
-    }
-    for (int k = 0; k < 4; k++) {
-        double f = (double)count[k] / N, sd = sqrt(want[k] * (1 - want[k]) / N);
-        if (fabs(f - want[k]) > 5 * sd) fail_msg("segmentation %d: frequency %.4f, expected %.4f", k, f, want[k]);
-    }
-    const double want2[4] = {q * q * (1 + 2 * p), q * p * p, q * p * p, p * p};
-    int count2[4] = {0};
-    for (int i = 0; i < N; i++) {
-        size_t n;
-        int32_t *ids = encode_drop(t, "abab", 4, p, (uint64_t)i * 7919 + 1, &n);
-        int k = n == 2 && ids[0] == 270 && ids[1] == 270                 ? 0
-                : n == 3 && ids[0] == 270 && ids[1] == 'a' && ids[2] == 'b' ? 1
-                : n == 3 && ids[0] == 'a' && ids[1] == 'b' && ids[2] == 270 ? 2
-                : n == 4                                                   ? 3
-                                                                           : -1;
-        if (k < 0) fail_msg("abab draw %d: %zu ids, not one of the four segmentations", i, n);
-        count2[k]++;
-        free(ids);
-    }
-    for (int k = 0; k < 4; k++) {
-        double f = (double)count2[k] / N, sd = sqrt(want2[k] * (1 - want2[k]) / N);
-        if (fabs(f - want2[k]) > 5 * sd)
-            fail_msg("abab segmentation %d: frequency %.4f, expected %.4f", k, f, want2[k]);
-    }
+    static const int32_t abcd[4][5] = {{270, 271}, {270, 'c', 'd'}, {'a', 'b', 271}, {'a', 'b', 'c', 'd'}},
+                         abab[4][5] = {{270, 270}, {270, 'a', 'b'}, {'a', 'b', 270}, {'a', 'b', 'a', 'b'}};
+    check_law(t, "abcd", p, abcd, (const double[4]){q * q + p * q * q, q * p, p * q * p, p * p});
+    check_law(t, "abab", p, abab, (const double[4]){q * q * (1 + 2 * p), q * p * p, q * p * p, p * p});
     gpt2_tokenizer_free(t);
     remove_file(dir, "vocab.json");
     remove_file(dir, "merges.txt");
