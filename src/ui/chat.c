@@ -180,10 +180,10 @@ static int open_app(app *a, const chat_options *o, gpt2_chat_template **tmpl) {
     return 0;
 }
 
-static void install_signals(void) {
+static void set_signals(void (*handler)(int)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
@@ -305,7 +305,7 @@ int chat_run(const chat_options *o, const chat_host *host) {
     int rc = CHAT_ERR;
     gpt2_chat_template *tmpl = NULL;
     if (open_app(a, o, &tmpl) == 0) {
-        install_signals();
+        set_signals(on_signal);
         /* tests only: wait this long between tokens and prefill batches (keys are still
            read while waiting), so that the tmux tests can act in the middle of a reply */
         const char *delay_env = getenv("GPTSCOPE_TEST_STEP_DELAY_MS");
@@ -319,6 +319,11 @@ int chat_run(const chat_options *o, const chat_host *host) {
         }
     }
     close_app(a, tmpl);
+    /* the terminal is restored and nothing reads g_signal any more: from here a
+       hangup or a kill ends the process, instead of being noted and ignored while
+       exit runs (LeakSanitizer's stop-the-world, under SAN=1, never returns when a
+       hangup's SIGCONT cancels the SIGSTOP it sent; the SIGHUP then ends it) */
+    set_signals(SIG_DFL);
     if (rc != CHAT_OK && a->autosave[0]) { /* the terminal is back (or gone: then only the log tells) */
         char said[4200];
         snprintf(said, sizeof said, "gptscope: the conversation was saved to %s (/load it to go on)\n", a->autosave);

@@ -60,6 +60,15 @@ app_pid() {
     sh_pid=$($T display-message -p -t app '#{pane_pid}')
     awk -v pp="$sh_pid" '$4 == pp && $2 == "(gptscope)" { print $1 }' /proc/[0-9]*/stat 2>/dev/null | head -1
 }
+# quit_app: /quit, then wait (5 s at most) until the app has exited. The next
+# kill-server hangs up the pane, and the hangup's SIGHUP+SIGCONT must not land
+# in the app's exit: under SAN=1 LeakSanitizer's stop-the-world runs there, and
+# a SIGCONT cancels the SIGSTOP it waits for (the process spins for ever)
+quit_app() {
+    qpid=$(app_pid)
+    keys "/quit" Enter
+    i=0; while [ -n "$qpid" ] && [ -d "/proc/$qpid" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+}
 
 # 1. start, send a message, the streamed reply
 check "starts and draws every pane" start
@@ -306,7 +315,7 @@ $T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' ch
 check "the speakers the template names" wait_for "you speak as ROMEO, shakespeare as JULIET" 10
 keys F2
 check "the confidence view's legend" wait_for "confidence (F2): p < 20%  20-60%  p >= 60%"
-keys "/quit" Enter
+quit_app
 
 # 18. outside tmux: option errors come before the terminal is touched
 printf 'name = bad\nuser = blu\n' > "$TMP/bad.theme"
@@ -380,7 +389,7 @@ check "/inspect: no reply" sh -c "sleep 0.3; ! grep -q '^token ' '$TMP/log'"
 check "/inspect: the next-token panel shows the model's distribution" wait_for "next token"
 keys "/chat" Enter
 check "/chat: back to the conversation" wait_for " 61 8 0 45 3 99 7 12"
-keys "/quit" Enter
+quit_app
 
 # 20. gptscope inspect: the prompt, no reply until /generate
 $T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/log"
@@ -408,7 +417,7 @@ keys "/export lens $TMP/x.txt" Enter
 check "/export to an unknown kind of file: says which" wait_for "the name must end in .json or .csv"
 keys "/generate 3" Enter
 check "/generate 3: three tokens after the prompt" wait_for "turn: prefill 4, reply 3"
-keys "/quit" Enter
+quit_app
 printf '1 2 3' | "$BIN" inspect -m "$MODEL" -p x -f y > "$TMP/out" 2>&1; rc=$?
 check "inspect -p and -f: usage error" sh -c "[ $rc = 2 ] && grep -qF -- '-p and -f both given' '$TMP/out'"
 
@@ -451,6 +460,7 @@ if [ -f "$NG" ]; then
     check "nanoGPT ckpt.pt: the message line says how it was read" wait_for "nanoGPT checkpoint (ckpt.pt, iter 5000, val loss 1.4697), bias=True"
     check "nanoGPT ckpt.pt: the status bar tags the format" wait_for "ckpt.pt [nanoGPT] │ ctx"
     keys "/quit" Enter
+    check "nanoGPT ckpt.pt: /quit exits 0" sh -c "i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
 fi
 
 # 24. the bundled model in an 80x24 terminal, default settings: ten exchanges
@@ -467,7 +477,7 @@ check "80x24, bundled model: ten replies" sh -c "[ \"\$(grep -c 'reply: ' '$TMP/
 check "80x24, bundled model: no turn dropped from the context" sh -c "! grep -q 'context full: dropped' '$TMP/log'"
 # each reply's line says "context N/1024": N grows with every exchange (a drop would shrink it)
 check "80x24, bundled model: the context holds all ten exchanges" sh -c "grep '^reply: ' '$TMP/log' | grep -oE 'context [0-9]+/1024' | tr -dc '0-9/\n' | cut -d/ -f1 | awk 'NR > 1 && \$1 <= prev { bad = 1 } { prev = \$1; n++ } END { exit !(n == 10 && !bad) }'"
-keys "/quit" Enter
+quit_app
 
 echo
 echo "tui: $pass passed, $fail failed"
