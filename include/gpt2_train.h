@@ -64,11 +64,12 @@ typedef struct {
      * trained) start as a copy of row short_block - 1, the last learned one;
      * needs short_steps. 0 = they start as they are (initialised, decayed). */
     int short_init_positions;
-    /* 1: during the warmup each window starts at a random position row,
-     * 0..block_size - short_block (one draw per sequence), so every row of
-     * the position table trains before the switch; needs short_steps, and
-     * excludes short_init_positions. 0 = every window starts at row 0. */
-    int short_offsets;
+    /* The fraction (0..1) of the warmup's windows that start at a random
+     * position row, 0..block_size - short_block, so that the rows past
+     * short_block train before the switch too; the others start at row 0.
+     * Needs short_steps, excludes short_init_positions. 0 = every window
+     * starts at row 0; 1 = every window at a random row. */
+    float short_offsets;
     uint64_t seed;       /* initial weights, batch sampling, dropout */
     int n_threads;       /* 0 = all online CPUs */
 } gpt2_train_params;

@@ -267,7 +267,8 @@ static void test_crafted_checkpoints(void **state) {
     for (int i = 0; i < gpt2_trainer_n_tensors(tr); i++) n += gpt2_trainer_tensor(tr, i).n;
     const size_t head = CKPT_HEAD, field = CKPT_FIELD0; /* header fields: u64 each */
     assert_int_equal(len, head + 3 * n * 4 + 8);
-    const uint64_t u64max = UINT64_MAX, seven = 7, big = (1ull << 32) + 2, nan_bits = 0x7fc00000, high = 1ull << 40;
+    const uint64_t u64max = UINT64_MAX, seven = 7, big = (1ull << 32) + 2, nan_bits = 0x7fc00000, high = 1ull << 40,
+                   one_and_half = 0x3fc00000; /* 1.5f */
     const float fnan = NAN, finf = INFINITY, fneg = -1.0f;
     const struct {
         size_t off;
@@ -282,7 +283,8 @@ static void test_crafted_checkpoints(void **state) {
         {field + 8 * 8, &nan_bits, 8, "lr = 0x7fc00000 is not a finite 32-bit float"},
         {field + 15 * 8, &high, 8, "dropout = 0x10000000000 is not a finite 32-bit float"},
         {field + 25 * 8, &seven, 8, "short_init_positions = 7, expected 0 or 1"},
-        {field + 26 * 8, &seven, 8, "short_offsets = 7, expected 0 or 1"},
+        {field + 26 * 8, &one_and_half, 8, "short_offsets = 0x3fc00000 is not a 32-bit float 0..1"},
+        {field + 26 * 8, &high, 8, "short_offsets = 0x10000000000 is not a 32-bit float 0..1"},
         {field + 24 * 8, &nan_bits, 8, "attn_dropout = 0x7fc00000 is not a finite 32-bit float"},
         {field + 22 * 8, &big, 8, "short_block = 4294967298 is out of range"},
         {field + 23 * 8, &seven, 8, "short_block 0 must divide block_size 6"}, /* a warmup of 0-token windows */
@@ -647,24 +649,80 @@ static void test_short_offsets(void **state) {
     assert_int_equal(gpt2_trainer_save(off, path, 5, &err), GPT2_OK); /* mid-warmup */
     uint64_t hash;
     assert_int_equal(gpt2_trainer_resume(path, -1, &res, &hash, &err), GPT2_OK);
-    assert_int_equal(gpt2_trainer_params(res)->short_offsets, 1);
+    assert_true(gpt2_trainer_params(res)->short_offsets == 1);
+    /* the same file as version 3 wrote it, the option a flag: 1 is the fraction 1, 2 is refused */
+    size_t len;
+    char *v4 = read_file(path, &len);
+    const uint32_t head3[2] = {3, 27};
+    memcpy(v4 + 8, head3, 8);
+    gpt2_trainer *res3;
+    ckpt_craft(path, v4, len, CKPT_FIELD0 + 26 * 8, &(uint64_t){2}, 8);
+    assert_int_equal(gpt2_trainer_resume(path, -1, &res3, &hash, &err), GPT2_ERR_FORMAT);
+    if (!strstr(err.msg, "short_offsets = 2, expected 0 or 1 (version 3)")) fail_msg("message: %s", err.msg);
+    ckpt_craft(path, v4, len, CKPT_FIELD0 + 26 * 8, &(uint64_t){1}, 8);
+    assert_int_equal(gpt2_trainer_resume(path, -1, &res3, &hash, &err), GPT2_OK);
+    assert_true(gpt2_trainer_params(res3)->short_offsets == 1);
     for (int k = 2; k < p.steps; k++) {
         assert_int_equal(gpt2_trainer_step(off, &d, &loss, &err), GPT2_OK);
         assert_int_equal(gpt2_trainer_step(res, &d, &loss, &err), GPT2_OK);
+        assert_int_equal(gpt2_trainer_step(res3, &d, &loss, &err), GPT2_OK);
     }
     assert_same_params(off, res);
+    assert_same_params(off, res3);
     unlink(path);
-    gpt2_trainer_free(plain), gpt2_trainer_free(off), gpt2_trainer_free(res);
+    free(v4);
+    gpt2_trainer_free(plain), gpt2_trainer_free(off), gpt2_trainer_free(res), gpt2_trainer_free(res3);
     po.short_init_positions = 1;
     assert_int_equal(gpt2_trainer_new(po, &a, &err), GPT2_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "short_init_positions would overwrite them"));
     po.short_init_positions = 0, po.short_steps = 0;
     assert_int_equal(gpt2_trainer_new(po, &a, &err), GPT2_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "short_offsets needs a sequence-length warmup"));
+    po.short_steps = 3, po.short_offsets = 1.5f;
+    assert_int_equal(gpt2_trainer_new(po, &a, &err), GPT2_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "short_offsets = 1.5, expected a fraction 0..1"));
 }
 
-/* The version-3 file v3 (len bytes) as an older version would have written
- * it: fields 0..21, the three of version 2 if v2 (22..24), field 25, then
+/* short_offsets = f, from its definition: each warmup window starts at a
+ * random row with probability f, at a row drawn uniformly from 0..block -
+ * short_block. With 4 windows of 2 tokens in a block of 8, a window reaches
+ * a position row >= 2 when its row is >= 1 (probability 6/7 of a drawn
+ * one), so a step leaves rows 2.. without gradient with probability
+ * (1 - 6f/7)^4. Counted over 400 steps for f = 0.25 and 1 (within 5 sd). */
+static void test_short_offsets_fraction(void **state) {
+    (void)state;
+    const float fs[2] = {0.25f, 1};
+    int32_t ids[400];
+    random_ids(ids, 400, 17);
+    gpt2_train_data d = {ids, 400, 0};
+    for (int k = 0; k < 2; k++) {
+        gpt2_train_params p = tiny_params();
+        p.block_size = 8, p.batch_size = 1, p.short_block = 2, p.steps = p.short_steps = 400, p.warmup_steps = 1;
+        p.short_offsets = fs[k], p.n_threads = 1;
+        gpt2_trainer *tr;
+        gpt2_error err;
+        float loss;
+        assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_OK);
+        randomize(tr, 3);
+        const int C = p.n_embd;
+        int none = 0;
+        for (int s = 0; s < p.steps; s++) {
+            assert_int_equal(gpt2_trainer_step(tr, &d, &loss, &err), GPT2_OK);
+            const float *g = gpt2_trainer_tensor(tr, 1).grad;
+            int reached = 0;
+            for (int i = 2 * C; i < p.block_size * C; i++) reached |= g[i] != 0;
+            none += !reached;
+        }
+        const double q = pow(1 - 6.0 * fs[k] / 7, 4), mean = p.steps * q, sd = sqrt(p.steps * q * (1 - q));
+        print_message("short_offsets %.2f: %d of %d steps left rows 2.. untouched, expected %.1f (sd %.1f)\n",
+                      (double)fs[k], none, p.steps, mean, sd);
+        assert_true(fabs(none - mean) <= 5 * sd + 1);
+        gpt2_trainer_free(tr);
+    }
+}
+
+/* The current (version-4) file v3 (len bytes) as version 1 or 2 would have
+ * written it: fields 0..21, the three of version 2 if v2 (22..24), field 25, then
  * the arrays; the checksum made right. */
 static unsigned char *older_checkpoint(const unsigned char *v3, size_t len, int v2, size_t *out_len) {
     const uint32_t head[2] = {v2 ? 2 : 1, v2 ? 26 : 23};
@@ -683,7 +741,7 @@ static unsigned char *older_checkpoint(const unsigned char *v3, size_t len, int 
 }
 
 /* Version-1 and version-2 checkpoints (23 and 26 header fields) resume as
- * runs without the fields they lack, exactly as the version-3 file. */
+ * runs without the fields they lack, exactly as the current file. */
 static void test_checkpoint_older(void **state) {
     (void)state;
     gpt2_train_params p = tiny_params();
@@ -713,7 +771,7 @@ static void test_checkpoint_older(void **state) {
         assert_int_equal(gpt2_trainer_resume(path, -1, &olds[v2], &hash, &err), GPT2_OK);
         assert_int_equal(hash, 77);
         assert_int_equal(gpt2_trainer_params(olds[v2])->short_steps, 0);
-        assert_int_equal(gpt2_trainer_params(olds[v2])->short_offsets, 0);
+        assert_true(gpt2_trainer_params(olds[v2])->short_offsets == 0);
     }
     for (int i = 0; i < 3; i++) {
         assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
@@ -736,11 +794,11 @@ static void test_checkpoint_older(void **state) {
     const gpt2_train_params *q = gpt2_trainer_params(w2);
     assert_true(q->short_block == 3 && q->short_steps == 2 && q->attn_dropout == 0.25f && q->short_init_positions == 1);
     gpt2_trainer_free(w), gpt2_trainer_free(w2), free(w3), free(o2);
-    const uint32_t head4[2] = {4, 27};
-    memcpy(v3 + 8, head4, 8);
+    const uint32_t head5[2] = {5, 27};
+    memcpy(v3 + 8, head5, 8);
     ckpt_craft(path, (const char *)v3, len, 0, v3, 8);
     assert_int_equal(gpt2_trainer_resume(path, -1, &b, &(uint64_t){0}, &err), GPT2_ERR_FORMAT);
-    if (!strstr(err.msg, "version 4 with 27 fields; this build reads versions 1 (23 fields), 2 (26) and 3 (27)"))
+    if (!strstr(err.msg, "version 5 with 27 fields; this build reads versions 1 (23 fields), 2 (26), 3 (27) and 4 (27)"))
         fail_msg("message: %s", err.msg);
     unlink(path);
     free(v3);
@@ -825,6 +883,7 @@ int main(void) {
         cmocka_unit_test(test_short_warmup),   cmocka_unit_test(test_short_init_positions),
         cmocka_unit_test(test_checkpoint_older),
         cmocka_unit_test(test_short_offsets),
+        cmocka_unit_test(test_short_offsets_fraction),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -286,16 +286,17 @@ static void test_training_json(void **state) {
 
     /* with a held-out split: numbers, and no reasons; a sequence-length warmup and attention dropout recorded */
     r = run(NULL, "train --tokenizer %s -o %s --layers 1 --heads 2 --embd 16 --block 16 --batch 4 --steps 3 "
-                  "--short-block 4 --short-steps 2 --short-offsets --attn-dropout 0.25 --threads 1 %s",
+                  "--short-block 4 --short-steps 2 --short-offsets 0.5 --attn-dropout 0.25 --threads 1 %s",
             sq(model), sq(model), sq(data));
     if (r.status != 0) fail_msg("train failed: %s", r.err);
     if (!strstr(r.err, "the first 2 steps: 16 x 4 tokens")) fail_msg("no warmup line in: %s", r.err);
-    if (!strstr(r.err, "warmup windows start at random position rows 0..12")) fail_msg("no offsets line in: %s", r.err);
+    if (!strstr(r.err, "0.5 of the warmup's windows start at random position rows 0..12"))
+        fail_msg("no offsets line in: %s", r.err);
     run_free(&r);
     out = python_json(json, "null_reasons short_block short_steps short_offsets attn_dropout val_fraction "
                             "heldout_nats_per_token");
-    assert_true(strncmp(out, "None\n4\n2\n1\n0.25\n0.1\n", 20) == 0);
-    double nats = strtod(out + 20, NULL);
+    assert_true(strncmp(out, "None\n4\n2\n0.5\n0.25\n0.1\n", 22) == 0);
+    double nats = strtod(out + 22, NULL);
     assert_true(nats > 1 && nats < 10);
     rm_rf(dir);
 }

@@ -36,8 +36,9 @@ static const char usage_text[] =
     "                           --block), block/N times as many per batch\n"
     "           --short-init-positions  at the switch, position rows N.. (never\n"
     "                           trained) start as a copy of row N-1\n"
-    "           --short-offsets  in the warmup, each window starts at a random\n"
-    "                           position row, so that every row trains\n"
+    "           --short-offsets F  in the warmup, a fraction F (0..1) of the\n"
+    "                           windows start at a random position row, so\n"
+    "                           that the rows past N train too\n"
     "data:      --val-fraction F (0.1)\n"
     "           --bpe-dropout P  train on --bpe-copies K (8) segmentations of the\n"
     "                           training split, each merge skipped with probability\n"
@@ -201,7 +202,7 @@ static const cli_opt train_rows[] = {
     {CLI_INT("short-block", 0, T, p.short_block, 1, 65536)},
     {CLI_INT("short-steps", 0, T, p.short_steps, 0, 100000000)},
     {CLI_FLAG("short-init-positions", 0, T, p.short_init_positions)},
-    {CLI_FLAG("short-offsets", 0, T, p.short_offsets)},
+    {CLI_FLOAT("short-offsets", 0, T, p.short_offsets, 0, 1)},
     {CLI_U64("seed", 0, T, p.seed, 0, 9007199254740991.0)}, /* 2^53 - 1: exact in JSON */
     {CLI_INT("threads", 0, T, p.n_threads, 1, 1024)},
     {CLI_DOUBLE("val-fraction", 0, T, valf, 0.0, 0.9)},
@@ -372,9 +373,9 @@ static void job_describe(const train_opts *o, const train_job *j, size_t n_param
     if (p->short_steps > 0 && p->short_init_positions)
         fprintf(stderr, "  after step %d, position rows %d..%d start as row %d (--short-init-positions)\n",
                 p->short_steps, p->short_block, p->block_size - 1, p->short_block - 1);
-    if (p->short_steps > 0 && p->short_offsets)
-        fprintf(stderr, "  warmup windows start at random position rows 0..%d (--short-offsets)\n",
-                p->block_size - p->short_block);
+    if (p->short_steps > 0 && p->short_offsets > 0)
+        fprintf(stderr, "  %g of the warmup's windows start at random position rows 0..%d (--short-offsets)\n",
+                (double)p->short_offsets, p->block_size - p->short_block);
 }
 
 /* The checkpoint and the exported model, as they stand. */
@@ -515,7 +516,7 @@ static cJSON *report_json(const train_result *r) {
         {"dropout", float_figure(p->dropout)}, {"attn_dropout", float_figure(p->attn_dropout)},
         {"short_block", p->short_steps ? p->short_block : 0},
         {"short_steps", p->short_steps}, {"short_init_positions", p->short_init_positions},
-        {"short_offsets", p->short_offsets},
+        {"short_offsets", float_figure(p->short_offsets)},
         {"seed", (double)p->seed}, {"threads", p->n_threads},
         {"seconds_this_run", round(r->seconds * 10) / 10},
     };

@@ -2,7 +2,7 @@
  *
  * File layout (little-endian, as the x86-64 and arm64 machines that run this):
  *   "GPT2CKPT"  8 bytes magic
- *   u32 version (3), u32 n_fields (27)
+ *   u32 version (4), u32 n_fields (27)
  *   n_fields x u64: the params, step, RNG, data hash, n_params, the
  *   short-window warmup, attention dropout, the warmup's two position-row
  *   options (see FIELDS; field 25 was reserved, 0, before it held its flag)
@@ -11,9 +11,11 @@
  * The file size must match the header exactly and the hash must agree, so a
  * truncated or damaged checkpoint is refused with the reason; every field is
  * range-checked and every value must be finite, so a crafted one is too.
- * Version 2 (26 fields: no short_offsets) resumes as a run without it, and
- * version 1 (23 fields: none of the three before field 25) as a run without
- * a warmup or attention dropout.
+ * Version 3 (27 fields, short_offsets a flag 0 or 1 where version 4 holds a
+ * fraction as a float) resumes with the flag as the fraction 0 or 1, version
+ * 2 (26 fields: no short_offsets) as a run without it, and version 1 (23
+ * fields: none of the three before field 25) as a run without a warmup or
+ * attention dropout.
  */
 #include <limits.h>
 #include <math.h>
@@ -26,7 +28,7 @@
 #include "gpt2_fileio.h"
 #include "train/train_internal.h"
 
-enum { CKPT_VERSION = 3, CKPT_FIELDS = 27, CKPT_V2_FIELDS = 26, CKPT_V1_FIELDS = 23 };
+enum { CKPT_VERSION = 4, CKPT_FIELDS = 27, CKPT_V2_FIELDS = 26, CKPT_V1_FIELDS = 23 };
 static const char CKPT_MAGIC[8] = {'G', 'P', 'T', '2', 'C', 'K', 'P', 'T'};
 
 typedef struct {
@@ -59,7 +61,7 @@ static void pack(const gpt2_trainer *tr, uint64_t data_hash, uint64_t *f) {
                                f2u(p->grad_clip), f2u(p->dropout), p->seed, (uint64_t)p->n_threads,
                                (uint64_t)tr->step, tr->rng, data_hash, tr->n_params, (uint64_t)p->short_block,
                                (uint64_t)p->short_steps, f2u(p->attn_dropout), (uint64_t)p->short_init_positions,
-                               (uint64_t)p->short_offsets};
+                               f2u(p->short_offsets)};
     memcpy(f, v, sizeof v);
 }
 
@@ -72,7 +74,7 @@ static void unpack(const uint64_t *f, gpt2_train_params *p, int *step, uint64_t 
                              .adam_eps = u2f(f[13]), .grad_clip = u2f(f[14]), .dropout = u2f(f[15]),
                              .seed = f[16], .n_threads = (int)f[17], .short_block = (int)f[22],
                              .short_steps = (int)f[23], .attn_dropout = u2f(f[24]),
-                             .short_init_positions = (int)f[25], .short_offsets = (int)f[26]};
+                             .short_init_positions = (int)f[25], .short_offsets = u2f(f[26])};
     *step = (int)f[18], *rng = f[19], *data_hash = f[20], *n_params = f[21];
 }
 
@@ -108,8 +110,9 @@ gpt2_status gpt2_trainer_save(const gpt2_trainer *tr, const char *path, uint64_t
 }
 
 /* Each header field's name and what it may hold: an int (0..INT_MAX), a
- * finite float in the low 32 bits, any 64-bit value, or 0 or 1. */
-enum { K_INT, K_FLOAT, K_ANY, K_BOOL };
+ * finite float in the low 32 bits, any 64-bit value, 0 or 1, or a float
+ * 0..1. */
+enum { K_INT, K_FLOAT, K_ANY, K_BOOL, K_FRACTION };
 static const struct {
     const char *name;
     int kind;
@@ -120,9 +123,9 @@ static const struct {
     {"beta2", K_FLOAT},    {"adam_eps", K_FLOAT},  {"grad_clip", K_FLOAT},  {"dropout", K_FLOAT},
     {"seed", K_ANY},       {"n_threads", K_INT},   {"step", K_INT},         {"rng", K_ANY},
     {"data_hash", K_ANY},  {"n_params", K_ANY},    {"short_block", K_INT},  {"short_steps", K_INT},
-    {"attn_dropout", K_FLOAT}, {"short_init_positions", K_BOOL}, {"short_offsets", K_BOOL},
+    {"attn_dropout", K_FLOAT}, {"short_init_positions", K_BOOL}, {"short_offsets", K_FRACTION},
 };
-enum { F_STEPS = 6, F_STEP = 18, F_NPARAMS = 21 };
+enum { F_STEPS = 6, F_STEP = 18, F_NPARAMS = 21, F_OFFSETS = 26 };
 
 /* Range checks of the header, before any of it is used: a checksum only
  * says the file is as written, not that a sane run wrote it. */
@@ -136,6 +139,8 @@ static gpt2_status check_fields(const char *path, const uint64_t *f, gpt2_error 
             return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %s = 0x%llx is not a finite 32-bit float", path, n, v);
         if (FIELDS[i].kind == K_BOOL && v > 1)
             return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %s = %llu, expected 0 or 1", path, n, v);
+        if (FIELDS[i].kind == K_FRACTION && (v >> 32 || !(u2f(v) >= 0 && u2f(v) <= 1)))
+            return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: %s = 0x%llx is not a 32-bit float 0..1", path, n, v);
     }
     if (f[F_STEP] > f[F_STEPS])
         return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: step = %llu is past the run's end (steps = %llu)", path,
@@ -159,12 +164,13 @@ gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **
         goto out;
     }
     memcpy(head, data + 8, sizeof head);
-    const int v1 = head[0] == 1 && head[1] == CKPT_V1_FIELDS, v2 = head[0] == 2 && head[1] == CKPT_V2_FIELDS;
-    if (!v1 && !v2 && (head[0] != CKPT_VERSION || head[1] != CKPT_FIELDS)) {
+    const int v1 = head[0] == 1 && head[1] == CKPT_V1_FIELDS, v2 = head[0] == 2 && head[1] == CKPT_V2_FIELDS,
+              v3 = head[0] == 3 && head[1] == CKPT_FIELDS;
+    if (!v1 && !v2 && !v3 && (head[0] != CKPT_VERSION || head[1] != CKPT_FIELDS)) {
         st = gpt2_fail(err, GPT2_ERR_FORMAT,
-                       "%s: checkpoint version %u with %u fields; this build reads versions 1 (%d fields), 2 (%d) "
-                       "and %d (%d)", path, head[0], head[1], CKPT_V1_FIELDS, CKPT_V2_FIELDS, CKPT_VERSION,
-                       CKPT_FIELDS);
+                       "%s: checkpoint version %u with %u fields; this build reads versions 1 (%d fields), 2 (%d), "
+                       "3 (%d) and %d (%d)", path, head[0], head[1], CKPT_V1_FIELDS, CKPT_V2_FIELDS, CKPT_FIELDS,
+                       CKPT_VERSION, CKPT_FIELDS);
         goto out;
     }
     const size_t head_bytes = 8 + 8 + (size_t)head[1] * 8;
@@ -184,6 +190,12 @@ gpt2_status gpt2_trainer_resume(const char *path, int n_threads, gpt2_trainer **
                        "(truncated?)", path, len, (unsigned long long)(head_bytes + 12 * np + 8), (unsigned long long)np);
         goto out;
     }
+    if (v3 && fields[F_OFFSETS] > 1) {
+        st = gpt2_fail(err, GPT2_ERR_FORMAT, "%s: short_offsets = %llu, expected 0 or 1 (version 3)", path,
+                       (unsigned long long)fields[F_OFFSETS]);
+        goto out;
+    }
+    if (v3) fields[F_OFFSETS] = f2u((float)fields[F_OFFSETS]); /* the flag as a fraction */
     if ((st = check_fields(path, fields, err)) != GPT2_OK) goto out;
     gpt2_train_params p;
     int step;

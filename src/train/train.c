@@ -86,8 +86,8 @@ static gpt2_status check_params(const gpt2_train_params *p, gpt2_error *err) {
          "train: short_init_positions = %d, expected 0 or 1", p->short_init_positions);
     NEED(!p->short_init_positions || p->short_steps,
          "train: short_init_positions needs a sequence-length warmup (short_steps > 0)");
-    NEED(p->short_offsets == 0 || p->short_offsets == 1, "train: short_offsets = %d, expected 0 or 1",
-         p->short_offsets);
+    NEED(p->short_offsets >= 0 && p->short_offsets <= 1, "train: short_offsets = %g, expected a fraction 0..1",
+         (double)p->short_offsets);
     NEED(!p->short_offsets || p->short_steps,
          "train: short_offsets needs a sequence-length warmup (short_steps > 0)");
     NEED(!(p->short_offsets && p->short_init_positions),
@@ -1029,9 +1029,11 @@ gpt2_status gpt2_trainer_step(gpt2_trainer *tr, const gpt2_train_data *d, float 
         size_t k = rng_next(&tr->rng) % n_seq;
         fill_seq(tr, d, b, T, d->example_len ? k * (size_t)d->example_len : k);
     }
-    const int offsets = tr->p.short_offsets && tr->step < tr->p.short_steps;
-    for (int b = 0; offsets && b < B; b++) /* tr->pos0 is zero outside this step */
-        tr->pos0[b] = (int32_t)(rng_next(&tr->rng) % (uint64_t)(tr->p.block_size - T + 1));
+    const float f = tr->p.short_offsets;
+    const int offsets = f > 0 && tr->step < tr->p.short_steps;
+    for (int b = 0; offsets && b < B; b++) /* tr->pos0 is zero outside this step; f = 1 needs no coin */
+        if (f >= 1 || rng_uniform(&tr->rng) < f)
+            tr->pos0[b] = (int32_t)(rng_next(&tr->rng) % (uint64_t)(tr->p.block_size - T + 1));
     tr->dropout_key = rng_next(&tr->rng);
     st = gpt2_trainer_loss(tr, tr->inputs, tr->targets, B, T, 1, loss, err);
     if (offsets) memset(tr->pos0, 0, (size_t)B * sizeof *tr->pos0);
