@@ -6,9 +6,10 @@
 
 #include "test_util.h"
 
-/* header: "GPT2CKPT", u32 version (3), u32 n_fields (27), then 27 u64 fields;
- * version 2 had 26 (no short_offsets: field 26), version 1 23 (nor
- * short_block, short_steps, attn_dropout: fields 22-24) */
+/* header: "GPT2CKPT", u32 version (4), u32 n_fields (27), then 27 u64 fields;
+ * version 3 the same with field 26 (short_offsets) a flag 0 or 1 instead of
+ * a float, version 2 had 26 (no field 26), version 1 23 (nor short_block,
+ * short_steps, attn_dropout: fields 22-24) */
 enum { CKPT_FIELD0 = 16, CKPT_HEAD = 16 + 27 * 8, CKPT_STEP_FIELD = 18 };
 
 static inline uint64_t ckpt_fnv1a(const unsigned char *p, size_t n) {

@@ -268,7 +268,7 @@ static void test_crafted_checkpoints(void **state) {
     const size_t head = CKPT_HEAD, field = CKPT_FIELD0; /* header fields: u64 each */
     assert_int_equal(len, head + 3 * n * 4 + 8);
     const uint64_t u64max = UINT64_MAX, seven = 7, big = (1ull << 32) + 2, nan_bits = 0x7fc00000, high = 1ull << 40,
-                   one_and_half = 0x3fc00000; /* 1.5f */
+                   one_and_half = 0x3fc00000, minus_half = 0xbf000000; /* 1.5f, -0.5f */
     const float fnan = NAN, finf = INFINITY, fneg = -1.0f;
     const struct {
         size_t off;
@@ -285,6 +285,8 @@ static void test_crafted_checkpoints(void **state) {
         {field + 25 * 8, &seven, 8, "short_init_positions = 7, expected 0 or 1"},
         {field + 26 * 8, &one_and_half, 8, "short_offsets = 0x3fc00000 is not a 32-bit float 0..1"},
         {field + 26 * 8, &high, 8, "short_offsets = 0x10000000000 is not a 32-bit float 0..1"},
+        {field + 26 * 8, &nan_bits, 8, "short_offsets = 0x7fc00000 is not a 32-bit float 0..1"},
+        {field + 26 * 8, &minus_half, 8, "short_offsets = 0xbf000000 is not a 32-bit float 0..1"},
         {field + 24 * 8, &nan_bits, 8, "attn_dropout = 0x7fc00000 is not a finite 32-bit float"},
         {field + 22 * 8, &big, 8, "short_block = 4294967298 is out of range"},
         {field + 23 * 8, &seven, 8, "short_block 0 must divide block_size 6"}, /* a warmup of 0-token windows */
@@ -683,12 +685,30 @@ static void test_short_offsets(void **state) {
     assert_non_null(strstr(err.msg, "short_offsets = 1.5, expected a fraction 0..1"));
 }
 
+/* The trainer's RNG state: checkpoint field 19. */
+static uint64_t rng_state(const gpt2_trainer *tr, const char *path) {
+    gpt2_error err;
+    assert_int_equal(gpt2_trainer_save(tr, path, 0, &err), GPT2_OK);
+    char *b = read_file(path, NULL);
+    uint64_t s;
+    memcpy(&s, b + CKPT_FIELD0 + 19 * 8, 8);
+    free(b);
+    return s;
+}
+
+/* 1 - (1 - x)^4, in a test's own words */
+static double reach4(double x) { return 1 - pow(1 - x, 4); }
+
 /* short_offsets = f, from its definition: each warmup window starts at a
  * random row with probability f, at a row drawn uniformly from 0..block -
- * short_block. With 4 windows of 2 tokens in a block of 8, a window reaches
- * a position row >= 2 when its row is >= 1 (probability 6/7 of a drawn
- * one), so a step leaves rows 2.. without gradient with probability
- * (1 - 6f/7)^4. Counted over 400 steps for f = 0.25 and 1 (within 5 sd). */
+ * short_block. With 4 windows of 2 tokens in a block of 8 (rows 0..6 to
+ * draw), a window reaches a position row >= 2 when its row is >= 1
+ * (probability 6/7 of a drawn one) and the last row, 7, only from row 6
+ * (1/7): a step reaches them with probability 1 - (1 - 6f/7)^4 and
+ * 1 - (1 - f/7)^4. Counted over 400 steps for f = 0.25 and 1 (within 5 sd).
+ * With f = 1 no coin is drawn, so runs and checkpoints of the flag it
+ * replaced go on the same: a step draws 4 windows, 4 rows and a dropout
+ * key, 9 steps of the RNG's Weyl sequence (core/rng.h). */
 static void test_short_offsets_fraction(void **state) {
     (void)state;
     const float fs[2] = {0.25f, 1};
@@ -705,36 +725,51 @@ static void test_short_offsets_fraction(void **state) {
         assert_int_equal(gpt2_trainer_new(p, &tr, &err), GPT2_OK);
         randomize(tr, 3);
         const int C = p.n_embd;
-        int none = 0;
+        int past = 0, last = 0;
+        char path[] = "/tmp/gptscope-ckpt-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
         for (int s = 0; s < p.steps; s++) {
+            const uint64_t before = s ? 0 : rng_state(tr, path);
             assert_int_equal(gpt2_trainer_step(tr, &d, &loss, &err), GPT2_OK);
+            if (s == 0 && fs[k] == 1) assert_true(rng_state(tr, path) - before == 9 * 0x9E3779B97F4A7C15ull);
             const float *g = gpt2_trainer_tensor(tr, 1).grad;
-            int reached = 0;
-            for (int i = 2 * C; i < p.block_size * C; i++) reached |= g[i] != 0;
-            none += !reached;
+            int any = 0, end = 0;
+            for (int i = 2 * C; i < p.block_size * C; i++) any |= g[i] != 0;
+            for (int i = (p.block_size - 1) * C; i < p.block_size * C; i++) end |= g[i] != 0;
+            past += any, last += end;
         }
-        const double q = pow(1 - 6.0 * fs[k] / 7, 4), mean = p.steps * q, sd = sqrt(p.steps * q * (1 - q));
-        print_message("short_offsets %.2f: %d of %d steps left rows 2.. untouched, expected %.1f (sd %.1f)\n",
-                      (double)fs[k], none, p.steps, mean, sd);
-        assert_true(fabs(none - mean) <= 5 * sd + 1);
+        unlink(path);
+        const struct {
+            const char *rows;
+            int got;
+            double q;
+        } law[2] = {{"2..", past, reach4(6.0 * fs[k] / 7)}, {"7", last, reach4(fs[k] / 7.0)}};
+        for (int j = 0; j < 2; j++) {
+            const double mean = p.steps * law[j].q, sd = sqrt(p.steps * law[j].q * (1 - law[j].q));
+            print_message("short_offsets %.2f: %d of %d steps reached rows %s, expected %.1f (sd %.1f)\n",
+                          (double)fs[k], law[j].got, p.steps, law[j].rows, mean, sd);
+            assert_true(fabs(law[j].got - mean) <= 5 * sd + 1);
+        }
         gpt2_trainer_free(tr);
     }
 }
 
-/* The current (version-4) file v3 (len bytes) as version 1 or 2 would have
+/* The current (version-4) file cur (len bytes) as version 1 or 2 would have
  * written it: fields 0..21, the three of version 2 if v2 (22..24), field 25, then
  * the arrays; the checksum made right. */
-static unsigned char *older_checkpoint(const unsigned char *v3, size_t len, int v2, size_t *out_len) {
+static unsigned char *older_checkpoint(const unsigned char *cur, size_t len, int v2, size_t *out_len) {
     const uint32_t head[2] = {v2 ? 2 : 1, v2 ? 26 : 23};
     *out_len = len - (v2 ? 1 : 4) * 8;
     unsigned char *o = malloc(*out_len), *at = o + 16;
     assert_non_null(o);
-    memcpy(o, v3, 8);
+    memcpy(o, cur, 8);
     memcpy(o + 8, head, 8);
-    memcpy(at, v3 + 16, 22 * 8), at += 22 * 8;
-    if (v2) memcpy(at, v3 + 16 + 22 * 8, 3 * 8), at += 3 * 8;
-    memcpy(at, v3 + 16 + 25 * 8, 8), at += 8;
-    memcpy(at, v3 + 16 + 27 * 8, len - 16 - 27 * 8); /* the arrays, the checksum */
+    memcpy(at, cur + 16, 22 * 8), at += 22 * 8;
+    if (v2) memcpy(at, cur + 16 + 22 * 8, 3 * 8), at += 3 * 8;
+    memcpy(at, cur + 16 + 25 * 8, 8), at += 8;
+    memcpy(at, cur + 16 + 27 * 8, len - 16 - 27 * 8); /* the arrays, the checksum */
     uint64_t h = ckpt_fnv1a(o, *out_len - 8);
     memcpy(o + *out_len - 8, &h, 8);
     return o;
@@ -760,11 +795,11 @@ static void test_checkpoint_older(void **state) {
     close(fd);
     assert_int_equal(gpt2_trainer_save(a, path, 77, &err), GPT2_OK);
     size_t len;
-    unsigned char *v3 = (unsigned char *)read_file(path, &len);
+    unsigned char *cur = (unsigned char *)read_file(path, &len);
     gpt2_trainer *olds[2];
     for (int v2 = 0; v2 < 2; v2++) {
         size_t n;
-        unsigned char *o = older_checkpoint(v3, len, v2, &n);
+        unsigned char *o = older_checkpoint(cur, len, v2, &n);
         write_bytes(path, o, n);
         free(o);
         uint64_t hash = 0;
@@ -788,20 +823,20 @@ static void test_checkpoint_older(void **state) {
     assert_int_equal(gpt2_trainer_new(pw, &w, &err), GPT2_OK);
     assert_int_equal(gpt2_trainer_save(w, path, 78, &err), GPT2_OK);
     size_t wlen, n2;
-    unsigned char *w3 = (unsigned char *)read_file(path, &wlen), *o2 = older_checkpoint(w3, wlen, 1, &n2);
+    unsigned char *wcur = (unsigned char *)read_file(path, &wlen), *o2 = older_checkpoint(wcur, wlen, 1, &n2);
     write_bytes(path, o2, n2);
     assert_int_equal(gpt2_trainer_resume(path, -1, &w2, &(uint64_t){0}, &err), GPT2_OK);
     const gpt2_train_params *q = gpt2_trainer_params(w2);
     assert_true(q->short_block == 3 && q->short_steps == 2 && q->attn_dropout == 0.25f && q->short_init_positions == 1);
-    gpt2_trainer_free(w), gpt2_trainer_free(w2), free(w3), free(o2);
+    gpt2_trainer_free(w), gpt2_trainer_free(w2), free(wcur), free(o2);
     const uint32_t head5[2] = {5, 27};
-    memcpy(v3 + 8, head5, 8);
-    ckpt_craft(path, (const char *)v3, len, 0, v3, 8);
+    memcpy(cur + 8, head5, 8);
+    ckpt_craft(path, (const char *)cur, len, 0, cur, 8);
     assert_int_equal(gpt2_trainer_resume(path, -1, &b, &(uint64_t){0}, &err), GPT2_ERR_FORMAT);
     if (!strstr(err.msg, "version 5 with 27 fields; this build reads versions 1 (23 fields), 2 (26), 3 (27) and 4 (27)"))
         fail_msg("message: %s", err.msg);
     unlink(path);
-    free(v3);
+    free(cur);
     gpt2_trainer_free(a);
 }
 

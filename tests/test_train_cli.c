@@ -290,7 +290,7 @@ static void test_training_json(void **state) {
             sq(model), sq(model), sq(data));
     if (r.status != 0) fail_msg("train failed: %s", r.err);
     if (!strstr(r.err, "the first 2 steps: 16 x 4 tokens")) fail_msg("no warmup line in: %s", r.err);
-    if (!strstr(r.err, "0.5 of the warmup's windows start at random position rows 0..12"))
+    if (!strstr(r.err, "a fraction 0.5 of the warmup's windows start at random position rows 0..12"))
         fail_msg("no offsets line in: %s", r.err);
     run_free(&r);
     out = python_json(json, "null_reasons short_block short_steps short_offsets attn_dropout val_fraction "

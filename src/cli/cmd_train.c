@@ -373,9 +373,12 @@ static void job_describe(const train_opts *o, const train_job *j, size_t n_param
     if (p->short_steps > 0 && p->short_init_positions)
         fprintf(stderr, "  after step %d, position rows %d..%d start as row %d (--short-init-positions)\n",
                 p->short_steps, p->short_block, p->block_size - 1, p->short_block - 1);
-    if (p->short_steps > 0 && p->short_offsets > 0)
-        fprintf(stderr, "  %g of the warmup's windows start at random position rows 0..%d (--short-offsets)\n",
-                (double)p->short_offsets, p->block_size - p->short_block);
+    if (p->short_steps > 0 && p->short_offsets >= 1)
+        fprintf(stderr, "  every warmup window starts at a random position row 0..%d (--short-offsets)\n",
+                p->block_size - p->short_block);
+    else if (p->short_steps > 0 && p->short_offsets > 0)
+        fprintf(stderr, "  a fraction %g of the warmup's windows start at random position rows 0..%d "
+                "(--short-offsets)\n", (double)p->short_offsets, p->block_size - p->short_block);
 }
 
 /* The checkpoint and the exported model, as they stand. */

@@ -318,7 +318,18 @@ def session_seeds(made, dst):
 
 
 def checkpoint_seeds(made, dst):
+    """The seed maker's checkpoints, and its warmup one as version 3 wrote it
+    (field 26 the flag 1, not a float); the FNV-1a checksum made right."""
     shutil.copytree(made, dst)
+    with open(os.path.join(made, "c2-warmup-offsets"), "rb") as f:
+        b = bytearray(f.read())
+    b[8:12] = struct.pack("<I", 3)
+    b[16 + 26 * 8:16 + 27 * 8] = struct.pack("<Q", 1)
+    h = 0xcbf29ce484222325
+    for x in b[:-8]:
+        h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
+    b[-8:] = struct.pack("<Q", h)
+    write(os.path.join(dst, "v-version3-offsets"), bytes(b))
 
 
 BUILTIN_TEMPLATES = {

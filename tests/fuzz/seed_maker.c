@@ -90,11 +90,17 @@ static void sessions(const gpt2_model *m) {
     save(s, "play-template");
 }
 
-/* n_layer, n_head, n_embd, block, vocab, batch, steps run, steps planned */
-static void checkpoint(const char *name, int L, int H, int C, int T, int V, int B, int run, int steps, float drop) {
+/* n_layer, n_head, n_embd, block, vocab, batch, steps planned, dropout */
+static gpt2_train_params tiny(int L, int H, int C, int T, int V, int B, int steps, float drop) {
     gpt2_train_params p = gpt2_train_default_params();
     p.n_layer = L, p.n_head = H, p.n_embd = C, p.block_size = T, p.n_vocab = V, p.batch_size = B;
     p.steps = steps, p.warmup_steps = steps / 2, p.dropout = drop, p.n_threads = 1, p.seed = 5;
+    return p;
+}
+
+/* a checkpoint of run after "run" steps */
+static void checkpoint(const char *name, gpt2_train_params p, int run) {
+    const int V = p.n_vocab;
     gpt2_trainer *tr;
     OK(gpt2_trainer_new(p, &tr, &err));
     int32_t tok[64];
@@ -111,10 +117,14 @@ static void checkpoint(const char *name, int L, int H, int C, int T, int V, int 
 }
 
 static void checkpoints(void) {
-    checkpoint("c1-fresh", 1, 1, 1, 4, 4, 2, 0, 10, 0);
-    checkpoint("c1-steps", 1, 1, 1, 4, 4, 2, 3, 10, 0.1f);
-    checkpoint("c2-l2-finished", 2, 1, 2, 3, 5, 1, 4, 4, 0);
-    checkpoint("c4-h2", 1, 2, 4, 4, 8, 2, 2, 6, 0.2f);
+    checkpoint("c1-fresh", tiny(1, 1, 1, 4, 4, 2, 10, 0), 0);
+    checkpoint("c1-steps", tiny(1, 1, 1, 4, 4, 2, 10, 0.1f), 3);
+    checkpoint("c2-l2-finished", tiny(2, 1, 2, 3, 5, 1, 4, 0), 4);
+    checkpoint("c4-h2", tiny(1, 2, 4, 4, 8, 2, 6, 0.2f), 2);
+    /* mid-warmup, half the windows at random rows; gen_seeds.py also writes it as version 3 */
+    gpt2_train_params w = tiny(1, 1, 2, 4, 4, 2, 10, 0.1f);
+    w.short_block = 2, w.short_steps = 5, w.short_offsets = 0.5f, w.attn_dropout = 0.1f;
+    checkpoint("c2-warmup-offsets", w, 3);
 }
 
 int main(int argc, char **argv) {
