@@ -554,10 +554,10 @@ static const char *shakespeare_corpus(void) {
 }
 
 /* models/shakespeare/recipe.sh, the bundled model's one-command recipe, cut
- * to a few steps of a tiny shape by options after OUT: its tokenizer is the
- * bundled one byte for byte (published files, re-derived), the directory a
- * loadable model with the chat template; OUT = the bundled directory is
- * refused. Needs the corpus (skipped without). */
+ * to a few steps of a tiny shape (two BPE-dropout copies, not 32) by options
+ * after OUT: its tokenizer is the bundled one byte for byte (published
+ * files, re-derived), the directory a loadable model with the chat template;
+ * OUT = the bundled directory is refused. Needs the corpus (skipped without). */
 static void test_recipe_script(void **state) {
     (void)state;
     const char *corpus = shakespeare_corpus();
@@ -574,7 +574,7 @@ static void test_recipe_script(void **state) {
     assert_non_null(mkdtemp(dir));
     run_result r = run_script("GPTSCOPE=%s sh models/shakespeare/recipe.sh %s %s --layers 1 --heads 1 --embd 64 "
                               "--block 64 --short-block 32 --short-steps 2 --steps 3 --batch 2 --eval-every 1 "
-                              "--eval-batches 1", sq(test_env("GPTSCOPE_BIN")), sq(corpus), sq(dir));
+                              "--eval-batches 1 --bpe-copies 2", sq(test_env("GPTSCOPE_BIN")), sq(corpus), sq(dir));
     if (r.status != 0) fail_msg("recipe.sh failed (%d):\n%s", r.status, r.err);
     run_free(&r);
     const char *same[] = {"vocab.json", "merges.txt", "chat_template.json"};
@@ -600,8 +600,8 @@ static void test_recipe_script(void **state) {
  * draft's greedy text the model's own over 400 tokens, and, where
  * the corpus is at hand ($GPTSCOPE_SHAKESPEARE, else
  * ../shared/data/tinyshakespeare.txt; skipped without), the held-out figure
- * its training.json records, within 0.5% of the 2.1995 bits per byte of the
- * 256-position model it replaced (its README says why it is not below). */
+ * its training.json records, and at most 2.10 bits per byte: the target its
+ * README names, below nanoGPT's 2.120 for a character model of this size. */
 static void test_bundled_model(void **state) {
     (void)state;
     gpt2_model *m;
@@ -636,7 +636,7 @@ static void test_bundled_model(void **state) {
     const double bpb = cJSON_GetObjectItem(got, "bits_per_byte")->valuedouble;
     print_message("bundled model: %.4f bits/byte held out (training.json: %.4f)\n", bpb, recorded);
     assert_true(fabs(bpb - recorded) < 1e-4);
-    assert_true(bpb <= 2.16);
+    assert_true(bpb <= 2.10); /* the target; nanoGPT's character model: 2.120 */
     assert_int_equal(cJSON_GetObjectItem(got, "context")->valueint, 1024);
     cJSON_Delete(got), cJSON_Delete(rec);
     free(json);

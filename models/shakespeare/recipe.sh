@@ -23,9 +23,9 @@ if [ "$(cd "$out" 2>/dev/null && pwd)" = "$here" ]; then
 fi
 "$gs" train-tokenizer --vocab-size 2048 --train-fraction 0.9 -o "$out" "$corpus"
 "$gs" train --tokenizer "$out" -o "$out" \
-    --layers 6 --heads 6 --embd 384 --block 1024 --batch 4 --steps 2000 \
-    --short-block 256 --short-steps 1500 --short-init-positions \
-    --bpe-dropout 0.1 --bpe-copies 16 --bpe-dropout-steps 1500 \
+    --layers 6 --heads 6 --embd 384 --block 1024 --batch 4 --steps 2800 \
+    --short-block 256 --short-steps 2200 --short-init-positions \
+    --bpe-dropout 0.1 --bpe-copies 32 --bpe-dropout-steps 2200 \
     --lr 1e-3 --min-lr 1e-4 --warmup 100 --dropout 0.2 --attn-dropout 0.2 --weight-decay 0.1 --beta2 0.99 \
     --seed 1337 --threads 2 --eval-every 100 --eval-batches 10 --log-every 10 "$@" "$corpus"
 cp "$here/chat_template.json" "$out/"
