@@ -84,7 +84,7 @@ static void test_pack_layout(void **state) {
 static void test_packed_matmul(void **state) {
     (void)state;
     const int shapes[][2] = {{64, 128}, {128, 384}, {256, 64}, {37, 192}}; /* (K, N) */
-    const int sizes[] = {1, 2, 5, 16, 17, 40};
+    const int sizes[] = {1, 2, 3, 5, 16, 17, 40}; /* 3: the AVX2 panel kernel's groups of 3 */
     const gpt2_dtype dts[] = {GPT2_DTYPE_F32, GPT2_DTYPE_F16, GPT2_DTYPE_BF16};
     gpt2_pool *pool = pool_new(2);
     assert_non_null(pool);
@@ -106,7 +106,7 @@ static void test_packed_matmul(void **state) {
             double *want = malloc((size_t)Tmax * N * sizeof(double));
             for (int i = 0; i < Tmax * K; i++) in[i] = uniform();
             for (int n = 0; n < N; n++) bias[n] = uniform();
-            for (int si = 0; si < 6; si++) {
+            for (int si = 0; si < 7; si++) {
                 const int T = sizes[si];
                 reference(want, in, T, w, dt, K, N, bias);
                 kernel_matmul(pool, a, in, T, &rm, bias, 0, scratch, partials);

@@ -9,8 +9,13 @@
 #include <math.h>
 #include <string.h>
 
+/* AVX-512 where the build targets it, else AVX2 with FMA and F16C (8-wide),
+ * else scalar C. */
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define KERNEL_AVX2 1
 #endif
 
 /* --- dtype conversion --------------------------------------------------- */
@@ -78,6 +83,9 @@ static void widen(float *dst, const void *src, gpt2_dtype dt, size_t n) {
 #if defined(__AVX512F__)
         for (; i + 16 <= n; i += 16)
             _mm512_storeu_ps(dst + i, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))));
+#elif defined(KERNEL_AVX2)
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + i)))));
 #endif
         for (; i < n; i++) dst[i] = (float)q[i];
         return;
@@ -87,6 +95,8 @@ static void widen(float *dst, const void *src, gpt2_dtype dt, size_t n) {
 #if defined(__AVX512F__)
         for (; i + 16 <= n; i += 16)
             _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
+#elif defined(KERNEL_AVX2)
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
 #endif
         for (; i < n; i++) dst[i] = gpt2_f16_to_f32(s[i]);
     } else {
@@ -94,6 +104,11 @@ static void widen(float *dst, const void *src, gpt2_dtype dt, size_t n) {
         for (; i + 16 <= n; i += 16) {
             __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i)));
             _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+        }
+#elif defined(KERNEL_AVX2)
+        for (; i + 8 <= n; i += 8) {
+            __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
         }
 #endif
         for (; i < n; i++) dst[i] = gpt2_bf16_to_f32(s[i]);
@@ -209,6 +224,22 @@ static inline __m512 load16(const void *w, gpt2_dtype dt, size_t i) {
     if (dt == GPT2_DTYPE_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
+#elif defined(KERNEL_AVX2)
+static inline __m256 load8(const void *w, gpt2_dtype dt, size_t i) {
+    if (dt == GPT2_DTYPE_F32) return _mm256_loadu_ps((const float *)w + i);
+    if (dt == GPT2_DTYPE_Q8)
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((const int8_t *)w + i))));
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+    if (dt == GPT2_DTYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* the sum of v's 8 lanes: halves, then pairs, then the last two */
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
 #endif
 
 static inline float load1(const void *w, gpt2_dtype dt, size_t i) {
@@ -252,6 +283,23 @@ static inline __attribute__((always_inline)) void gemv_kn_body(float *y, const f
             if (prefetch && ((n * es) & 63) == 0) /* once per cache line */
                 for (int r = 0; r < R; r++) _mm_prefetch(next + r * row_bytes + n * es, _MM_HINT_T1);
         }
+#elif defined(KERNEL_AVX2) /* the same, 8 columns a tile */
+        const size_t es = gpt2_dtype_size(dt), row_bytes = ld * es;
+        const char *next = (const char *)W->data + (base + R * ld) * es;
+        const int prefetch = k + 2 * R <= k1;
+        for (; n + 8 <= N; n += 8) {
+            __m256 w[R];
+            for (int r = 0; r < R; r++) w[r] = load8(W->data, dt, base + r * ld + n);
+            for (int t = 0; t < T; t++) {
+                const float *xt = x + t * K + k;
+                float *yt = y + t * ld + n;
+                __m256 acc = _mm256_loadu_ps(yt);
+                for (int r = 0; r < R; r++) acc = _mm256_fmadd_ps(_mm256_set1_ps(xt[r]), w[r], acc);
+                _mm256_storeu_ps(yt, acc);
+            }
+            if (prefetch && ((n * es) & 63) == 0)
+                for (int r = 0; r < R; r++) _mm_prefetch(next + r * row_bytes + n * es, _MM_HINT_T1);
+        }
 #endif
         for (; n < N; n++)
             for (int t = 0; t < T; t++) {
@@ -290,6 +338,35 @@ static inline __attribute__((always_inline)) void gemv_panel_rows(float *y, cons
     }
     for (int t = 0; t < NT; t++)
         for (int g = 0; g < NG; g++) _mm512_storeu_ps(y + t * P + g * G, acc[t][g]);
+#elif defined(KERNEL_AVX2)
+    /* 8-column groups, NB of them at a time, so that NT x NB accumulators and
+     * NB weights fit AVX2's 16 registers; in blocks of KB rows, so that the
+     * other groups find a block's rows in L1 rather than read them again
+     * from memory. The sums wait in y between blocks: each is still one chain
+     * over k = 0 .. K-1. */
+    enum { KB = 64 };
+    const int NB = NT == 1 ? 8 : NT == 2 ? 4 : 2;
+    (void)NG;
+    for (int k0 = 0; k0 < K; k0 += KB) {
+        const int k1 = k0 + KB < K ? k0 + KB : K;
+        for (int c0 = 0; c0 < P; c0 += 8 * NB) {
+            __m256 acc[MAX_NT][8];
+            for (int t = 0; t < NT; t++)
+                for (int g = 0; g < NB; g++)
+                    acc[t][g] = k0 ? _mm256_loadu_ps(y + t * P + c0 + g * 8) : _mm256_setzero_ps();
+            for (int k = k0; k < k1; k++) {
+                const size_t row = p0 + (size_t)k * P + c0;
+                __m256 w[8];
+                for (int g = 0; g < NB; g++) w[g] = load8(W->data, dt, row + g * 8);
+                for (int t = 0; t < NT; t++) {
+                    const __m256 xv = _mm256_set1_ps(x[(size_t)t * K + k]);
+                    for (int g = 0; g < NB; g++) acc[t][g] = _mm256_fmadd_ps(xv, w[g], acc[t][g]);
+                }
+            }
+            for (int t = 0; t < NT; t++)
+                for (int g = 0; g < NB; g++) _mm256_storeu_ps(y + t * P + c0 + g * 8, acc[t][g]);
+        }
+    }
 #else
     for (int t = 0; t < NT; t++)
         for (int c = 0; c < P; c++) {
@@ -342,6 +419,16 @@ static void gemv_nk(float *y, int ldy, const float *x, int T, const gpt2_matrix 
             for (; k + 16 <= K; k += 16)
                 a0 = _mm512_fmadd_ps(load16(W->data, dt, r + k), _mm512_loadu_ps(xt + k), a0);
             s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#elif defined(KERNEL_AVX2)
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (; k + 32 <= K; k += 32) {
+                a0 = _mm256_fmadd_ps(load8(W->data, dt, r + k), _mm256_loadu_ps(xt + k), a0);
+                a1 = _mm256_fmadd_ps(load8(W->data, dt, r + k + 8), _mm256_loadu_ps(xt + k + 8), a1);
+                a2 = _mm256_fmadd_ps(load8(W->data, dt, r + k + 16), _mm256_loadu_ps(xt + k + 16), a2);
+                a3 = _mm256_fmadd_ps(load8(W->data, dt, r + k + 24), _mm256_loadu_ps(xt + k + 24), a3);
+            }
+            for (; k + 8 <= K; k += 8) a0 = _mm256_fmadd_ps(load8(W->data, dt, r + k), _mm256_loadu_ps(xt + k), a0);
+            s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 #endif
             for (; k < K; k++) s += load1(W->data, dt, r + k) * xt[k];
             y[(size_t)t * ldy + n] = dt == GPT2_DTYPE_Q8 ? s * W->scale[n] : s;
@@ -765,6 +852,27 @@ void kernel_attention_row(float *y, float *att, const float *q, const float *k, 
             for (int i = 0; i < nv; i++) yv[i] = _mm512_fmadd_ps(a, _mm512_loadu_ps(vt + 16 * i), yv[i]);
         }
         for (int i = 0; i < nv; i++) _mm512_storeu_ps(y + 16 * i, yv[i]);
+        return;
+    }
+#elif defined(KERNEL_AVX2)
+    if (hs % 8 == 0 && hs <= 128) {
+        const int nv = hs / 8;
+        __m256 qv[16], yv[16];
+        for (int i = 0; i < nv; i++) qv[i] = _mm256_loadu_ps(q + 8 * i);
+        for (int t = 0; t < P; t++) {
+            const float *kt = k + (size_t)t * ld;
+            __m256 acc = _mm256_mul_ps(qv[0], _mm256_loadu_ps(kt));
+            for (int i = 1; i < nv; i++) acc = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(kt + 8 * i), acc);
+            att[t] = hsum8(acc) * scale;
+        }
+        kernel_softmax(att, P);
+        for (int i = 0; i < nv; i++) yv[i] = _mm256_setzero_ps();
+        for (int t = 0; t < P; t++) {
+            const float *vt = v + (size_t)t * ld;
+            const __m256 a = _mm256_set1_ps(att[t]);
+            for (int i = 0; i < nv; i++) yv[i] = _mm256_fmadd_ps(a, _mm256_loadu_ps(vt + 8 * i), yv[i]);
+        }
+        for (int i = 0; i < nv; i++) _mm256_storeu_ps(y + 8 * i, yv[i]);
         return;
     }
 #endif
