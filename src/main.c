@@ -38,8 +38,8 @@ static void usage(FILE *out) {
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
     fputs("\nEvery command takes -m PATH: a model directory in the Hugging Face GPT-2 layout,\n"
-          "pytorch_model.bin, nanoGPT's ckpt.pt or llm.c's .bin (the format is read from\n"
-          "the file); without it, $GPTSCOPE_MODEL or the bundled models/shakespeare is used.\n"
+          "pytorch_model.bin, nanoGPT's ckpt.pt, llm.c's .bin or GGUF (the format is read\n"
+          "from the file); without it, $GPTSCOPE_MODEL or the bundled models/shakespeare.\n"
 #ifdef GPTSCOPE_HAVE_CHAT
           "Options without a command (gptscope -m DIR ...) open the chat with them.\n"
 #endif

@@ -18,7 +18,7 @@ static const char usage_text[] =
     "  --top-k K          keep the K most likely tokens, 0 = off (default 40)\n"
     "  --top-p P          nucleus: smallest set with mass >= P, 1 = off (default 0.95)\n"
     "  --min-p P          drop tokens below P x the top probability, 0 = off (default 0.05)\n"
-    "  --repeat-penalty R CTRL-style penalty on recent tokens, (default 1 = off)\n"
+    "  --repeat-penalty R CTRL-style penalty on recent tokens (default 1 = off)\n"
     "  --repeat-last-n N  how many recent tokens the penalty sees (default 64)\n"
     "  --seed S           RNG seed (default: random; -v prints it)\n"
     "  --ids              print generated token ids instead of text\n"
