@@ -200,7 +200,7 @@ static void print_spec_stats(const generate_result *res) {
     const double t_spec = x->t_spec, t_base = x->t_base;
     fprintf(stderr,
             "speculative: target %s, draft %s, K = %d\n"
-            "  iterations %ld, drafted %ld, accepted %ld (mean %.2f per iteration), produced %ld\n"
+            "  iterations %ld, drafted %ld, accepted %ld (mean %.2f per iteration), produced %ld (%ld kept)\n"
             "  r = %.3f (tokens per iteration / (K + 1)), tokens per target pass %.2f\n"
             "  t_target %.3f ms/token, t_draft %.3f ms/token (single-token forward); "
             "one target pass over K + 1 positions %.3f ms (%.2f t_target)\n"
@@ -209,7 +209,7 @@ static void print_spec_stats(const generate_result *res) {
             "  or %.2fx with the measured pass in place of t_target\n"
             "  per iteration %.3f ms: drafting %.3f, target pass %.3f, accept/filter/rewind %.3f\n",
             gpt2_model_name(res->m), gpt2_model_name(res->dm), x->k, s->iterations, s->drafted, s->accepted,
-            s->iterations ? (double)s->accepted / s->iterations : 0.0, s->produced, x->r,
+            s->iterations ? (double)s->accepted / s->iterations : 0.0, s->produced, produced, x->r,
             s->target_passes ? (double)s->produced / s->target_passes : 0.0, t_target_tok * 1e3, t_draft_tok * 1e3,
             t_pass * 1e3, t_target_tok > 0 ? t_pass / t_target_tok : 0.0, produced, t_spec, produced / t_spec,
             produced, t_base, t_base > 0 ? produced / t_base : 0.0, t_base > 0 ? t_base / t_spec : 0.0, x->theory,
