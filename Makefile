@@ -95,7 +95,7 @@ VIZ_SRC  := $(wildcard src/viz/*.c)
 CLI_SRC  := $(filter-out src/cli/cmd_chat.c src/cli/cmd_inspect.c,$(wildcard src/cli/*.c)) src/main.c $(VIZ_SRC)
 # src/ui: pure logic (wrap, heatmap, themes, the inspector's store; no curses, unit-tested
 # everywhere) and the app
-UI_PURE_SRC := src/ui/wrap.c src/ui/heatmap.c src/ui/theme.c src/ui/inspect_store.c
+UI_PURE_SRC := src/ui/state.c src/ui/wrap.c src/ui/heatmap.c src/ui/theme.c src/ui/inspect_store.c
 UI_APP_SRC  := $(filter-out $(UI_PURE_SRC),$(wildcard src/ui/*.c))
 ifeq ($(HAVE_UI),1)
 CLI_SRC  += src/cli/cmd_chat.c src/cli/cmd_inspect.c $(UI_APP_SRC) $(UI_PURE_SRC)

@@ -14,12 +14,14 @@
 /* --help: on stdout, status 0; a usage error: on stderr, EXIT_USAGE */
 static int usage(int help) {
     return cli_usage(help,
-                     "usage: gptscope chat [-m DIR] [--template NAME|FILE] [--theme NAME|PATH] [--log FILE]\n"
+                     "usage: gptscope chat [-m DIR] [--continue] [--template NAME|FILE] [--theme NAME|PATH] [--log FILE]\n"
                      "                     [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
                      "                     [--repeat-penalty R] [--repeat-last-n N] [--seed S]\n"
                      "                     [--draft DIR [--draft-k K]] [--quantize q8|q4] [--threads N]\n"
                      "  The full-screen chat: streams replies, sampling knobs that act mid-reply,\n"
                      "  live attention heatmaps and next-token candidates. F1 in the app lists the keys.\n"
+                     "  --continue         go on with the last conversation kept with this model (each is\n"
+                     "                     kept in ~/.local/state/gptscope/chats/ as it goes and at exit)\n"
                      "  --template NAME    transcript, dialogpt, raw, or a chat_template.json file\n"
                      "                     (default: the model's chat_template.json, else transcript)\n"
                      "  --theme NAME|PATH  dark (default), light, high-contrast, or a theme file\n"
@@ -33,7 +35,7 @@ static int usage(int help) {
                      "  sampling options as for generate (default seed: random)\n");
 }
 
-enum { O_TEMPLATE = 256, O_THEME, O_LOG, O_DRAFT, O_DRAFT_K };
+enum { O_TEMPLATE = 256, O_THEME, O_LOG, O_DRAFT, O_DRAFT_K, O_CONTINUE };
 
 /* One option into o: 1 taken, 0 not one of chat's own, -1 a bad value (message printed). */
 static int chat_option(int c, const char *arg, chat_options *o, int *draft_k_given) {
@@ -44,6 +46,7 @@ static int chat_option(int c, const char *arg, chat_options *o, int *draft_k_giv
     case O_TEMPLATE: o->template_name = arg; return 1;
     case O_THEME: o->theme_name = arg; return 1;
     case O_LOG: o->log_path = arg; return 1;
+    case O_CONTINUE: o->resume_last = 1; return 1;
     case O_DRAFT: o->draft_dir = arg; return 1;
     case O_DRAFT_K:
         if (!cli_parse_int("--draft-k", arg, 1, GPT2_SPEC_MAX_K, &v)) return -1;
@@ -63,6 +66,7 @@ static int chat_parse(int argc, char **argv, chat_options *o) {
                                          {"template", required_argument, 0, O_TEMPLATE},
                                          {"theme", required_argument, 0, O_THEME},
                                          {"log", required_argument, 0, O_LOG},
+                                         {"continue", no_argument, 0, O_CONTINUE},
                                          {"draft", required_argument, 0, O_DRAFT},
                                          {"draft-k", required_argument, 0, O_DRAFT_K},
                                          {"quantize", required_argument, 0, CLI_OPT_QUANTIZE},

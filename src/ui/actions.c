@@ -72,15 +72,19 @@ int app_progress(void *ud, int done, int total) {
     pane *in = a->panes[PANE_INPUT];
     if (!a->too_small && in && in->win) in->ops->draw(in), wnoutrefresh(in->win), doupdate();
     if (*a->signalled) return 1;
+    /* Esc and Ctrl-C cancel; every other key (typing ahead, a paste) is kept
+       for when the prefill is over, in order */
+    static int pasting; /* inside a paste: its Esc and Ctrl-C bytes are text */
     wint_t ch;
     int r, cancel = 0;
-    if (a->step_delay_ms > 0) { /* tests: slow prefill down too, still listening */
-        wtimeout(stdscr, a->step_delay_ms);
-        if (term_get_key(&ch) == OK && (ch == 27 || ch == 3)) cancel = 1;
-    }
-    nodelay(stdscr, TRUE);
-    while ((r = term_get_key(&ch)) != ERR) {
-        if (r == OK && (ch == 27 || ch == 3)) cancel = 1;
+    if (a->step_delay_ms > 0) wtimeout(stdscr, a->step_delay_ms); /* tests: slow prefill down too, still listening */
+    else nodelay(stdscr, TRUE);
+    while ((r = term_get_fresh_key(&ch)) != ERR) {
+        if (r == KEY_CODE_YES && (ch == TERM_KEY_PASTE_BEGIN || ch == TERM_KEY_PASTE_END))
+            pasting = ch == TERM_KEY_PASTE_BEGIN;
+        if (!pasting && r == OK && (ch == 27 || ch == 3)) cancel = 1;
+        else term_defer_key(ch, r);
+        nodelay(stdscr, TRUE);
     }
     return cancel;
 }
@@ -102,6 +106,20 @@ void app_after_change(app *a) {
         app_message(a, UI_ROLE_NOTICE, "%s", gpt2_session_notice(a->s));
         app_forget_latest(a); /* positions moved */
     }
+}
+
+void app_keep(app *a) {
+    gpt2_error err;
+    const gpt2_session *chat = a->prompt_mode ? a->other_s : a->s;
+    if (!chat) return;
+    if (state_keep(&a->keep, chat, &err) == GPT2_OK) {
+        a->keep_error[0] = '\0';
+        return;
+    }
+    if (!strcmp(a->keep_error, err.msg)) return; /* told already */
+    snprintf(a->keep_error, sizeof a->keep_error, "%s", err.msg);
+    app_message(a, UI_ROLE_ERROR, "%s (/save FILE keeps it elsewhere)", err.msg);
+    app_log(a, "%s", err.msg);
 }
 
 static const char *origin_name(gpt2_token_origin o) {
@@ -136,6 +154,7 @@ static void finish_reply(app *a, const gpt2_session_token *t) {
                     "(the next message drops the oldest turns; /undo or /reset make room now)", a->n_ctx);
     log_reply_text(a, tr.text, tr.len);
     app_after_change(a);
+    app_keep(a);
 }
 
 void app_stop(app *a) {
@@ -154,27 +173,29 @@ void app_start_reply(app *a, int evaluated) {
     inspector_follow_newest(a->panes[PANE_INSPECTOR]);
 }
 
-void app_send(app *a, const char *text) {
+int app_send(app *a, const char *text) {
     if (a->generating) app_stop(a); /* a message sent mid-reply ends the reply first */
     gpt2_error err;
     a->msg[0] = '\0';
     gpt2_status st = gpt2_session_send(a->s, text, strlen(text), app_progress, a, &err);
     a->prefill_msg[0] = '\0';
     if (st == GPT2_CANCELLED) {
-        app_message(a, UI_ROLE_NOTICE, "prefill cancelled; the message was not sent");
-        return;
+        app_message(a, UI_ROLE_NOTICE, "prefill cancelled; the message was not sent (it is back in the input line)");
+        return -1;
     }
     if (st != GPT2_OK) {
         app_message(a, UI_ROLE_ERROR, "%s", err.msg);
-        return;
+        return -1;
     }
     app_after_change(a);
+    app_keep(a); /* the message is kept before its reply begins */
     gpt2_session_stats s = gpt2_session_get_stats(a->s);
     int n;
     gpt2_session_tokens(a->s, &n);
     app_log(a, "send: prefill %d tokens, context %d/%d", s.last_prefill, n, a->n_ctx);
     app_start_reply(a, s.last_prefill);
     conv_scroll(a->panes[PANE_CONV], -(1 << 28)); /* to the bottom: the reply shows */
+    return 0;
 }
 
 /* The token just sampled: the inspector's latest candidates, its note, the log. */

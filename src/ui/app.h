@@ -37,6 +37,7 @@
 #include "gpt2.h"
 #include "ui/chat.h"
 #include "ui/inspect_store.h"
+#include "ui/state.h"
 #include "ui/term.h"
 #include "viz/export.h"
 
@@ -132,8 +133,8 @@ struct app {
 
     /* commands */
     char pending_load[4096]; /* a /load of another model's file, waiting to be repeated */
-    char autosave[4096];     /* where the conversation was saved for a /draft load or a quit
-                                without the user's say ("": none) */
+    state_keeper keep;       /* the conversation's file in the state directory (state.h) */
+    char keep_error[512];    /* the last save's failure, told once ("": it worked) */
     int term_lost;           /* the terminal went away (term_lost) */
 
     /* one-line message above the input (notices, errors, command results) */
@@ -160,13 +161,18 @@ void app_log_sampling(app *a); /* the knobs as they are now */
 void app_token_label(const app *a, int32_t id, char *buf, size_t cap);
 /* The prefill's progress callback (user data: the app): draws it, reads Esc/Ctrl-C. */
 int app_progress(void *ud, int done, int total);
-void app_send(app *a, const char *text); /* a message: prefill, then the reply starts */
+/* A message: prefill, then the reply starts. 0, or -1 when it was not sent
+ * (cancelled, too long: the message line says why). */
+int app_send(app *a, const char *text);
 void app_step(app *a);                   /* one token of the reply */
 void app_stop(app *a);                   /* the reply stops, its text kept */
 void app_start_reply(app *a, int evaluated); /* after a send, /regen or a /load mid-reply */
 /* After anything that changed the session: notes and rows follow its turns
  * and tokens, a notice it raised goes on the message line. */
 void app_after_change(app *a);
+/* Saves the chat's conversation (not prompt mode's text) to its kept file
+ * (state.h); a failure is told once on the message line and in the log. */
+void app_keep(app *a);
 /* Positions moved (a notice, a template switch, /load, /reset): the latest
  * candidates and the inspector's cursor start afresh. */
 void app_forget_latest(app *a);
@@ -226,8 +232,10 @@ typedef struct {
     int rest_arg;             /* arg1 is the rest of the line, spaces kept (/inspect TEXT) */
 } app_command;
 const app_command *app_commands(int *n);
-/* A line the input accepted: a command, a message, or NULL (Ctrl-D on an empty line: quit). */
-void app_submit_line(app *a, char *line);
+/* A line the input accepted: a command, a message, or NULL (Ctrl-D on an
+ * empty line: quit). -1 when a message was not sent: the input line gets it
+ * back to edit. */
+int app_submit_line(app *a, char *line);
 
 /* ---- screen.c: the screen manager ---- */
 
@@ -310,10 +318,8 @@ pane *status_pane_new(app *a);
 
 /* the input line: GNU readline's callback interface (input.c) */
 pane *input_pane_new(app *a);         /* installs the line handler, reads the history */
-/* out = $XDG_STATE_HOME/gptscope/NAME (default ~/.local/state/gptscope/),
-   the directory made if missing; 0 when there is no such place */
-int input_state_path(const char *name, char *out, size_t cap);
 void input_clear(pane *p);
+void input_insert(pane *p, const char *text); /* at the cursor, as typed (newlines kept); nothing is sent */
 int input_empty(const pane *p);
 
 #endif

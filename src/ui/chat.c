@@ -22,17 +22,17 @@
 enum { CHAT_OK = 0, CHAT_ERR = 1 };
 
 static volatile sig_atomic_t g_signal; /* SIGTERM/SIGINT/SIGHUP: quit */
-static app A; /* the one app: a fatal signal's handler reads its autosave path */
+static app A; /* the one app: a fatal signal's handler reads its kept file's path */
 
 static void on_signal(int sig) { g_signal = sig; }
 
 /* A fatal signal's last words (chat_host.on_fatal_signal): the terminal back,
- * and where the conversation was saved if it was (before a /draft load). */
+ * and where the conversation was kept (after its last message or reply). */
 static void emergency(void) {
     term_emergency_restore();
-    if (!A.autosave[0]) return;
-    A.host->say("gptscope: the conversation was saved to ");
-    A.host->say(A.autosave);
+    if (!A.keep.path[0]) return;
+    A.host->say("gptscope: the conversation up to its last message or reply is kept in ");
+    A.host->say(A.keep.path);
     A.host->say("\n");
 }
 
@@ -135,6 +135,33 @@ static int open_draft(app *a, const chat_options *o) {
     return 0;
 }
 
+/* --continue: the newest conversation kept with this model, loaded before
+ * the screen opens; a newer one of another model is named on the message line. */
+static int continue_last(app *a) {
+    char path[PATH_MAX], other[PATH_MAX];
+    gpt2_error err;
+    if (!state_latest_chat(a->model_name, a->cfg->n_vocab, path, sizeof path, other, sizeof other)) {
+        char dir[PATH_MAX], note[1024];
+        if (state_dir(dir, sizeof dir, note, sizeof note) != 0) a->host->error("--continue: %s", note);
+        else a->host->error("--continue: no conversation with model '%s' is kept in %s/chats%s%s", a->model_name, dir,
+                            other[0] ? "; the last one kept is " : "", other);
+        return -1;
+    }
+    if (gpt2_session_load(a->s, path, NULL, NULL, &err) != GPT2_OK) {
+        a->host->error("--continue: %s", err.msg);
+        return -1;
+    }
+    int n;
+    gpt2_session_tokens(a->s, &n);
+    if (other[0])
+        snprintf(a->msg, sizeof a->msg, "continued %.200s (%d turns); a newer conversation, %.200s, was with another "
+                 "model (-m it)", path, gpt2_session_n_turns(a->s), other);
+    else
+        snprintf(a->msg, sizeof a->msg, "continued %.300s (%d turns, %d tokens)", path, gpt2_session_n_turns(a->s), n);
+    a->msg_role = UI_ROLE_NOTICE;
+    return 0;
+}
+
 /* The inspector's store, filled by the session's hooks. */
 static int open_store(app *a) {
     if (istore_new(a->cfg->n_layer, a->cfg->n_head, a->n_ctx, APP_ATT_BUDGET, &a->store) != ISTORE_OK) {
@@ -174,6 +201,7 @@ static int open_app(app *a, const chat_options *o, gpt2_chat_template **tmpl) {
         snprintf(a->msg, sizeof a->msg, "%.100s: %.300s", a->model_name, src);
     }
     if (load_template(a, o, tmpl) || open_session(a, o, *tmpl) || open_draft(a, o) || open_store(a)) return -1;
+    if (o->resume_last && continue_last(a)) return -1;
     app_log(a, "start: model %s (%s), %s, template %s, n_ctx %d%s%s", a->model_name,
             gpt2_dtype_name(gpt2_model_dtype(a->model)), src, gpt2_session_template(a->s)->name, a->n_ctx,
             a->draft ? ", draft " : "", a->draft ? a->draft_name : "");
@@ -228,18 +256,12 @@ static int read_keys(app *a) {
     return dirty;
 }
 
-/* Quitting without the user's say (a signal, the terminal gone): the
- * conversation is saved where /load finds it, and the log says where. */
-static void save_on_exit(app *a, const char *why) {
-    gpt2_error err;
+/* Every way out keeps the conversation (a reply in progress stopped first,
+ * its text kept), and the log says where. */
+static void keep_on_exit(app *a, const char *why) {
     app_log(a, "%s: quitting", why);
-    if (gpt2_session_n_turns(a->s) == 0 || !input_state_path("autosave.json", a->autosave, sizeof a->autosave)) return;
-    if (gpt2_session_save(a->s, a->autosave, &err) != GPT2_OK) {
-        app_log(a, "could not save the conversation: %s", err.msg);
-        a->autosave[0] = '\0';
-        return;
-    }
-    app_log(a, "the conversation was saved to %s (/load it to go on)", a->autosave);
+    app_keep(a);
+    if (a->keep.path[0] && !a->keep_error[0]) app_log(a, "the conversation is kept in %s", a->keep.path);
 }
 
 static void run_loop(app *a) {
@@ -263,11 +285,9 @@ static void run_loop(app *a) {
         if (dirty) screen_draw(a);
     }
     if (a->generating) app_stop(a);
-    if (g_signal || a->term_lost) {
-        char why[48];
-        snprintf(why, sizeof why, a->term_lost ? "the terminal is gone" : "signal %d", (int)g_signal);
-        save_on_exit(a, why);
-    }
+    char why[48];
+    snprintf(why, sizeof why, a->term_lost ? "the terminal is gone" : g_signal ? "signal %d" : "asked", (int)g_signal);
+    keep_on_exit(a, why);
     app_log(a, "quit");
 }
 
@@ -304,8 +324,10 @@ int chat_run(const chat_options *o, const chat_host *host) {
     if (load_theme(a, o, &theme)) return CHAT_ERR;
     int rc = CHAT_ERR;
     gpt2_chat_template *tmpl = NULL;
+    state_keeper_init(&a->keep);
     if (open_app(a, o, &tmpl) == 0) {
         set_signals(on_signal);
+        signal(SIGPIPE, SIG_IGN); /* a --log pipe whose reader left fails a write, which stops the log */
         /* tests only: wait this long between tokens and prefill batches (keys are still
            read while waiting), so that the tmux tests can act in the middle of a reply */
         const char *delay_env = getenv("GPTSCOPE_TEST_STEP_DELAY_MS");
@@ -324,9 +346,15 @@ int chat_run(const chat_options *o, const chat_host *host) {
        exit runs (LeakSanitizer's stop-the-world, under SAN=1, never returns when a
        hangup's SIGCONT cancels the SIGSTOP it sent; the SIGHUP then ends it) */
     set_signals(SIG_DFL);
-    if (rc != CHAT_OK && a->autosave[0]) { /* the terminal is back (or gone: then only the log tells) */
-        char said[4200];
-        snprintf(said, sizeof said, "gptscope: the conversation was saved to %s (/load it to go on)\n", a->autosave);
+    signal(SIGPIPE, SIG_DFL);
+    /* the terminal is back (or gone: then only the log tells) */
+    if (a->keep.note[0]) host->error("state directory: %s", a->keep.note);
+    if (a->keep_error[0]) {
+        host->error("%s", a->keep_error);
+    } else if (a->keep.path[0]) {
+        char said[PATH_MAX + 128];
+        snprintf(said, sizeof said, "gptscope: the conversation is kept in %.*s (gptscope chat --continue goes on)\n",
+                 PATH_MAX, a->keep.path);
         host->say(said);
     }
     if (a->log_error[0]) { /* told on screen when it happened; the terminal is back now */

@@ -30,6 +30,7 @@ typedef struct {
     int draft_k;               /* --draft-k */
     int n_threads;             /* --threads, 0: one per CPU */
     const char *prompt;        /* `gptscope inspect`: open in prompt mode on this text; NULL: the chat */
+    int resume_last;           /* --continue: the last conversation kept with this model */
     gpt2_sampler_params sampler; /* the knobs, the seed chosen */
 } chat_options;
 

@@ -144,15 +144,12 @@ static void cmd_draft(app *a, const char *arg) {
         return;
     }
     /* A draft file truncated while it loads would end the process (SIGBUS):
-       the conversation is saved first, and the handler says where. */
-    if (gpt2_session_n_turns(a->s) > 0 && input_state_path("autosave.json", a->autosave, sizeof a->autosave) &&
-        gpt2_session_save(a->s, a->autosave, &err) != GPT2_OK)
-        a->autosave[0] = '\0';
+       the conversation is kept first, and the handler says where. */
+    app_keep(a);
     gpt2_model *m;
     a->host->mark_loading(arg);
     gpt2_status lst = gpt2_model_load(arg, &m, &err);
     a->host->mark_loading(NULL);
-    a->autosave[0] = '\0';
     if (lst != GPT2_OK) {
         app_message(a, UI_ROLE_ERROR, "%s", err.msg);
         return;
@@ -228,8 +225,15 @@ static void c_reset(app *a, char *x, char *y) {
     gpt2_error err;
     (void)x, (void)y;
     if (a->generating) app_stop(a);
-    if (gpt2_session_reset(a->s, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
-    else app_message(a, UI_ROLE_TEXT, "conversation cleared"), app_forget_latest(a), istore_notes_clear(a->store, -1), app_log(a, "reset");
+    app_keep(a);
+    const char *kept = a->prompt_mode || !a->keep.path[0] ? "" : a->keep.path;
+    if (gpt2_session_reset(a->s, &err) != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", err.msg);
+    } else {
+        app_message(a, UI_ROLE_TEXT, "conversation cleared%s%s", *kept ? "; it is kept in " : "", kept);
+        app_forget_latest(a), istore_notes_clear(a->store, -1), app_log(a, "reset");
+        if (!a->prompt_mode) state_keep_next(&a->keep); /* the next conversation gets a file of its own */
+    }
     app_after_change(a);
 }
 
@@ -373,6 +377,7 @@ static void c_load(app *a, char *path, char *y) {
     }
     if (!other_model_confirmed(a, path)) return;
     if (a->generating) app_stop(a);
+    app_keep(a); /* the conversation it replaces */
     gpt2_status st = gpt2_session_load(a->s, path, app_progress, a, &err);
     a->prefill_msg[0] = '\0';
     if (st != GPT2_OK) {
@@ -384,6 +389,7 @@ static void c_load(app *a, char *path, char *y) {
         gpt2_session_tokens(a->s, &n);
         app_message(a, UI_ROLE_TEXT, "loaded %s (%d turns, %d tokens)", path, gpt2_session_n_turns(a->s), n);
         app_log(a, "loaded %s: %d turns, %d tokens", path, gpt2_session_n_turns(a->s), n);
+        if (!a->prompt_mode) state_keep_next(&a->keep); /* kept from now on in a file of its own */
         a->turn_prefill = gpt2_session_get_stats(a->s).last_call, a->reply_tokens = 0;
         if (gpt2_session_replying(a->s)) a->generating = 1, a->reply_t0 = a->host->now();
     }
@@ -446,20 +452,22 @@ static void run_command(app *a, char *line) {
     app_message(a, UI_ROLE_ERROR, "unknown command %s (F1 or /help lists them)", cmd);
 }
 
-void app_submit_line(app *a, char *line) {
+int app_submit_line(app *a, char *line) {
     if (!line) { /* Ctrl-D on an empty line */
         a->quit = 1;
-        return;
+        return 0;
     }
-    size_t n = strlen(line);
-    if (n == 0) return;
-    if (line[0] == '/') {
-        char *copy = strdup(line);
+    size_t n = strlen(line), t = n;
+    if (n == 0) return 0;
+    while (t > 0 && strchr(" \t\n", line[t - 1])) t--; /* a pasted command's newline */
+    if (line[0] == '/' && !memchr(line, '\n', t)) { /* a command is one line; more is a message */
+        char *copy = strndup(line, t);
         if (copy) run_command(a, copy);
         free(copy);
-        return;
+        return 0;
     }
     if (a->prompt_mode) app_inspect_text(a, line); /* a line in prompt mode is the next prompt */
-    else app_send(a, line);
+    else return app_send(a, line);
+    return 0;
 }
 

@@ -114,23 +114,6 @@ static void in_redisplay(void) {
     doupdate();
 }
 
-int input_state_path(const char *name, char *out, size_t cap) {
-    const char *st = getenv("XDG_STATE_HOME");
-    char dir[PATH_MAX];
-    if (st && *st) snprintf(dir, sizeof dir, "%s/gptscope", st);
-    else if (getenv("HOME")) snprintf(dir, sizeof dir, "%s/.local/state/gptscope", getenv("HOME"));
-    else return 0;
-    /* mkdir -p */
-    for (char *q = dir + 1; *q; q++)
-        if (*q == '/') {
-            *q = '\0';
-            mkdir(dir, 0700);
-            *q = '/';
-        }
-    mkdir(dir, 0700);
-    return snprintf(out, cap, "%s/%s", dir, name) < (int)cap;
-}
-
 static void insert_newline(void) {
     rl_insert_text("\n");
     in_redisplay();
@@ -150,16 +133,13 @@ int input_empty(const pane *p) {
 /* A character: its UTF-8 bytes. */
 static void feed_char(uint32_t c) {
     char u[4];
-    int n = 0;
-    if (c < 0x80) {
-        u[n++] = (char)c;
-    } else {
-        int extra = c < 0x800 ? 1 : c < 0x10000 ? 2 : 3;
-        static const unsigned char lead[4] = {0, 0xC0, 0xE0, 0xF0};
-        u[n++] = (char)(lead[extra] | c >> (6 * extra));
-        for (int k = extra - 1; k >= 0; k--) u[n++] = (char)(0x80 | ((c >> (6 * k)) & 0x3F));
-    }
+    int n = ui_utf8_encode(c, u);
     for (int i = 0; i < n; i++) in_feed((unsigned char)u[i]);
+}
+
+void input_insert(pane *p, const char *text) {
+    (void)p;
+    rl_insert_text(text);
 }
 
 /* A KEY_* code as the emacs byte readline knows; 0 for none. */
@@ -193,7 +173,7 @@ static void take_line(input_pane *ip) {
         add_history(line);
         using_history(); /* back to the end: else readline's teardown of the next line rewrites this entry */
     }
-    app_submit_line(ip->base.a, line);
+    if (app_submit_line(ip->base.a, line) != 0 && line) rl_insert_text(line); /* not sent: back to edit */
     free(line);
 }
 
@@ -220,8 +200,17 @@ static int input_key(pane *p, int key, int is_code) {
     return PANE_REDRAW;
 }
 
+/* The history file, when it is a regular file or missing: a FIFO or a
+ * device there would block the chat at start or exit, so it is left alone. */
 static void history_setup(input_pane *ip) {
-    if (!input_state_path("history", ip->history_path, sizeof ip->history_path)) return;
+    struct stat st;
+    if (!state_path("history", ip->history_path, sizeof ip->history_path)) return;
+    if (stat(ip->history_path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        app_message(ip->base.a, UI_ROLE_ERROR, "%s is not a regular file: the input history is not read or kept",
+                    ip->history_path);
+        ip->history_path[0] = '\0';
+        return;
+    }
     using_history();
     read_history(ip->history_path);
 }

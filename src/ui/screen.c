@@ -200,7 +200,7 @@ void screen_draw(app *a) {
         erase();
         const char *m = "window too small";
         mvaddnstr(LINES / 2, COLS > 16 ? (COLS - 16) / 2 : 0, m, COLS > 0 ? COLS : 0);
-        if (LINES > 1) mvaddnstr(LINES / 2 + 1, 0, "(need 50x12; Ctrl-C quits)", COLS > 0 ? COLS : 0);
+        if (LINES > 1) mvaddnstr(LINES / 2 + 1, 0, "(need 50x12; Ctrl-D quits, keeping the chat)", COLS > 0 ? COLS : 0);
         wnoutrefresh(stdscr);
         doupdate();
         return;
@@ -322,22 +322,77 @@ static int escape_key(app *a) {
 }
 
 /* The states that take every key: the help (arrows scroll it, any other key
- * closes it) and a window too small (Ctrl-C still quits). -1: neither. */
+ * closes it), a window too small (Ctrl-C stops a reply, Ctrl-D quits) and
+ * the model view (Ctrl-C closes it, as Esc and q do). No key here quits
+ * without the conversation kept. -1: neither. */
 static int modal_key(app *a, int key, int is_code) {
     if (a->help) {
         if (!(is_code && help_scroll(a, key))) a->help = 0, a->help_top = 0;
         return 1;
     }
     if (a->too_small) {
-        if (!is_code && key == 3) a->quit = 1;
+        if (!is_code && key == 3 && a->generating) app_stop(a);
+        else if (!is_code && key == 4) a->quit = 1;
         return 1;
     }
     if (a->model_view) {
-        if (!is_code && key == 3) a->quit = 1;
+        if (!is_code && key == 3) model_view_close(a);
         else if (!(is_code && key == KEY_RESIZE)) return model_view_key(a, key, is_code);
         return 1;
     }
     return -1;
+}
+
+/* A bracketed paste: everything up to its end goes into the input line as
+ * text, newlines kept ("\r\n" and "\r" become "\n"), other control
+ * characters and keys dropped; the help or the model view closes so that it
+ * shows. Nothing is sent: Enter sends it as one message. */
+static int paste(app *a) {
+    size_t n = 0, cap = 4096;
+    char *buf = malloc(cap);
+    int lines = 0, prev_cr = 0;
+    wint_t ch;
+    int r;
+    wtimeout(stdscr, 2000); /* the end should follow at once; a terminal that lost it is not waited on for ever */
+    while (buf && (r = term_get_key(&ch)) != ERR) {
+        if (r == KEY_CODE_YES) {
+            if (ch == TERM_KEY_PASTE_END) break;
+            continue;
+        }
+        if (ch == '\n' && prev_cr) {
+            prev_cr = 0;
+            continue;
+        }
+        prev_cr = ch == '\r';
+        if (ch == '\r') ch = '\n';
+        if ((ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7F || (ch >= 0x80 && ch < 0xA0)) continue;
+        if (n + 5 > cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) break;
+            buf = nb;
+        }
+        lines += ch == '\n';
+        n += (size_t)ui_utf8_encode((uint32_t)ch, buf + n);
+    }
+    if (!buf) return 1;
+    buf[n] = '\0';
+    lines += n > 0 && buf[n - 1] != '\n'; /* a last line without its newline */
+    a->help = 0;
+    if (a->model_view) model_view_close(a);
+    a->focus = PANE_INPUT;
+    input_insert(a->panes[PANE_INPUT], buf);
+    if (lines > 1) app_message(a, UI_ROLE_NOTICE, "pasted %d lines into the input line: Enter sends them as one message", lines);
+    free(buf);
+    return 1;
+}
+
+/* Ctrl-Z: the shell's job control, as in any terminal program; `fg` redraws. */
+static int suspend(app *a) {
+    app_log(a, "suspended (Ctrl-Z)");
+    term_suspend();
+    screen_layout(a);
+    app_log(a, "resumed");
+    return 1;
 }
 
 int screen_key(app *a, int key, int is_code) {
@@ -346,6 +401,9 @@ int screen_key(app *a, int key, int is_code) {
         clearok(curscr, TRUE);
         return 1;
     }
+    if (is_code && key == TERM_KEY_PASTE_BEGIN) return paste(a);
+    if (is_code && key == TERM_KEY_PASTE_END) return 0; /* its beginning was lost */
+    if (!is_code && key == 26) return suspend(a);
     int m = modal_key(a, key, is_code);
     if (m >= 0) return m;
     if (!is_code && key == 27) return escape_key(a);

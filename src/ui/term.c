@@ -1,5 +1,7 @@
 /* term.c — curses init, colour pairs and the theme: the app's one global. */
 #include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +111,14 @@ static void setup_pairs(void) {
     setup_ramp(pair);
 }
 
+/* xterm's bracketed paste mode: written straight to the terminal (curses
+ * knows nothing of it), after whatever curses has sent. */
+static void paste_mode(int on) {
+    static const char on_s[] = "\033[?2004h", off_s[] = "\033[?2004l";
+    fflush(stdout);
+    if (write(STDOUT_FILENO, on ? on_s : off_s, sizeof on_s - 1) < 0) return;
+}
+
 int term_init(const ui_theme *theme, char *err, size_t errlen) {
     if (T.active) return 0;
     const char *term = getenv("TERM");
@@ -122,6 +132,8 @@ int term_init(const ui_theme *theme, char *err, size_t errlen) {
         return -1;
     }
     T.active = 1;
+    define_key("\033[200~", TERM_KEY_PASTE_BEGIN);
+    define_key("\033[201~", TERM_KEY_PASTE_END);
     raw();
     noecho();
     nonl();
@@ -138,12 +150,14 @@ int term_init(const ui_theme *theme, char *err, size_t errlen) {
         T.color = COLORS >= (1 << 24) ? (1 << 24) : COLORS >= 256 ? 256 : COLORS >= 16 ? 16 : 8;
     }
     term_set_theme(theme);
+    paste_mode(1);
     return 0;
 }
 
 void term_end(void) {
     if (!T.active) return;
     T.active = 0;
+    paste_mode(0);
     endwin();
     delscreen(T.screen);
     T.screen = NULL;
@@ -153,7 +167,8 @@ int term_active(void) { return T.active; }
 
 void term_emergency_restore(void) {
     if (!T.active) return;
-    static const char reset[] = "\033[0m\033[?25h\033[?1000l\033[?1049l\r\n"; /* attrs, cursor, mouse, main screen */
+    /* attrs, cursor, mouse, bracketed paste, main screen */
+    static const char reset[] = "\033[0m\033[?25h\033[?1000l\033[?2004l\033[?1049l\r\n";
     if (write(STDOUT_FILENO, reset, sizeof reset - 1) < 0) return;
     if (T.have_saved) tcsetattr(STDIN_FILENO, TCSANOW, &T.saved);
 }
@@ -172,7 +187,43 @@ static void key_queue(wint_t c, int code) {
     K.q[K.n] = c, K.q_code[K.n++] = code;
 }
 
+/* Keys put back while the app was busy (term_defer_key), oldest first. */
+static struct {
+    wint_t *ch;
+    int *code;
+    size_t head, n, cap;
+} D;
+
+void term_defer_key(wint_t ch, int code) {
+    if (D.head + D.n == D.cap) { /* full at the end: move down, or grow */
+        if (D.head > 0) {
+            memmove(D.ch, D.ch + D.head, D.n * sizeof *D.ch);
+            memmove(D.code, D.code + D.head, D.n * sizeof *D.code);
+            D.head = 0;
+        } else {
+            size_t cap = D.cap ? 2 * D.cap : 256;
+            wint_t *c = realloc(D.ch, cap * sizeof *c);
+            if (c) D.ch = c;
+            int *k = c ? realloc(D.code, cap * sizeof *k) : NULL;
+            if (!k) return; /* out of memory: the key is lost, nothing else */
+            D.code = k, D.cap = cap;
+        }
+    }
+    D.ch[D.head + D.n] = ch, D.code[D.head + D.n] = code;
+    D.n++;
+}
+
 int term_get_key(wint_t *ch) {
+    if (D.n > 0) {
+        *ch = D.ch[D.head];
+        int code = D.code[D.head++];
+        if (--D.n == 0) D.head = 0;
+        return code;
+    }
+    return term_get_fresh_key(ch);
+}
+
+int term_get_fresh_key(wint_t *ch) {
     while (K.n == 0) {
         int c = wgetch(stdscr);
         uint32_t cp[2];
@@ -196,6 +247,26 @@ int term_get_key(wint_t *ch) {
 }
 
 unsigned term_invalid_bytes(void) { return K.invalid; }
+
+void term_suspend(void) {
+    if (!T.active) return;
+    struct sigaction dfl, old;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    paste_mode(0);
+    endwin();
+    sigaction(SIGTSTP, &dfl, &old);
+    raise(SIGTSTP); /* stopped here until SIGCONT (an orphaned process group is not stopped) */
+    sigaction(SIGTSTP, &old, NULL);
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0 &&
+        (ws.ws_row != LINES || ws.ws_col != COLS))
+        resizeterm(ws.ws_row, ws.ws_col);
+    clearok(curscr, TRUE);
+    refresh(); /* back in curses' modes */
+    paste_mode(1);
+}
 
 int term_lost(void) {
     struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};

@@ -36,6 +36,21 @@ int term_active(void);
 int term_get_key(wint_t *ch);
 unsigned term_invalid_bytes(void);
 
+/* Bracketed paste (xterm's mode 2004, on while curses is): a paste arrives
+ * between these two codes (KEY_CODE_YES), its newlines as '\r'. */
+enum { TERM_KEY_PASTE_BEGIN = KEY_MAX + 1, TERM_KEY_PASTE_END = KEY_MAX + 2 };
+
+/* A key read while the app is busy (a prefill's progress) that is not for
+ * now: term_get_key hands it out again later, in order, after the others
+ * put back. term_get_fresh_key reads past them (only new input). */
+void term_defer_key(wint_t ch, int r); /* r: what term_get_key returned with it */
+int term_get_fresh_key(wint_t *ch);
+
+/* Ctrl-Z: the terminal as it was before curses (paste mode off), the process
+ * stopped (SIGTSTP) until `fg`; then curses again, at the terminal's size
+ * now. The caller redraws. */
+void term_suspend(void);
+
 /* Replaces the theme (re-initialises the colour pairs). */
 /* Whether the terminal has gone (its other end closed: a killed terminal
  * emulator or tmux, a dropped ssh) without a SIGHUP reaching us: reads then

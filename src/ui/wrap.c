@@ -8,6 +8,15 @@
 
 #include "ui/wrap.h"
 
+int ui_utf8_encode(uint32_t c, char u[4]) {
+    static const unsigned char lead[4] = {0, 0xC0, 0xE0, 0xF0};
+    if (c < 0x80) return u[0] = (char)c, 1;
+    int extra = c < 0x800 ? 1 : c < 0x10000 ? 2 : 3, n = 0;
+    u[n++] = (char)(lead[extra] | c >> (6 * extra));
+    for (int k = extra - 1; k >= 0; k--) u[n++] = (char)(0x80 | ((c >> (6 * k)) & 0x3F));
+    return n;
+}
+
 int ui_utf8_decode(const char *str, size_t n, uint32_t *cp) {
     const unsigned char *s = (const unsigned char *)str;
     unsigned c = s[0];

@@ -15,6 +15,8 @@
  * takes (1..4) and stores the code point; an invalid or truncated sequence
  * takes 1 byte and decodes as U+FFFD. */
 int ui_utf8_decode(const char *s, size_t n, uint32_t *cp);
+/* Encodes a code point (at most U+10FFFF) into out: returns the bytes (1..4). */
+int ui_utf8_encode(uint32_t cp, char out[4]);
 
 /* Columns a code point takes on screen: 0 for combining marks, 2 for wide
  * characters, 1 for everything else printable; control characters (which the

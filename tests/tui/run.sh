@@ -447,7 +447,7 @@ $T kill-server >/dev/null 2>&1
 i=0; while [ -n "$pid" ] && [ -d /proc/$pid ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 check "lost terminal: the app quits instead of spinning" sh -c "[ -n '$pid' ] && [ ! -d /proc/$pid ]"
 check "lost terminal: the log says why" wait_log "the terminal is gone: quitting"
-check "lost terminal: the conversation is saved" sh -c "grep -q 'saved to $TMP/state2/gptscope/autosave.json' '$TMP/log' && grep -q '61 8 0 45' '$TMP/state2/gptscope/autosave.json'"
+check "lost terminal: the conversation is kept" sh -c "f=\$(sed -n 's|^the conversation is kept in ||p' '$TMP/log'); case \$f in '$TMP/state2/gptscope/chats/'*.json) grep -q '61 8 0 45' \"\$f\" ;; *) false ;; esac"
 [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
 
 # 23. a model file of another format (nanoGPT's ckpt.pt): the message line says how it was
