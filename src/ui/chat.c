@@ -154,11 +154,10 @@ static int continue_last(app *a) {
     int n;
     gpt2_session_tokens(a->s, &n);
     if (other[0])
-        snprintf(a->msg, sizeof a->msg, "continued %.200s (%d turns); a newer conversation, %.200s, was with another "
-                 "model (-m it)", path, gpt2_session_n_turns(a->s), other);
+        app_message(a, UI_ROLE_NOTICE, "continued %.200s (%d turns); a newer conversation, %.200s, was with another "
+                    "model (-m it)", path, gpt2_session_n_turns(a->s), other);
     else
-        snprintf(a->msg, sizeof a->msg, "continued %.300s (%d turns, %d tokens)", path, gpt2_session_n_turns(a->s), n);
-    a->msg_role = UI_ROLE_NOTICE;
+        app_message(a, UI_ROLE_NOTICE, "continued %.300s (%d turns, %d tokens)", path, gpt2_session_n_turns(a->s), n);
     return 0;
 }
 

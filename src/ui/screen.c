@@ -198,9 +198,11 @@ void screen_draw_message(app *a, WINDOW *w, int width) {
 void screen_draw(app *a) {
     if (a->too_small) {
         erase();
-        const char *m = "window too small";
-        mvaddnstr(LINES / 2, COLS > 16 ? (COLS - 16) / 2 : 0, m, COLS > 0 ? COLS : 0);
-        if (LINES > 1) mvaddnstr(LINES / 2 + 1, 0, "(need 50x12; Ctrl-D quits, keeping the chat)", COLS > 0 ? COLS : 0);
+        static const char *m[3] = {"window too small", "(need 50x12)", "Ctrl-D quits; the chat is kept"};
+        for (int i = 0; i < 3 && LINES / 2 - 1 + i < LINES; i++) {
+            int len = (int)strlen(m[i]);
+            mvaddnstr(LINES / 2 - 1 + i < 0 ? 0 : LINES / 2 - 1 + i, COLS > len ? (COLS - len) / 2 : 0, m[i], COLS > 0 ? COLS : 0);
+        }
         wnoutrefresh(stdscr);
         doupdate();
         return;

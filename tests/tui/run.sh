@@ -479,6 +479,163 @@ check "80x24, bundled model: no turn dropped from the context" sh -c "! grep -q 
 check "80x24, bundled model: the context holds all ten exchanges" sh -c "grep '^reply: ' '$TMP/log' | grep -oE 'context [0-9]+/1024' | tr -dc '0-9/\n' | cut -d/ -f1 | awk 'NR > 1 && \$1 <= prev { bad = 1 } { prev = \$1; n++ } END { exit !(n == 10 && !bad) }'"
 quit_app
 
+# 25. nothing a user has is lost: every way out keeps the conversation in a
+# file of its own under the state directory's chats/ and says where; keys in
+# overlays never quit; a paste is one message; Ctrl-Z suspends
+MODEL=$MODEL_SAVED
+ST=$TMP/state25
+LOG25=$TMP/log
+# start25 [ENV...]: as start, with its own state directory and stderr in $TMP/err
+start25() {
+    rm -f "$TMP/exit" "$TMP/stty" "$TMP/log" "$TMP/err"
+    $T kill-server >/dev/null 2>&1
+    sleep 0.2
+    $T new-session -d -s app -x 100 -y 30 \
+        "env XDG_STATE_HOME='$ST' $* '$BIN' chat -m '$MODEL' $EXTRA --template raw --temperature 0 --seed 1 --log '$LOG25' 2>'$TMP/err'; echo \$? > '$TMP/exit'; stty -a > '$TMP/stty'; sleep 60"
+    wait_for "sampling" 10 && wait_for "attention"
+}
+wait_exit() { i=0; while [ ! -s "$TMP/exit" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done; [ -s "$TMP/exit" ]; }
+running() { ! [ -s "$TMP/exit" ] && [ -n "$(app_pid)" ]; }
+# kept_with TEXT: how many kept conversations hold a turn whose text is exactly TEXT
+kept_with() { grep -lF "\"$1\"" "$ST"/gptscope/chats/*.json 2>/dev/null | wc -l; }
+
+start25
+keys "12 7 99 3 45 0 8 61" Enter
+wait_for " 61 8 0 45 3 99 7 12"
+keys F9
+check "F9 opens the model view" wait_for "model view: 2 layers"
+keys C-c
+check "Ctrl-C in the model view closes it" wait_for "sampling"
+check "Ctrl-C in the model view: the app runs on with the conversation" sh -c "sleep 0.3; [ ! -s '$TMP/exit' ] && $T capture-pane -p -t app | grep -qF ' 61 8 0 45 3 99 7 12'"
+check "the reply is kept as soon as it ends" sh -c "[ \$(grep -lF '\" 61 8 0 45 3 99 7 12\"' '$ST'/gptscope/chats/*.json | wc -l) = 1 ]"
+quit_app
+check "/quit: exit status 0" sh -c "wait_exit() { :; }; i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
+check "/quit: stderr names the conversation's file" grep -qE "the conversation is kept in $ST/gptscope/chats/[0-9]{8}-[0-9]{6}-[0-9]+-0\.json \(gptscope chat --continue goes on\)" "$TMP/err"
+first=$(sed -n 's|.*the conversation is kept in \([^ ]*\) .*|\1|p' "$TMP/err")
+
+EXTRA="--continue"
+start25
+EXTRA=""
+check "--continue: says which conversation it continues" wait_log "^message: continued $first \(2 turns, 16 tokens\)$"
+check "--continue: the conversation is back" wait_for " 61 8 0 45 3 99 7 12"
+check "--continue: its context too" wait_for "ctx 16/16"
+keys "/reset" Enter
+check "/reset: the cleared conversation is kept, and where" wait_log "^message: conversation cleared; it is kept in $ST/gptscope/chats/"
+# a second chat at once, on the same state directory
+$T new-session -d -s app2 -x 100 -y 30 "env XDG_STATE_HOME='$ST' '$BIN' chat -m '$MODEL' --template raw --temperature 0 --seed 1; sleep 60"
+i=0; while ! $T capture-pane -p -t app2 | grep -qF sampling && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+$T send-keys -t app2 "1 2 3" Enter
+keys "4 5 6" Enter
+check "two chats at once: both replied" sh -c "i=0; while [ \$i -lt 100 ] && ! grep -q '^reply: ' '$TMP/log'; do sleep 0.05; i=\$((i+1)); done; sleep 0.5; $T capture-pane -p -t app2 | grep -q 'ctx [1-9]'"
+keys "/draft $TMP/nosuch" Enter
+wait_for "nosuch"
+$T send-keys -t app2 "/quit" Enter
+quit_app
+wait_exit
+check "two chats at once: each conversation in its own file" sh -c "[ \$(grep -lF '\"1 2 3\"' '$ST'/gptscope/chats/*.json | wc -l) = 1 ] && [ \$(grep -lF '\"4 5 6\"' '$ST'/gptscope/chats/*.json | wc -l) = 1 ] && ! grep -qF '\"1 2 3\"' \$(grep -lF '\"4 5 6\"' '$ST'/gptscope/chats/*.json)"
+check "a failed /draft and later sessions leave the first conversation as it was" sh -c "grep -qF '\" 61 8 0 45 3 99 7 12\"' '$first' && ! grep -qF '\"4 5 6\"' '$first'"
+
+# signals with an unusable XDG_STATE_HOME: HOME's state directory, and stderr says so
+: > "$TMP/notadir"
+mkdir -p "$TMP/home25"
+start25 "XDG_STATE_HOME='$TMP/notadir'" "HOME='$TMP/home25'"
+keys "12 7 99 3 45 0 8 61" Enter
+wait_for " 61 8 0 45 3 99 7 12"
+kill -TERM "$(app_pid)"
+wait_exit
+check "SIGTERM: exit status 143" sh -c "[ \"\$(cat '$TMP/exit')\" = 143 ]"
+check "SIGTERM, unusable XDG_STATE_HOME: stderr names the fallback" grep -qF "state directory: $TMP/notadir/gptscope" "$TMP/err"
+check "SIGTERM, unusable XDG_STATE_HOME: kept under HOME, and said" sh -c "f=\$(sed -n 's|.*the conversation is kept in \([^ ]*\) .*|\1|p' '$TMP/err'); case \$f in '$TMP/home25/.local/state/gptscope/chats/'*) grep -qF '61 8 0 45' \"\$f\" ;; *) false ;; esac"
+
+# too small a window: Ctrl-C does not quit; Ctrl-D quits, keeping the chat
+start25
+keys "12 7 99 3 45 0 8 61" Enter
+wait_for " 61 8 0 45 3 99 7 12"
+$T resize-window -t app -x 40 -y 10
+wait_for "window too small"
+keys C-c
+check "too small a window: it says Ctrl-D quits" wait_for "Ctrl-D quits; the chat is kept"
+check "too small a window: Ctrl-C does not quit" sh -c "sleep 0.3; [ ! -s '$TMP/exit' ]"
+keys C-d
+wait_exit
+check "too small a window: Ctrl-D quits and keeps the conversation" grep -qF "the conversation is kept in $ST/gptscope/chats/" "$TMP/err"
+
+# --log on a FIFO whose reader goes away: the chat goes on, the log stops
+rm -f "$TMP/fifo"; mkfifo "$TMP/fifo"
+cat "$TMP/fifo" > /dev/null &
+reader=$!
+LOG25=$TMP/fifo
+start25
+LOG25=$TMP/log
+kill $reader 2>/dev/null; wait $reader 2>/dev/null
+keys "12 7 99 3 45 0 8 61" Enter
+check "--log reader gone: the reply still streams" wait_for " 61 8 0 45 3 99 7 12"
+quit_app
+wait_exit
+check "--log reader gone: stderr says the log stopped" grep -qF "log $TMP/fifo: cannot write: Broken pipe; logging stopped" "$TMP/err"
+check "--log reader gone: no SIGPIPE death (status 1 for the lost log), the conversation kept" sh -c "[ \"\$(cat '$TMP/exit')\" = 1 ] && grep -qF 'the conversation is kept in' '$TMP/err'"
+check "--log reader gone: the terminal restored" sh -c "$WAIT_STTY; grep -q ' icanon' '$TMP/stty'"
+
+# the history file is a FIFO: the chat starts at once and says so
+rm -f "$ST/gptscope/history"; mkfifo "$ST/gptscope/history"
+start25
+check "history file is a FIFO: the chat starts, and says the history is not kept" wait_log "^message: $ST/gptscope/history is not a regular file: the input history is not read or kept$"
+quit_app
+wait_exit
+check "history file is a FIFO: /quit exits 0" sh -c "[ \"\$(cat '$TMP/exit')\" = 0 ]"
+rm -f "$ST/gptscope/history"
+
+# pastes (bracketed: tmux paste-buffer -p) arrive whole in the input line
+start25
+printf '12 7 99 3\n45 0 8 61' > "$TMP/paste2"
+$T load-buffer "$TMP/paste2"
+$T paste-buffer -p -t app
+check "a 2-line paste: one editable message, newlines shown" wait_for "> 12 7 99 3↵45 0 8 61"
+check "a 2-line paste: the message line says Enter sends it" wait_for "pasted 2 lines into the input line: Enter sends them as one message"
+check "a 2-line paste: nothing sent yet" sh -c "sleep 0.3; ! grep -q '^send: ' '$TMP/log'"
+keys Enter
+check "a 2-line paste, Enter: sent once, as one message" sh -c "i=0; while [ \$i -lt 100 ] && ! grep -q '^reply: ' '$TMP/log'; do sleep 0.05; i=\$((i+1)); done; [ \$(grep -c '^send: ' '$TMP/log') = 1 ]"
+keys "/reset" Enter
+seq -f "%g 7" 0 59 > "$TMP/paste60"
+$T load-buffer "$TMP/paste60"
+$T paste-buffer -p -t app
+check "a 60-line paste: all of it in the input line" wait_for "pasted 60 lines into the input line"
+check "a 60-line paste: its last line is there" wait_for "58 7↵59 7↵"
+keys Enter
+check "a 60-line paste too long for the context: refused, and said" wait_for "does not fit the context even on its own"
+check "a refused message goes back to the input line, whole" sh -c "sleep 0.2; $T capture-pane -p -t app | grep -qF '58 7↵59 7↵' && ! grep -q '^send: prefill [0-9]* tokens, context [0-9]*/16' '$TMP/log.60' 2>/dev/null"
+keys C-u C-c
+quit_app
+wait_exit
+
+# typing during a prefill is kept (it was read and dropped)
+start25 GPTSCOPE_TEST_STEP_DELAY_MS=150
+keys "12 7 99 3 45 0 8 61" Enter "abc"
+check "typed during the prefill: the reply came" wait_for " 61 8 0 45 3 99 7 12" 10
+check "typed during the prefill: kept in the input line" wait_for "> abc"
+keys C-u
+quit_app
+wait_exit
+
+# Ctrl-Z: suspended with the terminal restored (the shell's prompt), fg redraws
+$T kill-server >/dev/null 2>&1; sleep 0.2
+rm -f "$TMP/log"
+$T new-session -d -s app -x 100 -y 30 "env PS1='shell> ' bash --norc --noprofile -i"
+wait_for "shell>" 5
+keys "XDG_STATE_HOME='$ST' '$BIN' chat -m '$MODEL' --template raw --temperature 0 --seed 1 --log '$TMP/log'" Enter
+wait_for "sampling" 10
+keys "12 7 99 3 45 0 8 61" Enter
+wait_for " 61 8 0 45 3 99 7 12"
+keys "abc"
+wait_for "> abc"
+keys C-z
+check "Ctrl-Z: the shell has the terminal, the job stopped" wait_for "Stopped" 5
+keys "fg" Enter
+check "fg: the app redrawn, the conversation and the line as they were" sh -c "i=0; while [ \$i -lt 100 ] && ! $T capture-pane -p -t app | grep -qF 'sampling'; do sleep 0.05; i=\$((i+1)); done; $T capture-pane -p -t app | grep -qF ' 61 8 0 45 3 99 7 12' && $T capture-pane -p -t app | grep -qF '> abc'"
+check "fg: nothing was sent while it was stopped" sh -c "[ \$(grep -c '^send: ' '$TMP/log') = 1 ] && grep -q '^suspended' '$TMP/log' && grep -q '^resumed' '$TMP/log'"
+keys C-u "/quit" Enter
+wait_for "shell>" 5
+
 echo
 echo "tui: $pass passed, $fail failed"
 # cmocka-style lines, so that tests/run_tests.sh counts these checks too
