@@ -1,4 +1,5 @@
 /* main.c — gptscope's entry point: dispatches to a subcommand. The only place that exits. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,37 +48,50 @@ static void usage(FILE *out) {
           out);
 }
 
+/* What a command wrote to stdout must have got there: a full disk, /dev/full
+ * or a closed stdout end in one line and status 1, never a silent 0. (A
+ * closed stdout that nothing was written to is no error.) */
+static void finish(int rc) {
+    int e = cli_stdout_flush() != 0 ? cli_stdout_errno() : 0;
+    if (!e && fclose(stdout) != 0 && errno != EBADF) e = errno;
+    if (e) {
+        cli_error("cannot write the output (stdout): %s", strerror(e));
+        if (rc == EXIT_OK) rc = EXIT_ERR;
+    }
+    exit(rc);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
 #ifdef GPTSCOPE_HAVE_CHAT
         if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
             char *chat_argv[] = {"chat", NULL};
-            exit(cmd_chat(1, chat_argv));
+            finish(cmd_chat(1, chat_argv));
         }
 #endif
         usage(stderr);
-        exit(EXIT_USAGE);
+        finish(EXIT_USAGE);
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
-        exit(EXIT_OK);
+        finish(EXIT_OK);
     }
     if (strcmp(cmd, "--version") == 0) {
         printf("gptscope %s\n", GPTSCOPE_VERSION);
-        exit(EXIT_OK);
+        finish(EXIT_OK);
     }
     opterr = 0; /* the commands report bad options themselves (cli_option_error) */
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        if (strcmp(cmd, commands[i].name) == 0) exit(commands[i].run(argc - 1, argv + 1));
+        if (strcmp(cmd, commands[i].name) == 0) finish(commands[i].run(argc - 1, argv + 1));
 #ifdef GPTSCOPE_HAVE_CHAT
     if (cmd[0] == '-') { /* options and no command (gptscope -m DIR): the chat, as with no arguments */
         argv[0] = "chat";
-        exit(cmd_chat(argc, argv));
+        finish(cmd_chat(argc, argv));
     }
 #endif
     cli_error("unknown command '%s'", cmd);
     fputc('\n', stderr);
     usage(stderr);
-    exit(EXIT_USAGE);
+    finish(EXIT_USAGE);
 }

@@ -557,6 +557,10 @@ static void test_cli(void **state) {
     run_free(&r);
 
     r = run("train-tokenizer --vocab-size 270 --min-frequency 1 -o %s %s", out, file);
+    assert_int_equal(r.status, 1); /* the first run's files are not replaced unasked */
+    assert_non_null(strstr(r.err, "vocab.json exists: --force replaces it"));
+    run_free(&r);
+    r = run("train-tokenizer --vocab-size 270 --min-frequency 1 --force -o %s %s", out, file);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "learned 13 merges"));
     assert_non_null(strstr(r.out, "from all 1203 bytes"));
@@ -582,7 +586,7 @@ static void test_cli(void **state) {
         run_free(&r);
     }
     /* errors: exit 1, one line naming the file */
-    r = run("train-tokenizer --vocab-size 300 -o %s %s/missing.txt", out, dir);
+    r = run("train-tokenizer --vocab-size 300 --force -o %s %s/missing.txt", out, dir);
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "missing.txt: cannot open"));
     run_free(&r);
@@ -590,7 +594,7 @@ static void test_cli(void **state) {
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "sub: cannot create directory"));
     run_free(&r);
-    r = run("train-tokenizer --vocab-size 300 -o %s -", out); /* empty stdin */
+    r = run("train-tokenizer --vocab-size 300 --force -o %s -", out); /* empty stdin */
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "stdin: no text to learn from (0 bytes)"));
     run_free(&r);

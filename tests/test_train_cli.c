@@ -285,7 +285,7 @@ static void test_training_json(void **state) {
     assert_true(train_loss > 1 && train_loss < 10);
 
     /* with a held-out split: numbers, and no reasons; a sequence-length warmup and attention dropout recorded */
-    r = run(NULL, "train --tokenizer %s -o %s --layers 1 --heads 2 --embd 16 --block 16 --batch 4 --steps 3 "
+    r = run(NULL, "train --force --tokenizer %s -o %s --layers 1 --heads 2 --embd 16 --block 16 --batch 4 --steps 3 "
                   "--short-block 4 --short-steps 2 --short-offsets 0.5 --attn-dropout 0.25 --threads 1 %s",
             sq(model), sq(model), sq(data));
     if (r.status != 0) fail_msg("train failed: %s", r.err);
@@ -311,7 +311,7 @@ static long train_tokens(const char *err) {
  * exported weights (malloc'd), and the run's output in *keep if asked. */
 static char *train_weights(const char *model, const char *opts, const char *shape, const char *data,
                            run_result *keep) {
-    run_result r = run(NULL, "train --tokenizer %s -o %s %s %s --dtype f32 %s", model, model, shape, opts, data);
+    run_result r = run(NULL, "train --force --tokenizer %s -o %s %s %s --dtype f32 %s", model, model, shape, opts, data);
     if (r.status != 0) fail_msg("train %s failed: %s", opts, r.err);
     if (keep) *keep = r;
     else run_free(&r);
@@ -348,7 +348,7 @@ static void test_bpe_dropout(void **state) {
     char *out = python_json(json, "bpe_dropout bpe_copies");
     assert_string_equal(out, "0\n0\n");
 
-    r = run(NULL, "train --tokenizer %s -o %s %s --steps 2 --bpe-dropout 0.2 --bpe-copies 3 %s", model, model, shape,
+    r = run(NULL, "train --force --tokenizer %s -o %s %s --steps 2 --bpe-dropout 0.2 --bpe-copies 3 %s", model, model, shape,
             data);
     if (r.status != 0) fail_msg("train failed: %s", r.err);
     const long three = train_tokens(r.err);
@@ -410,7 +410,7 @@ static void test_bpe_dropout(void **state) {
     assert_non_null(ef);
     fputs("x", ef); /* the training split: nothing */
     fclose(ef);
-    r = run(NULL, "train --tokenizer %s -o %s %s --bpe-dropout 0.1 --bpe-copies 3 %s", model, model, shape, empty);
+    r = run(NULL, "train --force --tokenizer %s -o %s %s --bpe-dropout 0.1 --bpe-copies 3 %s", model, model, shape, empty);
     assert_int_equal(r.status, 1);
     if (!strstr(r.err, "hold no whole sequence")) fail_msg("stderr: %s", r.err);
     run_free(&r);

@@ -301,12 +301,38 @@ int cli_json_print(cJSON *root);
  * are not valid UTF-8 (gpt2_text_escape's form, quotes and backslashes added). */
 void cli_print_piece(const char *b, size_t n);
 
-/* Installs a SIGINT/SIGTERM handler that only sets a flag; returns the flag. */
+/* Pushes stdout out: 0, or -1 when a write failed (a full disk, /dev/full, a
+ * closed stdout); the first failure's errno is kept for cli_stdout_errno,
+ * which main's exit reports (status 1). */
+int cli_stdout_flush(void);
+int cli_stdout_errno(void);
+
+/* Installs a SIGINT/SIGTERM/SIGHUP handler that only sets a flag; returns the flag. */
 volatile sig_atomic_t *cli_interrupt_flag(void);
 /* Whether that flag is set, as an interrupt hook (gpt2_hooks.interrupt,
  * gpt2_trainer_set_interrupt, gpt2_speculative_params.cancel): Ctrl-C seen
  * within one layer's work. */
 int cli_interrupted(void *unused);
+
+/* outdir.c: an output directory written whole or not at all. begin checks
+ * the target (missing, or a directory: empty, or holding files and force
+ * given, else an error naming one of them and what --force would replace)
+ * and makes the scratch directory beside it (d->scratch: write there), which
+ * Ctrl-C, SIGTERM or a hangup removes before the process ends. commit moves
+ * the files in (the scratch directory becomes a missing or empty target; into
+ * one holding files each file is renamed over its namesake, others kept);
+ * abandon removes them. 1, or 0 after printing why (commit: nothing moved). */
+typedef struct {
+    char target[4096], scratch[4096];
+    int exists, replace;
+} cli_outdir;
+int cli_outdir_begin(cli_outdir *d, const char *target, int force, const char *what);
+int cli_outdir_commit(cli_outdir *d);
+void cli_outdir_abandon(cli_outdir *d);
+/* Files a command writes into dir (NULL: names are paths) one by one (names, NULL-ended): 1 when none
+ * exists or force is set, else 0 after an error naming the first that does
+ * and `how` (what to give instead: "--force replaces it, --resume ..."). */
+int cli_outdir_vacant(const char *dir, const char *const *names, int force, const char *how);
 
 
 /* A context for m with n_threads workers (0: one per CPU); NULL after

@@ -7,20 +7,22 @@
 #include "cli/cli.h"
 
 static const char usage_text[] =
-    "usage: gptscope convert IN OUT_DIR [--dtype f32|f16|bf16]\n"
+    "usage: gptscope convert IN OUT_DIR [--dtype f32|f16|bf16] [--force]\n"
     "  Loads the model at IN (any format -m takes: a Hugging Face directory,\n"
     "  pytorch_model.bin, nanoGPT's ckpt.pt, llm.c's .bin, GGUF) and writes OUT_DIR in the\n"
-    "  Hugging Face layout: config.json, model.safetensors, vocab.json, merges.txt,\n"
-    "  each replaced atomically. Padded vocabulary rows are dropped, biases a\n"
-    "  checkpoint leaves out are written as zeros, the GELU form is kept.\n"
+    "  Hugging Face layout: config.json, model.safetensors, vocab.json, merges.txt.\n"
+    "  They are written beside OUT_DIR and moved in when all four are complete:\n"
+    "  an error or Ctrl-C leaves nothing. Padded vocabulary rows are dropped, biases\n"
+    "  a checkpoint leaves out are written as zeros, the GELU form is kept.\n"
     "  --dtype  the weights' type in OUT_DIR (default: the model's own, f32 for\n"
     "           GGUF's block formats, which are dequantized; the same type gives\n"
-    "           the same floats, bit for bit)\n";
+    "           the same floats, bit for bit)\n"
+    "  --force  OUT_DIR may hold files: those four are replaced, others kept\n";
 
 typedef struct {
     const char *in, *out;
     gpt2_dtype dtype;
-    int dtype_given;
+    int dtype_given, force;
 } convert_opts;
 
 typedef struct {
@@ -44,6 +46,7 @@ static int dtype_option(const cli_opt *o, const char *arg, void *value) {
 static int convert_parse(int argc, char **argv, convert_opts *o) {
     static const cli_opt rows[] = {
         {CLI_FN("dtype", 0, convert_opts, dtype, gpt2_dtype, dtype_option), .given = CLI_GIVEN(convert_opts, dtype_given)},
+        {CLI_FLAG("force", 0, convert_opts, force)},
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
     if (rc != CLI_PARSED) return rc;
@@ -55,16 +58,21 @@ static int convert_parse(int argc, char **argv, convert_opts *o) {
 }
 
 static int convert_run(const convert_opts *o, convert_result *r) {
-    if (!(r->m = cli_load_model(o->in))) return EXIT_ERR;
+    cli_outdir d;
+    /* the target checked before a long load */
+    if (!cli_outdir_begin(&d, o->out, o->force, "config.json, model.safetensors, vocab.json and merges.txt"))
+        return EXIT_ERR;
+    if (!(r->m = cli_load_model(o->in))) return cli_outdir_abandon(&d), EXIT_ERR;
     const gpt2_dtype own = gpt2_model_dtype(r->m);
     /* a block format's dequantized values are floats: exact in F32 */
     r->dtype = o->dtype_given ? o->dtype : own <= GPT2_DTYPE_BF16 ? own : GPT2_DTYPE_F32;
     gpt2_error err;
-    if (gpt2_model_save(r->m, o->out, r->dtype, &err) != GPT2_OK) {
+    if (gpt2_model_save(r->m, d.scratch, r->dtype, &err) != GPT2_OK) {
+        cli_outdir_abandon(&d);
         cli_error("%s", err.msg);
         return EXIT_ERR;
     }
-    return EXIT_OK;
+    return cli_outdir_commit(&d) ? EXIT_OK : EXIT_ERR;
 }
 
 static void convert_report(const convert_opts *o, const convert_result *r) {

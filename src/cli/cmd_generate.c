@@ -87,7 +87,7 @@ void generate_out_flush(generate_out *o) {
 void generate_out_end(generate_out *o) {
     generate_out_flush(o);
     if (o->ids || isatty(STDOUT_FILENO)) putchar('\n');
-    fflush(stdout);
+    cli_stdout_flush();
 }
 
 /* The prompt's ids, checked against the window; 0 after printing why not. */
@@ -132,7 +132,7 @@ static int sample_stream(const generate_opts *o, gpt2_context *ctx, gpt2_sampler
         if (id == eot && !o->no_stop) break;
         hist[n_hist++] = id;
         generate_out_token(&out, id);
-        fflush(stdout);
+        if (cli_stdout_flush() != 0) return EXIT_ERR; /* nowhere to write: main says why */
         if (i + 1 < o->n_new && (st = gpt2_context_eval(ctx, &id, 1, &err)) != GPT2_OK) {
             if (st == GPT2_CANCELLED) break; /* Ctrl-C: the token was written */
             cli_error("%s", err.msg);
@@ -185,7 +185,7 @@ static int generate_run(const generate_opts *o, generate_result *r) {
         r->n_prompt = n_ids;
         rc = o->draft_dir ? generate_speculative(o, ctx, ids, n_ids, r) : generate_plain(o, ctx, ids, n_ids, r);
     }
-    fflush(stdout);
+    cli_stdout_flush();
     free(ids);
     free(text);
     gpt2_context_free(ctx);

@@ -128,7 +128,7 @@ static gpt2_status spec_stream(const generate_opts *o, spec_state *s, const int3
                 done = out->n >= o->n_new;
             }
         }
-        fflush(stdout);
+        cli_stdout_flush();
     }
     return GPT2_OK;
 }
@@ -180,7 +180,7 @@ int generate_speculative(const generate_opts *o, gpt2_context *ctx, const int32_
             r->end = *s.stop ? GENERATE_INTERRUPTED : GENERATE_DONE;
         } else {
             generate_out_flush(&out);
-            fflush(stdout);
+            cli_stdout_flush();
             r->end = GENERATE_CANCELLED_STEP;
             if (st != GPT2_CANCELLED) {
                 cli_error("%s", err.msg);

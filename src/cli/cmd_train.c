@@ -49,7 +49,9 @@ static const char usage_text[] =
     "progress:  --eval-every N (100) --eval-batches N (20) --log-every N (10)\n"
     "output:    --dtype f16|bf16|f32 (f16) --checkpoint FILE (OUT/checkpoint.bin)\n"
     "           --resume        continue from the checkpoint (model options ignored;\n"
-    "                           --steps may extend the run)\n";
+    "                           --steps may extend the run)\n"
+    "           --force         start over in an OUT that holds a model or checkpoint\n"
+    "                           (else refused: a finished run is never replaced unasked)\n";
 
 typedef struct {
     int32_t *ids;
@@ -149,7 +151,7 @@ typedef struct {
     double bpe_dropout;
     int bpe_copies, bpe_steps; /* bpe_steps < 0: every step */
     int bpe_copies_given;
-    int examples, resume, eval_every, eval_batches, log_every;
+    int examples, resume, force, eval_every, eval_batches, log_every;
     int minlr_given, warmup_given, steps_given;
     gpt2_dtype dt;   /* of the exported model */
     char ckpt[4096]; /* --checkpoint, or OUT/checkpoint.bin */
@@ -216,6 +218,7 @@ static const cli_opt train_rows[] = {
     {CLI_FN("dtype", 0, T, dt, gpt2_dtype, dtype_option)},
     {CLI_STR("checkpoint", 0, T, ckpt_opt)},
     {CLI_FLAG("resume", 0, T, resume)},
+    {CLI_FLAG("force", 0, T, force)},
     {CLI_STR("tokenizer", 0, T, tok_dir)},
     {CLI_STR(NULL, 'o', T, out_dir)},
 };
@@ -463,8 +466,17 @@ static int job_score(const train_opts *o, const train_job *j, train_result *r) {
     return rc;
 }
 
+/* A new run (no --resume, no --force) never replaces a model or checkpoint. */
+static int out_vacant(const train_opts *o) {
+    static const char *const model[] = {"config.json", "model.safetensors", NULL};
+    const char *ckpt[] = {o->ckpt, NULL};
+    const char *how = "--resume continues that run, --force starts over and replaces it; or give another -o";
+    return o->resume || (cli_outdir_vacant(o->out_dir, model, o->force, how) && cli_outdir_vacant(NULL, ckpt, o->force, how));
+}
+
 static int train_run(const train_opts *o, train_result *r) {
     train_job j = {.p = o->p};
+    if (!out_vacant(o)) return EXIT_ERR;
     int rc = job_data(o, &j);
     if (rc == EXIT_OK) rc = job_trainer(o, &j);
     if (rc == EXIT_OK) {

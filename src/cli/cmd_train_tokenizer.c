@@ -9,7 +9,7 @@
 
 static const char usage_text[] =
     "usage: gptscope train-tokenizer --vocab-size N [--min-frequency F]\n"
-    "                                [--train-fraction X] -o DIR FILE\n"
+    "                                [--train-fraction X] [--force] -o DIR FILE\n"
     "  Learns GPT-2-style byte-level BPE from FILE (- for stdin) and writes\n"
     "  DIR/vocab.json and DIR/merges.txt (DIR is created if missing).\n"
     "  --vocab-size N       tokens in all: 256 bytes + merges + <|endoftext|> (>= 257)\n"
@@ -17,7 +17,8 @@ static const char usage_text[] =
     "                       (default 2)\n"
     "  --train-fraction X   learn only from the first X of FILE's bytes, cut at a\n"
     "                       character boundary (0 < X <= 1, default 1)\n"
-    "  -o, --output DIR     where to write the vocabulary\n";
+    "  -o, --output DIR     where to write the vocabulary\n"
+    "  --force              replace DIR's vocab.json and merges.txt (else refused)\n";
 
 /* The largest cut <= n that does not split a UTF-8 character of s[0, len). */
 static size_t utf8_cut(const unsigned char *s, size_t len, size_t n) {
@@ -38,6 +39,7 @@ typedef struct {
     const char *out_dir, *path; /* path "-": stdin */
     long vocab_size, min_freq;  /* vocab_size 0: not given */
     double fraction;            /* of the bytes learned from */
+    int force;
 } train_tokenizer_opts;
 
 typedef struct {
@@ -66,6 +68,7 @@ static int train_tokenizer_parse(int argc, char **argv, train_tokenizer_opts *o)
         {CLI_LONG("min-frequency", 0, train_tokenizer_opts, min_freq, 1, 1L << 30)},
         {CLI_FN("train-fraction", 0, train_tokenizer_opts, fraction, double, fraction_option)},
         {CLI_STR("output", 'o', train_tokenizer_opts, out_dir)},
+        {CLI_FLAG("force", 0, train_tokenizer_opts, force)},
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
     if (rc == CLI_PARSED &&
@@ -88,6 +91,10 @@ static int stop_requested(void *ud, int done, int wanted) {
 static int train_tokenizer_run(const train_tokenizer_opts *o, train_tokenizer_result *r) {
     *r = (train_tokenizer_result){.path = o->path, .out_dir = o->out_dir, .from_stdin = strcmp(o->path, "-") == 0,
                                   .vocab_size = o->vocab_size, .min_freq = o->min_freq};
+    static const char *const files[] = {"vocab.json", "merges.txt", NULL};
+    if (!cli_outdir_vacant(o->out_dir, files, o->force,
+                           "--force replaces it (a model there would no longer match its tokenizer); or give another -o"))
+        return EXIT_ERR;
     char *text = cli_read_all(stdin, r->from_stdin ? NULL : o->path, CLI_TEXT_MAX, &r->len);
     if (!text) return EXIT_ERR;
     r->n_train = utf8_cut((const unsigned char *)text, r->len, (size_t)((double)r->len * o->fraction));

@@ -195,6 +195,17 @@ void cli_print_piece(const char *b, size_t n) {
     free(shown);
 }
 
+static int g_out_errno; /* the first failed write to stdout's errno (0: none) */
+
+int cli_stdout_flush(void) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    if (!g_out_errno) g_out_errno = errno ? errno : EIO;
+    return -1;
+}
+
+int cli_stdout_errno(void) { return g_out_errno; }
+
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) {
     (void)sig;
@@ -213,6 +224,7 @@ volatile sig_atomic_t *cli_interrupt_flag(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* a closed terminal or ssh: stop as cleanly as Ctrl-C */
     return &interrupted;
 }
 

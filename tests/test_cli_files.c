@@ -1,0 +1,217 @@
+/* test_cli_files.c — no command loses or replaces a user's file unasked:
+ * output that cannot be written ends in status 1 and a message (a full
+ * disk, a closed stdout); convert refuses a directory that holds files,
+ * replaces only its own files with --force, and leaves nothing behind when
+ * stopped; train refuses to start over a finished run and saves on a hangup.
+ * $GPTSCOPE_BIN names the binary under test. */
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include "cli_run.h"
+#include "test_util.h"
+
+static char *tmpdir_new(void) {
+    static char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/gptscope-files-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return dir;
+}
+
+/* The repository (the tests run from its root); absolute, for commands run elsewhere. */
+static const char *root(void) {
+    static char cwd[2048];
+    if (!cwd[0]) assert_non_null(getcwd(cwd, sizeof cwd));
+    return cwd;
+}
+
+/* The binary, as an absolute path (some commands run in another directory). */
+static const char *bin(void) {
+    static char p[4096];
+    const char *b = test_env("GPTSCOPE_BIN");
+    snprintf(p, sizeof p, "%s%s%s", b[0] == '/' ? "" : root(), b[0] == '/' ? "" : "/", b);
+    return p;
+}
+
+static const char *model(const char *name) {
+    static char p[4096];
+    snprintf(p, sizeof p, "%s/models/%s", root(), name);
+    return p;
+}
+
+static ino_t inode(const char *dir, const char *name) {
+    char p[4096];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return stat(p, &st) == 0 ? st.st_ino : 0;
+}
+
+/* Entries of dir whose name contains part. */
+static int count_named(const char *dir, const char *part) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) n += strstr(e->d_name, part) != NULL;
+    closedir(d);
+    return n;
+}
+
+/* Each command's output to /dev/full and to a closed stdout: status 1 and the reason. */
+static void test_stdout_failures(void **state) {
+    (void)state;
+    const char *m = model("reverse");
+    char cmds[6][4600];
+    snprintf(cmds[0], sizeof cmds[0], "tokenize -m %s --text '12 7 99'", m);
+    snprintf(cmds[1], sizeof cmds[1], "generate -m %s -p '12 7 99 3 45 0 8 61' -n 4 --temperature 0", m);
+    snprintf(cmds[2], sizeof cmds[2], "topk -m %s -p '12 7 99' --json", m);
+    snprintf(cmds[3], sizeof cmds[3], "heads -m %s -p '12 7 99 3'", m);
+    snprintf(cmds[4], sizeof cmds[4], "lens -m %s -p '12 7 99 3'", m);
+    snprintf(cmds[5], sizeof cmds[5], "--help");
+    for (int i = 0; i < 6; i++) {
+        run_result r = run_script("sh -c \"'%s' %s >/dev/full\"", bin(), cmds[i]);
+        if (r.status != 1 || !strstr(r.err, "cannot write the output (stdout): No space left on device"))
+            fail_msg("gptscope %s >/dev/full: status %d, stderr: %s", cmds[i], r.status, r.err);
+        run_free(&r);
+        r = run_script("sh -c \"'%s' %s >&-\"", bin(), cmds[i]);
+        if (r.status != 1 || !strstr(r.err, "cannot write the output (stdout): Bad file descriptor"))
+            fail_msg("gptscope %s >&-: status %d, stderr: %s", cmds[i], r.status, r.err);
+        run_free(&r);
+        r = run_script("sh -c \"'%s' %s >/dev/null\"", bin(), cmds[i]); /* and written: status 0 */
+        if (r.status != 0) fail_msg("gptscope %s >/dev/null: status %d, stderr: %s", cmds[i], r.status, r.err);
+        run_free(&r);
+    }
+    /* a command that writes nothing to stdout is fine with it closed */
+    run_result r = run_script("sh -c \"'%s' eval -m %s /dev/null >&-\"", bin(), m);
+    assert_false(strstr(r.err, "cannot write the output"));
+    run_free(&r);
+}
+
+static void test_convert_refuses(void **state) {
+    (void)state;
+    const char *dir = tmpdir_new();
+    char out[256];
+    snprintf(out, sizeof out, "%s/out", dir);
+    run_result r = run(NULL, "convert %s %s", model("reverse"), out);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    ino_t st_ino = inode(out, "model.safetensors"), cfg_ino = inode(out, "config.json");
+    /* again: refused, nothing touched */
+    r = run(NULL, "convert %s %s --dtype f16", model("reverse"), out);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "already holds files") || !strstr(r.err, "--force replaces config.json, model.safetensors"))
+        fail_msg("stderr: %s", r.err);
+    run_free(&r);
+    assert_true(inode(out, "model.safetensors") == st_ino && inode(out, "config.json") == cfg_ino);
+    /* --force: the four files replaced, the user's own kept */
+    run_script("sh -c 'echo mine > %s/README.md'", out);
+    r = run(NULL, "convert %s %s --dtype f16 --force", model("reverse"), out);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    assert_true(inode(out, "model.safetensors") != st_ino && inode(out, "README.md") != 0);
+    r = run(NULL, "topk -m %s -p '12 7' --json", out);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    /* one of its names a directory there: refused before any file moves */
+    st_ino = inode(out, "model.safetensors");
+    run_script("rm %s/config.json && mkdir %s/config.json", out, out);
+    r = run(NULL, "convert %s %s --force", model("reverse"), out);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "config.json is not a regular file: not replaced, nothing moved"));
+    run_free(&r);
+    assert_true(inode(out, "model.safetensors") == st_ino);
+    assert_int_equal(count_named(dir, ".partial-"), 0);
+    /* an empty directory is taken; a file is not a directory */
+    run_script("mkdir %s/empty && sh -c ': > %s/file'", dir, dir);
+    r = run(NULL, "convert %s %s/empty", model("reverse"), dir);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    r = run(NULL, "convert %s %s/file", model("reverse"), dir);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "file exists and is not a directory"));
+    run_free(&r);
+    run_script("rm -rf %s", dir);
+}
+
+/* Stopped at any moment (SIGTERM, SIGINT, SIGHUP), convert leaves the whole
+ * directory or nothing: never a partial directory or a temporary file. */
+static void test_convert_interrupted(void **state) {
+    (void)state;
+    const char *dir = tmpdir_new();
+    static const char *sigs[3] = {"TERM", "INT", "HUP"};
+    int stopped = 0;
+    for (int i = 0; i < 12; i++) {
+        run_result r = run_script("cd %s && rm -rf out && { '%s' convert %s out --dtype f32 >/dev/null 2>err & p=$!; "
+                                  "sleep 0.0%d; kill -%s $p; wait $p; echo $?; }",
+                                  dir, bin(), model("shakespeare"), 1 + i, sigs[i % 3]);
+        int rc = atoi(r.out);
+        run_free(&r);
+        int files = 0;
+        char p[300];
+        snprintf(p, sizeof p, "%s/out", dir);
+        struct stat st;
+        if (stat(p, &st) == 0) files = count_named(p, ".json") + count_named(p, ".safetensors") + count_named(p, ".txt");
+        if (count_named(dir, ".partial-") != 0) fail_msg("a partial directory left after a %s at 0.0%ds", sigs[i % 3], 1 + i);
+        static const int sig_rc[3] = {128 + 15, 128 + 2, 128 + 1};
+        if (rc != 0 && rc != sig_rc[i % 3]) fail_msg("convert after SIG%s: status %d", sigs[i % 3], rc);
+        if (rc == 0) assert_int_equal(files, 4);
+        else stopped++, assert_int_equal(files, 0);
+    }
+    assert_true(stopped > 0);
+    run_script("rm -rf %s", dir);
+}
+
+static void test_train_refuses_and_hangup(void **state) {
+    (void)state;
+    const char *dir = tmpdir_new();
+    char data[256], out[256], text[2100];
+    snprintf(data, sizeof data, "%s/data.txt", dir);
+    snprintf(out, sizeof out, "%s/m", dir);
+    snprintf(text, sizeof text, "%s/README.md", root());
+    size_t len;
+    char *readme = read_file(text, &len);
+    FILE *f = fopen(data, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 3; i++) fwrite(readme, 1, len, f);
+    fclose(f);
+    free(readme);
+    const char *shape = "--layers 1 --heads 2 --embd 16 --block 16 --batch 4 --threads 1";
+    run_result r = run(NULL, "train-tokenizer --vocab-size 300 -o %s %s", out, data);
+    if (r.status != 0) fail_msg("train-tokenizer: %s", r.err);
+    run_free(&r);
+    r = run(NULL, "train --tokenizer %s -o %s %s --steps 4 %s", out, out, shape, data);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    ino_t m_ino = inode(out, "model.safetensors"), c_ino = inode(out, "checkpoint.bin");
+    /* the same command again: the finished run is not replaced */
+    r = run(NULL, "train --tokenizer %s -o %s %s --steps 4 %s", out, out, shape, data);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "config.json exists: --resume continues that run, --force starts over"))
+        fail_msg("stderr: %s", r.err);
+    run_free(&r);
+    assert_true(inode(out, "model.safetensors") == m_ino && inode(out, "checkpoint.bin") == c_ino);
+    /* a checkpoint elsewhere that exists: refused too */
+    r = run(NULL, "train --tokenizer %s -o %s/m2 --checkpoint %s/checkpoint.bin %s --steps 4 %s", out, dir, out, shape,
+            data);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "checkpoint.bin exists"));
+    run_free(&r);
+    /* a hangup mid-run saves as Ctrl-C does (a run long enough to be in its steps) */
+    r = run_script("cd %s && { '%s' train --force --tokenizer %s -o %s %s --steps 1000000 --log-every 1 %s 2>err & "
+                   "p=$!; i=0; while ! grep -q '^step' err && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; "
+                   "kill -HUP $p; wait $p; echo $?; cat err; }",
+                   dir, bin(), out, out, shape, data);
+    if (atoi(r.out) != 130 || !strstr(r.out, "interrupted after step") || !strstr(r.out, "--resume goes on from step"))
+        fail_msg("train after SIGHUP:\n%s", r.out);
+    run_free(&r);
+    run_script("rm -rf %s", dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stdout_failures),
+        cmocka_unit_test(test_convert_refuses),
+        cmocka_unit_test(test_convert_interrupted),
+        cmocka_unit_test(test_train_refuses_and_hangup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
