@@ -110,10 +110,19 @@ static void test_exports(void **state) {
         {"heads -m %s -p %s --json --sort entropy --export %s", "heads.csv", "heads.json"},
         {"lens -m %s -p %s --json -k 4 --export %s", "lens.csv", "lens.json"},
         {"lens -m %s -p %s --json -k 1 --pos 0 --export %s", "lens1.csv", "lens1.json"},
+        /* the ablation in effect named in each (the reference checks the CSV's column against the JSON) */
+        {"attention -m %s -p %s --layer 1 --head 3 --ablate 0.1,1.* --json --export %s", "att-ab.csv", "att-ab.json"},
+        {"lens -m %s -p %s --json -k 2 --ablate 1.2 --export %s", "lens-ab.csv", "lens-ab.json"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         run_to(cases[i].json, cases[i].cmd, model, odd_prompt, tmp(cases[i].csv));
         ref_check("csv %s %s %s", model, tmp(cases[i].csv), tmp(cases[i].json));
+        char *doc = read_file(tmp(cases[i].json), NULL);
+        const char *want = strstr(cases[i].cmd, "0.1,1.*") ? "\"ablated\":[[0,1],[1,0],[1,1],[1,2],[1,3]]"
+                           : strstr(cases[i].cmd, "1.2") ? "\"ablated\":[[1,2]]"
+                           : strchr(cases[i].cmd, '[') ? "" : "\"ablated\":[]";
+        if (!strstr(cases[i].cmd, "heads") && !strstr(doc, want)) fail_msg("%s: no %s in %s", cases[i].cmd, want, doc);
+        free(doc);
         /* the JSON export is the document --json printed */
         char *printed = read_file(tmp(cases[i].json), NULL);
         run_to("export.txt", cases[i].cmd, model, odd_prompt, tmp("again.json"));
@@ -125,6 +134,12 @@ static void test_exports(void **state) {
     run_to("out.txt", "topk -m %s -p %s -k 3 --export %s", model, odd_prompt, tmp("hist.csv"));
     run_to("out.txt", "topk -m %s -p %s -k 3 --export %s", model, odd_prompt, tmp("hist.json"));
     ref_check("csv %s %s %s", model, tmp("hist.csv"), tmp("hist.json"));
+    run_to("out.txt", "topk -m %s -p %s -k 3 --ablate 0.* --export %s", model, odd_prompt, tmp("hist-ab.csv"));
+    run_to("out.txt", "topk -m %s -p %s -k 3 --ablate 0.* --export %s", model, odd_prompt, tmp("hist-ab.json"));
+    ref_check("csv %s %s %s", model, tmp("hist-ab.csv"), tmp("hist-ab.json"));
+    char *hab = read_file(tmp("hist-ab.json"), NULL);
+    assert_non_null(strstr(hab, "\"ablated\":[[0,0],[0,1],[0,2],[0,3]]"));
+    free(hab);
     run_to("topk.json", "topk -m %s -p %s -k 3 --json%s", model, "the cat sat", "");
     run_to("out.txt", "topk -m %s -p %s -k 3 --export %s", model, "the cat sat", tmp("hist2.json"));
     char *hist = read_file(tmp("hist2.json"), NULL), *top = read_file(tmp("topk.json"), NULL);
@@ -141,14 +156,33 @@ static void test_exports(void **state) {
 static void test_pictures(void **state) {
     (void)state;
     const char *model = fixture_path("models/tiny-f32");
-    const char *pics[] = {"--layer 1 --head 2", "--layer 0 --mean"};
-    for (int i = 0; i < 2; i++) {
+    const char *pics[] = {"--layer 1 --head 2", "--layer 0 --mean", "--layer 1 --head 0 --ablate 0.2,1.*"};
+    for (int i = 0; i < 3; i++) {
         char extra[1024];
         snprintf(extra, sizeof extra, "%s --json --svg %s --png %s", pics[i], tmp("a.svg"), tmp("a.png"));
         run_to("a.json", "attention -m %s -p %s %s", model, "the cat sat on the mat. the cat", extra);
         ref_check("svg %s %s %s", model, tmp("a.svg"), tmp("a.json"));
         ref_check("png %s %s %s", model, tmp("a.png"), tmp("a.svg"));
     }
+}
+
+/* A model directory whose name holds a control byte and a Latin-1 byte: the
+ * title shows them escaped, the SVG stays XML, the PNG is drawn. */
+static void test_picture_odd_name(void **state) {
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/na\001me\351", g_dir);
+    run_result r = run_script("mkdir -p %s && cp %s/* %s/", sq(dir), fixture_path("models/tiny-f32"), sq(dir));
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    char extra[1024];
+    snprintf(extra, sizeof extra, "--layer 0 --head 1 --json --svg %s --png %s", tmp("odd.svg"), tmp("odd.png"));
+    run_to("odd.json", "attention -m %s -p %s %s", dir, "the cat", extra);
+    ref_check("svg %s %s %s", fixture_path("models/tiny-f32"), tmp("odd.svg"), tmp("odd.json"));
+    char *svg = read_file(tmp("odd.svg"), NULL);
+    assert_non_null(strstr(svg, "na\\x01me\\xe9: layer 0, head 1"));
+    free(svg);
+    ref_check("png %s %s %s", fixture_path("models/tiny-f32"), tmp("odd.png"), tmp("odd.svg"));
 }
 
 static void expect_error(int status, const char *msg, const char *fmt, ...) {
@@ -219,6 +253,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_numpy),
         cmocka_unit_test(test_exports),
+        cmocka_unit_test(test_picture_odd_name),
         cmocka_unit_test(test_pictures),
         cmocka_unit_test(test_bad_input),
     };

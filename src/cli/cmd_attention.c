@@ -97,24 +97,29 @@ static int attention_run(const attention_opts *o, attention_result *r) {
 }
 
 /* The heatmap picture (viz_attention_picture: labels, title, colour bar). */
-static int write_picture(const attention_result *r, const char *path) {
-    viz_attention a = {.tok = gpt2_model_tokenizer(r->m), .model = gpt2_model_name(r->m), .ids = r->ids, .T = r->T,
-                       .layer = r->layer, .head = r->head, .w = r->w};
+static int write_picture(const attention_result *r, const viz_attention *a, const char *path) {
     gpt2_error err;
-    if (viz_attention_picture(path, &a, r->n_head, &err) == GPT2_OK) return 1;
+    if (viz_attention_picture(path, a, r->n_head, &err) == GPT2_OK) return 1;
     cli_error("%s", err.msg);
     return 0;
 }
 
 static int attention_report(const attention_result *r, const attention_opts *o) {
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(r->m);
+    const gpt2_config *cfg = gpt2_model_config(r->m);
     const int T = r->T;
+    unsigned char *mask = o->ablate ? cli_ablation_mask(cfg, o->ablate) : NULL; /* checked by the evaluation */
     viz_attention a = {.tok = tok, .model = gpt2_model_name(r->m), .ids = r->ids, .T = T, .layer = r->layer,
-                       .head = r->head, .w = r->w};
-    if ((o->export_path && !cli_export(o->export_path, &(viz_table){VIZ_TABLE_ATTENTION, .attention = &a})) ||
-        (o->svg && !write_picture(r, o->svg)) || (o->png && !write_picture(r, o->png)))
-        return EXIT_ERR;
-    if (o->json) return cli_json_print(viz_attention_json(&a));
+                       .head = r->head, .w = r->w, .ablated = {mask, cfg->n_layer, cfg->n_head}};
+    int ok = !(o->ablate && !mask) &&
+             !((o->export_path && !cli_export(o->export_path, &(viz_table){VIZ_TABLE_ATTENTION, .attention = &a})) ||
+               (o->svg && !write_picture(r, &a, o->svg)) || (o->png && !write_picture(r, &a, o->png)));
+    if (!ok || o->json) {
+        int rc = ok ? cli_json_print(viz_attention_json(&a)) : EXIT_ERR;
+        free(mask);
+        return rc;
+    }
+    free(mask);
     for (int i = 0; i < T; i++) {
         printf("%4d ", i);
         cli_print_token(tok, r->ids[i]);

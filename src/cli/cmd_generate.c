@@ -66,27 +66,33 @@ static int generate_parse(int argc, char **argv, generate_opts *o) {
     return rc;
 }
 
+static void put(generate_out *o, size_t n) {
+    fwrite(o->buf, 1, n, stdout);
+    if (n) o->line_open = o->buf[n - 1] != '\n';
+}
+
 void generate_out_token(generate_out *o, int32_t id) {
     if (o->ids) {
         printf(o->n ? " %d" : "%d", id);
+        o->line_open = 1;
     } else {
         size_t bl;
         const char *b = gpt2_tokenizer_token_bytes(o->tok, id, &bl);
         for (size_t at = 0; at < bl; at += 256) { /* chunks keep buf bounded */
             size_t k = bl - at < 256 ? bl - at : 256;
-            fwrite(o->buf, 1, gpt2_utf8_stream_push(&o->us, b + at, k, o->buf), stdout);
+            put(o, gpt2_utf8_stream_push(&o->us, b + at, k, o->buf));
         }
     }
     o->n++;
 }
 
 void generate_out_flush(generate_out *o) {
-    if (!o->ids) fwrite(o->buf, 1, gpt2_utf8_stream_flush(&o->us, o->buf), stdout);
+    if (!o->ids) put(o, gpt2_utf8_stream_flush(&o->us, o->buf));
 }
 
 void generate_out_end(generate_out *o) {
     generate_out_flush(o);
-    if (o->ids || isatty(STDOUT_FILENO)) putchar('\n');
+    if (o->ids || isatty(STDOUT_FILENO)) putchar('\n'), o->line_open = 0;
     cli_stdout_flush();
 }
 
@@ -141,6 +147,7 @@ static int sample_stream(const generate_opts *o, gpt2_context *ctx, gpt2_sampler
     }
     generate_out_end(&out);
     r->produced = out.n;
+    r->line_open = out.line_open;
     r->end = *stop ? GENERATE_INTERRUPTED : GENERATE_DONE;
     return EXIT_OK;
 }
@@ -221,6 +228,9 @@ static void print_spec_stats(const generate_result *res) {
 
 /* The streamed text is out already: --stats, then how it ended. */
 static int generate_report(const generate_result *r) {
+    /* the text is exact (no newline added off a terminal); a report on stderr
+       that may share its screen or pipe starts a line of its own */
+    if (r->line_open && (r->has_stats || r->end != GENERATE_DONE)) fputc('\n', stderr);
     if (r->has_stats) print_spec_stats(r);
     switch (r->end) {
     case GENERATE_DONE: return EXIT_OK;
@@ -232,7 +242,7 @@ static int generate_report(const generate_result *r) {
                 r->n_prompt);
         break;
     case GENERATE_CANCELLED_STEP:
-        fprintf(stderr, "\ngptscope: generate interrupted after %ld of %ld tokens%s\n", r->produced, r->n_new,
+        fprintf(stderr, "gptscope: generate interrupted after %ld of %ld tokens%s\n", r->produced, r->n_new,
                 r->produced ? "" : " (while reading the prompt)");
         break;
     }

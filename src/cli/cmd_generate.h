@@ -38,6 +38,7 @@ typedef struct {
     size_t n_prompt;
     generate_end end;
     int has_stats;
+    int line_open; /* stdout's last line has no newline: stderr's report starts on a new one */
     generate_spec_stats stats;
 } generate_result;
 
@@ -47,6 +48,7 @@ typedef struct {
     const gpt2_tokenizer *tok;
     int ids;
     long n; /* tokens written */
+    int line_open; /* the last byte written is not a newline (nothing written: 0) */
     gpt2_utf8_stream us;
     char buf[3 * (256 + 4) + 16];
 } generate_out;

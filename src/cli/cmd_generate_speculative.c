@@ -187,6 +187,7 @@ int generate_speculative(const generate_opts *o, gpt2_context *ctx, const int32_
                 rc = EXIT_ERR;
             }
         }
+        r->line_open = out.line_open;
     }
     gpt2_speculative_free(s.sd);
     gpt2_context_free(s.dctx);

@@ -136,15 +136,17 @@ static int heads_report(const heads_result *r, const heads_opts *o) {
     viz_heads h = {.tok = gpt2_model_tokenizer(r->m), .rows = r->rows, .n = r->n_layer * r->n_head};
     if (o->export_path && !cli_export(o->export_path, &(viz_table){VIZ_TABLE_HEADS, .heads = &h})) return EXIT_ERR;
     if (o->json) return cli_json_print(viz_heads_json(&h));
-    printf("%s: %d layers x %d heads over %d tokens; sorted by %s\n", cli_show(gpt2_model_name(r->m)), r->n_layer,
-           r->n_head, r->T, sort_keys[o->sort]);
-    printf("layer head  prev_token first_token        self     entropy   induction  (queries)\n");
+    printf("%s: %d layers x %d heads over %d token%s; sorted by %s\n", cli_show(gpt2_model_name(r->m)), r->n_layer,
+           r->n_head, r->T, r->T == 1 ? "" : "s", sort_keys[o->sort]);
+    printf("scores: means over the queries 1..%d; induction over the ind_q queries whose token came before\n",
+           r->T - 1);
+    printf("layer head  prev_token first_token        self     entropy   induction  ind_q\n");
     for (int i = 0; i < h.n; i++) {
         const viz_head_row *row = &r->rows[i];
         printf("%5d %4d", row->layer, row->head);
         print_score(row->s.prev_token), print_score(row->s.first_token), print_score(row->s.self);
         print_score(row->s.entropy), print_score(row->s.induction);
-        printf("  (%d)%s\n", row->s.n_induction, row->ablated ? "  ablated" : "");
+        printf("  %5d%s\n", row->s.n_induction, row->ablated ? "  ablated" : "");
     }
     return EXIT_OK;
 }

@@ -93,9 +93,14 @@ static int topk_run(const topk_opts *o, topk_result *r) {
         (ctx = cli_eval_prompt(r->m, o->n_threads, o->ablate, ids, n, &hooks, &rc)))
         rc = rank(gpt2_context_logits(ctx), gpt2_model_config(r->m)->n_vocab, o->k, r);
     if (rc == EXIT_OK && o->export_path) {
-        viz_history h = {.tok = gpt2_model_tokenizer(r->m), .ids = ids, .T = (int)n, .rows = r->h_rows};
+        const gpt2_config *cfg = gpt2_model_config(r->m);
+        unsigned char *mask = o->ablate ? cli_ablation_mask(cfg, o->ablate) : NULL; /* checked by the evaluation */
+        viz_history h = {.tok = gpt2_model_tokenizer(r->m), .ids = ids, .T = (int)n, .rows = r->h_rows,
+                         .ablated = {mask, cfg->n_layer, cfg->n_head}};
         if (r->oom) cli_error("out of memory ranking the history's candidates");
-        if (r->oom || !cli_export(o->export_path, &(viz_table){VIZ_TABLE_HISTORY, .history = &h})) rc = EXIT_ERR;
+        if (r->oom || (o->ablate && !mask) || !cli_export(o->export_path, &(viz_table){VIZ_TABLE_HISTORY, .history = &h}))
+            rc = EXIT_ERR;
+        free(mask);
     }
     free(ids);
     gpt2_context_free(ctx);
@@ -105,6 +110,7 @@ static int topk_run(const topk_opts *o, topk_result *r) {
 static int topk_report(const topk_result *r, int json) {
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(r->m);
     cJSON *root = json ? cJSON_CreateArray() : NULL;
+    if (!json) printf("%6s  %9s  %8s  %s\n", "id", "logit", "prob", "token");
     for (long i = 0; i < r->n; i++) {
         const viz_candidate *t = &r->top[i];
         if (json) {

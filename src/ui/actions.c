@@ -12,13 +12,26 @@
 
 static void log_flush(app *a);
 
+static void set_message(app *a, ui_role role, const char *fmt, va_list ap) {
+    vsnprintf(a->msg, sizeof a->msg, fmt, ap);
+    a->msg_role = role;
+    a->msg_while_reply = 0;
+    if (a->log) fprintf(a->log, "message: %s\n", a->msg), log_flush(a);
+}
+
 void app_message(app *a, ui_role role, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(a->msg, sizeof a->msg, fmt, ap);
+    set_message(a, role, fmt, ap);
     va_end(ap);
-    a->msg_role = role;
-    if (a->log) fprintf(a->log, "message: %s\n", a->msg), log_flush(a);
+}
+
+void app_reply_message(app *a, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_message(a, UI_ROLE_TEXT, fmt, ap);
+    va_end(ap);
+    a->msg_while_reply = 1;
 }
 
 /* Pushes the log's line out; a failed write (disk full, device gone) is told
@@ -134,6 +147,11 @@ static const char *origin_name(gpt2_token_origin o) {
 static void finish_reply(app *a, const gpt2_session_token *t) {
     double dt = a->host->now() - a->reply_t0;
     a->generating = 0;
+    if (a->msg_while_reply) a->msg[0] = '\0', a->msg_while_reply = 0;
+    if (a->restore_max_new >= 0) { /* /generate N's limit was for that reply only */
+        gpt2_session_set_max_new_tokens(a->s, a->restore_max_new);
+        a->restore_max_new = -1;
+    }
     a->last_tps = dt > 0 && a->reply_tokens > 0 ? a->reply_tokens / dt : 0;
     gpt2_session_stats s = gpt2_session_get_stats(a->s);
     int n;
@@ -150,8 +168,10 @@ static void finish_reply(app *a, const gpt2_session_token *t) {
     app_log(a, "reply: %d tokens (%s), %.1f tok/s, evaluated %d, context %d/%d%s", a->reply_tokens,
             gpt2_reply_end_name(t->end), a->last_tps, s.last_reply, n, a->n_ctx, draft);
     if (t->end == GPT2_REPLY_CONTEXT_FULL)
-        app_message(a, UI_ROLE_NOTICE, "the reply was cut short: the context window of %d tokens is full "
-                    "(the next message drops the oldest turns; /undo or /reset make room now)", a->n_ctx);
+        /* whether the model would have ended it there cannot be known: no position is left to ask */
+        app_message(a, UI_ROLE_NOTICE, "the context window of %d tokens is full: the reply ends here, perhaps before "
+                    "the model would have ended it (the next message drops the oldest turns; /undo or /reset make "
+                    "room now)", a->n_ctx);
     log_reply_text(a, tr.text, tr.len);
     app_after_change(a);
     app_keep(a);

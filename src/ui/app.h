@@ -140,6 +140,8 @@ struct app {
     /* one-line message above the input (notices, errors, command results) */
     char msg[512];
     int msg_role; /* ui_role */
+    int msg_while_reply; /* the message says what the reply is doing: it goes when the reply ends */
+    int restore_max_new; /* /generate N's reply limit replaced this one until it ends (-1: none) */
     unsigned seen_notices;
 };
 
@@ -151,6 +153,12 @@ void app_message(app *a, ui_role role, const char *fmt, ...)
 #endif
     ;
 /* One line in the --log (nothing without one). */
+/* A message about the reply under way ("regenerating ..."), cleared when it ends. */
+void app_reply_message(app *a, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 void app_log(app *a, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

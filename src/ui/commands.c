@@ -260,7 +260,7 @@ static void c_regen(app *a, char *x, char *y) {
         istore_notes_sync(a->store, nt);
         if (nt > 0) istore_notes_clear(a->store, nt - 1); /* the reply starts over */
         app_start_reply(a, gpt2_session_get_stats(a->s).last_call);
-        app_message(a, UI_ROLE_TEXT, "regenerating the last reply");
+        app_reply_message(a, "regenerating the last reply");
         app_log(a, "regen: evaluated %d", gpt2_session_get_stats(a->s).last_call);
     }
     app_after_change(a);

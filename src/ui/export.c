@@ -31,24 +31,34 @@ static int export_pattern(app *a, const inspect_focus *f, float *w) {
     return 1;
 }
 
+/* The session's ablated heads as a mask (n_layer, n_head; malloc'd, NULL when out of memory). */
+static unsigned char *ablation_mask(app *a) {
+    const int n = a->cfg->n_layer * a->cfg->n_head, H = a->cfg->n_head;
+    unsigned char *mask = calloc((size_t)n, 1);
+    for (int i = 0; mask && i < n; i++) mask[i] = (unsigned char)gpt2_session_ablated(a->s, i / H, i % H);
+    return mask;
+}
+
 static gpt2_status export_attention(app *a, const inspect_focus *f, const char *path, gpt2_error *err) {
     if (f->head == ISTORE_MAX)
         return viz_fail(err, GPT2_ERR_INVALID_ARG, "the export holds one head or the mean of the heads, not the max (m)");
     const int n = f->n_tok;
     float *w = malloc((size_t)n * n * sizeof *w);
+    unsigned char *mask = ablation_mask(a);
     gpt2_status st = GPT2_OK;
-    if (!w) st = viz_fail(err, GPT2_ERR_NOMEM, "out of memory for a %d x %d matrix", n, n);
+    if (!w || !mask) st = viz_fail(err, GPT2_ERR_NOMEM, "out of memory for a %d x %d matrix", n, n);
     else if (!export_pattern(a, f, w))
         st = viz_fail(err, GPT2_ERR_INVALID_ARG, "layer %d's rows are not all kept (the context is too long to keep "
                                                  "every layer): show that layer and let the model run again",
                       f->layer);
-    viz_attention at = {a->tok, a->model_name, f->toks, n, f->layer, f->head < 0 ? -1 : f->head, w};
+    viz_attention at = {a->tok, a->model_name, f->toks, n, f->layer, f->head < 0 ? -1 : f->head, w,
+                        {mask, a->cfg->n_layer, a->cfg->n_head}};
     viz_format fmt = viz_format_of(path);
     if (st == GPT2_OK && (fmt == VIZ_FORMAT_SVG || fmt == VIZ_FORMAT_PNG))
         st = viz_attention_picture(path, &at, a->cfg->n_head, err);
     else if (st == GPT2_OK)
         st = viz_export(path, &(viz_table){.kind = VIZ_TABLE_ATTENTION, .attention = &at}, err);
-    free(w);
+    free(w), free(mask);
     return st;
 }
 
@@ -82,8 +92,8 @@ static gpt2_status export_lens(app *a, const inspect_focus *f, const char *path,
         long k = viz_top_candidates(z, V, EXPORT_K, top + (size_t)l * EXPORT_K);
         rows[l] = (viz_lens_row){l, (int)k, top + (size_t)l * EXPORT_K, viz_candidate_of(z, V, final.id)};
     }
-    unsigned char *mask = calloc((size_t)L * a->cfg->n_head, 1);
-    for (int i = 0; mask && i < L * a->cfg->n_head; i++) mask[i] = (unsigned char)gpt2_session_ablated(a->s, i / a->cfg->n_head, i % a->cfg->n_head);
+    unsigned char *mask = ablation_mask(a);
+    if (st == GPT2_OK && !mask) st = viz_fail(err, GPT2_ERR_NOMEM, "out of memory");
     if (st == GPT2_OK) {
         viz_lens lens = {a->tok, f->toks, f->n_tok, f->query, L, rows, mask, a->cfg->n_head};
         st = viz_export(path, &(viz_table){.kind = VIZ_TABLE_LENS, .lens = &lens}, err);
@@ -106,11 +116,13 @@ static gpt2_status export_topk(app *a, const inspect_focus *f, const char *path,
         if (p + 1 < T) next = viz_candidate_of(z, V, f->toks[p + 1]);
         rows[p] = (viz_history_row){p, (int)k, top + (size_t)p * EXPORT_K, next};
     }
+    unsigned char *mask = ablation_mask(a);
+    if (st == GPT2_OK && !mask) st = viz_fail(err, GPT2_ERR_NOMEM, "out of memory");
     if (st == GPT2_OK) {
-        viz_history h = {a->tok, f->toks, T, rows};
+        viz_history h = {a->tok, f->toks, T, rows, {mask, L, a->cfg->n_head}};
         st = viz_export(path, &(viz_table){.kind = VIZ_TABLE_HISTORY, .history = &h}, err);
     }
-    free(z), free(top), free(rows);
+    free(z), free(top), free(rows), free(mask);
     return st;
 }
 

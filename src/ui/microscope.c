@@ -40,15 +40,13 @@ int app_ablation_count(const app *a) {
 }
 
 void app_ablation_text(const app *a, char *buf, size_t cap) {
-    size_t o = 0;
+    const int n = a->cfg->n_layer * a->cfg->n_head, H = a->cfg->n_head;
+    unsigned char *mask = calloc((size_t)n, 1);
     buf[0] = '\0';
-    for (int l = 0; l < a->cfg->n_layer; l++) {
-        int n = 0;
-        for (int h = 0; h < a->cfg->n_head; h++) n += gpt2_session_ablated(a->s, l, h);
-        if (n == a->cfg->n_head && o < cap) o += (size_t)snprintf(buf + o, cap - o, "%s%d.*", o ? " " : "", l);
-        for (int h = 0; n < a->cfg->n_head && h < a->cfg->n_head && o < cap; h++)
-            if (gpt2_session_ablated(a->s, l, h)) o += (size_t)snprintf(buf + o, cap - o, "%s%d.%d", o ? " " : "", l, h);
-    }
+    if (!mask) return;
+    for (int i = 0; i < n; i++) mask[i] = (unsigned char)gpt2_session_ablated(a->s, i / H, i % H);
+    viz_ablation_text((viz_ablation){mask, a->cfg->n_layer, H}, buf, cap);
+    free(mask);
 }
 
 /* The logits at the end of the context now, when the cache is in line with
@@ -276,10 +274,11 @@ void app_generate(app *a, int n) {
         app_message(a, UI_ROLE_ERROR, "%s", err.msg);
         return;
     }
+    a->restore_max_new = gpt2_session_max_new_tokens(a->s); /* the knob is back when this reply ends */
     gpt2_session_set_max_new_tokens(a->s, n);
     app_after_change(a);
     app_start_reply(a, a->turn_prefill); /* the turn's prefill stays the prompt's */
-    app_message(a, UI_ROLE_TEXT, "generating %d tokens after the prompt (Esc stops)", n);
+    app_reply_message(a, "generating %d tokens after the prompt (Esc stops)", n);
 }
 
 void app_back_to_chat(app *a) {

@@ -96,12 +96,28 @@ static cJSON *json_candidates(const gpt2_tokenizer *tok, const viz_candidate *to
     return arr;
 }
 
+static cJSON *json_ablated(const unsigned char *mask, int n_layer, int n_head);
+
+void viz_ablation_text(viz_ablation ab, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int l = 0; ab.mask && l < ab.n_layer; l++) {
+        const unsigned char *row = ab.mask + (size_t)l * ab.n_head;
+        int n = 0;
+        for (int h = 0; h < ab.n_head; h++) n += row[h] != 0;
+        if (n == ab.n_head && o < cap) o += (size_t)snprintf(buf + o, cap - o, "%s%d.*", o ? " " : "", l);
+        for (int h = 0; n < ab.n_head && h < ab.n_head && o < cap; h++)
+            if (row[h]) o += (size_t)snprintf(buf + o, cap - o, "%s%d.%d", o ? " " : "", l, h);
+    }
+}
+
 cJSON *viz_attention_json(const viz_attention *a) {
     cJSON *root = cJSON_CreateObject();
     if (a->model) viz_json_text(root, "model", a->model, strlen(a->model));
     json_int(root, "layer", a->layer);
     if (a->head >= 0) json_int(root, "head", a->head);
     else viz_json_null(root, "head");
+    viz_json_add(root, "ablated", json_ablated(a->ablated.mask, a->ablated.n_layer, a->ablated.n_head));
     viz_json_tokens(root, a->tok, a->ids, (size_t)a->T);
     viz_json_matrix(root, "weights", a->w, a->T, a->T);
     return root;
@@ -164,6 +180,7 @@ cJSON *viz_lens_json(const viz_lens *l) {
 cJSON *viz_history_json(const viz_history *h) {
     cJSON *root = cJSON_CreateObject();
     viz_json_tokens(root, h->tok, h->ids, (size_t)h->T);
+    viz_json_add(root, "ablated", json_ablated(h->ablated.mask, h->ablated.n_layer, h->ablated.n_head));
     cJSON *rows = cJSON_CreateArray();
     viz_json_add(root, "positions", rows);
     for (int i = 0; rows && i < h->T; i++) {
@@ -212,7 +229,12 @@ static void csv_number(FILE *f, double v) {
     else fprintf(f, ",%.9g", v);
 }
 
+/* ",SET\r\n": a row's last cell, the ablated heads (no character there needs quoting) */
+static void csv_end_row(FILE *f, const char *ablated) { fprintf(f, ",%s\r\n", ablated); }
+
 static void csv_attention(FILE *f, const viz_attention *a) {
+    char ab[1024];
+    viz_ablation_text(a->ablated, ab, sizeof ab);
     fputs("query_pos,query_token", f);
     for (int j = 0; j < a->T; j++) {
         char prefix[16];
@@ -220,12 +242,12 @@ static void csv_attention(FILE *f, const viz_attention *a) {
         fputc(',', f);
         csv_token(f, prefix, a->tok, a->ids[j]);
     }
-    fputs("\r\n", f);
+    csv_end_row(f, "ablated");
     for (int i = 0; i < a->T; i++) {
         fprintf(f, "%d,", i);
         csv_token(f, "", a->tok, a->ids[i]);
         for (int j = 0; j < a->T; j++) csv_number(f, a->w[(size_t)i * a->T + j]);
-        fputs("\r\n", f);
+        csv_end_row(f, ab);
     }
 }
 
@@ -240,39 +262,44 @@ static void csv_heads(FILE *f, const viz_heads *h) {
     }
 }
 
-/* One candidate row: "LEAD,[LEAD_TOKEN,]rank,id,token,logit,prob,mark" (lead_tok -1: none) */
+/* One candidate row: "LEAD,[LEAD_TOKEN,]rank,id,token,logit,prob,mark,ablated" (lead_tok -1: none) */
 static void csv_candidate(FILE *f, int lead, int32_t lead_tok, const gpt2_tokenizer *tok, const viz_candidate *c,
-                          int mark) {
+                          int mark, const char *ablated) {
     fprintf(f, "%d,", lead);
     if (lead_tok >= 0) csv_token(f, "", tok, lead_tok), fputc(',', f);
     fprintf(f, "%ld,%d,", c->rank, c->id);
     csv_token(f, "", tok, c->id);
-    fprintf(f, ",%.9g,%.9g,%d\r\n", c->logit, c->prob, mark);
+    fprintf(f, ",%.9g,%.9g,%d", c->logit, c->prob, mark);
+    csv_end_row(f, ablated);
 }
 
 /* top's rows, then marked's when it is not among them (marked.id -1: none) */
 static void csv_candidates(FILE *f, int lead, int32_t lead_tok, const gpt2_tokenizer *tok, const viz_candidate *top,
-                           int k, const viz_candidate *marked) {
+                           int k, const viz_candidate *marked, const char *ablated) {
     int seen = 0;
     for (int i = 0; i < k; i++) {
         const int mark = top[i].id == marked->id;
         seen |= mark;
-        csv_candidate(f, lead, lead_tok, tok, &top[i], mark);
+        csv_candidate(f, lead, lead_tok, tok, &top[i], mark, ablated);
     }
-    if (!seen && marked->id >= 0) csv_candidate(f, lead, lead_tok, tok, marked, 1);
+    if (!seen && marked->id >= 0) csv_candidate(f, lead, lead_tok, tok, marked, 1, ablated);
 }
 
 static void csv_lens(FILE *f, const viz_lens *l) {
-    fputs("layer,rank,id,token,logit,prob,predicted\r\n", f);
+    char ab[1024];
+    viz_ablation_text((viz_ablation){l->ablated, l->n_layer, l->n_head}, ab, sizeof ab);
+    fputs("layer,rank,id,token,logit,prob,predicted,ablated\r\n", f);
     for (int i = 0; i < l->n_layer; i++)
-        csv_candidates(f, l->rows[i].layer, -1, l->tok, l->rows[i].top, l->rows[i].k, &l->rows[i].predicted);
+        csv_candidates(f, l->rows[i].layer, -1, l->tok, l->rows[i].top, l->rows[i].k, &l->rows[i].predicted, ab);
 }
 
 static void csv_history(FILE *f, const viz_history *h) {
-    fputs("pos,token,rank,id,candidate,logit,prob,next\r\n", f);
+    char ab[1024];
+    viz_ablation_text(h->ablated, ab, sizeof ab);
+    fputs("pos,token,rank,id,candidate,logit,prob,next,ablated\r\n", f);
     for (int i = 0; i < h->T; i++) {
         const viz_history_row *r = &h->rows[i];
-        csv_candidates(f, r->pos, h->ids[r->pos], h->tok, r->top, r->k, &r->next);
+        csv_candidates(f, r->pos, h->ids[r->pos], h->tok, r->top, r->k, &r->next, ab);
     }
 }
 

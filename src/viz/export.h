@@ -45,6 +45,14 @@ long viz_top_candidates(const float *logits, int V, long k, viz_candidate *top);
 /* Entry id of logits (V) as a candidate: its rank in the same order, its probability. */
 viz_candidate viz_candidate_of(const float *logits, int V, int32_t id);
 
+/* The heads zeroed while the numbers were computed (--ablate, /ablate). */
+typedef struct {
+    const unsigned char *mask; /* (n_layer, n_head), or NULL: none */
+    int n_layer, n_head;
+} viz_ablation;
+/* "0.* 3.1" (a whole layer as L.*) into buf; "" for none. */
+void viz_ablation_text(viz_ablation ab, char *buf, size_t cap);
+
 /* One head's attention over a prompt. head -1: the mean of the layer's heads. */
 typedef struct {
     const gpt2_tokenizer *tok;
@@ -52,6 +60,7 @@ typedef struct {
     const int32_t *ids;
     int T, layer, head;
     const float *w; /* (T, T), row q = query q over keys 0..q, 0 above the diagonal */
+    viz_ablation ablated;
 } viz_attention;
 
 /* Every head's scores (gpt2_inspect.h), layer by layer. */
@@ -93,30 +102,34 @@ typedef struct {
     const int32_t *ids;
     int T;
     const viz_history_row *rows; /* (T) */
+    viz_ablation ablated;
 } viz_history;
 
 /* The JSON documents (NULL or a partial document when out of memory:
  * viz_json_failed says so):
- *   attention: {"model", "layer", "head" (null for the mean), "ids", "tokens", "weights": [[...]]}
+ *   attention: {"model", "layer", "head" (null for the mean), "ablated": [[l, h], ...], "ids", "tokens",
+ *               "weights": [[...]]}
  *   heads:     [{"layer", "head", "prev_token", "first_token", "self", "entropy",
  *                "induction", "n_induction", "ablated"}, ...], null where a score is undefined
  *   lens:      {"ids", "tokens", "pos", "predicted": {"id", "token"}, "ablated": [[l, h], ...],
  *               "layers": [{"layer", "top": [{"id", "token", "logit", "prob"}, ...],
  *                           "predicted_rank", "predicted_prob", "predicted_logit"}, ...]}
- *   history:   {"ids", "tokens", "positions": [{"pos", "top": [...], "next": {"id", "token",
- *               "rank", "logit", "prob"} or null}, ...]} */
+ *   history:   {"ids", "tokens", "ablated": [[l, h], ...], "positions": [{"pos", "top": [...],
+ *               "next": {"id", "token", "rank", "logit", "prob"} or null}, ...]} */
 cJSON *viz_attention_json(const viz_attention *a);
 cJSON *viz_heads_json(const viz_heads *h);
 cJSON *viz_lens_json(const viz_lens *l);
 cJSON *viz_history_json(const viz_history *h);
 
 /* The CSV files' rows (header first):
- *   attention: query_pos,query_token,"0:TOKEN",... then one row per query
+ *   attention: query_pos,query_token,"0:TOKEN",...,ablated then one row per query
  *              (key j's column named by its position and text)
+ * (attention, lens, history: the last column, ablated, holds the ablated
+ * heads as viz_ablation_text writes them on every row, "" for none)
  *   heads:     layer,head,prev_token,first_token,self,entropy,induction,n_induction,ablated
- *   lens:      layer,rank,id,token,logit,prob,predicted  (the top k of each layer, then the
+ *   lens:      layer,rank,id,token,logit,prob,predicted,ablated  (the top k of each layer, then the
  *              prediction's row where it is not among them; predicted 1 on its rows)
- *   history:   pos,token,rank,id,candidate,logit,prob,next  (next 1 on the row of the
+ *   history:   pos,token,rank,id,candidate,logit,prob,next,ablated  (next 1 on the row of the
  *              token that follows; that row added where it is not in the top k) */
 typedef enum { VIZ_TABLE_ATTENTION, VIZ_TABLE_HEADS, VIZ_TABLE_LENS, VIZ_TABLE_HISTORY } viz_table_kind;
 typedef struct {

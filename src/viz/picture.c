@@ -339,9 +339,14 @@ gpt2_status viz_attention_picture(const char *path, const viz_attention *a, int 
         const char *b = gpt2_tokenizer_token_bytes(a->tok, a->ids[i], &bl);
         labels[i] = viz_token_label(b ? b : "", b ? bl : 0, 16, store + (size_t)i * LABEL_CAP, LABEL_CAP);
     }
-    const char *model = a->model ? a->model : "model";
-    if (a->head >= 0) snprintf(title, sizeof title, "%s: layer %d, head %d", model, a->layer, a->head);
-    else snprintf(title, sizeof title, "%s: layer %d, mean of %d heads", model, a->layer, n_head);
+    /* the name as the messages show it: control bytes and bytes that are not
+       UTF-8 as \xNN, so that the SVG stays XML and the PNG's text UTF-8 */
+    char model[200], ab[200], what[64];
+    gpt2_text_escape(a->model ? a->model : "model", strlen(a->model ? a->model : "model"), model, sizeof model);
+    viz_ablation_text(a->ablated, ab, sizeof ab);
+    if (a->head >= 0) snprintf(what, sizeof what, "head %d", a->head);
+    else snprintf(what, sizeof what, "mean of %d heads", n_head);
+    snprintf(title, sizeof title, "%s: layer %d, %s%s%s", model, a->layer, what, ab[0] ? "; ablated " : "", ab);
     viz_heatmap h = {.title = title, .labels = labels, .T = a->T, .w = a->w};
     if (st == GPT2_OK) st = viz_heatmap_write(path, &h, err);
     free(labels);

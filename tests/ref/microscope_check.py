@@ -66,6 +66,33 @@ def text_bytes(obj, key):
     return bytes(obj[key + "_bytes"]) if key + "_bytes" in obj else obj[key].encode()
 
 
+def escaped(b):
+    """bytes as gptscope's messages show them: \\n \\t \\r, \\xNN for other control bytes
+    and for bytes that are not valid UTF-8, the rest as text"""
+    out, i = [], 0
+    while i < len(b):
+        for n in (4, 3, 2, 1):
+            try:
+                ch = b[i:i + n].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if len(ch) == 1:
+                break
+        else:
+            out.append("\\x%02x" % b[i])
+            i += 1
+            continue
+        c = ord(ch)
+        if ch in "\n\t\r":
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[ch])
+        elif c < 0x20 or c == 0x7F:
+            out.append("\\x%02x" % c)
+        else:
+            out.append(ch)
+        i += n
+    return "".join(out)
+
+
 def ranked(p, k):
     """indices of the k largest, ties by index (the C order)"""
     return sorted(range(len(p)), key=lambda i: (-p[i], i))[:k]
@@ -227,6 +254,28 @@ def csv_history(rows, doc):
     csv_candidates(rows, groups, 2, "csv history")
 
 
+def check_ablated(text, pairs, what):
+    """text (bytes) names exactly the heads of pairs ([[l, h], ...]): L.H each, L.* for all of a layer's"""
+    want = set(map(tuple, pairs))
+    for item in text.split():
+        layer, head = item.split(b".")
+        if head == b"*":
+            whole = {p for p in want if p[0] == int(layer)}
+            check(whole, "%s: %r names a layer the JSON has none of" % (what, item))
+            want -= whole
+        else:
+            check((int(layer), int(head)) in want, "%s: %r is not in the JSON's ablated" % (what, item))
+            want.discard((int(layer), int(head)))
+    check(not want, "%s: ablated %r missing from %r" % (what, sorted(want), text))
+
+
+def csv_ablated(rows, doc, what):
+    """the last column names the JSON's ablated heads on every row"""
+    check(rows[0][-1] == b"ablated", "%s: the last column is %r, expected ablated" % (what, rows[0][-1]))
+    for r in rows[1:]:
+        check_ablated(r[-1], doc["ablated"], what)
+
+
 def do_csv(path, json_path):
     rows = read_csv(path)
     with open(json_path, "rb") as f:
@@ -234,6 +283,8 @@ def do_csv(path, json_path):
     head = rows[0]
     kinds = {b"query_pos": csv_attention, b"layer": csv_heads if b"prev_token" in head else csv_lens, b"pos": csv_history}
     kinds[head[0]](rows, doc)
+    if head[0] != b"layer" or b"prev_token" not in head:
+        csv_ablated(rows, doc, "csv " + head[0].decode())
     print("csv: %d rows checked against the JSON (%s)" % (len(rows), head[0].decode()))
 
 
@@ -266,8 +317,15 @@ def do_svg(path, json_path):
         doc = json.loads(f.read().decode())
     texts = [t.text or "" for t in root.iter(ns + "text")]
     T = len(doc["ids"])
-    title = "%s: layer %d, %s" % (doc["model"], doc["layer"], "head %d" % doc["head"] if doc["head"] is not None else "mean")
+    title = "%s: layer %d, %s" % (escaped(text_bytes(doc, "model")), doc["layer"],
+                                  "head %d" % doc["head"] if doc["head"] is not None else "mean")
     check(any(t.startswith(title) for t in texts), "svg: no title %r in %r" % (title, texts[:3]))
+    full = ([t for t in texts if t.startswith(title)] + [""])[0]
+    if doc["ablated"]:  # the title names the ablation: "...; ablated 0.1 1.*"
+        check("; ablated " in full, "svg: the title %r does not name the ablation" % full)
+        check_ablated(full.split("; ablated ")[1].encode(), doc["ablated"], "svg title")
+    else:
+        check("ablated" not in full, "svg: the title %r names an ablation" % full)
     for i in range(T):
         check(texts.count(label(token_bytes(doc, i))) >= 2, "svg: label %r of token %d not on both axes" % (label(token_bytes(doc, i)), i))
     for tick in ("0", "0.25", "0.5", "0.75", "1"):

@@ -78,7 +78,7 @@ check "reply streams in the conversation" wait_for " 61 8 0 45 3 99 7 12"
 check "log: prefill 8 tokens, reply 8 tokens" sh -c "wait_log() { :; }; grep -q 'send: prefill 8 tokens' '$TMP/log' && grep -q 'reply: 8 tokens' '$TMP/log'"
 check "next-token panel lists candidates" wait_for "99.6%"
 check "status shows tokens computed by the turn" wait_for "turn: prefill 8, reply 8"
-check "a reply cut short by the full context says so" wait_for "the reply was cut short: the context window of 16 tokens is full"
+check "a reply ended by the full context says so, without claiming it was cut" wait_for "the context window of 16 tokens is full: the reply ends here, perhaps"
 
 # 2. layers and heads
 keys F4 F6
