@@ -417,6 +417,8 @@ keys "/export lens $TMP/x.txt" Enter
 check "/export to an unknown kind of file: says which" wait_for "the name must end in .json or .csv"
 keys "/generate 3" Enter
 check "/generate 3: three tokens after the prompt" wait_for "turn: prefill 4, reply 3"
+check "/generate 3: its message goes when the tokens are out" sh -c "sleep 0.3; ! $T capture-pane -p -t app | grep -qF 'generating 3 tokens'"
+check "/generate 3: the max-new knob is as it was" sh -c "$T capture-pane -p -t app | grep -qE 'max-new +256'"
 quit_app
 printf '1 2 3' | "$BIN" inspect -m "$MODEL" -p x -f y > "$TMP/out" 2>&1; rc=$?
 check "inspect -p and -f: usage error" sh -c "[ $rc = 2 ] && grep -qF -- '-p and -f both given' '$TMP/out'"
