@@ -206,12 +206,48 @@ static void test_train_refuses_and_hangup(void **state) {
     run_script("rm -rf %s", dir);
 }
 
+/* Messages keep what went wrong when a path is long (its middle gives way),
+ * and a config.json with a key twice is refused naming the key. */
+static void test_messages(void **state) {
+    (void)state;
+    const char *dir = tmpdir_new();
+    char deep[2048];
+    int n = snprintf(deep, sizeof deep, "%s", dir);
+    for (int i = 0; i < 6; i++) n += snprintf(deep + n, sizeof deep - (size_t)n, "/%0150d", i);
+    run_result r = run_script("mkdir -p %s", deep);
+    run_free(&r);
+    r = run(NULL, "topk -m %s -p hi", deep);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "model.safetensors: cannot open: No such file or directory") || !strstr(r.err, dir) ||
+        !strstr(r.err, "\xe2\x80\xa6"))
+        fail_msg("the message lost its reason or its start: %s", r.err);
+    run_free(&r);
+    r = run_script("cp -r %s %s/m", model("reverse"), dir);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    char cfg[256];
+    snprintf(cfg, sizeof cfg, "%s/m/config.json", dir);
+    char *text = read_file(cfg, NULL), *at = strstr(text, "\"n_layer\":");
+    assert_non_null(at);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "%.*s\"n_layer\": 9, %s", (int)(at - text), text, at); /* the key twice, the first 9 */
+    fclose(f);
+    free(text);
+    r = run(NULL, "topk -m %s/m -p hi", dir);
+    assert_int_equal(r.status, 1);
+    if (!strstr(r.err, "config.json: the key \"n_layer\" appears twice in one object")) fail_msg("stderr: %s", r.err);
+    run_free(&r);
+    run_script("rm -rf %s", dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stdout_failures),
         cmocka_unit_test(test_convert_refuses),
         cmocka_unit_test(test_convert_interrupted),
         cmocka_unit_test(test_train_refuses_and_hangup),
+        cmocka_unit_test(test_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
  * double's 2^53, missing keys, and the one message shape
  * "PATH: PREFIXKEY: expected ..., found ...". */
 #include "core/json.h"
+#include "gpt2.h"
 #include "test_util.h"
 
 static cJSON *parse(const char *text) {
@@ -17,6 +18,44 @@ static cJSON *parse(const char *text) {
 static void expect_fail(gpt2_status st, gpt2_status code, const gpt2_error *err, const char *want) {
     assert_int_equal(st, code);
     if (!strstr(err->msg, want)) fail_msg("message \"%s\" lacks \"%s\"", err->msg, want);
+}
+
+/* A key twice in one object, at any depth, is refused naming it; the same
+ * key in two objects is fine. The files that go through json_parse (config,
+ * session, template, vocab) share it; each is checked here through its loader too. */
+static void test_duplicate_keys(void **state) {
+    (void)state;
+    static const struct {
+        const char *text, *key;
+    } bad[] = {
+        {"{\"a\": 1, \"b\": 2, \"a\": 3}", "\"a\""},
+        {"{\"x\": [{\"k\": 1}, {\"k\": 1, \"j\": 0, \"k\": 2}]}", "\"k\""},
+        {"{\"o\": {\"\\u0001\": 1, \"\\u0001\": 2}}", "\"\\x01\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cJSON *root = (cJSON *)1;
+        gpt2_error err;
+        expect_fail(json_parse("t.json", bad[i].text, strlen(bad[i].text), GPT2_ERR_CONFIG, &root, &err),
+                    GPT2_ERR_CONFIG, &err, "appears twice in one object");
+        if (!strstr(err.msg, bad[i].key)) fail_msg("\"%s\" does not name %s", err.msg, bad[i].key);
+        assert_null(root);
+    }
+    cJSON *ok = parse("{\"a\": {\"k\": 1}, \"b\": {\"k\": 2}, \"k\": [1, 1]}");
+    cJSON_Delete(ok);
+    /* through the loaders */
+    char dir[] = "/tmp/gptscope-dup-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char p[256];
+    snprintf(p, sizeof p, "%s/t.json", dir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("{\"name\": \"a\", \"user_prefix\": \"U\", \"name\": \"b\"}", f);
+    fclose(f);
+    gpt2_chat_template *t = NULL;
+    gpt2_error err;
+    expect_fail(gpt2_chat_template_load(p, &t, &err), GPT2_ERR_FORMAT, &err, "the key \"name\" appears twice");
+    unlink(p);
+    rmdir(dir);
 }
 
 static void test_int(void **state) {
@@ -127,6 +166,7 @@ static void test_parse(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_duplicate_keys),
         cmocka_unit_test(test_int),   cmocka_unit_test(test_float), cmocka_unit_test(test_u64),
         cmocka_unit_test(test_types_and_keys), cmocka_unit_test(test_parse),
     };

@@ -21,6 +21,41 @@ const char *json_type_name(const cJSON *j) {
     return "an invalid value";
 }
 
+static int by_key(const void *x, const void *y) {
+    return strcmp((*(const cJSON *const *)x)->string, (*(const cJSON *const *)y)->string);
+}
+
+/* A key given twice in one object, anywhere under j (cJSON keeps both and
+ * its getters return the first, while another reader may take the last):
+ * that key's item, else NULL. keys: room for the largest object's items. */
+static const cJSON *duplicate_key(const cJSON *j, const cJSON **keys, int depth) {
+    if (depth > 10000) return NULL; /* cJSON's own nesting limit is far below */
+    int n = 0;
+    for (const cJSON *c = j->child; c; c = c->next) {
+        if (cJSON_IsObject(j) && c->string) keys[n++] = c;
+    }
+    if (n > 1) {
+        qsort(keys, (size_t)n, sizeof *keys, by_key);
+        for (int i = 1; i < n; i++)
+            if (!strcmp(keys[i - 1]->string, keys[i]->string)) return keys[i];
+    }
+    for (const cJSON *c = j->child; c; c = c->next) {
+        const cJSON *d = duplicate_key(c, keys, depth + 1);
+        if (d) return d;
+    }
+    return NULL;
+}
+
+static int max_children(const cJSON *j) {
+    int n = 0, most = 0;
+    for (const cJSON *c = j->child; c; c = c->next) {
+        n++;
+        int m = max_children(c);
+        if (m > most) most = m;
+    }
+    return n > most ? n : most;
+}
+
 gpt2_status json_parse(const char *path, const char *text, size_t len, gpt2_status code, cJSON **out,
                        gpt2_error *err) {
     *out = NULL;
@@ -38,6 +73,21 @@ gpt2_status json_parse(const char *path, const char *text, size_t len, gpt2_stat
     if (nul >= 0) {
         cJSON_Delete(root);
         return gpt2_fail(err, code, "%s: a string holds a NUL character (at byte %ld)", path, nul);
+    }
+    const cJSON **keys = malloc(((size_t)max_children(root) + 1) * sizeof *keys);
+    if (!keys) {
+        cJSON_Delete(root);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    }
+    const cJSON *dup = duplicate_key(root, keys, 0);
+    free(keys);
+    if (dup) {
+        char shown[160];
+        gpt2_text_escape(dup->string, strlen(dup->string), shown, sizeof shown);
+        gpt2_fail(err, code, "%s: the key \"%s\" appears twice in one object (which one counts is not clear)", path,
+                  shown);
+        cJSON_Delete(root);
+        return code;
     }
     *out = root;
     return GPT2_OK;
