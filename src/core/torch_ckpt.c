@@ -105,7 +105,7 @@ static gpt2_status bind_tensor(torch_file *tf, const char *shown, const pk_tenso
     st->elem_size = s->u.g.elem_size;
     st->n_dims = t->n_dims;
     for (int d = 0; d < t->n_dims; d++) st->shape[d] = t->shape[d];
-    st->data = e->data + (uint64_t)t->offset * es;
+    st->data = n > 0 ? e->data + (uint64_t)t->offset * es : e->data; /* an empty tensor's offset may be anything */
     st->n_bytes = (size_t)((uint64_t)n * es);
     return GPT2_OK;
 }

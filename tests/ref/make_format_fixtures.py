@@ -309,6 +309,9 @@ def make_bad(out, hp, w, vocab_text, merges_text, vocab, rng):
     with_tensor("t_outside", lambda t: setattr(t, "offset", 1000000), "outside its storage")
     with_tensor("t_overflow", lambda t: setattr(t, "shape", (1 << 40, 1 << 40)) or setattr(t, "stride", (1 << 40, 1)),
                 "overflows")
+    # an empty tensor may carry any offset: binding it must not compute a pointer past its storage (UBSan)
+    with_tensor("t_empty_far", lambda t: setattr(t, "shape", (0,)) or setattr(t, "stride", (1,)) or
+                setattr(t, "offset", 1 << 61), "has shape (0), expected (64)")
     with_tensor("t_storage_short", lambda t: None, "holds 128 bytes", resize=lambda k, d: d[:128] if k == "2" else d)
     def transpose(t):
         t.storage, t.shape, t.stride = tw.Storage("FloatStorage", np.zeros((8, 8), np.float32)), (8, 8), (1, 8)
