@@ -162,6 +162,8 @@ static int probe_start(probe *pr, size_t bytes, int n_threads, int huge) {
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 0;
     pid_t pid = fork();
     if (pid == 0) {
+        /* Ctrl-C reaches the whole process group: the parent alone says it stopped */
+        signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
         close(sv[0]);
         size_t n = bytes / sizeof(float);
         float *buf = huge ? aligned_alloc((size_t)2 << 20, n * sizeof(float)) : malloc(n * sizeof(float));

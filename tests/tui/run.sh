@@ -638,6 +638,13 @@ check "fg: nothing was sent while it was stopped" sh -c "[ \$(grep -c '^send: ' 
 keys C-u "/quit" Enter
 wait_for "shell>" 5
 
+# bench stopped by Ctrl-C (sent to the whole process group, its probe child too) says so once
+keys "clear; '$BIN' bench -m '$MODEL'" Enter
+sleep 1.5
+keys C-c
+check "bench, Ctrl-C: says it stopped" wait_for "bench interrupted while measuring" 10
+check "bench, Ctrl-C: says it once" sh -c "sleep 0.5; [ \$($T capture-pane -p -t app | grep -c 'bench interrupted') = 1 ]"
+
 echo
 echo "tui: $pass passed, $fail failed"
 # cmocka-style lines, so that tests/run_tests.sh counts these checks too
