@@ -99,6 +99,12 @@ gpt2_status gpt2_model_load_tokenizer(const char *path, gpt2_tokenizer **out, gp
  * atomically (gpt2_fileio). Loading the directory gives the same model: the
  * same floats when dtype is the model's own. Not for a Q8 model. */
 gpt2_status gpt2_model_save(const gpt2_model *m, const char *dir, gpt2_dtype dtype, gpt2_error *err);
+/* The same with each tensor in the type it is held in: a matrix as stored
+ * (F32, F16, BF16; a block format's dequantized floats as F32), a vector
+ * (norms, biases, positions) in the matrices' type where every value
+ * survives it exactly, else F32 (llama.cpp's F16 files keep those F32).
+ * The saved model's logits are the loaded model's, bit for bit. */
+gpt2_status gpt2_model_save_stored(const gpt2_model *m, const char *dir, gpt2_error *err);
 
 /* Builds a model with random weights (normal, std 0.02 like GPT-2's init) in
  * memory, with no tokenizer: for benchmarks and tests. GPT2_DTYPE_Q8 draws

@@ -132,6 +132,32 @@ static void test_convert_refuses(void **state) {
     run_script("rm -rf %s", dir);
 }
 
+/* convert keeps the logits by default: an F16 GGUF whose norms and biases are
+ * F32 (llama.cpp's layout, values F16 cannot hold) keeps those in F32, so the
+ * converted model's next-token distribution is the GGUF's, digit for digit;
+ * --dtype f16 asks for rounding and gets it. */
+static void test_convert_keeps_logits(void **state) {
+    (void)state;
+    const char *dir = tmpdir_new();
+    const char *gguf = fixture_path("gguf/tiny-f32.f16.gguf");
+    run_result r = run(NULL, "convert %s %s/out", gguf, dir);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "(f16, every value as loaded)"));
+    run_free(&r);
+    run_result a = run(NULL, "topk -m %s -p 'the cat sat' -k 20 --json", gguf);
+    run_result b = run(NULL, "topk -m %s/out -p 'the cat sat' -k 20 --json", dir);
+    assert_int_equal(a.status, 0);
+    assert_string_equal(a.out, b.out);
+    run_free(&b);
+    r = run(NULL, "convert %s %s/f16 --dtype f16", gguf, dir);
+    assert_int_equal(r.status, 0);
+    run_free(&r);
+    b = run(NULL, "topk -m %s/f16 -p 'the cat sat' -k 20 --json", dir);
+    assert_string_not_equal(a.out, b.out); /* the norms rounded: the logits move */
+    run_free(&a), run_free(&b);
+    run_script("rm -rf %s", dir);
+}
+
 /* Stopped at any moment (SIGTERM, SIGINT, SIGHUP), convert leaves the whole
  * directory or nothing: never a partial directory or a temporary file. */
 static void test_convert_interrupted(void **state) {
@@ -246,6 +272,7 @@ int main(void) {
         cmocka_unit_test(test_stdout_failures),
         cmocka_unit_test(test_convert_refuses),
         cmocka_unit_test(test_convert_interrupted),
+        cmocka_unit_test(test_convert_keeps_logits),
         cmocka_unit_test(test_train_refuses_and_hangup),
         cmocka_unit_test(test_messages),
     };

@@ -14,9 +14,11 @@ static const char usage_text[] =
     "  They are written beside OUT_DIR and moved in when all four are complete:\n"
     "  an error or Ctrl-C leaves nothing. Padded vocabulary rows are dropped, biases\n"
     "  a checkpoint leaves out are written as zeros, the GELU form is kept.\n"
-    "  --dtype  the weights' type in OUT_DIR (default: the model's own, f32 for\n"
-    "           GGUF's block formats, which are dequantized; the same type gives\n"
-    "           the same floats, bit for bit)\n"
+    "  --dtype  every tensor's type in OUT_DIR (f16 and bf16 round to nearest even).\n"
+    "           Default: each matrix as stored (f32 for GGUF's block formats, which\n"
+    "           are dequantized); norms, biases and positions in the matrices' type\n"
+    "           where that holds them exactly, else f32: the same floats as loaded,\n"
+    "           so the same logits, bit for bit\n"
     "  --force  OUT_DIR may hold files: those four are replaced, others kept\n";
 
 typedef struct {
@@ -67,7 +69,9 @@ static int convert_run(const convert_opts *o, convert_result *r) {
     /* a block format's dequantized values are floats: exact in F32 */
     r->dtype = o->dtype_given ? o->dtype : own <= GPT2_DTYPE_BF16 ? own : GPT2_DTYPE_F32;
     gpt2_error err;
-    if (gpt2_model_save(r->m, d.scratch, r->dtype, &err) != GPT2_OK) {
+    gpt2_status st = o->dtype_given ? gpt2_model_save(r->m, d.scratch, r->dtype, &err)
+                                    : gpt2_model_save_stored(r->m, d.scratch, &err);
+    if (st != GPT2_OK) {
         cli_outdir_abandon(&d);
         cli_error("%s", err.msg);
         return EXIT_ERR;
@@ -77,8 +81,8 @@ static int convert_run(const convert_opts *o, convert_result *r) {
 
 static void convert_report(const convert_opts *o, const convert_result *r) {
     const gpt2_config *c = gpt2_model_config(r->m);
-    printf("%s: config.json, model.safetensors (%s), vocab.json, merges.txt\n", cli_show(o->out),
-           gpt2_dtype_name(r->dtype));
+    printf("%s: config.json, model.safetensors (%s%s), vocab.json, merges.txt\n", cli_show(o->out),
+           gpt2_dtype_name(r->dtype), o->dtype_given ? "" : ", every value as loaded");
     printf("from %s: %s\n", cli_show(o->in), cli_show(gpt2_model_source(r->m)));
     printf("%d layers, %d heads, %d channels, %d positions, %d tokens\n", c->n_layer, c->n_head, c->n_embd, c->n_ctx,
            c->n_vocab);

@@ -320,19 +320,19 @@ const st_tensor *st_find(const st_file *f, const char *name) {
 typedef struct {
     const st_out *t;
     int n;
-    gpt2_dtype dtype;
     const char *header;  /* with its 8-byte length, padded */
     size_t header_len;
 } st_writer;
 
 /* The header: every tensor's dtype, shape and offsets, in order. */
-static char *st_header(const st_out *t, int n, gpt2_dtype dt, size_t *len) {
-    const size_t es = gpt2_dtype_size(dt);
-    const char *dname = dt == GPT2_DTYPE_F32 ? "F32" : dt == GPT2_DTYPE_F16 ? "F16" : "BF16";
+static char *st_header(const st_out *t, int n, size_t *len) {
     cJSON *h = cJSON_CreateObject(), *meta = h ? cJSON_AddObjectToObject(h, "__metadata__") : NULL;
     int ok = meta && cJSON_AddStringToObject(meta, "format", "pt");
     double off = 0;
     for (int i = 0; ok && i < n; i++) {
+        const gpt2_dtype dt = t[i].dtype;
+        const size_t es = gpt2_dtype_size(dt);
+        const char *dname = dt == GPT2_DTYPE_F32 ? "F32" : dt == GPT2_DTYPE_F16 ? "F16" : "BF16";
         const double shape[2] = {(double)(t[i].n_dims == 2 ? t[i].rows : t[i].cols), (double)t[i].cols};
         const double end = off + (double)t[i].rows * (double)t[i].cols * (double)es, offs[2] = {off, end};
         cJSON *e = cJSON_AddObjectToObject(h, t[i].name);
@@ -357,39 +357,41 @@ static char *st_header(const st_out *t, int n, gpt2_dtype dt, size_t *len) {
 
 static gpt2_status st_put(FILE *f, void *user, gpt2_error *err) {
     const st_writer *w = user;
-    const size_t es = gpt2_dtype_size(w->dtype);
     fwrite(w->header, 1, w->header_len, f);
     int64_t widest = 1;
     for (int i = 0; i < w->n; i++) widest = w->t[i].cols > widest ? w->t[i].cols : widest;
     float *row = malloc((size_t)widest * sizeof *row);
-    unsigned char *bytes = malloc((size_t)widest * es);
+    unsigned char *bytes = malloc((size_t)widest * 4);
     if (!row || !bytes) {
         free(row), free(bytes);
         return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
     }
-    for (int i = 0; i < w->n; i++)
+    for (int i = 0; i < w->n; i++) {
+        const gpt2_dtype dt = w->t[i].dtype;
         for (int64_t r = 0; r < w->t[i].rows; r++) {
             w->t[i].row(w->t[i].user, r, row);
             for (int64_t c = 0; c < w->t[i].cols; c++) {
-                if (w->dtype == GPT2_DTYPE_F32) {
+                if (dt == GPT2_DTYPE_F32) {
                     memcpy(bytes + 4 * c, &row[c], 4);
                 } else {
-                    uint16_t h = w->dtype == GPT2_DTYPE_F16 ? gpt2_f32_to_f16(row[c]) : gpt2_f32_to_bf16(row[c]);
+                    uint16_t h = dt == GPT2_DTYPE_F16 ? gpt2_f32_to_f16(row[c]) : gpt2_f32_to_bf16(row[c]);
                     memcpy(bytes + 2 * c, &h, 2);
                 }
             }
-            fwrite(bytes, es, (size_t)w->t[i].cols, f);
+            fwrite(bytes, gpt2_dtype_size(dt), (size_t)w->t[i].cols, f);
         }
+    }
     free(row);
     free(bytes);
     return GPT2_OK;
 }
 
-gpt2_status st_write(const char *path, const st_out *t, int n, gpt2_dtype dtype, gpt2_error *err) {
-    if (dtype != GPT2_DTYPE_F32 && dtype != GPT2_DTYPE_F16 && dtype != GPT2_DTYPE_BF16)
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: cannot write dtype %s", path, gpt2_dtype_name(dtype));
-    st_writer w = {t, n, dtype, NULL, 0};
-    char *header = st_header(t, n, dtype, &w.header_len);
+gpt2_status st_write(const char *path, const st_out *t, int n, gpt2_error *err) {
+    for (int i = 0; i < n; i++)
+        if (t[i].dtype != GPT2_DTYPE_F32 && t[i].dtype != GPT2_DTYPE_F16 && t[i].dtype != GPT2_DTYPE_BF16)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: cannot write dtype %s", path, gpt2_dtype_name(t[i].dtype));
+    st_writer w = {t, n, NULL, 0};
+    char *header = st_header(t, n, &w.header_len);
     if (!header) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
     w.header = header;
     gpt2_status st = gpt2_fileio_write_atomic(path, st_put, &w, err);

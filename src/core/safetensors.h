@@ -61,13 +61,13 @@ typedef struct {
     int64_t rows, cols;
     void (*row)(const void *user, int64_t r, float *out); /* out: cols floats */
     const void *user;
+    gpt2_dtype dtype; /* written as: F32, or F16 / BF16 rounded to nearest even */
 } st_out;
 
 /* Writes a safetensors file atomically (gpt2_fileio): header {"__metadata__":
  * {"format": "pt"}, then the tensors in order}, padded with spaces to a
- * multiple of 8 bytes, then the tensors' data back to back in dtype (F32; F16
- * and BF16 rounded to nearest even), converted a row at a time (memory: one
- * row, whatever the model's size). */
-gpt2_status st_write(const char *path, const st_out *t, int n, gpt2_dtype dtype, gpt2_error *err);
+ * multiple of 8 bytes, then the tensors' data back to back, each in its
+ * dtype, converted a row at a time (memory: one row, whatever the model's size). */
+gpt2_status st_write(const char *path, const st_out *t, int n, gpt2_error *err);
 
 #endif

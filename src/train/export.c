@@ -48,9 +48,9 @@ static gpt2_status write_safetensors(const gpt2_trainer *tr, const char *dir, gp
         e[i] = (export_tensor){gpt2_trainer_tensor(tr, i), is_conv1d(tr, i)};
         const int64_t rows = e[i].t.rows, cols = e[i].t.cols;
         o[i] = (st_out){e[i].t.name, cols ? 2 : 1, cols ? (e[i].conv ? cols : rows) : 1,
-                        cols ? (e[i].conv ? rows : cols) : rows, export_row, &e[i]};
+                        cols ? (e[i].conv ? rows : cols) : rows, export_row, &e[i], dt};
     }
-    if (!st) st = st_write(path, o, tr->n_tensors, dt, err);
+    if (!st) st = st_write(path, o, tr->n_tensors, err);
     free(e);
     free(o);
     return st;
