@@ -88,7 +88,8 @@ static int chat_parse(int argc, char **argv, chat_options *o) {
         cli_error("--draft-k needs --draft DIR");
         return EXIT_USAGE;
     }
-    if (!seeded) o->sampler.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    /* a random seed of 32 bits: its 10 digits fit the knobs panel of an 80-column terminal */
+    if (!seeded) o->sampler.seed = ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)) & 0xFFFFFFFFu;
     o->model_dir = cli_model_dir(o->model_dir);
     return -1;
 }

@@ -100,6 +100,7 @@ struct app {
     int help;        /* the help screen is open */
     int help_top;    /* its first line shown (it scrolls when taller than the screen) */
     int msg_rows;    /* rows the message line takes in the layout (a long one wraps, up to 3) */
+    int zoom;        /* PANE_INSPECTOR or PANE_CONV given all the screen above the input (F10); -1: none */
 
     /* the loop */
     int quit;
@@ -252,6 +253,9 @@ void screen_draw(app *a);             /* draws every pane (or "window too small"
 /* the message (or a prefill's progress) wrapped into the top rows of w */
 void screen_draw_message(app *a, WINDOW *w, int width);
 void screen_focus_next(app *a, int dir);
+/* F10, z in the inspector, /zoom: the focused pane (the inspector from the
+ * input line or the knobs) takes the whole screen above the input, or gives it back. */
+void screen_toggle_zoom(app *a);
 int screen_focused(const pane *p);
 /* One key (as term_get_key reads it): nonzero when the screen needs a redraw. */
 int screen_key(app *a, int key, int is_code);
@@ -281,6 +285,7 @@ void inspector_cycle_mode(pane *p);            /* the selected head -> mean of h
 void inspector_next_view(pane *p);
 void inspector_set_view(pane *p, int view); /* an inspect_view */
 int inspector_layer(const pane *p);
+int inspector_view(const pane *p);             /* an inspect_view */
 int inspector_head(const pane *p);             /* 0..n_head-1, ISTORE_MEAN or ISTORE_MAX */
 void inspector_follow_newest(pane *p);         /* the cursor back on the newest token */
 void inspector_set_query(pane *p, int q, int key); /* a click: query q (key -1: its top key) */
@@ -296,6 +301,7 @@ typedef struct {
     int layer, head;     /* head: 0..n_head-1, ISTORE_MEAN or ISTORE_MAX */
     int query;           /* the query under the cursor; -1: no tokens */
     int key;             /* the key under the key cursor (<= query) */
+    int key_auto;        /* key is the query's top key, not one the user moved to */
     int row_scale;       /* 1: each query row scaled to its own maximum */
     int n_tok;
     const int32_t *toks; /* the context (n_tok ids) */

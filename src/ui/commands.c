@@ -335,6 +335,7 @@ static void c_generate(app *a, char *arg, char *y) {
 
 static void c_chat(app *a, char *x, char *y) { (void)x, (void)y, app_back_to_chat(a); }
 static void c_heads(app *a, char *x, char *y) { (void)x, (void)y, model_view_open(a); }
+static void c_zoom(app *a, char *x, char *y) { (void)x, (void)y, screen_toggle_zoom(a); }
 
 static void c_export(app *a, char *kind, char *path) {
     char home_buf[4096];
@@ -409,6 +410,7 @@ static const app_command commands[] = {
     {"/ablate", NULL, "L.H|L.*|off", "zero-ablate heads (3.1,2.0; 3.* a layer): the context is re-evaluated, the "
      "next-token panel compares before/after; off lifts all", 0, c_ablate, 0},
     {"/heads", NULL, "", "the model view: every head's pattern and scores (as F9)", 0, c_heads, 0},
+    {"/zoom", NULL, "", "the inspector (or a focused conversation) over the whole screen, and back (as F10)", 0, c_zoom, 0},
     {"/export", NULL, "KIND FILE", "attention (the inspector's head; .json .csv .svg .png), heads (scores), lens "
      "(at the query), topk (each position's candidates): .json or .csv", 0, c_export, 0},
     {"/inspect", NULL, "TEXT", "prompt mode on TEXT: evaluated as it is (raw template), nothing generated; "

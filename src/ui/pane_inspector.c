@@ -73,6 +73,7 @@ void inspector_next_view(pane *p) {
 void inspector_set_view(pane *p, int view) { ((inspector_pane *)p)->view = (inspect_view)(view % N_INSPECT_VIEWS); }
 
 int inspector_layer(const pane *p) { return ((const inspector_pane *)p)->layer; }
+int inspector_view(const pane *p) { return ((const inspector_pane *)p)->view; }
 int inspector_head(const pane *p) { return ((const inspector_pane *)p)->head; }
 
 void inspector_follow_newest(pane *p) {
@@ -94,7 +95,8 @@ void inspector_focus(pane *p, inspect_focus *f) {
     f->toks = gpt2_session_tokens(p->a->s, &f->n_tok);
     f->query = ip->cursor < 0 || ip->cursor >= f->n_tok ? f->n_tok - 1 : ip->cursor;
     f->key = ip->key;
-    if (f->query >= 0 && (f->key < 0 || f->key > f->query)) { /* the query's top key */
+    f->key_auto = f->key < 0 || f->key > f->query;
+    if (f->query >= 0 && f->key_auto) { /* the query's top key */
         int idx;
         float w;
         view_row(p->a, f, f->query, ip->row);
@@ -227,10 +229,17 @@ static void inspector_draw(pane *p) {
     inspect_focus f;
     inspector_focus(p, &f);
     draw_title_line(ip, &f);
-    /* rows: the view, the readout (2-3), the next-token panel (title + k) */
+    /* rows: the view, the readout (2-3; none for the lens, which is not
+       attention), the next-token panel (title + k) */
     int k = f.view == INSPECT_TEXT ? (p->h - 6) : (p->h - 1) / 4;
     k = k > 10 ? 10 : k < 2 ? 2 : k;
-    int read_rows = f.view == INSPECT_TEXT ? 4 : 3;
+    int read_rows = f.view == INSPECT_TEXT ? 4 : f.view == INSPECT_LENS ? 0 : 3;
+    if (p->h < 20 && (f.view == INSPECT_ZOOM || f.view == INSPECT_OVERVIEW)) /* short: the matrix first */
+        k = 2, read_rows = 2;
+    if (f.view == INSPECT_LENS) { /* every layer first: the panel takes what is left, 2 to 5 */
+        int left = p->h - 1 - 1 - (2 + p->a->cfg->n_layer);
+        k = left > 5 ? 5 : left < 2 ? 2 : left;
+    }
     int view_h = p->h - 1 - read_rows - 1 - k;
     int y = 1;
     if (f.n_tok == 0) term_printf(p->win, 2, 2, p->w - 3, term_attr(UI_ROLE_DIM), "(no tokens yet)");
@@ -245,7 +254,7 @@ static void inspector_draw(pane *p) {
     }
     if (ip->cursor < 0) ip->scroll = 0;
     y = 1 + (view_h > 0 ? view_h : 0);
-    view_readout(p, y, read_rows, &f, ip->row);
+    if (read_rows) view_readout(p, y, read_rows, &f, ip->row);
     draw_next_token(ip, y + read_rows, k, &f);
 }
 
@@ -292,6 +301,7 @@ static int inspector_char(inspector_pane *ip, int key) {
     case 'm': inspector_cycle_mode(p); return PANE_REDRAW;
     case 'v': inspector_next_view(p); return PANE_REDRAW;
     case 'g': model_view_open(p->a); return PANE_REDRAW;
+    case 'z': screen_toggle_zoom(p->a); return PANE_REDRAW;
     case 's': ip->row_scale = !ip->row_scale; return PANE_REDRAW;
     case '<': case ',': return move_key(ip, -1);
     case '>': case '.': return move_key(ip, +1);

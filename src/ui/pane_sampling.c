@@ -3,6 +3,7 @@
  * from the next token on (mid-reply too). State: the selected knob. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ui/app.h"
 
@@ -86,14 +87,19 @@ static void sampling_draw(pane *p) {
     snprintf(title, sizeof title, "sampling%s", focused ? " (\u2191\u2193 pick, \u2190\u2192 change)" : "");
     pane_title(p, title);
     pane_left_border(p);
-    int colw = (p->w - 2) / 2;
+    /* the first column's values are short (at most "0.95", "1000"): the
+       second, with the seed's digits, gets the rest */
+    int colw = (p->w - 2) / 2 < 15 ? (p->w - 2) / 2 : 15;
     for (int i = 0; i < SP_COUNT; i++) {
-        char v[32];
+        char v[32], cell[48];
         knob_text(p->a, &params, i, v, sizeof v);
-        int row = 1 + i % 4, col = 2 + (i / 4) * colw;
+        int row = 1 + i % 4, col = 2 + (i / 4) * colw, width = i < 4 ? colw - 1 : p->w - col - 1;
         if (row >= p->h) continue;
         attr_t at = term_attr(focused && sp->sel == i ? UI_ROLE_SELECTION : UI_ROLE_TEXT);
-        term_printf(p->win, row, col, colw - 1, at, "%-7s %-8s", sp_names[i], v);
+        int n = snprintf(cell, sizeof cell, "%-7s %-8s", sp_names[i], v);
+        while (n > 0 && cell[n - 1] == ' ') cell[--n] = '\0';
+        term_put(p->win, row, col, cell, (size_t)n, width, at);
+        if (n > width && width > 0) term_put(p->win, row, col + width - 1, "\u2026", 3, 1, at); /* cut short: says so */
     }
 }
 

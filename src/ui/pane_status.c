@@ -38,7 +38,7 @@ static void status_draw(pane *p) {
     if (c + ui_text_width(hint, strlen(hint)) <= p->w) c += term_put(p->win, 0, c, hint, strlen(hint), p->w - c, at);
     else return;
     /* more hints when there is room */
-    static const char *more[] = {"  Tab focus", "  F8 view", "  F3/F4 layer", "  F5/F6 head", "  F2 confidence", "  /quit"};
+    static const char *more[] = {"  Tab focus", "  F8 view", "  F10 zoom", "  F3/F4 layer", "  F5/F6 head", "  F2 confidence", "  /quit"};
     for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
         int w = ui_text_width(more[i], strlen(more[i]));
         if (c + w > p->w) break;

@@ -37,8 +37,10 @@ int screen_focused(const pane *p) { return p->a->panes[p->a->focus] == p; }
 
 void pane_title(pane *p, const char *title) {
     attr_t a = term_attr(screen_focused(p) ? UI_ROLE_SELECTION : UI_ROLE_TITLE);
+    char t[512];
+    snprintf(t, sizeof t, " %s ", title);
     term_fill(p->win, 0, 0, p->w, term_attr(UI_ROLE_BORDER));
-    term_printf(p->win, 0, 1, p->w - 1, a, " %s ", title);
+    term_put_words(p->win, 0, 1, t, p->w - 1, a);
 }
 
 void pane_left_border(pane *p) {
@@ -67,8 +69,15 @@ void screen_layout(app *a) {
         [PANE_INPUT] = {top_h, 0, a->msg_rows + 1, W},
         [PANE_STATUS] = {H - 1, 0, 1, W},
     };
+    /* zoom: one pane over the whole top; the inspector's text view is drawn
+       by the conversation pane, which then takes it (the keys stay the inspector's) */
+    int z = a->zoom == PANE_INSPECTOR && inspector_view(a->panes[PANE_INSPECTOR]) == INSPECT_TEXT ? PANE_CONV : a->zoom;
+    if (z == PANE_INSPECTOR || z == PANE_CONV) {
+        for (int i = PANE_CONV; i <= PANE_INSPECTOR; i++) g[i].h = g[i].w = 0;
+        g[z].y = 0, g[z].x = 0, g[z].h = top_h, g[z].w = W;
+    }
     for (int i = 0; i < N_PANES; i++) a->panes[i]->ops->resize(a->panes[i], g[i].y, g[i].x, g[i].h, g[i].w);
-    if (!a->panes[a->focus]->win) a->focus = PANE_INPUT;
+    if (!a->panes[a->focus]->win && !(a->focus == PANE_INSPECTOR && a->zoom == PANE_INSPECTOR)) a->focus = PANE_INPUT;
 }
 
 /* At most 76 columns, so that the box fits 80; taller than the screen, it scrolls. */
@@ -88,6 +97,9 @@ static const char *help_lines[] = {
     "F7            average of heads on/off       Ctrl-L  redraw the screen",
     "F8            inspector view: heatmap \u2192 overview \u2192 text view \u2192 logit lens",
     "F9            the model view: every head's pattern and scores (g in the inspector)",
+    "F10           zoom: the inspector (or the conversation, when focused) takes the",
+    "              whole screen above the input line, and back (z in the inspector)",
+    "Ctrl-Z        suspend (the shell's job control; fg comes back)",
     "",
     "Input line    emacs keys (readline): Ctrl-A/E/B/F/K/U/W, Alt-B/F,",
     "              Up/Down history, Ctrl-R search",
@@ -174,7 +186,7 @@ static void draw_help(app *a) {
     box(win, 0, 0);
     for (int i = 0; i < rows; i++) {
         const int li = a->help_top + i;
-        term_printf(win, i + 1, 2, w - 4, term_attr(li == 0 ? UI_ROLE_TITLE : UI_ROLE_TEXT), "%s", help[li]);
+        term_put_words(win, i + 1, 2, help[li], w - 4, term_attr(li == 0 ? UI_ROLE_TITLE : UI_ROLE_TEXT));
     }
     char foot[128];
     if (rows < n)
@@ -182,7 +194,7 @@ static void draw_help(app *a) {
                  a->help_top + 1, a->help_top + rows, n);
     else
         snprintf(foot, sizeof foot, "Press any key to close.");
-    term_printf(win, rows + 1, 2, w - 4, term_attr(UI_ROLE_DIM), "%s", foot);
+    term_put_words(win, rows + 1, 2, foot, w - 4, term_attr(UI_ROLE_DIM));
     wnoutrefresh(win);
     delwin(win);
 }
@@ -208,6 +220,9 @@ void screen_draw(app *a) {
         return;
     }
     if (message_rows(a, COLS) != a->msg_rows) screen_layout(a); /* a longer or shorter message */
+    if (a->zoom == PANE_INSPECTOR && /* the view changed between the text view (drawn by the conversation) and another */
+        !a->panes[inspector_view(a->panes[PANE_INSPECTOR]) == INSPECT_TEXT ? PANE_CONV : PANE_INSPECTOR]->win)
+        screen_layout(a), clearok(curscr, TRUE);
     wnoutrefresh(stdscr); /* so that get_wch's implicit refresh of stdscr never paints over the panes */
     for (int i = 0; i < N_PANES; i++) {
         pane *p = a->panes[i];
@@ -230,6 +245,17 @@ void screen_draw(app *a) {
         wnoutrefresh(in->win);
     }
     doupdate();
+}
+
+void screen_toggle_zoom(app *a) {
+    if (a->zoom >= 0) {
+        a->zoom = -1;
+    } else {
+        a->zoom = a->focus == PANE_CONV ? PANE_CONV : PANE_INSPECTOR;
+        a->focus = a->zoom;
+    }
+    screen_layout(a);
+    clearok(curscr, TRUE);
 }
 
 void screen_focus_next(app *a, int dir) {
@@ -276,6 +302,7 @@ static int global_code(app *a, int key) {
     case KEY_F(7): inspector_toggle_average(ins); return 1;
     case KEY_F(8): inspector_next_view(ins); return 1;
     case KEY_F(9): model_view_open(a); return 1;
+    case KEY_F(10): screen_toggle_zoom(a); return 1;
     case KEY_BTAB: screen_focus_next(a, -1); return 1;
     case KEY_MOUSE: {
         MEVENT ev;

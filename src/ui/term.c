@@ -333,6 +333,18 @@ int term_put(WINDOW *w, int y, int x, const char *s, size_t len, int max_cols, a
     return cols;
 }
 
+int term_put_words(WINDOW *w, int y, int x, const char *s, int max_cols, attr_t attr) {
+    size_t len = strlen(s);
+    if (max_cols < 1) return 0;
+    if (ui_text_width(s, len) <= max_cols) return term_put(w, y, x, s, len, max_cols, attr);
+    ui_line first;
+    if (ui_wrap(s, len, max_cols - 1, &first, 1) < 1) return 0; /* room for the ellipsis */
+    size_t end = first.end;
+    while (end > 0 && strchr(",;:(-", s[end - 1])) end--; /* no dangling punctuation before the ellipsis */
+    int c = term_put(w, y, x, s, end, max_cols - 1, attr);
+    return c + term_put(w, y, x + c, "\u2026", 3, 1, attr);
+}
+
 void term_fill(WINDOW *w, int y, int x, int n, attr_t attr) {
     if (n <= 0) return;
     wattrset(w, attr);

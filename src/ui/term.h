@@ -82,6 +82,9 @@ void term_put_half(WINDOW *w, int y, int x, int upper, int lower);
 /* Draws len bytes of UTF-8 at (y, x) of w with attr, at most max_cols columns;
  * control characters as '·', bad bytes as U+FFFD. Returns columns drawn. */
 int term_put(WINDOW *w, int y, int x, const char *s, size_t len, int max_cols, attr_t attr);
+/* The same for a line of words: when it does not fit in max_cols it ends at
+ * the last word that does, with "…" (a single word too long is cut). */
+int term_put_words(WINDOW *w, int y, int x, const char *s, int max_cols, attr_t attr);
 /* Fills columns x .. x + n - 1 of row y with spaces in attr. */
 void term_fill(WINDOW *w, int y, int x, int n, attr_t attr);
 /* printf into (y, x), clipped to max_cols. */

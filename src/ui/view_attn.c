@@ -51,7 +51,7 @@ int view_legend(pane *p, int y, const inspect_focus *f, const char *how) {
         term_printf(w, y, c + 2, p->w - 3 - c, term_attr(UI_ROLE_DIM), "%s", kind);
         return 1;
     }
-    term_printf(w, y + 1, 1, maxc, term_attr(UI_ROLE_DIM), "%s", kind);
+    term_put_words(w, y + 1, 1, kind, maxc, term_attr(UI_ROLE_DIM));
     return 2;
 }
 
@@ -158,23 +158,58 @@ static void heat_cell(pane *p, int y, int x, int lu, int ll, int missing) {
  * front, lower's behind), columns = keys, one token each; the window
  * follows both cursors (*scroll: its rows back from the newest). rows2
  * holds 2 * n_ctx floats. */
+/* The first of n_cols keys (of 0 .. v's last query) that hold the most
+ * attention from the queries v shows; ties go to the latest window (the
+ * diagonal). mass: n_ctx floats; row: n_ctx floats. */
+static int most_attended(const app *a, const inspect_focus *f, const ui_heat_view *v, float *row, float *mass) {
+    const int last = v->row0 + v->n_rows - 1, n = last + 1;
+    for (int k = 0; k < n; k++) mass[k] = 0;
+    for (int q = v->row0; q <= last; q++) {
+        view_row(a, f, q, row);
+        for (int k = 0; k <= q; k++)
+            if (row[k] == row[k]) mass[k] += row[k];
+    }
+    double sum = 0, best = -1;
+    int best0 = n - v->n_cols;
+    for (int k = 0; k < n; k++) {
+        sum += mass[k];
+        if (k >= v->n_cols) sum -= mass[k - v->n_cols];
+        if (k >= v->n_cols - 1 && sum >= best - 1e-6) best = sum > best ? sum : best, best0 = k - v->n_cols + 1;
+    }
+    return best0 < 0 ? 0 : best0;
+}
+
 void view_zoom(pane *p, int y, int h, const inspect_focus *f, float *rows2, int *scroll) {
     const int half = term_half_blocks(), rpc = half ? 2 : 1, digits = digits_of(f->n_tok - 1);
     const int x0 = 1 + digits + (half ? 8 : 6) + 1;
-    char how[64];
-    snprintf(how, sizeof how, half ? "1 token/col, 2 queries/row \u2580" : "1 token/cell");
-    int lr = view_legend(p, y, f, how);
-    y += lr;
-    int mrows = h - (KEY_LABEL_ROWS + 1) - lr;
-    if (mrows < 1 || p->w - x0 - 1 < 4 || f->n_tok == 0) return;
+    int mrows = h - (KEY_LABEL_ROWS + 1) - 1; /* the legend: 1 row, or 2 (known below) */
+    if (mrows < 1 || p->w - x0 - 1 < 4 || f->n_tok == 0) {
+        view_legend(p, y, f, "");
+        return;
+    }
+    float *up = rows2, *lo = rows2 + istore_n_ctx(p->a->store);
     ui_heat_view v;
-    ui_heat_window(f->n_tok, mrows * rpc, p->w - x0 - 1, *scroll, f->query, &v);
+    int lr = 0;
+    for (int pass = 0; pass < 2; pass++) { /* again when the legend takes two rows */
+        ui_heat_window(f->n_tok, (mrows - (lr > 1)) * rpc, p->w - x0 - 1, *scroll, f->query, &v);
+        if (v.n_rows < 1) return;
+        if (f->key_auto) { /* the keys that matter to these queries (after a long chat: the diagonal, or far back) */
+            v.col0 = most_attended(p->a, f, &v, up, lo);
+        } else { /* the key cursor in view */
+            if (f->key < v.col0) v.col0 = f->key;
+            if (f->key >= v.col0 + v.n_cols) v.col0 = f->key - v.n_cols + 1;
+        }
+        char how[96], keys[40] = "";
+        if (v.n_cols < v.row0 + v.n_rows) snprintf(keys, sizeof keys, "; keys %d-%d", v.col0, v.col0 + v.n_cols - 1);
+        snprintf(how, sizeof how, half ? "1 token/col, 2 queries/row \u2580%s" : "1 token/cell%s", keys);
+        int was = lr;
+        lr = view_legend(p, y, f, how);
+        if (lr <= 1 || was > 1) break;
+    }
     *scroll = v.scroll;
-    if (f->key < v.col0) v.col0 = f->key; /* the key cursor in view too */
-    if (f->key >= v.col0 + v.n_cols) v.col0 = f->key - v.n_cols + 1;
+    y += lr;
     zoom_key_axis(p, y, x0, &v, f);
     y += KEY_LABEL_ROWS + 1;
-    float *up = rows2, *lo = rows2 + istore_n_ctx(p->a->store);
     for (int r = 0; r * rpc < v.n_rows; r++) {
         int q0 = v.row0 + r * rpc, q1 = half && q0 + 1 < v.row0 + v.n_rows ? q0 + 1 : -1;
         float s0 = view_row(p->a, f, q0, up), s1 = q1 >= 0 ? view_row(p->a, f, q1, lo) : 0;

@@ -17,7 +17,7 @@
 #include "ui/app.h"
 #include "viz/export.h"
 
-enum { LENS_TOP = 3 };
+enum { LENS_TOP = 12 }; /* guesses kept per layer; as many are drawn as fit */
 
 typedef struct {
     int32_t id[LENS_TOP];
@@ -99,7 +99,10 @@ static int put_choice(pane *p, int y, int x, int width, int32_t id, float prob, 
     return width;
 }
 
-/* The lens table from row y, h rows. Returns the rows used. */
+/* The lens table from row y, h rows. Returns the rows used. Every layer
+ * shows when the rows allow (with more guesses on more rows per layer when
+ * there is room); else the last layers, with the final prediction, and a
+ * line saying which are left out. */
 int view_lens(pane *p, int y, int h, const inspect_focus *f) {
     app *a = p->a;
     if (f->query < 0 || h < 3) return 0;
@@ -116,20 +119,36 @@ int view_lens(pane *p, int y, int h, const inspect_focus *f) {
     term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_DIM), "after #%d \"%s\": each block's guess",
                 f->query, q);
     term_printf(p->win, y + 1, 1, p->w - 2, term_attr(UI_ROLE_DIM), "#rank p: of \"%s\", the final choice", t);
-    /* as many choices as fit at 13 columns each (6 of label) */
-    int n_show = (p->w - 2 - 4 - 13) / 13;
-    n_show = n_show > LENS_TOP ? LENS_TOP : n_show < 1 ? 1 : n_show;
-    const int col = (p->w - 2 - 4 - 13) / n_show;
-    int rows = 2;
-    for (int l = 0; l < a->cfg->n_layer && rows < h; l++, rows++) {
+    /* as many choices as fit at 13 columns each (6 of label), on up to 3 rows a layer */
+    const int L = a->cfg->n_layer;
+    int per_row = (p->w - 2 - 4 - 13) / 13;
+    per_row = per_row > LENS_TOP ? LENS_TOP : per_row < 1 ? 1 : per_row;
+    const int col = (p->w - 2 - 4 - 13) / per_row;
+    int lines = (h - 2) / L;
+    lines = lines > 3 ? 3 : lines < 1 ? 1 : lines;
+    while (lines > 1 && (lines - 1) * per_row >= LENS_TOP) lines--; /* no row without guesses */
+    const int n_show = per_row * lines > LENS_TOP ? LENS_TOP : per_row * lines;
+    int first = 0, rows = 2;
+    if (L > h - 2) { /* not every layer fits: the last ones, which end in the prediction */
+        first = L - (h - 3);
+        term_printf(p->win, y + rows++, 1, p->w - 2, term_attr(UI_ROLE_DIM), "L0-L%d above (F10: more room)", first - 1);
+    }
+    for (int l = first; l < L && rows < h; l++) {
         const lens_row *r = &c->rows[l];
-        int yy = y + rows, x = 1;
-        x += term_printf(p->win, yy, x, 4, term_attr(UI_ROLE_DIM), "L%-2d ", l);
-        for (int k = 0; k < n_show && r->id[k] >= 0; k++)
-            x += put_choice(p, yy, x, col, r->id[k], r->p[k], term_attr(r->id[k] == c->target ? UI_ROLE_SELECTION : UI_ROLE_TEXT));
+        const int top = y + rows, x_rank = 5 + per_row * col;
         char pc[8];
-        term_printf(p->win, yy, x, p->w - 1 - x, term_attr(r->rank == 1 ? UI_ROLE_CONF_HIGH : UI_ROLE_DIM), " #%-4d%s",
-                    r->rank, ui_percent(r->p_target, pc));
+        term_printf(p->win, top, 1, 4, term_attr(UI_ROLE_DIM), "L%-2d ", l);
+        term_printf(p->win, top, x_rank, p->w - 1 - x_rank, term_attr(r->rank == 1 ? UI_ROLE_CONF_HIGH : UI_ROLE_DIM),
+                    " #%-4d%s", r->rank, ui_percent(r->p_target, pc));
+        int used = 1;
+        for (int k = 0; k < n_show && r->id[k] >= 0; k++) {
+            const int line = k / per_row;
+            if (line >= lines || rows + line >= h) break;
+            used = line + 1;
+            put_choice(p, top + line, 5 + (k % per_row) * col, col, r->id[k], r->p[k],
+                       term_attr(r->id[k] == c->target ? UI_ROLE_SELECTION : UI_ROLE_TEXT));
+        }
+        rows += used;
     }
     return rows;
 }
