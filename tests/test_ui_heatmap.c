@@ -56,6 +56,29 @@ static void test_window_scroll_and_cursor(void **state) {
     assert_int_equal(v.cursor, 99);
 }
 
+/* Which keys the heatmap shows for a query window: the diagonal unless a
+ * window further back holds twice its attention. */
+static void test_key_window(void **state) {
+    (void)state;
+    float m[100];
+    for (int k = 0; k < 100; k++) m[k] = 0.01f; /* spread alike: the diagonal */
+    assert_int_equal(ui_heat_key_window(m, 100, 20), 80);
+    m[10] = 0.5f; /* far back, 0.5 + 19 * 0.01 = 0.69 against 0.2 on the diagonal */
+    assert_int_equal(ui_heat_key_window(m, 100, 20), 0); /* the earliest window that holds it */
+    m[10] = 0.25f; /* 0.44 against 0.2: just over twice */
+    assert_int_equal(ui_heat_key_window(m, 100, 20), 0);
+    m[10] = 0.2f;  /* 0.39: under twice 0.2 */
+    assert_int_equal(ui_heat_key_window(m, 100, 20), 80);
+    m[95] = 1.0f;  /* the diagonal holds the most */
+    m[10] = 0.5f;
+    assert_int_equal(ui_heat_key_window(m, 100, 20), 80);
+    assert_int_equal(ui_heat_key_window(m, 10, 20), 0); /* all fit */
+    for (int k = 0; k < 100; k++) m[k] = k == 50 ? 1.0f : 0; /* one key, nothing on the diagonal */
+    assert_int_equal(ui_heat_key_window(m, 100, 20), 31);
+    m[50] = NAN; /* unknown weights count as none */
+    assert_int_equal(ui_heat_key_window(m, 100, 20), 80);
+}
+
 static void test_levels(void **state) {
     (void)state;
     assert_int_equal(ui_heat_level(0, 5), 0);
@@ -147,7 +170,7 @@ int main(void) {
         cmocka_unit_test(test_window_fits), cmocka_unit_test(test_window_follows_newest),
         cmocka_unit_test(test_window_scroll_and_cursor), cmocka_unit_test(test_levels),
         cmocka_unit_test(test_top_entries), cmocka_unit_test(test_level_floors),
-        cmocka_unit_test(test_scale), cmocka_unit_test(test_bins),
+        cmocka_unit_test(test_scale), cmocka_unit_test(test_bins), cmocka_unit_test(test_key_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

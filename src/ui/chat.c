@@ -201,9 +201,10 @@ static int open_app(app *a, const chat_options *o, gpt2_chat_template **tmpl) {
     }
     if (load_template(a, o, tmpl) || open_session(a, o, *tmpl) || open_draft(a, o) || open_store(a)) return -1;
     if (o->resume_last && continue_last(a)) return -1;
-    app_log(a, "start: model %s (%s), %s, template %s, n_ctx %d%s%s", a->model_name,
+    app_log(a, "start: model %s (%s), %s, template %s, n_ctx %d%s%s, seed %llu", a->model_name,
             gpt2_dtype_name(gpt2_model_dtype(a->model)), src, gpt2_session_template(a->s)->name, a->n_ctx,
-            a->draft ? ", draft " : "", a->draft ? a->draft_name : "");
+            a->draft ? ", draft " : "", a->draft ? a->draft_name : "",
+            (unsigned long long)gpt2_session_sampler_params(a->s).seed);
     return 0;
 }
 

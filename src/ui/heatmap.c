@@ -31,6 +31,18 @@ void ui_heat_window(int n, int rows, int cols, int scroll, int cursor, ui_heat_v
     v->n_cols = nc;
 }
 
+int ui_heat_key_window(const float *mass, int n, int cols) {
+    if (cols >= n) return 0;
+    double sum = 0, best = -1;
+    int best0 = n - cols;
+    for (int k = 0; k < n; k++) {
+        sum += mass[k] == mass[k] ? mass[k] : 0;
+        if (k >= cols) sum -= mass[k - cols] == mass[k - cols] ? mass[k - cols] : 0;
+        if (k >= cols - 1 && sum > best + 1e-9) best = sum, best0 = k - cols + 1;
+    }
+    return best > 2 * sum + 1e-9 ? best0 : n - cols; /* sum: the last window's */
+}
+
 int ui_heat_level(float w, int n_levels) {
     if (n_levels < 2) n_levels = 2;
     if (!(w > 0)) return 0;

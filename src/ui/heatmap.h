@@ -24,6 +24,13 @@ typedef struct {
 
 void ui_heat_window(int n, int rows, int cols, int scroll, int cursor, ui_heat_view *v);
 
+/* The first of cols keys to show, given mass[k] (k < n), the attention the
+ * shown queries pay key k: the latest window (the diagonal, n - cols) unless
+ * one further back holds at least twice its mass (a head that looks far
+ * back; the earliest such maximum); attention spread alike over every
+ * window stays on the diagonal. 0 when cols >= n. */
+int ui_heat_key_window(const float *mass, int n, int cols);
+
 /* The ramp level (0 .. n_levels - 1) for an attention weight in [0, 1]: square
  * root scale so that small weights stay visible; level 0 only for exactly 0
  * (and NaN). n_levels >= 2. */

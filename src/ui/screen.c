@@ -44,6 +44,7 @@ void pane_title(pane *p, const char *title) {
 }
 
 void pane_left_border(pane *p) {
+    if (p->x == 0) return; /* nothing to its left (zoomed) */
     wattrset(p->win, term_attr(UI_ROLE_BORDER));
     mvwvline(p->win, 0, 0, ACS_VLINE, p->h);
     wattrset(p->win, 0);

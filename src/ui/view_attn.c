@@ -158,9 +158,8 @@ static void heat_cell(pane *p, int y, int x, int lu, int ll, int missing) {
  * front, lower's behind), columns = keys, one token each; the window
  * follows both cursors (*scroll: its rows back from the newest). rows2
  * holds 2 * n_ctx floats. */
-/* The first of n_cols keys (of 0 .. v's last query) that hold the most
- * attention from the queries v shows; ties go to the latest window (the
- * diagonal). mass: n_ctx floats; row: n_ctx floats. */
+/* The first key to show for the queries v shows (ui_heat_key_window on the
+ * attention they pay each key). mass: n_ctx floats; row: n_ctx floats. */
 static int most_attended(const app *a, const inspect_focus *f, const ui_heat_view *v, float *row, float *mass) {
     const int last = v->row0 + v->n_rows - 1, n = last + 1;
     for (int k = 0; k < n; k++) mass[k] = 0;
@@ -169,14 +168,7 @@ static int most_attended(const app *a, const inspect_focus *f, const ui_heat_vie
         for (int k = 0; k <= q; k++)
             if (row[k] == row[k]) mass[k] += row[k];
     }
-    double sum = 0, best = -1;
-    int best0 = n - v->n_cols;
-    for (int k = 0; k < n; k++) {
-        sum += mass[k];
-        if (k >= v->n_cols) sum -= mass[k - v->n_cols];
-        if (k >= v->n_cols - 1 && sum >= best - 1e-6) best = sum > best ? sum : best, best0 = k - v->n_cols + 1;
-    }
-    return best0 < 0 ? 0 : best0;
+    return ui_heat_key_window(mass, n, v->n_cols);
 }
 
 void view_zoom(pane *p, int y, int h, const inspect_focus *f, float *rows2, int *scroll) {
@@ -200,8 +192,8 @@ void view_zoom(pane *p, int y, int h, const inspect_focus *f, float *rows2, int 
             if (f->key >= v.col0 + v.n_cols) v.col0 = f->key - v.n_cols + 1;
         }
         char how[96], keys[40] = "";
-        if (v.n_cols < v.row0 + v.n_rows) snprintf(keys, sizeof keys, "; keys %d-%d", v.col0, v.col0 + v.n_cols - 1);
-        snprintf(how, sizeof how, half ? "1 token/col, 2 queries/row \u2580%s" : "1 token/cell%s", keys);
+        if (v.n_cols < v.row0 + v.n_rows) snprintf(keys, sizeof keys, "keys %d-%d, ", v.col0, v.col0 + v.n_cols - 1);
+        snprintf(how, sizeof how, half ? "%s1 token/col, 2 queries/row \u2580" : "%s1 token/cell", keys);
         int was = lr;
         lr = view_legend(p, y, f, how);
         if (lr <= 1 || was > 1) break;

@@ -478,6 +478,16 @@ done
 check "80x24, bundled model: ten replies" sh -c "[ \"\$(grep -c 'reply: ' '$TMP/log')\" -eq 10 ]"
 check "80x24, bundled model: no turn dropped from the context" sh -c "! grep -q 'context full: dropped' '$TMP/log'"
 # each reply's line says "context N/1024": N grows with every exchange (a drop would shrink it)
+# the views fit 80x24: the lens shows every layer (L0-L5) with the attention readout left out;
+# F10 gives the inspector the whole width, and back
+keys F8 F8 F8
+check "80x24: the lens shows its first layer" wait_for "L0 "
+check "80x24: the lens shows its last layer, the model's prediction" wait_for "L5 "
+keys F10
+check "80x24, F10: the inspector over the whole width" sh -c "sleep 0.3; $T capture-pane -p -t app | head -1 | grep -q '^ *logit lens' && ! $T capture-pane -p -t app | grep -q 'sampling'"
+keys F10
+check "80x24, F10 again: the panes are back" wait_for "sampling"
+keys F8
 check "80x24, bundled model: the context holds all ten exchanges" sh -c "grep '^reply: ' '$TMP/log' | grep -oE 'context [0-9]+/1024' | tr -dc '0-9/\n' | cut -d/ -f1 | awk 'NR > 1 && \$1 <= prev { bad = 1 } { prev = \$1; n++ } END { exit !(n == 10 && !bad) }'"
 quit_app
 
@@ -644,6 +654,16 @@ sleep 1.5
 keys C-c
 check "bench, Ctrl-C: says it stopped" wait_for "bench interrupted while measuring" 10
 check "bench, Ctrl-C: says it once" sh -c "sleep 0.5; [ \$($T capture-pane -p -t app | grep -c 'bench interrupted') = 1 ]"
+
+# 80x24 with a random seed: the knobs panel shows all of it (the log's start line names it)
+rm -f "$TMP/log"
+$T kill-server >/dev/null 2>&1; sleep 0.2
+$T new-session -d -s app -x 80 -y 24 "env XDG_STATE_HOME='$TMP/state' '$BIN' chat -m '$ROOT/models/shakespeare' --log '$TMP/log'; sleep 60"
+wait_for "you speak as ROMEO" 10
+seed=$(sed -n 's/^start: .*, seed \([0-9]*\)$/\1/p' "$TMP/log")
+check "80x24, a random seed: the log names it" sh -c "[ -n '$seed' ]"
+check "80x24, a random seed: shown whole" sh -c "$T capture-pane -p -t app | grep -qE 'seed +$seed\$'"
+quit_app
 
 echo
 echo "tui: $pass passed, $fail failed"
