@@ -478,8 +478,10 @@ done
 check "80x24, bundled model: ten replies" sh -c "[ \"\$(grep -c 'reply: ' '$TMP/log')\" -eq 10 ]"
 check "80x24, bundled model: no turn dropped from the context" sh -c "! grep -q 'context full: dropped' '$TMP/log'"
 # each reply's line says "context N/1024": N grows with every exchange (a drop would shrink it)
-# the views fit 80x24: the lens shows every layer (L0-L5) with the attention readout left out;
-# F10 gives the inspector the whole width, and back
+# the views fit 80x24, a message of three rows over the input too: the lens shows every layer
+# (L0-L5; the attention readout left out); F10 gives the inspector the whole width, and back
+keys "/load $TMP/no/such/directory/holds/this/conversation/that/was/never/saved/anywhere/at/all.json" Enter
+wait_log "^message: .*all.json"
 keys F8 F8 F8
 check "80x24: the lens shows its first layer" wait_for "L0 "
 check "80x24: the lens shows its last layer, the model's prediction" wait_for "L5 "
