@@ -17,6 +17,17 @@ static char *tmpdir_new(void) {
     return dir;
 }
 
+/* A shell command whose output does not matter (freed). */
+static void script(const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    run_result r = run_script("%s", cmd);
+    run_free(&r);
+}
+
 /* The repository (the tests run from its root); absolute, for commands run elsewhere. */
 static const char *root(void) {
     static char cwd[2048];
@@ -103,7 +114,7 @@ static void test_convert_refuses(void **state) {
     run_free(&r);
     assert_true(inode(out, "model.safetensors") == st_ino && inode(out, "config.json") == cfg_ino);
     /* --force: the four files replaced, the user's own kept */
-    run_script("sh -c 'echo mine > %s/README.md'", out);
+    script("sh -c 'echo mine > %s/README.md'", out);
     r = run(NULL, "convert %s %s --dtype f16 --force", model("reverse"), out);
     assert_int_equal(r.status, 0);
     run_free(&r);
@@ -113,7 +124,7 @@ static void test_convert_refuses(void **state) {
     run_free(&r);
     /* one of its names a directory there: refused before any file moves */
     st_ino = inode(out, "model.safetensors");
-    run_script("rm %s/config.json && mkdir %s/config.json", out, out);
+    script("rm %s/config.json && mkdir %s/config.json", out, out);
     r = run(NULL, "convert %s %s --force", model("reverse"), out);
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "config.json is not a regular file: not replaced, nothing moved"));
@@ -121,7 +132,7 @@ static void test_convert_refuses(void **state) {
     assert_true(inode(out, "model.safetensors") == st_ino);
     assert_int_equal(count_named(dir, ".partial-"), 0);
     /* an empty directory is taken; a file is not a directory */
-    run_script("mkdir %s/empty && sh -c ': > %s/file'", dir, dir);
+    script("mkdir %s/empty && sh -c ': > %s/file'", dir, dir);
     r = run(NULL, "convert %s %s/empty", model("reverse"), dir);
     assert_int_equal(r.status, 0);
     run_free(&r);
@@ -129,7 +140,7 @@ static void test_convert_refuses(void **state) {
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "file exists and is not a directory"));
     run_free(&r);
-    run_script("rm -rf %s", dir);
+    script("rm -rf %s", dir);
 }
 
 /* convert keeps the logits by default: an F16 GGUF whose norms and biases are
@@ -155,7 +166,7 @@ static void test_convert_keeps_logits(void **state) {
     b = run(NULL, "topk -m %s/f16 -p 'the cat sat' -k 20 --json", dir);
     assert_string_not_equal(a.out, b.out); /* the norms rounded: the logits move */
     run_free(&a), run_free(&b);
-    run_script("rm -rf %s", dir);
+    script("rm -rf %s", dir);
 }
 
 /* Stopped at any moment (SIGTERM, SIGINT, SIGHUP), convert leaves the whole
@@ -183,7 +194,7 @@ static void test_convert_interrupted(void **state) {
         else stopped++, assert_int_equal(files, 0);
     }
     assert_true(stopped > 0);
-    run_script("rm -rf %s", dir);
+    script("rm -rf %s", dir);
 }
 
 static void test_train_refuses_and_hangup(void **state) {
@@ -229,7 +240,7 @@ static void test_train_refuses_and_hangup(void **state) {
     if (atoi(r.out) != 130 || !strstr(r.out, "interrupted after step") || !strstr(r.out, "--resume goes on from step"))
         fail_msg("train after SIGHUP:\n%s", r.out);
     run_free(&r);
-    run_script("rm -rf %s", dir);
+    script("rm -rf %s", dir);
 }
 
 /* Messages keep what went wrong when a path is long (its middle gives way),
@@ -264,7 +275,7 @@ static void test_messages(void **state) {
     assert_int_equal(r.status, 1);
     if (!strstr(r.err, "config.json: the key \"n_layer\" appears twice in one object")) fail_msg("stderr: %s", r.err);
     run_free(&r);
-    run_script("rm -rf %s", dir);
+    script("rm -rf %s", dir);
 }
 
 int main(void) {

@@ -446,7 +446,7 @@ check "lost terminal: the reply came first" wait_for " 61 8 0 45 3 99 7 12"
 pid=$(awk '$2 == "(gptscope)" { print $1 }' /proc/[0-9]*/stat 2>/dev/null | while read p; do
     grep -q "state2" /proc/$p/environ 2>/dev/null && echo $p; done | head -1)
 $T kill-server >/dev/null 2>&1
-i=0; while [ -n "$pid" ] && [ -d /proc/$pid ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+i=0; while [ -n "$pid" ] && [ -d /proc/$pid ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
 check "lost terminal: the app quits instead of spinning" sh -c "[ -n '$pid' ] && [ ! -d /proc/$pid ]"
 check "lost terminal: the log says why" wait_log "the terminal is gone: quitting"
 check "lost terminal: the conversation is kept" sh -c "f=\$(sed -n 's|^the conversation is kept in ||p' '$TMP/log'); case \$f in '$TMP/state2/gptscope/chats/'*.json) grep -q '61 8 0 45' \"\$f\" ;; *) false ;; esac"
