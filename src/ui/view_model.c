@@ -3,8 +3,10 @@
  * A full-screen overlay, like the help: a grid of n_layer x n_head
  * thumbnails of the heads' patterns (the whole context max-pooled, or just
  * the inspector's query row), and beside it every head's scores
- * (gpt2_inspect.h), sortable. Arrows move the selection, Enter opens the
- * head in the inspector, s sorts, r switches the thumbnails, Esc closes.
+ * (gpt2_inspect.h), sortable. Arrows move the selection on the grid (by
+ * layer and head); sorted by a score, Up/Down (PgUp/PgDn, Home/End) walk the
+ * table instead, which starts at its top row. Enter opens the head in the
+ * inspector, s sorts, r switches the thumbnails, Esc (q, Ctrl-C) closes.
  *
  * State: the selection, the sort, the thumbnail mode, and the scores,
  * computed from the store when the view opens and again when the context
@@ -217,7 +219,8 @@ static void draw_thumb(WINDOW *w, int y, int x, int tw, int th, const int *lv) {
 }
 
 /* The grid in columns [0, gw): head numbers on top, "L0".. on the left,
- * the selection framed by brackets, ablated heads marked x. */
+ * the selection framed by bars on its own thumbnail's sides (and its
+ * labels highlighted), ablated heads marked x. */
 static void draw_grid(app *a, WINDOW *w, int y0, int gw, int gh, int q) {
     struct model_view *mv = a->model_view;
     const int L = a->cfg->n_layer, H = a->cfg->n_head, lab = L > 10 ? 4 : 3;
@@ -231,16 +234,20 @@ static void draw_grid(app *a, WINDOW *w, int y0, int gw, int gh, int q) {
     int n;
     gpt2_session_tokens(a->s, &n);
     const int *lv = n > 0 ? thumbs(a, n, q, tw, th * (term_half_blocks() ? 2 : 1)) : NULL;
+    const attr_t sel_at = term_attr(UI_ROLE_SELECTION), dim = term_attr(UI_ROLE_DIM);
     for (int h = 0; h < H; h++)
-        term_printf(w, y0, lab + h * (tw + 1), tw + 1, term_attr(UI_ROLE_DIM), "H%d", h);
+        term_printf(w, y0, lab + h * (tw + 1), tw + 1, h == mv->head ? sel_at : dim, "H%d", h);
     for (int l = 0; l < L; l++) {
         int y = y0 + 1 + l * (th + 1);
-        term_printf(w, y, 0, lab, term_attr(UI_ROLE_DIM), "L%d", l);
+        term_printf(w, y, 0, lab - 1, l == mv->layer ? sel_at : dim, "L%d", l);
         for (int h = 0; h < H; h++) {
             int x = lab + h * (tw + 1), sel = l == mv->layer && h == mv->head;
             if (lv) draw_thumb(w, y, x, tw, th, lv + (size_t)(l * H + h) * th * (term_half_blocks() ? 2 : 1) * tw);
             if (gpt2_session_ablated(a->s, l, h)) term_printf(w, y + th, x, 1, term_attr(UI_ROLE_ERROR), "x");
-            if (sel) term_fill(w, y + th, x, tw, term_attr(UI_ROLE_SELECTION));
+            for (int r = 0; sel && r < th; r++) { /* bars in the gaps at its sides */
+                term_put(w, y + r, x - 1, "\u2590", 3, 1, sel_at);
+                term_put(w, y + r, x + tw, "\u258c", 3, 1, sel_at);
+            }
         }
     }
 }
@@ -257,13 +264,19 @@ static void draw_table(app *a, WINDOW *w, int y0, int x, int rows) {
     struct model_view *mv = a->model_view;
     const int H = a->cfg->n_head;
     term_printf(w, y0, x, TABLE_W, term_attr(UI_ROLE_TITLE), "head    prev  first   self  entr.  induc");
-    term_printf(w, y0 + 1, x, TABLE_W, term_attr(UI_ROLE_DIM), "sorted by %s (s); entropy in nats", sort_names[mv->sort]);
     rows -= 2;
     int sel = 0;
     for (int i = 0; i < mv->n_heads; i++)
         if (mv->order[i] == mv->layer * H + mv->head) sel = i;
     if (sel < mv->table_top) mv->table_top = sel;
     if (sel >= mv->table_top + rows) mv->table_top = sel - rows + 1;
+    if (rows < mv->n_heads) /* it scrolls: which rows are shown */
+        term_printf(w, y0 + 1, x, TABLE_W, term_attr(UI_ROLE_DIM), "by %s (s); rows %d-%d of %d", sort_names[mv->sort],
+                    mv->table_top + 1, mv->table_top + rows < mv->n_heads ? mv->table_top + rows : mv->n_heads,
+                    mv->n_heads);
+    else
+        term_printf(w, y0 + 1, x, TABLE_W, term_attr(UI_ROLE_DIM), "sorted by %s (s); entropy in nats",
+                    sort_names[mv->sort]);
     for (int r = 0; r < rows && mv->table_top + r < mv->n_heads; r++) {
         int i = mv->order[mv->table_top + r], on = mv->table_top + r == sel;
         const gpt2_head_scores *s = &mv->scores[i];
@@ -274,6 +287,30 @@ static void draw_table(app *a, WINDOW *w, int y0, int x, int rows) {
         }
         const double v[5] = {s->prev_token, s->first_token, s->self, s->entropy, s->induction};
         for (int j = 0; j < 5; j++) put_score(w, y0 + 2 + r, x + 6 + 7 * j, v[j], on);
+    }
+}
+
+/* The last row: the selected head's scores, then as many key hints as fit. */
+static void draw_footer(app *a, WINDOW *w) {
+    const struct model_view *mv = a->model_view;
+    const gpt2_head_scores *s = &mv->scores[mv->layer * a->cfg->n_head + mv->head];
+    const attr_t at = term_attr(UI_ROLE_STATUS);
+    char buf[256], ind[16];
+    if (s->induction == s->induction) snprintf(ind, sizeof ind, "%.2f", s->induction);
+    else snprintf(ind, sizeof ind, "n/a");
+    snprintf(buf, sizeof buf, " L%d H%d%s  prev %.2f first %.2f self %.2f entropy %.2f induction %s", mv->layer,
+             mv->head, gpt2_session_ablated(a->s, mv->layer, mv->head) ? " (ablated)" : "", s->prev_token,
+             s->first_token, s->self, s->entropy, ind);
+    term_fill(w, LINES - 1, 0, COLS, at);
+    int c = term_put(w, LINES - 1, 0, buf, strlen(buf), COLS, at);
+    static const char *const hints[] = {" \u2502 Enter opens", "  s sorts", "  Esc closes", "  x ablates",
+                                        "  r thumbnails"};
+    const char *move = mv->sort == SORT_LAYER ? "  arrows move" : "  \u2191\u2193 the table";
+    for (int i = 0; i < 6; i++) {
+        const char *h = i == 1 ? move : hints[i < 1 ? 0 : i - 1];
+        int hw = ui_text_width(h, strlen(h));
+        if (c + hw > COLS) break;
+        c += term_put(w, LINES - 1, c, h, strlen(h), COLS - c, at);
     }
 }
 
@@ -288,9 +325,11 @@ void model_view_draw(app *a) {
     inspect_focus f;
     inspector_focus(a->panes[PANE_INSPECTOR], &f);
     int n = f.n_tok;
-    term_printf(w, 0, 0, COLS, term_attr(UI_ROLE_TITLE),
-                " model view: %d layers x %d heads over %d tokens - thumbnails: %s", a->cfg->n_layer,
-                a->cfg->n_head, n, mv->row_mode ? "the query's row (r: whole pattern)" : "whole pattern (r: the query's row)");
+    char title[256];
+    snprintf(title, sizeof title, " model view: %d layers x %d heads over %d token%s - thumbnails: %s",
+             a->cfg->n_layer, a->cfg->n_head, n, n == 1 ? "" : "s",
+             mv->row_mode ? "the query's row (r: whole pattern)" : "whole pattern (r: the query's row)");
+    term_put_words(w, 0, 0, title, COLS, term_attr(UI_ROLE_TITLE));
     pane legend_pane = {.a = a, .win = w, .w = COLS - TABLE_W - 2, .h = 2};
     inspect_focus lf = {.view = INSPECT_ZOOM};
     if (legend_pane.w >= 16) view_legend(&legend_pane, 1, &lf, "max-pooled");
@@ -306,22 +345,37 @@ void model_view_draw(app *a) {
         draw_grid(a, w, top, gw, gh, f.query < 0 ? 0 : f.query);
     }
     draw_table(a, w, top, gw + 1, gh);
-    const gpt2_head_scores *s = &mv->scores[mv->layer * a->cfg->n_head + mv->head];
-    term_printf(w, LINES - 1, 0, COLS, term_attr(UI_ROLE_STATUS),
-                " L%d H%d%s  prev %.2f first %.2f self %.2f entropy %.2f induction %s%.2f - arrows move, Enter opens, "
-                "s sorts, r thumbnails, x ablates, Esc closes",
-                mv->layer, mv->head, gpt2_session_ablated(a->s, mv->layer, mv->head) ? " (ablated)" : "", s->prev_token,
-                s->first_token, s->self, s->entropy, s->induction == s->induction ? "" : "n/a ",
-                s->induction == s->induction ? s->induction : 0.0);
+    draw_footer(a, w);
     wnoutrefresh(w);
     delwin(w);
 }
 
 /* ---- keys ---- */
 
+/* Sorted by a score: the selection moves to the table's row at + d (clamped). */
+static void walk_table(struct model_view *mv, int H, int d) {
+    int at = 0;
+    for (int i = 0; i < mv->n_heads; i++)
+        if (mv->order[i] == mv->layer * H + mv->head) at = i;
+    at += d;
+    at = at < 0 ? 0 : at >= mv->n_heads ? mv->n_heads - 1 : at;
+    mv->layer = mv->order[at] / H, mv->head = mv->order[at] % H;
+}
+
 int model_view_key(app *a, int key, int is_code) {
     struct model_view *mv = a->model_view;
-    const int L = a->cfg->n_layer, H = a->cfg->n_head;
+    const int L = a->cfg->n_layer, H = a->cfg->n_head, page = LINES > 8 ? LINES - 8 : 1;
+    if (is_code && mv->sort != SORT_LAYER) { /* a ranking: the table is the list to walk */
+        switch (key) {
+        case KEY_UP: walk_table(mv, H, -1); return 1;
+        case KEY_DOWN: walk_table(mv, H, +1); return 1;
+        case KEY_PPAGE: walk_table(mv, H, -page); return 1;
+        case KEY_NPAGE: walk_table(mv, H, +page); return 1;
+        case KEY_HOME: walk_table(mv, H, -mv->n_heads); return 1;
+        case KEY_END: walk_table(mv, H, +mv->n_heads); return 1;
+        default: break;
+        }
+    }
     if (is_code) {
         switch (key) {
         case KEY_UP: mv->layer = (mv->layer + L - 1) % L; return 1;
@@ -345,7 +399,10 @@ int model_view_key(app *a, int key, int is_code) {
                     inspector_layer(ins), inspector_head(ins));
         return 1;
     }
-    case 's': mv->sort = (mv->sort + 1) % N_SORTS, sort_heads(mv); return 1;
+    case 's': /* the next ranking, from its top */
+        mv->sort = (mv->sort + 1) % N_SORTS, sort_heads(mv);
+        if (mv->sort != SORT_LAYER) walk_table(mv, H, -mv->n_heads);
+        return 1;
     case 'r': mv->row_mode = !mv->row_mode; return 1;
     case 'x': app_ablate_toggle(a, mv->layer, mv->head); return 1;
     case 27:

@@ -374,10 +374,20 @@ check "model view: every head, its thumbnail and scores" wait_for "model view: 2
 check "model view: the scores table" wait_for "head    prev  first   self  entr.  induc"
 keys s
 check "model view: s sorts by the next score" wait_for "sorted by prev (s)"
-keys Right Enter
-check "model view: Enter opens the head in the inspector" wait_for "inspector: layer 0, head 1"
-check "model view: closed, the inspector shows that head" wait_for "L0 H1"
-keys F9 x
+# the table's first two heads (L.H), as drawn
+table_heads() { screen | awk '/sorted by prev/ { on = 1; next } on && match($0, /[0-9]+\.[0-9]+ +(-|[0-9]+\.[0-9]+) /) { split(substr($0, RSTART), f, " "); print f[1]; if (++n == 2) exit }'; }
+first=$(table_heads | sed -n 1p); second=$(table_heads | sed -n 2p)
+check "model view: sorting selects the table's top row" wait_for " L${first%.*} H${first#*.}  prev"
+keys Down
+check "model view: sorted, Down walks the table" wait_for " L${second%.*} H${second#*.}  prev"
+keys Enter
+check "model view: Enter opens the selected head in the inspector" wait_for "inspector: layer ${second%.*}, head ${second#*.}"
+keys F9 s s s s s s
+wait_for "sorted by layer (s)"
+keys Down Right Enter
+check "model view: sorted by layer, the arrows walk the grid" wait_for "inspector: layer $(( (${second%.*} + 1) % 2 )), head $(( (${second#*.} + 1) % 4 ))"
+check "model view: closed, the inspector shows the head it opened" wait_for "L$(( (${second%.*} + 1) % 2 )) H$(( (${second#*.} + 1) % 4 ))"
+keys Tab Tab Tab "/layer 0" Enter "/head 1" Enter F9 x
 check "model view: x ablates the selected head, the view follows" wait_for " L0 H1 (ablated)  prev"
 keys x
 check "model view: x again lifts it" wait_for " L0 H1  prev"
