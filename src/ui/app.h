@@ -121,6 +121,7 @@ struct app {
     gpt2_sampler *probe;  /* temperature 1, no cuts: reads a next-token distribution off the logits */
     gpt2_context *probe_ctx; /* evaluates the "before" when the session's cache has no logits (NULL: not yet) */
     float *cmp_logits;    /* (n_vocab) the logits before the last ablation change */
+    float *at_logits, *at_probs; /* (n_vocab) app_next_at's */
     float *cmp_before, *cmp_after; /* (n_vocab) the distributions before and after it */
     int32_t cmp_ids[2 * ISTORE_SNAP_K]; /* the tokens the comparison lists */
     int cmp_n;
@@ -217,6 +218,10 @@ int app_compare_draw(app *a, pane *p, int y, int rows);
 /* The next-token distribution at the end of the context (temperature 1, no
  * cuts) when nothing was sampled there (prompt mode): 1 when the cache has it. */
 int app_next_now(app *a, istore_snap *out);
+/* The model's next-token distribution after context position q (temperature
+ * 1, no cuts), from the last block's residual the store kept (the logits, bit
+ * for bit): for a token nothing was sampled at. 1 when kept. */
+int app_next_at(app *a, int q, istore_snap *out);
 
 /* ---- microscope.c: prompt mode ---- */
 

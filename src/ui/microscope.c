@@ -18,8 +18,10 @@ int app_microscope_open(app *a) {
     a->cmp_before = malloc((size_t)a->cfg->n_vocab * sizeof *a->cmp_before);
     a->cmp_after = malloc((size_t)a->cfg->n_vocab * sizeof *a->cmp_after);
     a->cmp_logits = malloc((size_t)a->cfg->n_vocab * sizeof *a->cmp_logits);
+    a->at_logits = malloc((size_t)a->cfg->n_vocab * sizeof *a->at_logits);
+    a->at_probs = malloc((size_t)a->cfg->n_vocab * sizeof *a->at_probs);
     a->cmp_n_tok = -1;
-    return a->cmp_before && a->cmp_after && a->cmp_logits ? 0 : -1;
+    return a->cmp_before && a->cmp_after && a->cmp_logits && a->at_logits && a->at_probs ? 0 : -1;
 }
 
 void app_microscope_close(app *a) {
@@ -29,7 +31,9 @@ void app_microscope_close(app *a) {
     free(a->cmp_before);
     free(a->cmp_after);
     free(a->cmp_logits);
-    a->probe = NULL, a->cmp_before = a->cmp_after = a->cmp_logits = NULL;
+    free(a->at_logits);
+    free(a->at_probs);
+    a->probe = NULL, a->cmp_before = a->cmp_after = a->cmp_logits = a->at_logits = a->at_probs = NULL;
 }
 
 int app_ablation_count(const app *a) {
@@ -63,6 +67,17 @@ static void compare_rows(app *a);
 int app_next_now(app *a, istore_snap *out) {
     const float *lg = logits_now(a);
     if (!lg || gpt2_sampler_filter(a->probe, lg, NULL, 0, a->cmp_after) < 0) return 0;
+    *out = (istore_snap){.valid = 1, .chosen = -1, .params = gpt2_sampler_get_params(a->probe)};
+    out->n = (int)gpt2_sampler_report(a->probe, out->c, ISTORE_SNAP_K);
+    return out->n > 0;
+}
+
+int app_next_at(app *a, int q, istore_snap *out) {
+    const float *x = istore_residual(a->store, a->cfg->n_layer - 1, q);
+    gpt2_error err;
+    if (!x || !a->at_logits || gpt2_session_unembed(a->s, x, a->at_logits, &err) != GPT2_OK ||
+        gpt2_sampler_filter(a->probe, a->at_logits, NULL, 0, a->at_probs) < 0)
+        return 0;
     *out = (istore_snap){.valid = 1, .chosen = -1, .params = gpt2_sampler_get_params(a->probe)};
     out->n = (int)gpt2_sampler_report(a->probe, out->c, ISTORE_SNAP_K);
     return out->n > 0;

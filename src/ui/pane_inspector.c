@@ -200,7 +200,17 @@ static void draw_next_token(inspector_pane *ip, int y, int k_lines, const inspec
     if (ip->cursor >= 0 && f->query >= 0) {
         if (snap_at(a, f->query, f->toks[f->query], &here)) {
             draw_candidates(p, y, &here, f->query, k_lines);
-        } else if (y < p->h) { /* a prompt token, or one from before a context drop or /load */
+        } else if (f->query > 0 && app_next_at(a, f->query - 1, &here)) {
+            /* nothing sampled there (a prompt token): what the model predicted for it, the token marked */
+            char lab[48];
+            app_token_label(a, f->toks[f->query], lab, sizeof lab);
+            here.chosen = f->toks[f->query];
+            if (y < p->h)
+                term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " #%d \"%s\": the model's guesses (T 1)",
+                            f->query, lab);
+            for (int i = 0; i < here.n && i < k_lines && y + 1 + i < p->h; i++)
+                draw_candidate(p, y + 1 + i, &here.c[i], here.c[i].id == here.chosen);
+        } else if (y < p->h) { /* a token from before a context drop or /load, its residual not kept */
             term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " #%d: no candidates recorded", f->query);
             term_printf(p->win, y + 1 < p->h ? y + 1 : y, 1, p->w - 2, term_attr(UI_ROLE_DIM),
                         " (prompt tokens, drafted and re-encoded ones have none)");

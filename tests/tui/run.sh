@@ -118,7 +118,9 @@ check "/load message" wait_for "loaded $TMP/s.json (2 turns, 16 tokens)"
 keys Tab Tab Tab Up
 check "/load keeps each reply token's candidates (the session file holds them)" wait_for "#14 then: T 0.00"
 keys Up Up Up Up Up Up Up
-check "on a prompt token the panel says it has none" wait_for "#7: no candidates recorded"
+check "on a prompt token: the model's guesses for it" wait_for '#7 "·61": the model'"'"'s guesses (T 1)'
+keys Home
+check "on the first token, which nothing predicts: the panel says it has none" wait_for "#0: no candidates recorded"
 keys End Tab
 keys "/save $TMP/s2.json" Enter "/undo" Enter
 check "/undo removes the exchange" wait_for "ctx 0/16"
@@ -432,6 +434,17 @@ check "/generate 3: the max-new knob is as it was" sh -c "$T capture-pane -p -t 
 quit_app
 printf '1 2 3' | "$BIN" inspect -m "$MODEL" -p x -f y > "$TMP/out" 2>&1; rc=$?
 check "inspect -p and -f: usage error" sh -c "[ $rc = 2 ] && grep -qF -- '-p and -f both given' '$TMP/out'"
+
+# 20b. prompt mode: on an earlier token, the model's guesses for it (its probability the
+# CLI's topk history's, independently computed)
+$T kill-server >/dev/null 2>&1; sleep 0.2
+$T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' inspect -m '$MODEL' -p '12 7 99 3 45 0 8 61 61 8 0'; sleep 60"
+wait_for "prompt mode" 10
+keys Tab Tab Tab Up Up
+check "prompt mode, an earlier token: the model's guesses for it" wait_for '#8 "·61": the model'"'"'s guesses (T 1)'
+"$BIN" topk -m "$MODEL" -p '12 7 99 3 45 0 8 61 61 8 0' -k 1 --export "$TMP/h.json" > /dev/null
+pct=$(${PYTHON:-/usr/bin/python3} -c "import json,sys; print('%.1f%%' % (100 * json.load(open(sys.argv[1]))['positions'][7]['next']['prob']))" "$TMP/h.json")
+check "prompt mode, an earlier token: its probability as topk's history gives it" sh -c "$T capture-pane -p -t app | grep '\\*·61 ' | grep -qF '$pct'"
 
 # 21. 8 colours and NO_COLOR: shade glyphs, one query per row, the scale as glyphs
 for envv in TERM=screen NO_COLOR=1; do
