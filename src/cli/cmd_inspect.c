@@ -59,7 +59,8 @@ int cmd_inspect(int argc, char **argv) {
     if (!text) return EXIT_ERR;
     chat_options co = {.model_dir = cli_model_dir(o.model), .theme_name = o.theme, .n_new = 256, .draft_k = 4,
                        .n_threads = o.n_threads, .sampler = gpt2_sampler_default_params(), .prompt = text};
-    co.sampler.seed = o.seeded ? o.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    /* a random seed of 32 bits, as chat's: whole in the knobs panel at 80 columns */
+    co.sampler.seed = o.seeded ? o.seed : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)) & 0xFFFFFFFFu;
     rc = chat_run(&co, cli_chat_host());
     free(text);
     return rc;

@@ -260,10 +260,18 @@ static void draw_context(conv_pane *cp) {
     float scale = f.query >= 0 ? view_row(a, &f, f.query, cp->row) : 0;
     char who[64];
     inspector_head_name(a, &f, who, sizeof who);
-    term_printf(p->win, 0, 0, p->w - 1, term_attr(UI_ROLE_TITLE), "text view: the model's context, %d tokens, "
-                "template text included", f.n_tok);
-    term_printf(p->win, 1, 0, p->w - 1, term_attr(UI_ROLE_DIM), "shade = attention of query #%d (marked), %s; "
-                "click a token or \u2191\u2193 in the inspector", f.query, who);
+    char line[256];
+    if (f.n_tok == 0) {
+        term_put_words(p->win, 0, 0, "text view: the model's context is empty (send a message, or /inspect TEXT)",
+                       p->w - 1, term_attr(UI_ROLE_TITLE));
+        return;
+    }
+    snprintf(line, sizeof line, "text view: the model's context, %d token%s, template text included", f.n_tok,
+             f.n_tok == 1 ? "" : "s");
+    term_put_words(p->win, 0, 0, line, p->w - 1, term_attr(UI_ROLE_TITLE));
+    snprintf(line, sizeof line, "shade = attention of query #%d (marked), %s; click a token or \u2191\u2193 in the "
+             "inspector", f.query, who);
+    term_put_words(p->win, 1, 0, line, p->w - 1, term_attr(UI_ROLE_DIM));
     int tw = p->w - 1 > 1 ? p->w - 1 : 1, need = ui_wrap(cp->ctx, (size_t)len, tw, NULL, 0);
     if (!reserve((void **)&cp->wrap, &cp->wrap_cap, need, sizeof *cp->wrap)) return;
     ui_wrap(cp->ctx, (size_t)len, tw, cp->wrap, need);

@@ -445,6 +445,11 @@ check "prompt mode, an earlier token: the model's guesses for it" wait_for '#8 "
 "$BIN" topk -m "$MODEL" -p '12 7 99 3 45 0 8 61 61 8 0' -k 1 --export "$TMP/h.json" > /dev/null
 pct=$(${PYTHON:-/usr/bin/python3} -c "import json,sys; print('%.1f%%' % (100 * json.load(open(sys.argv[1]))['positions'][7]['next']['prob']))" "$TMP/h.json")
 check "prompt mode, an earlier token: its probability as topk's history gives it" sh -c "$T capture-pane -p -t app | grep '\\*·61 ' | grep -qF '$pct'"
+keys Escape
+sleep 0.3 # else the next key makes Esc an Alt combination
+keys "/chat" Enter
+check "/chat from inspect, no conversation: the text view says the context is empty" wait_for "text view: the model's context is empty"
+check "/chat from inspect, no conversation: no query #-1" sh -c "! $T capture-pane -p -t app | grep -qF '#-1'"
 
 # 21. 8 colours and NO_COLOR: shade glyphs, one query per row, the scale as glyphs
 for envv in TERM=screen NO_COLOR=1; do
