@@ -1,5 +1,6 @@
 /* main.c — gptscope's entry point: dispatches to a subcommand. The only place that exits. */
 #include <errno.h>
+#include <signal.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,12 @@ static void usage(FILE *out) {
           out);
 }
 
+static volatile sig_atomic_t g_exit_rc;
+static void exit_now(int sig) {
+    (void)sig;
+    _exit(g_exit_rc);
+}
+
 /* What a command wrote to stdout must have got there: a full disk, /dev/full
  * or a closed stdout end in one line and status 1, never a silent 0. (A
  * closed stdout that nothing was written to is no error.) */
@@ -58,6 +65,20 @@ static void finish(int rc) {
         cli_error("cannot write the output (stdout): %s", strerror(e));
         if (rc == EXIT_OK) rc = EXIT_ERR;
     }
+    /* from here a signal ends the process, whatever handler a command set */
+    signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGHUP, SIG_DFL);
+    /* Out of memory, OpenBLAS's worker threads may be looping on a buffer they
+       cannot map, and its exit handler would wait for them for ever: the
+       message is out, the status says it failed; no handler is needed */
+    if (cli_out_of_memory()) fflush(stderr), _exit(rc == EXIT_OK ? EXIT_ERR : rc);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* their reports run at exit and take their time */
+    /* Short of address space (ulimit -v), an OpenBLAS worker that could not
+       map its buffer retries for ever, and OpenBLAS's exit handler joins it:
+       whatever the handlers do, the process ends 5 s on with this status */
+    g_exit_rc = rc;
+    signal(SIGALRM, exit_now);
+    alarm(5);
+#endif
     exit(rc);
 }
 

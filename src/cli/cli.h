@@ -306,6 +306,8 @@ void cli_print_piece(const char *b, size_t n);
  * which main's exit reports (status 1). */
 int cli_stdout_flush(void);
 int cli_stdout_errno(void);
+/* Whether an error said "out of memory" (the wording every such message uses). */
+int cli_out_of_memory(void);
 
 /* Installs a SIGINT/SIGTERM/SIGHUP handler that only sets a flag; returns the flag. */
 volatile sig_atomic_t *cli_interrupt_flag(void);

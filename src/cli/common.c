@@ -14,12 +14,17 @@
 
 #include "cli/cli.h"
 
+static int g_out_of_memory; /* an error said "out of memory" */
+
+int cli_out_of_memory(void) { return g_out_of_memory; }
+
 void cli_error(const char *fmt, ...) {
     char raw[4096], shown[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    if (strstr(raw, "out of memory") || strstr(raw, strerror(ENOMEM))) g_out_of_memory = 1; /* how such messages say it */
     /* paths and values from argv and files: no raw control byte reaches the terminal */
     fprintf(stderr, "gptscope: %s\n", gpt2_text_escape(raw, strlen(raw), shown, sizeof shown));
 }
