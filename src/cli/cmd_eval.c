@@ -58,6 +58,41 @@ static int score_stream(gpt2_context *ctx, eval_state *s, const int32_t *ids, si
     }
 }
 
+/* Encodes text in pieces of about 1 MiB, so that Ctrl-C is seen within a
+ * piece's time: each piece ends after a newline that a non-space character
+ * follows, where the pre-tokenizer splits anyway (a newline is a pre-token
+ * of its own before such a character), so the ids are the whole text's.
+ * 1, 0 after a message, or 130 when interrupted. */
+static int encode_pieces(const gpt2_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n) {
+    enum { PIECE = 1 << 20 };
+    size_t cap = 0;
+    *ids = NULL, *n = 0;
+    for (size_t at = 0; at < len;) {
+        size_t end = at + PIECE < len ? at + PIECE : len;
+        while (end < len && !(text[end - 1] == '\n' && !strchr(" \t\r\n\v\f", text[end]))) end++;
+        int32_t *part;
+        size_t k;
+        if (!cli_encode(tok, text + at, end - at, 0, &part, &k)) return free(*ids), *ids = NULL, 0;
+        if (*n + k > cap) {
+            size_t nc = cap ? cap : k + 1;
+            while (nc < *n + k) nc *= 2;
+            int32_t *grown = realloc(*ids, nc * sizeof *grown);
+            if (!grown) {
+                free(part), free(*ids), *ids = NULL;
+                cli_error("out of memory for %zu tokens", *n + k);
+                return 0;
+            }
+            *ids = grown, cap = nc;
+        }
+        if (k) memcpy(*ids + *n, part, k * sizeof *part);
+        *n += k;
+        free(part);
+        at = end;
+        if (cli_interrupted(NULL)) return free(*ids), *ids = NULL, 130;
+    }
+    return 1;
+}
+
 int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len, int flags, int n_ctx,
                    int n_threads, const char *ablate, cli_score *out) {
     const int quiet = flags & CLI_SCORE_QUIET;
@@ -78,7 +113,12 @@ int cli_score_text(gpt2_model *m, const char *path, const char *text, size_t len
         size_t end = nl ? (size_t)(nl - text) : len, n = 0;
         int32_t *ids = NULL;
         if (end > at) {
-            if (!cli_encode(tok, text + at, end - at, 0, &ids, &n)) goto out;
+            int enc = encode_pieces(tok, text + at, end - at, &ids, &n);
+            if (enc == 130) {
+                fprintf(stderr, "\ngptscope: eval interrupted while reading %s; no result\n", path);
+                rc = 130;
+            }
+            if (enc != 1) goto out;
             if (n >= 2) {
                 size_t first_bytes;
                 gpt2_tokenizer_token_bytes(tok, ids[0], &first_bytes);
