@@ -29,6 +29,7 @@
 #ifndef GPT2_TRAIN_H
 #define GPT2_TRAIN_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -110,6 +111,12 @@ gpt2_status gpt2_trainer_set_steps(gpt2_trainer *tr, int steps, gpt2_error *err)
  * leaves the trainer as it was before the step: a checkpoint saved then and
  * resumed goes on exactly as an uninterrupted run. NULL removes it. */
 void gpt2_trainer_set_interrupt(gpt2_trainer *tr, gpt2_cancel_fn interrupt, void *user_data);
+
+/* A flag (a signal handler's) read between pieces of work on every thread,
+ * within a layer too: once it is non-zero the step stops within a few
+ * milliseconds, whatever the layer's size, and is undone as with the
+ * interrupt (GPT2_CANCELLED). NULL removes it. */
+void gpt2_trainer_set_stop_flag(gpt2_trainer *tr, const volatile sig_atomic_t *flag);
 
 /* One optimizer step on a batch sampled from data. *loss: the batch's mean
  * loss before the update (nats per predicted token). Once step_count reaches

@@ -908,6 +908,48 @@ static void test_interrupt_step(void **state) {
     gpt2_trainer_free(b);
 }
 
+/* The stop flag, set in the middle of a layer's work (here by the interrupt
+ * callback, which itself says go on): the chunks left do nothing, the step
+ * returns GPT2_CANCELLED and is undone, exactly as an uninterrupted run. */
+static volatile sig_atomic_t g_stop_flag;
+static int set_flag_at(void *ud) {
+    int *left = ud;
+    if (--*left == 0) g_stop_flag = 1;
+    return 0;
+}
+
+static void test_stop_flag_step(void **state) {
+    (void)state;
+    gpt2_train_params p = tiny_params();
+    p.dropout = 0.2f, p.steps = 4, p.warmup_steps = 1;
+    int32_t ids[200];
+    random_ids(ids, 200, 5);
+    gpt2_train_data d = {ids, 200, 0};
+    gpt2_trainer *a, *b;
+    gpt2_error err;
+    float loss;
+    assert_int_equal(gpt2_trainer_new(p, &a, &err), GPT2_OK);
+    assert_int_equal(gpt2_trainer_new(p, &b, &err), GPT2_OK);
+    for (int i = 0; i < 4; i++) assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
+    gpt2_trainer_set_stop_flag(b, &g_stop_flag);
+    const int stops[2] = {1, p.n_layer + 1}; /* in layer 0's forward; in the last layer's backward */
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
+        int left = stops[k];
+        g_stop_flag = 0;
+        gpt2_trainer_set_interrupt(b, set_flag_at, &left);
+        assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_CANCELLED);
+        assert_non_null(strstr(err.msg, "interrupted"));
+        assert_int_equal(gpt2_trainer_step_count(b), k + 1);
+        gpt2_trainer_set_interrupt(b, NULL, NULL);
+        g_stop_flag = 0;
+    }
+    for (int i = 0; i < 2; i++) assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
+    assert_same_params(a, b);
+    gpt2_trainer_free(a);
+    gpt2_trainer_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradient_check),
@@ -915,6 +957,7 @@ int main(void) {
         cmocka_unit_test(test_resume_exact),   cmocka_unit_test(test_export_matches_engine),
         cmocka_unit_test(test_bad_params),     cmocka_unit_test(test_crafted_checkpoints),
         cmocka_unit_test(test_nonfinite_not_written), cmocka_unit_test(test_interrupt_step),
+        cmocka_unit_test(test_stop_flag_step),
         cmocka_unit_test(test_short_warmup),   cmocka_unit_test(test_short_init_positions),
         cmocka_unit_test(test_checkpoint_older),
         cmocka_unit_test(test_short_offsets),

@@ -328,10 +328,16 @@ typedef struct {
     const float *A, *bias;
     gpt2_matrix W;
     int M, accumulate;
+    gpt2_trainer *tr; /* its stop flag: once set, the chunks left do nothing (the step is undone) */
 } gemm_job;
+
+/* The stop flag is set: a chunk does nothing; what it leaves is never used
+ * (interrupted() holds from then on, and the step is undone). */
+static int stopping(const gpt2_trainer *tr) { return tr->stop && *tr->stop; }
 
 static void gemm_chunk(void *arg, int chunk, int n_chunks, int ith) {
     const gemm_job *j = arg;
+    if (stopping(j->tr)) return;
     const int N = j->W.cols, n_col = (N + KERNEL_PREFILL_COLS - 1) / KERNEL_PREFILL_COLS;
     const int r0 = chunk / n_col * GEMM_ROWS, c0 = chunk % n_col * KERNEL_PREFILL_COLS;
     const int rows = j->M - r0 < GEMM_ROWS ? j->M - r0 : GEMM_ROWS;
@@ -342,6 +348,7 @@ static void gemm_chunk(void *arg, int chunk, int n_chunks, int ith) {
 }
 
 static void gemm_run(gpt2_trainer *tr, gemm_job *j) {
+    j->tr = tr;
     const int n_col = (j->W.cols + KERNEL_PREFILL_COLS - 1) / KERNEL_PREFILL_COLS;
     pool_run(tr->pool, gemm_chunk, j, (j->M + GEMM_ROWS - 1) / GEMM_ROWS * n_col);
 }
@@ -382,7 +389,7 @@ static void matmul_forward(gpt2_trainer *tr, float *y, const float *x, const flo
                            int K) {
     if (gemm_ok(N)) { /* W^T packed at the start of the forward pass */
         gemm_job g = {y, x, b, {.data = tr->packed + (w - tr->params), .dtype = GPT2_DTYPE_F32, .rows = K, .cols = N,
-                                .packed = 1}, M, 0};
+                                .packed = 1}, M, 0, tr};
         gemm_run(tr, &g);
         return;
     }
@@ -425,7 +432,7 @@ static void matmul_backward(gpt2_trainer *tr, float *dx, float *dw, float *db, c
                             const float *w, int M, int N, int K) {
     mm_bwd_job j = {dx, dw, db, dy, x, w, M, N, K};
     if (dx && gemm_ok(K)) { /* dx = dy (M, N) @ W, W (N, K) row-major as gemm reads it */
-        gemm_job g = {dx, dy, NULL, {.data = w, .dtype = GPT2_DTYPE_F32, .rows = N, .cols = K}, M, 0};
+        gemm_job g = {dx, dy, NULL, {.data = w, .dtype = GPT2_DTYPE_F32, .rows = N, .cols = K}, M, 0, tr};
         gemm_run(tr, &g);
     } else if (dx) {
         pool_run(tr->pool, mm_bwd_dx_chunk, &j, tr->n_threads);
@@ -565,6 +572,7 @@ static void attn_drop_block(const attn_job *j, size_t bh, const float *P, int r0
 
 static void attn_fwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
     const attn_job *j = arg;
+    if (stopping(j->tr)) return;
     const int T = j->T, C = j->tr->p.n_embd, H = j->tr->p.n_head, D = C / H, b = chunk / H, h = chunk % H;
     const float *q = j->qkv + (size_t)b * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
     float *P = j->att + ((size_t)b * H + h) * T * T, *y = j->y + (size_t)b * T * C + h * D;
@@ -588,6 +596,7 @@ static void attn_fwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
 }
 
 static void attn_bwd_chunk(void *arg, int chunk, int n_chunks, int ith) {
+    if (stopping(((const attn_job *)arg)->tr)) return;
     const attn_job *j = arg;
     const int T = j->T, C = j->tr->p.n_embd, H = j->tr->p.n_head, D = C / H, b = chunk / H, h = chunk % H;
     const float *q = j->qkv + (size_t)b * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
@@ -719,7 +728,9 @@ static void ce_chunk(void *arg, int chunk, int n_chunks, int ith) {
 
 /* --- forward and backward ------------------------------------------------------ */
 
-static int interrupted(gpt2_trainer *tr) { return tr->interrupt && tr->interrupt(tr->interrupt_ud); }
+static int interrupted(gpt2_trainer *tr) { return stopping(tr) || (tr->interrupt && tr->interrupt(tr->interrupt_ud)); }
+
+void gpt2_trainer_set_stop_flag(gpt2_trainer *tr, const volatile sig_atomic_t *flag) { tr->stop = flag; }
 
 void gpt2_trainer_set_interrupt(gpt2_trainer *tr, int (*interrupt)(void *user_data), void *user_data) {
     tr->interrupt = interrupt;
@@ -857,6 +868,8 @@ gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int
         if (interrupted(tr)) return gpt2_fail(err, GPT2_CANCELLED, "train: interrupted in layer %d's forward", l);
         block_forward(tr, l, B, T);
     }
+    /* what chunks skipped once the stop flag was set is garbage: never used past here */
+    if (stopping(tr)) return gpt2_fail(err, GPT2_CANCELLED, "train: interrupted in the forward pass");
     const float *last = tr->res3 + (L - 1) * lBTC;
     float *lnf_w = P + tr->offset[tr->n_tensors - 2], *lnf_b = P + tr->offset[tr->n_tensors - 1];
     layernorm_forward(tr, tr->lnf, tr->lnf_stats, last, lnf_w, lnf_b, BT);
@@ -881,6 +894,7 @@ gpt2_status gpt2_trainer_loss(gpt2_trainer *tr, const int32_t *inputs, const int
         block_backward(tr, l, B, T);
     }
     embed_backward(tr, inputs, B, T);
+    if (stopping(tr)) return gpt2_fail(err, GPT2_CANCELLED, "train: interrupted in the backward pass");
     return GPT2_OK;
 }
 

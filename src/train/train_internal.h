@@ -31,6 +31,7 @@ struct gpt2_trainer {
     float last_grad_norm;
     int (*interrupt)(void *user_data); /* asked before each layer's work; see gpt2_trainer_set_interrupt */
     void *interrupt_ud;
+    const volatile sig_atomic_t *stop; /* read between pieces of work on every thread; see gpt2_trainer_set_stop_flag */
 
     int n_tensors;
     size_t *offset;        /* (n_tensors + 1) into params */
