@@ -4,7 +4,9 @@
  * replaces only its own files with --force, and leaves nothing behind when
  * stopped; train refuses to start over a finished run and saves on a hangup.
  * $GPTSCOPE_BIN names the binary under test. */
+#include <cjson/cJSON.h>
 #include <dirent.h>
+#include <math.h>
 #include <sys/stat.h>
 
 #include "cli_run.h"
@@ -336,6 +338,48 @@ static void test_eval_interrupt(void **state) {
     script("rm -rf %s", dir);
 }
 
+/* What varies with the CPU, as the README says: OpenBLAS picks its kernels
+ * by CPU (OPENBLAS_CORETYPE forces one), and prefill's attention products
+ * run on it, so a long prompt's logits move in their last bits (here within
+ * 1e-5 of the default's) while the ranking and greedy decoding stay the same. */
+static void test_openblas_kernels(void **state) {
+    (void)state;
+    static const char *const cores[] = {"Prescott", "Sandybridge", "Haswell"};
+    char prompt[1200];
+    size_t len;
+    char path[2100];
+    snprintf(path, sizeof path, "%s/README.md", root());
+    char *readme = read_file(path, &len);
+    size_t o = 0;
+    for (size_t i = 0; i < len && o < 1000; i++) /* a long prompt of plain words, no quotes for the shell */
+        if ((readme[i] >= 'a' && readme[i] <= 'z') || readme[i] == ' ') prompt[o++] = readme[i];
+    prompt[o] = '\0';
+    free(readme);
+    for (int c = 0; c < 3; c++) {
+        run_result t = run(NULL, "topk -m %s -p '%s' -k 5 --json", model("shakespeare"), prompt);
+        run_result g = run(NULL, "generate -m %s -p '%s' -n 16 --temperature 0 --ids", model("shakespeare"), prompt);
+        char env[64];
+        snprintf(env, sizeof env, "OPENBLAS_CORETYPE=%s", cores[c]);
+        run_result tf = run_script("%s '%s' topk -m %s -p '%s' -k 5 --json", env, bin(), model("shakespeare"), prompt);
+        run_result gf = run_script("%s '%s' generate -m %s -p '%s' -n 16 --temperature 0 --ids", env, bin(),
+                                   model("shakespeare"), prompt);
+        assert_int_equal(t.status | g.status | tf.status | gf.status, 0);
+        assert_string_equal(g.out, gf.out); /* greedy decoding: the same tokens */
+        cJSON *a = cJSON_Parse(t.out), *b = cJSON_Parse(tf.out);
+        assert_true(cJSON_IsArray(a) && cJSON_IsArray(b));
+        assert_int_equal(cJSON_GetArraySize(a), cJSON_GetArraySize(b));
+        for (int i = 0; i < cJSON_GetArraySize(a); i++) {
+            const cJSON *x = cJSON_GetArrayItem(a, i), *y = cJSON_GetArrayItem(b, i);
+            assert_int_equal(cJSON_GetObjectItem(x, "id")->valueint, cJSON_GetObjectItem(y, "id")->valueint);
+            double dp = fabs(cJSON_GetObjectItem(x, "prob")->valuedouble - cJSON_GetObjectItem(y, "prob")->valuedouble);
+            double dl = fabs(cJSON_GetObjectItem(x, "logit")->valuedouble - cJSON_GetObjectItem(y, "logit")->valuedouble);
+            if (dp > 1e-5 || dl > 1e-4) fail_msg("%s: candidate %d moved by %g (prob), %g (logit)", cores[c], i, dp, dl);
+        }
+        cJSON_Delete(a), cJSON_Delete(b);
+        run_free(&t), run_free(&g), run_free(&tf), run_free(&gf);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stdout_failures),
@@ -346,6 +390,7 @@ int main(void) {
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_memory_limits),
         cmocka_unit_test(test_eval_interrupt),
+        cmocka_unit_test(test_openblas_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
