@@ -272,7 +272,7 @@ void app_inspect_text(app *a, const char *text) {
     a->turn_prefill = gpt2_session_get_stats(a->s).last_prefill;
     inspector_set_view(a->panes[PANE_INSPECTOR], INSPECT_TEXT);
     app_message(a, UI_ROLE_NOTICE, "prompt mode: %d tokens evaluated as typed (raw template), nothing generated; "
-                "/generate N continues the text, Enter inspects another, /chat returns to the conversation", n);
+                "/generate N continues, Enter inspects another text, /chat goes back", n);
     app_log(a, "inspect: %d tokens", n);
 }
 

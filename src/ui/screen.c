@@ -12,12 +12,16 @@
 /* The message line's text: a prefill's progress, else the last message. */
 static const char *message_text(const app *a) { return a->prefill_msg[0] ? a->prefill_msg : a->msg; }
 
-/* Rows the message takes at width W: wrapped, up to 3 (the rest is cut). */
+/* The rows a message may take: 3, or 2 on a short screen, where the views
+ * need the rows more (the log has every message whole). */
+static int message_max_rows(void) { return LINES >= 30 ? 3 : 2; }
+
+/* Rows the message takes at width W: wrapped, up to message_max_rows (the rest ends in "…"). */
 static int message_rows(const app *a, int W) {
     const char *m = message_text(a);
     if (!*m || W < 1) return 1;
-    int n = ui_wrap(m, strlen(m), W, NULL, 0);
-    return n < 1 ? 1 : n > 3 ? 3 : n;
+    int n = ui_wrap(m, strlen(m), W, NULL, 0), most = message_max_rows();
+    return n < 1 ? 1 : n > most ? most : n;
 }
 
 /* ---- panes ---- */
@@ -203,9 +207,15 @@ static void draw_help(app *a) {
 void screen_draw_message(app *a, WINDOW *w, int width) {
     const char *m = message_text(a);
     ui_line lines[3];
-    int n = ui_wrap(m, strlen(m), width, lines, 3);
+    const int most = message_max_rows(), n = ui_wrap(m, strlen(m), width, lines, most);
     attr_t at = term_attr(a->prefill_msg[0] ? UI_ROLE_NOTICE : (ui_role)a->msg_role);
-    for (int i = 0; i < n && i < 3; i++) term_put(w, i, 0, m + lines[i].start, lines[i].end - lines[i].start, width, at);
+    for (int i = 0; i < n && i < most; i++) {
+        const int last = i == most - 1 && ui_wrap(m, strlen(m), width, NULL, 0) > most;
+        if (last) /* more than fits: the rest of the text, ending at a word with an ellipsis */
+            term_put_words(w, i, 0, m + lines[i].start, width, at);
+        else
+            term_put(w, i, 0, m + lines[i].start, lines[i].end - lines[i].start, width, at);
+    }
 }
 
 void screen_draw(app *a) {

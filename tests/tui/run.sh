@@ -685,6 +685,15 @@ keys C-c
 check "bench, Ctrl-C: says it stopped" wait_for "bench interrupted while measuring" 10
 check "bench, Ctrl-C: says it once" sh -c "sleep 0.5; [ \$($T capture-pane -p -t app | grep -c 'bench interrupted') = 1 ]"
 
+# prompt mode at 80x24 on the bundled model: its notice (two rows on a short screen) leaves
+# the heatmap at least three rows of queries
+$T kill-server >/dev/null 2>&1; sleep 0.2
+$T new-session -d -s app -x 80 -y 24 "env XDG_STATE_HOME='$TMP/state' '$BIN' inspect -m '$ROOT/models/shakespeare' -p 'ROMEO: What light through yonder window breaks? It is the east, and Juliet is the sun.'; sleep 60"
+wait_for "prompt mode" 10
+keys F8 F8
+wait_for "attention heatmap"
+check "80x24 prompt mode: the heatmap keeps three rows of queries beside the notice" sh -c "[ \$($T capture-pane -p -t app | cut -c45- | grep -cE '^│ ?[0-9]+ ') -ge 3 ]"
+
 # 80x24 with a random seed: the knobs panel shows all of it (the log's start line names it)
 rm -f "$TMP/log"
 $T kill-server >/dev/null 2>&1; sleep 0.2
