@@ -45,6 +45,19 @@ static const char *bin(void) {
     return p;
 }
 
+/* A text of at least `bytes` bytes at path: the README, repeated (three times at least). */
+static void write_readme_text(const char *path, size_t bytes) {
+    char text[2100];
+    size_t len;
+    snprintf(text, sizeof text, "%s/README.md", root());
+    char *readme = read_file(text, &len);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (size_t written = 0, n = 0; written < bytes || n < 3; written += len, n++) fwrite(readme, 1, len, f);
+    fclose(f);
+    free(readme);
+}
+
 static const char *model(const char *name) {
     static char p[4096];
     snprintf(p, sizeof p, "%s/models/%s", root(), name);
@@ -202,17 +215,10 @@ static void test_convert_interrupted(void **state) {
 static void test_train_refuses_and_hangup(void **state) {
     (void)state;
     const char *dir = tmpdir_new();
-    char data[256], out[256], text[2100];
+    char data[256], out[256];
     snprintf(data, sizeof data, "%s/data.txt", dir);
     snprintf(out, sizeof out, "%s/m", dir);
-    snprintf(text, sizeof text, "%s/README.md", root());
-    size_t len;
-    char *readme = read_file(text, &len);
-    FILE *f = fopen(data, "w");
-    assert_non_null(f);
-    for (int i = 0; i < 3; i++) fwrite(readme, 1, len, f);
-    fclose(f);
-    free(readme);
+    write_readme_text(data, 1);
     const char *shape = "--layers 1 --heads 2 --embd 16 --block 16 --batch 4 --threads 1";
     run_result r = run(NULL, "train-tokenizer --vocab-size 300 -o %s %s", out, data);
     if (r.status != 0) fail_msg("train-tokenizer: %s", r.err);
@@ -313,16 +319,9 @@ static void test_memory_limits(void **state) {
 static void test_eval_interrupt(void **state) {
     (void)state;
     const char *dir = tmpdir_new();
-    char big[256], text[2100];
+    char big[256];
     snprintf(big, sizeof big, "%s/big.txt", dir);
-    snprintf(text, sizeof text, "%s/README.md", root());
-    size_t len;
-    char *readme = read_file(text, &len);
-    FILE *f = fopen(big, "w");
-    assert_non_null(f);
-    for (size_t written = 0; written < (50u << 20); written += len) fwrite(readme, 1, len, f);
-    fclose(f);
-    free(readme);
+    write_readme_text(big, 50u << 20);
     int seen = 0;
     for (int delay = 3; delay <= 12 && !seen; delay += 3) {
         run_result r = run_script("true && { '%s' eval -m %s %s >/dev/null & p=$!; sleep 0.%d; kill -INT $p; wait $p; echo $?; }",

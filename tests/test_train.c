@@ -878,39 +878,10 @@ static int interrupt_at(void *ud) {
 
 /* A step interrupted in its forward or its backward pass is undone: step count,
  * RNG and weights as before, so the run goes on as if it had never started
- * (the same weights as an uninterrupted twin, bit for bit, with dropout). */
-static void test_interrupt_step(void **state) {
-    (void)state;
-    gpt2_train_params p = tiny_params();
-    p.dropout = 0.2f, p.steps = 4, p.warmup_steps = 1;
-    int32_t ids[200];
-    random_ids(ids, 200, 5);
-    gpt2_train_data d = {ids, 200, 0};
-    gpt2_trainer *a, *b;
-    gpt2_error err;
-    float loss;
-    assert_int_equal(gpt2_trainer_new(p, &a, &err), GPT2_OK);
-    assert_int_equal(gpt2_trainer_new(p, &b, &err), GPT2_OK);
-    for (int i = 0; i < 4; i++) assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
-    const int stops[2] = {2, p.n_layer + 1}; /* layer 1's forward; the last layer's backward */
-    for (int k = 0; k < 2; k++) {
-        assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
-        int left = stops[k];
-        gpt2_trainer_set_interrupt(b, interrupt_at, &left);
-        assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_CANCELLED);
-        assert_non_null(strstr(err.msg, k ? "backward" : "forward"));
-        assert_int_equal(gpt2_trainer_step_count(b), k + 1);
-        gpt2_trainer_set_interrupt(b, NULL, NULL);
-    }
-    for (int i = 0; i < 2; i++) assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
-    assert_same_params(a, b);
-    gpt2_trainer_free(a);
-    gpt2_trainer_free(b);
-}
-
-/* The stop flag, set in the middle of a layer's work (here by the interrupt
- * callback, which itself says go on): the chunks left do nothing, the step
- * returns GPT2_CANCELLED and is undone, exactly as an uninterrupted run. */
+ * (the same weights as an uninterrupted twin, bit for bit, with dropout).
+ * by_flag: the stop flag, set in the middle of a layer's work (here by the
+ * interrupt callback, which itself says go on), stops it: the chunks left do
+ * nothing and the step is undone the same way. */
 static volatile sig_atomic_t g_stop_flag;
 static int set_flag_at(void *ud) {
     int *left = ud;
@@ -918,8 +889,7 @@ static int set_flag_at(void *ud) {
     return 0;
 }
 
-static void test_stop_flag_step(void **state) {
-    (void)state;
+static void check_interrupted_steps(int by_flag) {
     gpt2_train_params p = tiny_params();
     p.dropout = 0.2f, p.steps = 4, p.warmup_steps = 1;
     int32_t ids[200];
@@ -931,15 +901,17 @@ static void test_stop_flag_step(void **state) {
     assert_int_equal(gpt2_trainer_new(p, &a, &err), GPT2_OK);
     assert_int_equal(gpt2_trainer_new(p, &b, &err), GPT2_OK);
     for (int i = 0; i < 4; i++) assert_int_equal(gpt2_trainer_step(a, &d, &loss, &err), GPT2_OK);
-    gpt2_trainer_set_stop_flag(b, &g_stop_flag);
-    const int stops[2] = {1, p.n_layer + 1}; /* in layer 0's forward; in the last layer's backward */
+    if (by_flag) gpt2_trainer_set_stop_flag(b, &g_stop_flag);
+    /* the callback: layer 1's forward, the last layer's backward; the flag: set
+       before layer 0's forward, and before the last layer's backward */
+    const int stops[2] = {by_flag ? 1 : 2, p.n_layer + 1};
     for (int k = 0; k < 2; k++) {
         assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
         int left = stops[k];
         g_stop_flag = 0;
-        gpt2_trainer_set_interrupt(b, set_flag_at, &left);
+        gpt2_trainer_set_interrupt(b, by_flag ? set_flag_at : interrupt_at, &left);
         assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_CANCELLED);
-        assert_non_null(strstr(err.msg, "interrupted"));
+        assert_non_null(strstr(err.msg, by_flag ? "interrupted" : k ? "backward" : "forward"));
         assert_int_equal(gpt2_trainer_step_count(b), k + 1);
         gpt2_trainer_set_interrupt(b, NULL, NULL);
         g_stop_flag = 0;
@@ -948,6 +920,16 @@ static void test_stop_flag_step(void **state) {
     assert_same_params(a, b);
     gpt2_trainer_free(a);
     gpt2_trainer_free(b);
+}
+
+static void test_interrupt_step(void **state) {
+    (void)state;
+    check_interrupted_steps(0);
+}
+
+static void test_stop_flag_step(void **state) {
+    (void)state;
+    check_interrupted_steps(1);
 }
 
 int main(void) {
