@@ -83,7 +83,26 @@ static void on_sigbus(int sig) {
     _exit(128 + sig);
 }
 
-void cli_on_fatal_signal(void (*restore)(void)) { g_emergency = restore; }
+/* A crash (SIGSEGV, SIGFPE, SIGILL, SIGABRT) while the chat holds the
+ * terminal: the terminal back and the last words (where the conversation is
+ * kept), then the signal's own end, core dump included. */
+static void on_crash(int sig) {
+    if (g_emergency) g_emergency();
+    cli_say("gptscope: crashed (a bug: please report it with the --log)\n");
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void cli_on_fatal_signal(void (*restore)(void)) {
+    g_emergency = restore;
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* theirs report the crash */
+    static const int sigs[] = {SIGSEGV, SIGFPE, SIGILL, SIGABRT};
+    struct sigaction sa = {.sa_handler = on_crash};
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaction(sigs[i], &sa, NULL);
+#endif
+}
 
 void cli_mark_loading(const char *dir) {
     static int installed;

@@ -109,6 +109,7 @@ void app_forget_latest(app *a) {
 }
 
 void app_after_change(app *a) {
+    a->keep_dirty = 1;
     int n_tok;
     gpt2_session_tokens(a->s, &n_tok);
     istore_notes_sync(a->store, gpt2_session_n_turns(a->s));
@@ -125,8 +126,10 @@ void app_keep(app *a) {
     gpt2_error err;
     const gpt2_session *chat = a->prompt_mode ? a->other_s : a->s;
     if (!chat) return;
+    if (!a->keep_dirty && !a->keep.path[0] && a->continued_from[0]) return; /* as continued: kept there already */
     if (state_keep(&a->keep, chat, &err) == GPT2_OK) {
         a->keep_error[0] = '\0';
+        a->keep_dirty = 0;
         return;
     }
     if (!strcmp(a->keep_error, err.msg)) return; /* told already */

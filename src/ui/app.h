@@ -137,6 +137,8 @@ struct app {
     char pending_load[4096]; /* a /load of another model's file, waiting to be repeated */
     state_keeper keep;       /* the conversation's file in the state directory (state.h) */
     char keep_error[512];    /* the last save's failure, told once ("": it worked) */
+    int keep_dirty;          /* the session changed since it was loaded (--continue) or kept */
+    char continued_from[4096]; /* --continue's file ("": none) */
     int term_lost;           /* the terminal went away (term_lost) */
 
     /* one-line message above the input (notices, errors, command results) */
@@ -222,6 +224,9 @@ int app_next_now(app *a, istore_snap *out);
  * 1, no cuts), from the last block's residual the store kept (the logits, bit
  * for bit): for a token nothing was sampled at. 1 when kept. */
 int app_next_at(app *a, int q, istore_snap *out);
+/* Token id's rank (1: the most probable; ties by id) and probability in the
+ * distribution app_next_at computed last. 1, or 0 when there is none. */
+int app_rank_at(const app *a, int32_t id, long *rank, float *prob);
 
 /* ---- microscope.c: prompt mode ---- */
 

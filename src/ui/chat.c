@@ -151,13 +151,18 @@ static int continue_last(app *a) {
         a->host->error("--continue: %s", err.msg);
         return -1;
     }
-    int n;
+    int n, nv;
     gpt2_session_tokens(a->s, &n);
-    if (other[0])
-        app_message(a, UI_ROLE_NOTICE, "continued %.200s (%d turns); a newer conversation, %.200s, was with another "
-                    "model (-m it)", path, gpt2_session_n_turns(a->s), other);
+    char other_model[128] = "";
+    if (other[0] && gpt2_session_file_model(other, other_model, sizeof other_model, &nv, &err) != GPT2_OK)
+        other_model[0] = '\0';
+    if (other_model[0])
+        app_message(a, UI_ROLE_NOTICE, "continued %.200s (%d turns, %d tokens); a newer one, %.200s, is with model "
+                    "'%.100s' (gptscope chat -m THAT_MODEL --continue)", path, gpt2_session_n_turns(a->s), n, other,
+                    other_model);
     else
         app_message(a, UI_ROLE_NOTICE, "continued %.300s (%d turns, %d tokens)", path, gpt2_session_n_turns(a->s), n);
+    snprintf(a->continued_from, sizeof a->continued_from, "%s", path);
     return 0;
 }
 
@@ -260,7 +265,7 @@ static int read_keys(app *a) {
  * its text kept), and the log says where. */
 static void keep_on_exit(app *a, const char *why) {
     app_log(a, "%s: quitting", why);
-    app_keep(a);
+    app_keep(a); /* a continued conversation left as it was is not copied (app_keep) */
     if (a->keep.path[0] && !a->keep_error[0]) app_log(a, "the conversation is kept in %s", a->keep.path);
 }
 
@@ -336,6 +341,7 @@ int chat_run(const chat_options *o, const chat_host *host) {
         a->step_delay_ms = delay_env ? atoi(delay_env) : 0;
         if (open_screen(a, &theme) == 0) {
             if (o->prompt) app_inspect_text(a, o->prompt), screen_draw(a);
+            a->keep_dirty = 0; /* what was loaded (--continue) is kept already */
             run_loop(a);
             rc = g_signal == SIGINT || g_signal == SIGTERM || g_signal == SIGHUP ? 128 + (int)g_signal
                  : a->term_lost                                                ? 128 + SIGHUP
@@ -353,10 +359,11 @@ int chat_run(const chat_options *o, const chat_host *host) {
     if (a->keep.note[0]) host->error("state directory: %s", a->keep.note);
     if (a->keep_error[0]) {
         host->error("%s", a->keep_error);
-    } else if (a->keep.path[0]) {
-        char said[PATH_MAX + 128];
-        snprintf(said, sizeof said, "gptscope: the conversation is kept in %.*s (gptscope chat --continue goes on)\n",
-                 PATH_MAX, a->keep.path);
+    } else if (a->keep.path[0] || a->continued_from[0]) {
+        char said[2 * PATH_MAX + 160], dir[1024];
+        gpt2_text_escape(a->model_dir, strlen(a->model_dir), dir, sizeof dir);
+        snprintf(said, sizeof said, "gptscope: the conversation is kept in %.*s (gptscope chat -m %s --continue goes on)\n",
+                 PATH_MAX, a->keep.path[0] ? a->keep.path : a->continued_from, dir);
         host->say(said);
     }
     if (a->log_error[0]) { /* told on screen when it happened; the terminal is back now */

@@ -226,13 +226,14 @@ static void c_reset(app *a, char *x, char *y) {
     (void)x, (void)y;
     if (a->generating) app_stop(a);
     app_keep(a);
-    const char *kept = a->prompt_mode || !a->keep.path[0] ? "" : a->keep.path;
+    const char *kept = a->prompt_mode ? "" : a->keep.path[0] ? a->keep.path : a->continued_from;
     if (gpt2_session_reset(a->s, &err) != GPT2_OK) {
         app_message(a, UI_ROLE_ERROR, "%s", err.msg);
     } else {
         app_message(a, UI_ROLE_TEXT, "conversation cleared%s%s", *kept ? "; it is kept in " : "", kept);
         app_forget_latest(a), istore_notes_clear(a->store, -1), app_log(a, "reset");
-        if (!a->prompt_mode) state_keep_next(&a->keep); /* the next conversation gets a file of its own */
+        if (!a->prompt_mode) state_keep_next(&a->keep), a->continued_from[0] = '\0'; /* the next gets a file of its own */
+        a->turn_prefill = a->reply_tokens = 0, a->last_tps = 0; /* the status bar's turn is gone too */
     }
     app_after_change(a);
 }
@@ -390,7 +391,7 @@ static void c_load(app *a, char *path, char *y) {
         gpt2_session_tokens(a->s, &n);
         app_message(a, UI_ROLE_TEXT, "loaded %s (%d turns, %d tokens)", path, gpt2_session_n_turns(a->s), n);
         app_log(a, "loaded %s: %d turns, %d tokens", path, gpt2_session_n_turns(a->s), n);
-        if (!a->prompt_mode) state_keep_next(&a->keep); /* kept from now on in a file of its own */
+        if (!a->prompt_mode) state_keep_next(&a->keep), a->continued_from[0] = '\0'; /* a file of its own from now on */
         a->turn_prefill = gpt2_session_get_stats(a->s).last_call, a->reply_tokens = 0;
         if (gpt2_session_replying(a->s)) a->generating = 1, a->reply_t0 = a->host->now();
     }

@@ -83,6 +83,16 @@ int app_next_at(app *a, int q, istore_snap *out) {
     return out->n > 0;
 }
 
+int app_rank_at(const app *a, int32_t id, long *rank, float *prob) {
+    const int V = a->cfg->n_vocab;
+    if (!a->at_probs || id < 0 || id >= V) return 0;
+    const float p = a->at_probs[id];
+    long above = 0;
+    for (int i = 0; i < V; i++) above += a->at_probs[i] > p || (a->at_probs[i] == p && i < id);
+    *rank = above + 1, *prob = p;
+    return 1;
+}
+
 /* The logits at the end of the context under the set in force now, into
  * out: the session's when its cache holds them; else (a stop string rewound
  * the last token away) from the app's own probe context, which evaluates the

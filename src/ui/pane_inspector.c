@@ -177,9 +177,11 @@ static void draw_candidate(pane *p, int y, const gpt2_candidate *c, int chosen) 
 static void draw_candidates(pane *p, int y, const istore_snap *sn, int at_pos, int k_lines) {
     if (y < p->h) {
         const gpt2_sampler_params *sp = &sn->params;
-        if (at_pos >= 0) /* an earlier token: its candidates and the knobs then */
-            term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " #%d then: T %.2f k %d p %.2f m %.2f",
-                        at_pos, (double)sp->temperature, sp->top_k, (double)sp->top_p, (double)sp->min_p);
+        char t[128];
+        snprintf(t, sizeof t, " #%d then: T %.2f k %d p %.2f m %.2f", at_pos, (double)sp->temperature, sp->top_k,
+                 (double)sp->top_p, (double)sp->min_p);
+        if (at_pos >= 0) /* an earlier token: its candidates and the knobs then (a knob cut short: an ellipsis) */
+            term_put_words(p->win, y, 1, t, p->w - 2, term_attr(UI_ROLE_TITLE));
         else
             term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " next token%s%s",
                         sn->valid ? "" : " (none yet)", app_ablation_count(p->a) ? " (under the ablation)" : "");
@@ -202,14 +204,26 @@ static void draw_next_token(inspector_pane *ip, int y, int k_lines, const inspec
             draw_candidates(p, y, &here, f->query, k_lines);
         } else if (f->query > 0 && app_next_at(a, f->query - 1, &here)) {
             /* nothing sampled there (a prompt token): what the model predicted for it, the token marked */
-            char lab[48];
+            char lab[48], t[128];
             app_token_label(a, f->toks[f->query], lab, sizeof lab);
             here.chosen = f->toks[f->query];
-            if (y < p->h)
-                term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " #%d \"%s\": the model's guesses (T 1)",
-                            f->query, lab);
-            for (int i = 0; i < here.n && i < k_lines && y + 1 + i < p->h; i++)
+            snprintf(t, sizeof t, " #%d \"%s\": the model's guesses (T 1)", f->query, lab);
+            if (y < p->h) term_put_words(p->win, y, 1, t, p->w - 2, term_attr(UI_ROLE_TITLE));
+            int shown = 0, rows = 0;
+            for (int i = 0; i < here.n && i < k_lines && y + 1 + i < p->h; i++, rows++) {
+                shown |= here.c[i].id == here.chosen;
                 draw_candidate(p, y + 1 + i, &here.c[i], here.c[i].id == here.chosen);
+            }
+            long rank;
+            float prob;
+            if (!shown && rows > 0 && app_rank_at(a, here.chosen, &rank, &prob)) { /* the token itself, on the last row */
+                gpt2_candidate c = {.id = here.chosen, .prob_temp = prob, .removed_by = GPT2_STAGE_KEPT};
+                term_fill(p->win, y + rows, 1, p->w - 1, term_attr(UI_ROLE_TEXT)); /* over the last candidate */
+                draw_candidate(p, y + rows, &c, 1);
+                char rk[24];
+                snprintf(rk, sizeof rk, " #%ld", rank);
+                term_printf(p->win, y + rows, p->w - 1 - (int)strlen(rk), (int)strlen(rk), term_attr(UI_ROLE_DIM), "%s", rk);
+            }
         } else if (y < p->h) { /* a token from before a context drop or /load, its residual not kept */
             term_printf(p->win, y, 1, p->w - 2, term_attr(UI_ROLE_TITLE), " #%d: no candidates recorded", f->query);
             term_printf(p->win, y + 1 < p->h ? y + 1 : y, 1, p->w - 2, term_attr(UI_ROLE_DIM),
@@ -252,7 +266,7 @@ static void inspector_draw(pane *p) {
     }
     int view_h = p->h - 1 - read_rows - 1 - k;
     int y = 1;
-    if (f.n_tok == 0) term_printf(p->win, 2, 2, p->w - 3, term_attr(UI_ROLE_DIM), "(no tokens yet)");
+    if (f.n_tok == 0) term_printf(p->win, 4, 2, p->w - 3, term_attr(UI_ROLE_DIM), "(no tokens yet)"); /* below the legend */
     switch (f.view) {
     case INSPECT_ZOOM: view_zoom(p, y, view_h, &f, ip->rows2, &ip->scroll); break;
     case INSPECT_OVERVIEW: view_overview(p, y, view_h, &f, ip->row, ip->bins); break;

@@ -261,9 +261,12 @@ void screen_draw(app *a) {
 void screen_toggle_zoom(app *a) {
     if (a->zoom >= 0) {
         a->zoom = -1;
+        app_message(a, UI_ROLE_TEXT, "zoom off: every pane back");
     } else {
         a->zoom = a->focus == PANE_CONV ? PANE_CONV : PANE_INSPECTOR;
         a->focus = a->zoom;
+        app_message(a, UI_ROLE_TEXT, "zoom: the %s over the screen (F10, z or /zoom: back; Esc: the input line)",
+                    a->zoom == PANE_CONV ? "conversation" : "inspector");
     }
     screen_layout(a);
     clearok(curscr, TRUE);

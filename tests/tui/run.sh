@@ -552,7 +552,7 @@ check "Ctrl-C in the model view: the app runs on with the conversation" sh -c "s
 check "the reply is kept as soon as it ends" sh -c "[ \$(grep -lF '\" 61 8 0 45 3 99 7 12\"' '$ST'/gptscope/chats/*.json | wc -l) = 1 ]"
 quit_app
 check "/quit: exit status 0" sh -c "wait_exit() { :; }; i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
-check "/quit: stderr names the conversation's file" grep -qE "the conversation is kept in $ST/gptscope/chats/[0-9]{8}-[0-9]{6}-[0-9]+-0\.json \(gptscope chat --continue goes on\)" "$TMP/err"
+check "/quit: stderr names the conversation's file" grep -qE "the conversation is kept in $ST/gptscope/chats/[0-9]{8}-[0-9]{6}-[0-9]+-0\.json \(gptscope chat -m $MODEL --continue goes on\)" "$TMP/err"
 first=$(sed -n 's|.*the conversation is kept in \([^ ]*\) .*|\1|p' "$TMP/err")
 
 EXTRA="--continue"
@@ -562,7 +562,8 @@ check "--continue: says which conversation it continues" wait_log "^message: con
 check "--continue: the conversation is back" wait_for " 61 8 0 45 3 99 7 12"
 check "--continue: its context too" wait_for "ctx 16/16"
 keys "/reset" Enter
-check "/reset: the cleared conversation is kept, and where" wait_log "^message: conversation cleared; it is kept in $ST/gptscope/chats/"
+check "/reset: the cleared conversation is kept, and where (the continued file: nothing had changed)" wait_log "^message: conversation cleared; it is kept in $first\$"
+check "--continue, nothing changed: no copy of its file" sh -c "[ \$(ls '$ST/gptscope/chats' | wc -l) = 1 ]"
 # a second chat at once, on the same state directory
 $T new-session -d -s app2 -x 100 -y 30 "env XDG_STATE_HOME='$ST' '$BIN' chat -m '$MODEL' --template raw --temperature 0 --seed 1; sleep 60"
 i=0; while ! $T capture-pane -p -t app2 | grep -qF sampling && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
@@ -693,6 +694,17 @@ wait_for "prompt mode" 10
 keys F8 F8
 wait_for "attention heatmap"
 check "80x24 prompt mode: the heatmap keeps three rows of queries beside the notice" sh -c "[ \$($T capture-pane -p -t app | cut -c45- | grep -cE '^│ ?[0-9]+ ') -ge 3 ]"
+
+# prompt mode, a token far down the model's guesses: marked on the panel's last row with its
+# rank, as topk's history ranks it
+P='But soft, what light through yonder window breaks? It is the east'
+$T kill-server >/dev/null 2>&1; sleep 0.2
+$T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' inspect -m '$ROOT/models/shakespeare' -p '$P'; sleep 60"
+wait_for "prompt mode" 10
+keys Tab Tab Tab Up
+"$BIN" topk -m "$ROOT/models/shakespeare" -p "$P" -k 1 --export "$TMP/h2.json" > /dev/null
+rank=$(${PYTHON:-/usr/bin/python3} -c "import json,sys; print(json.load(open(sys.argv[1]))['positions'][17]['next']['rank'])" "$TMP/h2.json")
+check "prompt mode: a token outside the guesses shown is marked with its rank" sh -c "sleep 0.3; $T capture-pane -p -t app | grep -E '\\*·e +.*#$rank\$' >/dev/null"
 
 # 80x24 with a random seed: the knobs panel shows all of it (the log's start line names it)
 rm -f "$TMP/log"
