@@ -549,6 +549,10 @@ check "F9 opens the model view" wait_for "model view: 2 layers"
 keys C-c
 check "Ctrl-C in the model view closes it" wait_for "sampling"
 check "Ctrl-C in the model view: the app runs on with the conversation" sh -c "sleep 0.3; [ ! -s '$TMP/exit' ] && $T capture-pane -p -t app | grep -qF ' 61 8 0 45 3 99 7 12'"
+keys F8 F8 F8
+wait_for "logit lens"
+keys F9 Enter
+check "F9, Enter from the lens: the head shows in the heatmap" wait_for "attention heatmap"
 check "the reply is kept as soon as it ends" sh -c "[ \$(grep -lF '\" 61 8 0 45 3 99 7 12\"' '$ST'/gptscope/chats/*.json | wc -l) = 1 ]"
 quit_app
 check "/quit: exit status 0" sh -c "wait_exit() { :; }; i=0; while [ ! -s '$TMP/exit' ] && [ \$i -lt 100 ]; do sleep 0.05; i=\$((i+1)); done; [ \"\$(cat '$TMP/exit')\" = 0 ]"
