@@ -292,7 +292,8 @@ static void test_messages(void **state) {
  * sanitizer build cannot start under such limits: skipped there. */
 static void test_memory_limits(void **state) {
     (void)state;
-    run_result r = run_script("sh -c \"ulimit -v 400000; '%s' --version\"", bin());
+    /* its report, if any, kept out of the captured stderr (which would count as a sanitizer failure) */
+    run_result r = run_script("sh -c \"ulimit -v 400000; '%s' --version 2>/dev/null\"", bin());
     int usable = r.status == 0;
     run_free(&r);
     if (!usable) {
