@@ -324,12 +324,12 @@ static void test_eval_interrupt(void **state) {
     snprintf(big, sizeof big, "%s/big.txt", dir);
     write_readme_text(big, 50u << 20);
     int seen = 0;
-    for (int delay = 3; delay <= 12 && !seen; delay += 3) {
+    for (int ms = 300; ms <= 9600 && !seen; ms *= 2) { /* a sanitizer build takes seconds to get there */
         /* SIGTERM, which eval takes as Ctrl-C: a background job of a script ignores SIGINT
            until eval's handler is in (and would then score all 50 MB); timeout as a guard */
-        run_result r = run_script("true && { timeout -s KILL 120 '%s' eval -m %s %s >/dev/null & p=$!; sleep 0.%d; "
+        run_result r = run_script("true && { timeout -s KILL 300 '%s' eval -m %s %s >/dev/null & p=$!; sleep %d.%03d; "
                                   "kill -TERM $p; wait $p; echo $?; }",
-                                  bin(), model("shakespeare"), big, delay);
+                                  bin(), model("shakespeare"), big, ms / 1000, ms % 1000);
         if (strstr(r.err, "interrupted")) {
             seen = 1;
             if (atoi(r.out) != 130 || !strstr(r.err, "eval interrupted while reading"))
