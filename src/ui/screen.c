@@ -208,10 +208,10 @@ void screen_draw_message(app *a, WINDOW *w, int width) {
     const char *m = message_text(a);
     ui_line lines[3];
     const int most = message_max_rows(), n = ui_wrap(m, strlen(m), width, lines, most);
+    const int cut = ui_wrap(m, strlen(m), width, NULL, 0) > most; /* more lines than fit */
     attr_t at = term_attr(a->prefill_msg[0] ? UI_ROLE_NOTICE : (ui_role)a->msg_role);
     for (int i = 0; i < n && i < most; i++) {
-        const int last = i == most - 1 && ui_wrap(m, strlen(m), width, NULL, 0) > most;
-        if (last) /* more than fits: the rest of the text, ending at a word with an ellipsis */
+        if (cut && i == most - 1) /* the rest of the text, ending at a word with an ellipsis */
             term_put_words(w, i, 0, m + lines[i].start, width, at);
         else
             term_put(w, i, 0, m + lines[i].start, lines[i].end - lines[i].start, width, at);
