@@ -125,6 +125,7 @@ static void test_exports(void **state) {
         free(doc);
         /* the JSON export is the document --json printed */
         char *printed = read_file(tmp(cases[i].json), NULL);
+        unlink(tmp("again.json"));
         run_to("export.txt", cases[i].cmd, model, odd_prompt, tmp("again.json"));
         char *written = read_file(tmp("again.json"), NULL);
         assert_string_equal(written, printed);
@@ -159,7 +160,7 @@ static void test_pictures(void **state) {
     const char *pics[] = {"--layer 1 --head 2", "--layer 0 --mean", "--layer 1 --head 0 --ablate 0.2,1.*"};
     for (int i = 0; i < 3; i++) {
         char extra[1024];
-        snprintf(extra, sizeof extra, "%s --json --svg %s --png %s", pics[i], tmp("a.svg"), tmp("a.png"));
+        snprintf(extra, sizeof extra, "%s --json --svg %s --png %s --force", pics[i], tmp("a.svg"), tmp("a.png"));
         run_to("a.json", "attention -m %s -p %s %s", model, "the cat sat on the mat. the cat", extra);
         ref_check("svg %s %s %s", model, tmp("a.svg"), tmp("a.json"));
         ref_check("png %s %s %s", model, tmp("a.png"), tmp("a.svg"));
@@ -202,7 +203,7 @@ static void test_bad_input(void **state) {
     (void)state;
     const char *m = fixture_path("models/tiny-f32");
     const char *shape = "the model has 2 layers (0..1) of 4 heads (0..3)";
-    char want[256];
+    char want[512];
     snprintf(want, sizeof want, "--ablate 99.0: layer 99 is out of range: %s", shape);
     const char *cmds[] = {"topk", "heads", "lens", "attention --layer 0 --head 0", "generate -n 2"};
     for (int i = 0; i < 5; i++) expect_error(1, want, "%s -m %s -p hi --ablate 99.0", cmds[i], m);
@@ -218,7 +219,9 @@ static void test_bad_input(void **state) {
     expect_error(2, "--export out.txt: a table is written as .json or .csv", "heads -m %s -p hi --export out.txt", m);
     expect_error(2, "--svg a.png: the file's name must end in .svg", "attention -m %s -p hi --layer 0 --head 0 --svg a.png", m);
     /* unwritable paths: a directory where the file would go, a file where a directory would */
-    const char *keep = tmp("keep.csv"), *dir = tmp("adir.csv");
+    char keep[256], dir[256]; /* tmp's buffers are reused */
+    snprintf(keep, sizeof keep, "%s", tmp("keep.csv"));
+    snprintf(dir, sizeof dir, "%s", tmp("adir.csv"));
     save(keep, "keep me\n");
     mkdir(dir, 0755);
     expect_error(1, dir, "heads -m %s -p hi --export %s", m, dir);
@@ -228,11 +231,30 @@ static void test_bad_input(void **state) {
     char under[512];
     snprintf(under, sizeof under, "%s/x.svg", keep);
     expect_error(1, keep, "attention -m %s -p hi --layer 0 --head 0 --svg %s", m, under);
-    /* a failed run leaves an existing file as it was */
-    expect_error(1, "layer 99", "heads -m %s -p hi --ablate 99.0 --export %s", m, keep);
-    expect_error(1, "--pos 7", "lens -m %s -p hi --pos 7 --export %s", m, keep);
+    /* an existing file is refused without --force, before the model is even read */
+    snprintf(want, sizeof want, "%s exists: --force replaces it", keep);
+    expect_error(1, want, "heads -m %s -p hi --export %s", m, keep);
+    expect_error(1, want, "lens -m /no/such/model -p hi --export %s", keep);
+    expect_error(1, want, "topk -m %s -p hi --export %s", m, keep);
+    char pic[256];
+    snprintf(pic, sizeof pic, "%s", tmp("keep.svg"));
+    save(pic, "<svg/>\n");
+    snprintf(want, sizeof want, "%s exists: --force replaces it", pic);
+    expect_error(1, want, "attention -m %s -p hi --layer 0 --head 0 --export %s --svg %s", m, tmp("new.csv"), pic);
+    assert_int_equal(access(tmp("new.csv"), F_OK), -1); /* nothing written when one target is refused */
+    /* with --force a failed run leaves the file as it was */
+    expect_error(1, "layer 99", "heads -m %s -p hi --ablate 99.0 --export %s --force", m, keep);
+    expect_error(1, "--pos 7", "lens -m %s -p hi --pos 7 --force --export %s", m, keep);
     char *kept = read_file(keep, NULL);
     assert_string_equal(kept, "keep me\n");
+    free(kept);
+    kept = read_file(pic, NULL);
+    assert_string_equal(kept, "<svg/>\n");
+    free(kept);
+    /* and a run that works replaces it */
+    run_to("out.txt", "heads -m %s -p %s --export %s --force", m, "hi", keep);
+    kept = read_file(keep, NULL);
+    if (!strstr(kept, "prev_token")) fail_msg("heads --export --force did not replace %s: %s", keep, kept);
     free(kept);
 }
 

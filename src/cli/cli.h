@@ -160,9 +160,14 @@ int cli_context_ablate(gpt2_context *ctx, const char *spec);
  * not: 1 written, 0 not (the file is then as it was). */
 int cli_opt_table_file(const cli_opt *o, const char *arg, void *value);
 int cli_opt_picture_file(const cli_opt *o, const char *arg, void *value);
-#define CLI_EXPORT_ROW(T, f) {CLI_FN("export", 0, T, f, const char *, cli_opt_table_file)}
-#define CLI_EXPORT_USAGE "  --export FILE  also write the table to FILE: .json or .csv (README, Exports)\n"
+#define CLI_EXPORT_ROW(T, f) {CLI_FN("export", 0, T, f, const char *, cli_opt_table_file)}, {CLI_FLAG("force", 0, T, force)}
+#define CLI_EXPORT_USAGE                                                                  \
+    "  --export FILE  also write the table to FILE: .json or .csv (README, Exports)\n"    \
+    "  --force        replace an export that exists (else it is refused, before any work)\n"
 int cli_export(const char *path, const viz_table *t);
+/* The n files a command will write (NULL entries skipped): 1 when none exists
+ * or force is set, else 0 after naming the first and --force. */
+int cli_outputs_vacant(const char *const *paths, int n, int force);
 
 /* The sampling knobs' rows, for a gpt2_sampler_params field sp of T; --seed
  * sets the int field seeded. */

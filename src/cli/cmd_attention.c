@@ -7,8 +7,8 @@
 
 static const char usage_text[] =
     "usage: gptscope attention [-m DIR] -p PROMPT --layer L (--head H | --mean) [--json]\n"
-    "                          [--export FILE] [--svg FILE] [--png FILE] [--special]\n"
-    "                          [--threads N] [--ablate L.H,...]\n"
+    "                          [--export FILE] [--svg FILE] [--png FILE] [--force]\n"
+    "                          [--special] [--threads N] [--ablate L.H,...]\n"
     "  One head's causal attention matrix over the prompt: row i is query token i,\n"
     "  column j key token j (0 for j > i). Layers and heads count from 0.\n"
     "  --mean          the mean of the layer's heads instead of one head\n"
@@ -21,7 +21,7 @@ static const char usage_text[] =
 typedef struct {
     const char *model, *prompt, *ablate, *export_path, *svg, *png;
     long layer, head; /* -1: not given */
-    int mean, special, json, n_threads;
+    int force, mean, special, json, n_threads;
 } attention_opts;
 
 typedef struct {
@@ -47,6 +47,7 @@ static int attention_parse(int argc, char **argv, attention_opts *o) {
         CLI_ABLATE_ROW(attention_opts, ablate),
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
+    if (rc == CLI_PARSED && !cli_outputs_vacant((const char *const[]){o->export_path, o->svg, o->png}, 3, o->force)) return EXIT_ERR;
     if (rc == CLI_PARSED &&
         (cli_positional(usage_text, "attention", argc, argv, 0, "") != EXIT_OK ||
          cli_required(usage_text, "attention", "-p PROMPT", !!o->prompt, "--layer L", o->layer >= 0,

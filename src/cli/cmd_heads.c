@@ -7,8 +7,8 @@
 #include "cli/cli.h"
 
 static const char usage_text[] =
-    "usage: gptscope heads [-m DIR] -p PROMPT [--sort KEY] [--json] [--export FILE] [--special]\n"
-    "                      [--threads N] [--ablate L.H,...]\n"
+    "usage: gptscope heads [-m DIR] -p PROMPT [--sort KEY] [--json] [--export FILE]\n"
+    "                      [--force] [--special] [--threads N] [--ablate L.H,...]\n"
     "  Every head's scores over the prompt, each a mean over the queries q = 1..T-1:\n"
     "  prev_token A[q,q-1], first_token A[q,0], self A[q,q], entropy -sum A ln A (nats),\n"
     "  induction A[q,j+1] where j < q-1 is the latest earlier occurrence of token q\n"
@@ -24,7 +24,7 @@ enum { N_SORT_KEYS = sizeof sort_keys / sizeof *sort_keys };
 
 typedef struct {
     const char *model, *prompt, *ablate, *export_path;
-    int sort, special, json, n_threads;
+    int force, sort, special, json, n_threads;
 } heads_opts;
 
 typedef struct {
@@ -55,6 +55,7 @@ static int heads_parse(int argc, char **argv, heads_opts *o) {
         CLI_ABLATE_ROW(heads_opts, ablate),
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
+    if (rc == CLI_PARSED && !cli_outputs_vacant((const char *const[]){o->export_path}, 1, o->force)) return EXIT_ERR;
     if (rc == CLI_PARSED && (cli_positional(usage_text, "heads", argc, argv, 0, "") != EXIT_OK ||
                              cli_required(usage_text, "heads", "-p PROMPT", !!o->prompt, NULL) != EXIT_OK))
         rc = EXIT_USAGE;

@@ -9,7 +9,7 @@
 
 static const char usage_text[] =
     "usage: gptscope lens [-m DIR] -p PROMPT [--pos P] [-k K] [--json] [--export FILE]\n"
-    "                     [--special] [--threads N] [--ablate L.H,...]\n"
+    "                     [--force] [--special] [--threads N] [--ablate L.H,...]\n"
     "  The logit lens at position P (default the last; negative counts from the end):\n"
     "  after each layer, the final layer norm and the unembedding applied to the\n"
     "  residual stream there; the K most likely next tokens (default 5), and the rank\n"
@@ -22,7 +22,7 @@ static const char usage_text[] =
 typedef struct {
     const char *model, *prompt, *ablate, *export_path;
     long pos, k;
-    int pos_given, special, json, n_threads;
+    int force, pos_given, special, json, n_threads;
 } lens_opts;
 
 typedef struct {
@@ -48,6 +48,7 @@ static int lens_parse(int argc, char **argv, lens_opts *o) {
         CLI_ABLATE_ROW(lens_opts, ablate),
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
+    if (rc == CLI_PARSED && !cli_outputs_vacant((const char *const[]){o->export_path}, 1, o->force)) return EXIT_ERR;
     if (rc == CLI_PARSED && (cli_positional(usage_text, "lens", argc, argv, 0, "") != EXIT_OK ||
                              cli_required(usage_text, "lens", "-p PROMPT", !!o->prompt, NULL) != EXIT_OK))
         rc = EXIT_USAGE;

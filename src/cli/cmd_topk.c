@@ -6,19 +6,20 @@
 
 static const char usage_text[] =
     "usage: gptscope topk [-m DIR] -p PROMPT [-k K] [--json] [--special] [--quantize q8|q4] [--threads N]\n"
-    "                     [--export FILE] [--ablate L.H,...]\n"
+    "                     [--export FILE [--force]] [--ablate L.H,...]\n"
     "  The next-token distribution after PROMPT (temperature 1, no filtering):\n"
     "  the K most likely tokens (default 10) with logit and probability.\n"
     "  --export FILE  also write the top-k history to FILE (.json or .csv): after each\n"
     "                 token of the prompt, the K most likely next tokens and the rank and\n"
     "                 probability of the token that actually follows\n"
+    "  --force        replace an export that exists (else it is refused, before any work)\n"
     "  --threads N   worker threads (default: one per CPU; results do not depend on it)\n"
     CLI_ABLATE_USAGE;
 
 typedef struct {
     const char *model, *quantize, *prompt, *ablate, *export_path;
     long k;
-    int special, json, n_threads;
+    int force, special, json, n_threads;
 } topk_opts;
 
 typedef struct {
@@ -45,6 +46,7 @@ static int topk_parse(int argc, char **argv, topk_opts *o) {
         CLI_EXPORT_ROW(topk_opts, export_path),
     };
     int rc = cli_parse_options(argc, argv, rows, CLI_ROWS(rows), o, usage_text);
+    if (rc == CLI_PARSED && !cli_outputs_vacant((const char *const[]){o->export_path}, 1, o->force)) return EXIT_ERR;
     if (rc == CLI_PARSED && (cli_positional(usage_text, "topk", argc, argv, 0, "") != EXIT_OK ||
                              cli_required(usage_text, "topk", "-p PROMPT", !!o->prompt, NULL) != EXIT_OK))
         rc = EXIT_USAGE;

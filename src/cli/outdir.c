@@ -204,3 +204,11 @@ int cli_outdir_vacant(const char *dir, const char *const *names, int force, cons
     }
     return 1;
 }
+
+int cli_outputs_vacant(const char *const *paths, int n, int force) {
+    for (int i = 0; i < n; i++)
+        if (paths[i] && !cli_outdir_vacant(NULL, (const char *const[]){paths[i], NULL}, force,
+                                           "--force replaces it; or give another name"))
+            return 0;
+    return 1;
+}

@@ -134,7 +134,9 @@ struct app {
     istore *other_store;
 
     /* commands */
-    char pending_load[4096]; /* a /load of another model's file, waiting to be repeated */
+    char pending[4200];      /* a command that asked first (/load of another model's file, a /save or
+                              * /export over a file): the same line again goes ahead */
+    int pending_new;         /* pending was set by the command now running */
     state_keeper keep;       /* the conversation's file in the state directory (state.h) */
     char keep_error[512];    /* the last save's failure, told once ("": it worked) */
     int keep_dirty;          /* the session changed since it was loaded (--continue) or kept */

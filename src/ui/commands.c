@@ -10,6 +10,7 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ui/app.h"
@@ -185,28 +186,51 @@ static char *expand_home(char *arg, char *buf, size_t cap) {
     return buf;
 }
 
+/* A command that would replace something asks first (its message says what);
+ * the same command as the very next line goes ahead. line: the command with
+ * its arguments as it acts on them (~ expanded). */
+static int confirmed(app *a, const char *line) {
+    if (!strcmp(a->pending, line)) return 1; /* run_command forgets it */
+    snprintf(a->pending, sizeof a->pending, "%s", line);
+    a->pending_new = 1;
+    return 0;
+}
+
 /* /load of a conversation another model wrote: it would be re-encoded, and
- * its template and sampling settings would replace these. The first /load
- * says so, naming both models; the same /load again goes ahead. 0: not now
- * (a message says why). */
+ * its template and sampling settings would replace these. 0: not now (a
+ * message says why). */
 static int other_model_confirmed(app *a, const char *path) {
-    char saved[128];
+    char saved[128], line[sizeof a->pending];
     int n_vocab;
     gpt2_error err;
     if (gpt2_session_file_model(path, saved, sizeof saved, &n_vocab, &err) != GPT2_OK) {
         app_message(a, UI_ROLE_ERROR, "%s", err.msg);
         return 0;
     }
-    if (!strcmp(saved, a->model_name) || !strcmp(a->pending_load, path)) {
-        a->pending_load[0] = '\0';
-        return 1;
-    }
-    snprintf(a->pending_load, sizeof a->pending_load, "%s", path);
+    snprintf(line, sizeof line, "/load %s", path);
+    if (!strcmp(saved, a->model_name) || confirmed(a, line)) return 1;
     char shown[160];
     gpt2_text_escape(saved, strlen(saved), shown, sizeof shown);
     app_message(a, UI_ROLE_NOTICE, "%s was saved with model '%s', and this chat runs '%s': its text would be "
                 "re-encoded and its template and sampling settings would replace these. /load it again to go ahead.",
                 path, shown, a->model_name);
+    return 0;
+}
+
+/* A file the command would replace: 1 when path is not a regular file (free,
+ * or something the writer refuses with its own message) or the same command
+ * was typed again; else 0 after saying so. what: "/export attention". */
+static int replace_confirmed(app *a, const char *what, const char *path) {
+    char line[sizeof a->pending];
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 1;
+    if (snprintf(line, sizeof line, "%s %s", what, path) >= (int)sizeof line) { /* PATH_MAX: cannot happen */
+        app_message(a, UI_ROLE_ERROR, "%s: the name is too long", what);
+        return 0;
+    }
+    if (confirmed(a, line)) return 1;
+    app_message(a, UI_ROLE_NOTICE, "%s exists: the same %.*s again (Up, Enter) replaces it", path,
+                (int)strcspn(what, " "), what);
     return 0;
 }
 
@@ -346,6 +370,9 @@ static void c_export(app *a, char *kind, char *path) {
         return;
     }
     path = expand_home(path, home_buf, sizeof home_buf);
+    char what[64];
+    snprintf(what, sizeof what, "/export %s", kind);
+    if (!replace_confirmed(a, what, path)) return;
     if (app_export(a, kind, path, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "/export %s: %s", kind, err.msg);
     else app_message(a, UI_ROLE_NOTICE, "exported %s to %s", kind, path);
 }
@@ -366,6 +393,7 @@ static void c_save(app *a, char *path, char *y) {
     gpt2_error err;
     (void)y;
     if (!path) app_message(a, UI_ROLE_ERROR, "usage: /save FILE");
+    else if (!replace_confirmed(a, "/save", path)) return;
     else if (gpt2_session_save(a->s, path, &err) != GPT2_OK) app_message(a, UI_ROLE_ERROR, "%s", err.msg);
     else app_message(a, UI_ROLE_TEXT, "saved to %s", path), app_log(a, "saved %s", path);
 }
@@ -441,17 +469,19 @@ static void run_command(app *a, char *line) {
     char *arg1 = strtok_r(NULL, " \t", &save);
     char *arg2 = strtok_r(NULL, " \t", &save);
     a->msg[0] = '\0'; /* an earlier message is stale now; each command says what it did */
-    if (strcmp(cmd, "/load")) a->pending_load[0] = '\0'; /* a confirmation is the very next /load */
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
         const app_command *c = &commands[i];
         if (strcmp(cmd, c->name) && (!c->alias || strcmp(cmd, c->alias))) continue;
         if (c->path_arg) arg1 = expand_home(arg1, home_buf, sizeof home_buf);
         if (c->rest_arg) arg1 = rest && *rest ? rest : NULL, arg2 = NULL;
+        a->pending_new = 0;
         c->fn(a, arg1, arg2);
+        if (!a->pending_new) a->pending[0] = '\0'; /* a confirmation is the very next command */
         free(rest);
         return;
     }
     free(rest);
+    a->pending[0] = '\0';
     app_message(a, UI_ROLE_ERROR, "unknown command %s (F1 or /help lists them)", cmd);
 }
 
@@ -469,6 +499,7 @@ int app_submit_line(app *a, char *line) {
         free(copy);
         return 0;
     }
+    a->pending[0] = '\0'; /* what a command asked is answered by the same command only */
     if (a->prompt_mode) app_inspect_text(a, line); /* a line in prompt mode is the next prompt */
     else return app_send(a, line);
     return 0;

@@ -107,6 +107,12 @@ check "/regen: the same reply at temperature 0" wait_log "^reply: 8 tokens .*eva
 # 3. /save, /reset, /load
 keys "/save $TMP/s.json" Enter
 check "/save writes the session" wait_for "saved to $TMP/s.json"
+cp "$TMP/s.json" "$TMP/s.orig"; echo mine > "$TMP/s.json"
+keys "/save $TMP/s.json" Enter
+check "/save over a file: asks first" wait_for "$TMP/s.json exists: the same /save again (Up, Enter) replaces it"
+check "/save over a file: the file is kept until asked again" grep -qx mine "$TMP/s.json"
+keys Up Enter
+check "/save again at once: replaced" sh -c "sleep 0.3; cmp -s '$TMP/s.json' '$TMP/s.orig'"
 keys "/reset" Enter
 check "/reset clears the conversation" wait_for "conversation cleared"
 check "/reset: reply gone" sh -c "! $T capture-pane -p -t app | grep -qF ' 61 8 0 45 3 99 7 12'"
@@ -425,6 +431,17 @@ check "/export attention as a picture: written" wait_for "exported attention to 
 check "/export attention: the SVG's labels, scale and colours" sh -c "$MC svg '$MODEL' '$TMP/att.svg' '$TMP/att.json' > '$TMP/mc' 2>&1 || { cat '$TMP/mc'; false; }"
 keys "/export topk $TMP/topk.csv" Enter
 check "/export topk: written" wait_for "exported topk to $TMP/topk.csv"
+echo mine > "$TMP/topk.csv"
+keys "/export topk $TMP/topk.csv" Enter
+check "/export over a file: asks first" wait_for "$TMP/topk.csv exists: the same /export again (Up, Enter) replaces it"
+keys "/conf" Enter "/conf" Enter
+wait_for "confidence view off"
+keys "/export topk $TMP/topk.csv" Enter
+check "/export: asked again after another command" wait_for "$TMP/topk.csv exists: the same /export again (Up, Enter) replaces it"
+check "/export over a file: kept until asked again" grep -qx mine "$TMP/topk.csv"
+keys Up Enter
+check "/export again at once: replaced" wait_for "exported topk to $TMP/topk.csv"
+check "/export again at once: the file is the table" sh -c "head -1 '$TMP/topk.csv' | grep -q rank"
 keys "/export lens $TMP/x.txt" Enter
 check "/export to an unknown kind of file: says which" wait_for "the name must end in .json or .csv"
 keys "/generate 3" Enter
