@@ -286,6 +286,22 @@ static void test_messages(void **state) {
     script("rm -rf %s", dir);
 }
 
+/* A FIFO where eval expects its text: one with no writer is refused at once
+ * (the open blocked for ever, Ctrl-C unseen); a pipe with a writer is read. */
+static void test_eval_fifo(void **state) {
+    (void)state;
+    const char *dir = tmpdir_new();
+    run_result r = run_script("true && { mkfifo %s/f && timeout -s KILL 20 '%s' eval -m %s %s/f; echo $?; }", dir, bin(),
+                              model("shakespeare"), dir);
+    if (atoi(r.out) != 1 || !strstr(r.err, "/f: a FIFO that no program writes to (nothing to read)"))
+        fail_msg("eval on a FIFO: status %s, stderr: %s", r.out, r.err);
+    run_free(&r);
+    r = run_script("true && { echo 'ROMEO: good morrow' | '%s' eval -m %s /dev/stdin; }", bin(), model("shakespeare"));
+    if (r.status != 0 || !strstr(r.out, "/dev/stdin: ")) fail_msg("eval on a pipe: %d, %s%s", r.status, r.out, r.err);
+    run_free(&r);
+    script("rm -rf %s", dir);
+}
+
 /* Short of memory (address space limits from 80 to 400 MB: the model, the KV
  * cache or OpenBLAS's buffers fail in turn), every run ends by itself with
  * status 0, or 1 and one line; it never hangs (it did, for ever). A
@@ -391,6 +407,7 @@ int main(void) {
         cmocka_unit_test(test_convert_keeps_logits),
         cmocka_unit_test(test_train_refuses_and_hangup),
         cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_eval_fifo),
         cmocka_unit_test(test_memory_limits),
         cmocka_unit_test(test_eval_interrupt),
         cmocka_unit_test(test_openblas_kernels),

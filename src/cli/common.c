@@ -2,6 +2,7 @@
  * model loading, bounded input, the prompt's one forward pass, Ctrl-C and
  * SIGBUS handling. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -152,8 +153,13 @@ char *cli_read_all(FILE *f, const char *path, size_t limit, size_t *len) {
     const char *name = path ? path : "stdin";
     char lim[32];
     format_size(lim, sizeof lim, limit);
-    if (path && !(f = own = fopen(path, "rb"))) {
+    /* O_NONBLOCK: a FIFO nobody writes to must not block the open (where
+     * Ctrl-C is not seen); it is cleared again, so a pipe's reads wait for
+     * its writer, and one with no writer reads as empty at once. */
+    int fd = path ? open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+    if (path && (fd < 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(f = own = fdopen(fd, "rb")))) {
         cli_error("%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
         return NULL;
     }
     struct stat st;
@@ -184,8 +190,14 @@ char *cli_read_all(FILE *f, const char *path, size_t limit, size_t *len) {
         free(buf);
         return NULL;
     }
+    if (buf && !bad && n == 0 && path && S_ISFIFO(st.st_mode)) { /* st: the fstat above */
+        cli_error("%s: a FIFO that no program writes to (nothing to read)", name);
+        free(buf);
+        return NULL;
+    }
     if (!buf || bad) {
-        if (buf) cli_error("%s: read error: %s", name, strerror(err));
+        if (buf && err == EINTR) cli_error("%s: interrupted while reading", name);
+        else if (buf) cli_error("%s: read error: %s", name, strerror(err));
         else cli_error("%s: out of memory after %zu bytes", name, n);
         free(buf);
         return NULL;
