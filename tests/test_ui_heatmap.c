@@ -141,6 +141,22 @@ static void test_scale(void **state) {
     assert_true(isnan(ui_heat_scaled(NAN, 0.4f)));
 }
 
+/* Cell scale: the largest square that fits both ways; axis steps 1-2-5. */
+static void test_cell_scale(void **state) {
+    (void)state;
+    assert_int_equal(ui_cell_scale(10, 80, 40), 4);  /* 8 across, 4 down: the smaller */
+    assert_int_equal(ui_cell_scale(20, 79, 40), 2);  /* 3 across, 2 down */
+    assert_int_equal(ui_cell_scale(30, 200, 90), 3); /* 6 across, 3 down */
+    assert_int_equal(ui_cell_scale(100, 80, 40), 1); /* already pooled: one cell */
+    assert_int_equal(ui_cell_scale(0, 80, 40), 1);
+    assert_int_equal(ui_axis_step(1, 1), 5);  /* "0" needs 3 columns: 5 bins, not 2 (2 < 3) */
+    assert_int_equal(ui_axis_step(1, 3), 1);  /* 3 columns per bin: every bin */
+    assert_int_equal(ui_axis_step(2, 2), 2);  /* 4 columns: 2 bins of 2 */
+    assert_int_equal(ui_axis_step(3, 1), 5);  /* 5 columns */
+    assert_int_equal(ui_axis_step(4, 1), 10); /* 6 columns: 10, not 5 */
+    assert_int_equal(ui_axis_step(9, 1), 20); /* 11 columns */
+}
+
 static void test_bins(void **state) {
     (void)state;
     assert_int_equal(ui_bin_size(90, 40), 3); /* ceil(90 / 40) */
@@ -170,7 +186,7 @@ int main(void) {
         cmocka_unit_test(test_window_fits), cmocka_unit_test(test_window_follows_newest),
         cmocka_unit_test(test_window_scroll_and_cursor), cmocka_unit_test(test_levels),
         cmocka_unit_test(test_top_entries), cmocka_unit_test(test_level_floors),
-        cmocka_unit_test(test_scale), cmocka_unit_test(test_bins), cmocka_unit_test(test_key_window),
+        cmocka_unit_test(test_scale), cmocka_unit_test(test_bins), cmocka_unit_test(test_cell_scale), cmocka_unit_test(test_key_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

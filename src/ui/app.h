@@ -101,6 +101,7 @@ struct app {
     int help_top;    /* its first line shown (it scrolls when taller than the screen) */
     int msg_rows;    /* rows the message line takes in the layout (a long one wraps, up to 3) */
     int zoom;        /* PANE_INSPECTOR or PANE_CONV given all the screen above the input (F10); -1: none */
+    int zoom_from;   /* the pane focused when the zoom began, focused again when it ends */
 
     /* the loop */
     int quit;

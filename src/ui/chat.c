@@ -325,7 +325,7 @@ int chat_run(const chat_options *o, const chat_host *host) {
     a->focus = PANE_INPUT;
     a->signalled = &g_signal;
     a->restore_max_new = -1;
-    a->zoom = -1;
+    a->zoom = a->zoom_from = -1;
     find_themes_dir(a);
     ui_theme theme;
     if (load_theme(a, o, &theme)) return CHAT_ERR;

@@ -97,6 +97,21 @@ int ui_bin_size(int n, int cells) {
     return k < 1 ? 1 : k;
 }
 
+int ui_cell_scale(int nb, int cols, int half_rows) {
+    if (nb <= 0) return 1;
+    int s = cols / nb < half_rows / nb ? cols / nb : half_rows / nb;
+    return s < 1 ? 1 : s;
+}
+
+int ui_axis_step(int len, int s) {
+    if (s < 1) s = 1;
+    for (int step = 1;; step *= 10) {
+        if (step * s >= len + 2) return step;
+        if (2 * step * s >= len + 2) return 2 * step;
+        if (5 * step * s >= len + 2) return 5 * step;
+    }
+}
+
 int ui_bin_max(const float *row, int n, int k, float *out, int accumulate) {
     if (k < 1) k = 1;
     int nb = n > 0 ? (n + k - 1) / k : 0;

@@ -56,6 +56,17 @@ float ui_row_max(const float *row, int n);
  * diagonal stays a diagonal. */
 int ui_bin_size(int n, int cells);
 
+/* How many cells wide and half-rows tall each of nb bins is drawn so that
+ * nb x nb bins fill cols columns by half_rows half-rows without losing the
+ * square: min(cols / nb, half_rows / nb), at least 1. A short context then
+ * fills the view instead of a corner of it. */
+int ui_cell_scale(int nb, int cols, int half_rows);
+
+/* The step, in bins, between key-axis numbers of len characters when a bin
+ * is s columns wide: the smallest of 1, 2, 5, 10, 20, 50, ... whose labels
+ * (len + 2 columns each) keep a gap of two. */
+int ui_axis_step(int len, int s);
+
 /* Max-pools row (n entries, NaN skipped) into bins of k: bin b covers
  * entries b*k .. b*k + k - 1. accumulate 0: out[b] = that maximum (NaN for a
  * bin with no finite entry); 1: out[b] = max(out[b], it), a NaN out[b]

@@ -258,7 +258,7 @@ static void inspector_draw(pane *p) {
     int k = f.view == INSPECT_TEXT ? (p->h - 6) : (p->h - 1) / 4;
     k = k > 10 ? 10 : k < 2 ? 2 : k;
     int read_rows = f.view == INSPECT_TEXT ? 4 : f.view == INSPECT_LENS ? 0 : 3;
-    if (p->h < 20 && (f.view == INSPECT_ZOOM || f.view == INSPECT_OVERVIEW)) /* short: the matrix first */
+    if (p->h < 24 && (f.view == INSPECT_ZOOM || f.view == INSPECT_OVERVIEW)) /* short (zoomed at 80x24 too): the matrix first */
         k = 2, read_rows = 2;
     if (f.view == INSPECT_LENS) { /* every layer first: the panel takes what is left, 2 to 5 */
         int left = p->h - 1 - 1 - (2 + p->a->cfg->n_layer);

@@ -260,11 +260,12 @@ void screen_draw(app *a) {
 
 void screen_toggle_zoom(app *a) {
     if (a->zoom >= 0) {
+        if (a->focus == a->zoom && a->zoom_from >= 0) a->focus = a->zoom_from; /* back where F10 was pressed */
         a->zoom = -1;
         app_message(a, UI_ROLE_TEXT, "zoom off: every pane back");
     } else {
         a->zoom = a->focus == PANE_CONV ? PANE_CONV : PANE_INSPECTOR;
-        a->focus = a->zoom;
+        a->zoom_from = a->focus, a->focus = a->zoom;
         app_message(a, UI_ROLE_TEXT, "zoom: the %s over the screen (F10, z or /zoom: back; Esc: the input line)",
                     a->zoom == PANE_CONV ? "conversation" : "inspector");
     }

@@ -226,33 +226,42 @@ static void pool_bin_row(const app *a, const inspect_focus *f, int qb, int k, in
 }
 
 /* The overview from row y, h rows: the whole matrix max-pooled into square
- * bins of k x k tokens (the legend says k), the cursor's bin row marked.
- * rows2: 2 * n_ctx floats; bins: 2 * n_ctx floats. */
+ * bins of k x k tokens (the legend says k), each bin drawn sc cells wide and
+ * sc half-rows tall so that a short context fills the view; the cursor's bin
+ * row marked. row: n_ctx floats; bins: 2 * n_ctx floats. */
 void view_overview(pane *p, int y, int h, const inspect_focus *f, float *row, float *bins) {
     const int half = term_half_blocks(), rpc = half ? 2 : 1, digits = digits_of(f->n_tok - 1);
     const int x0 = 1 + digits + 2, cols = p->w - x0 - 1, mrows = h - 2 - 2; /* legend (up to 2), key axis */
     if (f->n_tok == 0 || cols < 4 || mrows < 1) return;
     int k = ui_bin_size(f->n_tok, cols), kr = ui_bin_size(f->n_tok, mrows * rpc);
     if (kr > k) k = kr;
-    int nb = (f->n_tok + k - 1) / k, n_ctx = istore_n_ctx(p->a->store);
+    const int nb = (f->n_tok + k - 1) / k, n_ctx = istore_n_ctx(p->a->store);
+    const int sc = ui_cell_scale(nb, cols, mrows * rpc), step = ui_axis_step(digits_of((nb - 1) * k), sc);
     char how[64];
     snprintf(how, sizeof how, "%d token%s/cell, max", k, k == 1 ? "" : "s");
     y += view_legend(p, y, f, how);
     term_printf(p->win, y, 1, x0 - 1, term_attr(UI_ROLE_DIM), "q\u2193k\u2192");
-    for (int c = 0; c < nb; c += 10) {
+    for (int c = 0; c < nb; c += step) {
         char num[16];
         int len = snprintf(num, sizeof num, "%d", c * k);
-        if (c + len <= cols) term_put(p->win, y, x0 + c, num, (size_t)len, len, term_attr(UI_ROLE_DIM));
+        if (c * sc + len <= cols) term_put(p->win, y, x0 + c * sc, num, (size_t)len, len, term_attr(UI_ROLE_DIM));
     }
     y++;
-    for (int r = 0; r * rpc < nb && r < mrows; r++) {
-        for (int i = 0; i < rpc; i++) pool_bin_row(p->a, f, r * rpc + i, k, nb, row, bins + (size_t)i * n_ctx);
-        int qc = f->query / k; /* the cursor's bin row */
-        int mark = qc / rpc == r;
-        term_printf(p->win, y + r, 1, digits + 1, term_attr(mark ? UI_ROLE_SELECTION : UI_ROLE_DIM), "%*d%s", digits,
-                    r * rpc * k, mark ? ">" : " ");
-        for (int c = 0; c < nb && c < cols; c++) {
-            float u = bins[c], l = half && (r * rpc + 1) < nb ? bins[n_ctx + c] : NAN;
+    const int qb = f->query / k; /* the cursor's bin row */
+    int pooled[2] = {-1, -1}, last_label = -1;
+    for (int r = 0; r * rpc < nb * sc && r < mrows; r++) {
+        const int bu = r * rpc / sc, bl = half ? (r * rpc + 1) / sc : bu; /* the bin rows of the two halves */
+        for (int i = 0; i < rpc; i++) {
+            int b = i ? bl : bu;
+            if (pooled[i] != b && b < nb) pool_bin_row(p->a, f, b, k, nb, row, bins + (size_t)i * n_ctx), pooled[i] = b;
+        }
+        const int mark = qb == bu || qb == bl;
+        if (bu != last_label || mark)
+            term_printf(p->win, y + r, 1, digits + 1, term_attr(mark ? UI_ROLE_SELECTION : UI_ROLE_DIM), "%*d%s",
+                        digits, (qb == bl && mark ? bl : bu) * k, mark ? ">" : " ");
+        last_label = bu;
+        for (int c = 0; c < nb * sc && c < cols; c++) {
+            float u = bins[c / sc], l = half && bl < nb ? bins[n_ctx + c / sc] : NAN;
             heat_cell(p, y + r, x0 + c, u == u ? view_level(u, 0) : -1, l == l ? view_level(l, 0) : -1, 0);
         }
     }

@@ -347,7 +347,13 @@ check "heatmap: the colour scale with its numbers and how it bins" wait_for "sca
 check "heatmap: two queries per row with half blocks" wait_for "1 token/col, 2 queries/row ▀"
 check "readout: the query, its top keys with positions, escaped" wait_for 'q #15 "·12" → #2 "·99" 0.72'
 keys F8
-check "overview: says how it bins" wait_for "2 tokens/cell, max"
+check "overview: says how it bins" wait_for "1 token/cell, max"
+$T resize-window -t app -x 200 -y 50
+keys F10
+check "overview zoomed: a short context fills the view (16 tokens, 3 cells each)" sh -c "sleep 0.5; $T capture-pane -p -t app | grep -qE '▀{48}' && ! $T capture-pane -p -t app | grep -qE '▀{49}'"
+keys F10
+wait_for "zoom off"
+$T resize-window -t app -x 120 -y 35
 keys F8
 check "text view: the context as the model sees it" wait_for "text view: the model's context, 16 tokens"
 shot > "$TMP/t1"
