@@ -82,7 +82,33 @@ static void finish(int rc) {
     exit(rc);
 }
 
+/* OpenBLAS starts its threads in its library constructor, before main; when
+ * it cannot (memory or thread limits) it prints why and raises SIGINT, which
+ * ended the process with status 130 and no word of ours. The executable's
+ * preinit array runs before any library's constructor: a handler put there
+ * (only where SIGINT has its default action) says what happened and exits 1;
+ * main gives SIGINT its action back. */
+static struct sigaction g_start_sigint;
+static void start_failed(int sig) {
+    static const char msg[] = "gptscope: could not start: a library's start-up was stopped (OpenBLAS could not "
+                              "create its threads: memory or thread limits, as said above; or Ctrl-C)\n";
+    (void)sig;
+    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)n;
+    _exit(EXIT_ERR);
+}
+static void guard_start(int argc, char **argv, char **envp) {
+    (void)argc, (void)argv, (void)envp;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = start_failed;
+    if (sigaction(SIGINT, NULL, &g_start_sigint) == 0 && g_start_sigint.sa_handler == SIG_DFL)
+        sigaction(SIGINT, &sa, NULL);
+}
+__attribute__((section(".preinit_array"), used)) static void (*const g_preinit)(int, char **, char **) = guard_start;
+
 int main(int argc, char **argv) {
+    sigaction(SIGINT, &g_start_sigint, NULL); /* as it was before guard_start */
     if (argc < 2) {
 #ifdef GPTSCOPE_HAVE_CHAT
         if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
