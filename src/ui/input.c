@@ -31,6 +31,7 @@ typedef struct {
     int got_line;
     FILE *devnull;       /* readline's output stream */
     char history_path[PATH_MAX + 16];
+    int history_read; /* entries read from history_path at start */
 } input_pane;
 
 static input_pane *in_pane; /* readline's callbacks take no user data */
@@ -213,13 +214,17 @@ static void history_setup(input_pane *ip) {
     }
     using_history();
     read_history(ip->history_path);
+    ip->history_read = history_length;
 }
 
 static void input_free(pane *p) {
     input_pane *ip = (input_pane *)p;
     rl_callback_handler_remove();
-    if (ip->history_path[0]) {
-        write_history(ip->history_path);
+    if (ip->history_path[0]) { /* this chat's lines appended: another chat's, written meanwhile, stay */
+        struct stat st;
+        int added = history_length - ip->history_read;
+        if (stat(ip->history_path, &st) != 0) write_history(ip->history_path);
+        else if (added > 0) append_history(added, ip->history_path);
         history_truncate_file(ip->history_path, 1000);
     }
     if (ip->devnull) fclose(ip->devnull);

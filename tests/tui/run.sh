@@ -603,6 +603,7 @@ $T send-keys -t app2 "/quit" Enter
 quit_app
 wait_exit
 check "two chats at once: each conversation in its own file" sh -c "[ \$(grep -lF '\"1 2 3\"' '$ST'/gptscope/chats/*.json | wc -l) = 1 ] && [ \$(grep -lF '\"4 5 6\"' '$ST'/gptscope/chats/*.json | wc -l) = 1 ] && ! grep -qF '\"1 2 3\"' \$(grep -lF '\"4 5 6\"' '$ST'/gptscope/chats/*.json)"
+check "two chats at once: the input history keeps the lines of both" sh -c "grep -qx '1 2 3' '$ST/gptscope/history' && grep -qx '4 5 6' '$ST/gptscope/history'"
 check "a failed /draft and later sessions leave the first conversation as it was" sh -c "grep -qF '\" 61 8 0 45 3 99 7 12\"' '$first' && ! grep -qF '\"4 5 6\"' '$first'"
 
 # signals with an unusable XDG_STATE_HOME: HOME's state directory, and stderr says so
