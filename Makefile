@@ -11,10 +11,22 @@
 #   make tsan       the pool, forward-pass and GGUF tests under ThreadSanitizer
 #   make test-fuzz  the fuzz harnesses over their regression inputs alone (make test runs them too)
 #   make bench      gptscope bench on a random GPT-2-124M-shaped model
+#   make install    the binary, bundled models and themes, man page, bash completion,
+#                   libgpt2 with its headers and gpt2.pc (PREFIX=/usr/local, DESTDIR)
+#   make uninstall  removes what make install put there
+#   make deps       installs the Debian packages the build and tests need (apt-get; sudo when not root)
 
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 PKG     ?= pkg-config
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share/gptscope
+MANDIR  ?= $(PREFIX)/share/man
+DOCDIR  ?= $(PREFIX)/share/doc/gptscope
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 
 ifeq ($(SAN),1)
 B        := build-san
@@ -32,13 +44,19 @@ ifneq ($(PORTABLE),1)
 MARCH := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo -march=native)
 endif
 
-# --- dependency probes: a missing library names the Debian package to install ---
-NOPROBE_GOALS := clean help
-ifeq ($(filter-out $(NOPROBE_GOALS),$(MAKECMDGOALS)),$(MAKECMDGOALS)$(if $(MAKECMDGOALS),,x))
-probe = $(if $(shell $(PKG) --exists $(1) 2>/dev/null && echo ok),,$(error $(1) not found by $(PKG): install it with `apt-get install $(2)`))
-$(call probe,openblas,libopenblas-dev)
-$(call probe,libpcre2-8,libpcre2-dev)
-$(call probe,libcjson,libcjson-dev)
+# --- dependency probes: every missing library named with the Debian package to install
+# (plain `make` too; not for goals that build nothing) ---
+NOPROBE_GOALS := clean help deps uninstall
+CORE_PKGS := openblas libpcre2-8 libcjson
+CORE_DEBS := libopenblas-dev libpcre2-dev libcjson-dev
+ifneq ($(if $(MAKECMDGOALS),$(filter-out $(NOPROBE_GOALS),$(MAKECMDGOALS)),all),)
+ifeq ($(shell command -v $(PKG) 2>/dev/null),)
+$(error $(PKG) not found: install it with `apt-get install pkg-config` (or run `make deps`))
+endif
+MISSING := $(strip $(foreach i,1 2 3,$(if $(shell $(PKG) --exists $(word $(i),$(CORE_PKGS)) 2>/dev/null && echo ok),,$(word $(i),$(CORE_DEBS)))))
+ifneq ($(MISSING),)
+$(error missing libraries: install them with `apt-get install $(MISSING)` (or run `make deps`))
+endif
 endif
 
 # --- optional: the chat app (src/ui) needs ncursesw and GNU readline. Without them
@@ -78,9 +96,9 @@ else ifeq ($(filter clean help,$(MAKECMDGOALS)),)
 $(info gptscope: building without PNG pictures: $(if $(NOCAIRO),NOCAIRO=1 given,cairo not found (apt-get install libcairo2-dev)))
 endif
 
-CORE_PKGS := openblas libpcre2-8 libcjson
-CFLAGS_PKG := $(shell $(PKG) --cflags $(CORE_PKGS) 2>/dev/null)
-LIBS_PKG   := $(shell $(PKG) --libs $(CORE_PKGS) 2>/dev/null)
+# each library's flags on their own: one that pkg-config cannot give leaves the others'
+CFLAGS_PKG := $(foreach p,$(CORE_PKGS),$(shell $(PKG) --cflags $(p) 2>/dev/null))
+LIBS_PKG   := $(foreach p,$(CORE_PKGS),$(shell $(PKG) --libs $(p) 2>/dev/null))
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS  ?=
@@ -109,7 +127,7 @@ UI_PURE_OBJ := $(UI_PURE_SRC:%.c=$(B)/%.o)
 VIZ_OBJ  := $(VIZ_SRC:%.c=$(B)/%.o)
 LIB      := $(B)/libgpt2.a
 
-.PHONY: all test check clean help fixtures tokenizer-data bench test-tui tsan test-fuzz
+.PHONY: all test check clean help fixtures tokenizer-data bench test-tui tsan test-fuzz install uninstall deps FORCE
 
 all: $(APP)
 
@@ -244,10 +262,59 @@ bench: $(APP)
 	./$(APP) bench --dtype f32
 	./$(APP) bench --dtype bf16
 
+# --- install -------------------------------------------------------------------
+# The binary finds its data in DATADIR (compiled in), beside itself, or in
+# bin/../share/gptscope (cli_data_path); common.o is rebuilt when DATADIR changes.
+$(B)/src/cli/common.o: CFLAGS += -DGPTSCOPE_DATADIR='"$(DATADIR)"'
+$(B)/src/cli/common.o: $(B)/.datadir
+$(B)/.datadir: FORCE
+	@mkdir -p $(B) && echo '$(DATADIR)' | cmp -s - $@ || echo '$(DATADIR)' > $@
+FORCE:
+
+# The installed library: one relocatable object whose only global symbols are
+# the gpt2_ API (the modules' internal names made local), in an archive.
+PUB_LIB := $(B)/public/libgpt2.a
+$(PUB_LIB): $(CORE_OBJ)
+	@mkdir -p $(dir $@) && rm -f $@
+	$(LD) -r -o $(B)/public/gpt2.o $^
+	objcopy -w --keep-global-symbol='gpt2_*' $(B)/public/gpt2.o
+	ar rcs $@ $(B)/public/gpt2.o
+PUB_HEADERS := $(filter-out include/gpt2_testing.h,$(wildcard include/gpt2*.h))
+GPT2_VERSION := $(shell sed -n 's/^\#define GPT2_VERSION "\(.*\)"/\1/p' include/gpt2.h)
+$(B)/public/gpt2.pc: include/gpt2.h Makefile
+	@mkdir -p $(dir $@)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' 'Name: gpt2' \
+	    "Description: gptscope's GPT-2 engine: models in every GPT-2 format, tokenizer, forward pass, sampling, hooks" \
+	    'Version: $(GPT2_VERSION)' 'Requires: openblas libpcre2-8 libcjson' \
+	    'Cflags: -I$${includedir}/gptscope' 'Libs: -L$${libdir} -lgpt2 -lm -lpthread' > $@
+
+BUNDLED_MODELS := shakespeare shakespeare-draft reverse
+install: $(APP) $(PUB_LIB) $(B)/public/gpt2.pc
+	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(DATADIR)/themes' '$(DESTDIR)$(MANDIR)/man1' \
+	    '$(DESTDIR)$(BASHCOMPDIR)' '$(DESTDIR)$(LIBDIR)/pkgconfig' '$(DESTDIR)$(INCDIR)/gptscope' '$(DESTDIR)$(DOCDIR)'
+	install -m 755 $(APP) '$(DESTDIR)$(BINDIR)/gptscope'
+	for m in $(BUNDLED_MODELS); do install -d "$(DESTDIR)$(DATADIR)/models/$$m" && \
+	    install -m 644 models/$$m/* "$(DESTDIR)$(DATADIR)/models/$$m/" || exit 1; done
+	install -m 644 themes/*.theme themes/README.md '$(DESTDIR)$(DATADIR)/themes/'
+	install -m 644 docs/gptscope.1 '$(DESTDIR)$(MANDIR)/man1/gptscope.1'
+	install -m 644 completions/gptscope '$(DESTDIR)$(BASHCOMPDIR)/gptscope'
+	install -m 644 $(PUB_LIB) '$(DESTDIR)$(LIBDIR)/libgpt2.a'
+	install -m 644 $(PUB_HEADERS) '$(DESTDIR)$(INCDIR)/gptscope/'
+	install -m 644 $(B)/public/gpt2.pc '$(DESTDIR)$(LIBDIR)/pkgconfig/gpt2.pc'
+	install -m 644 LICENSE THIRD_PARTY.md '$(DESTDIR)$(DOCDIR)/'
+
+uninstall:
+	rm -f '$(DESTDIR)$(BINDIR)/gptscope' '$(DESTDIR)$(MANDIR)/man1/gptscope.1' '$(DESTDIR)$(BASHCOMPDIR)/gptscope' \
+	    '$(DESTDIR)$(LIBDIR)/libgpt2.a' '$(DESTDIR)$(LIBDIR)/pkgconfig/gpt2.pc'
+	rm -rf '$(DESTDIR)$(DATADIR)' '$(DESTDIR)$(INCDIR)/gptscope' '$(DESTDIR)$(DOCDIR)'
+
+deps:
+	sh scripts/deps.sh --test
+
 clean:
 	rm -rf build build-san build-tsan gptscope
 
 help:
-	@sed -n '2,13p' Makefile
+	@sed -n '2,17p' Makefile
 
 -include $(CORE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(UI_PURE_OBJ:.o=.d) $(FUZZ_MAIN:.o=.d)

@@ -9,7 +9,6 @@
 
 #include "cli/cli.h"
 
-#define GPTSCOPE_VERSION "0.1.0"
 
 static const struct {
     const char *name;
@@ -36,7 +35,7 @@ static const struct {
 static void usage(FILE *out) {
     fprintf(out, "gptscope %s — talk to a GPT-2 model and look inside it\n\n"
                  "usage: gptscope COMMAND [options]   (gptscope COMMAND --help for its options)\n\n",
-            GPTSCOPE_VERSION);
+            gpt2_version());
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
     fputs("\nEvery command takes -m PATH: a model directory in the Hugging Face GPT-2 layout,\n"
@@ -125,7 +124,7 @@ int main(int argc, char **argv) {
         finish(EXIT_OK);
     }
     if (strcmp(cmd, "--version") == 0) {
-        printf("gptscope %s\n", GPTSCOPE_VERSION);
+        printf("gptscope %s\n", gpt2_version());
         finish(EXIT_OK);
     }
     opterr = 0; /* the commands report bad options themselves (cli_option_error) */

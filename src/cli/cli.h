@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <signal.h>
+#include <limits.h>
 #include <stdio.h>
 
 #include <cjson/cJSON.h>
@@ -248,9 +249,17 @@ int cli_positional(const char *text, const char *cmd, int argc, char *const argv
  * main() sets opterr to 0, so getopt prints nothing itself. */
 int cli_option_error(int c, char *const argv[], const char *text);
 
-/* The model directory: -m if given, else $GPTSCOPE_MODEL, else the bundled
- * models/shakespeare next to the executable. */
+/* The model: -m if given, else $GPTSCOPE_MODEL, else the bundled
+ * models/shakespeare (cli_data_path); NULL after saying how to give one.
+ * cli_load_model(NULL) returns NULL. */
 const char *cli_model_dir(const char *opt_m);
+
+/* rel ("themes", "models/shakespeare") in gptscope's data: beside the
+ * executable (a build not installed), in the data directory make install
+ * compiled in (cli_data_dir), or bin/../share/gptscope (an installed tree
+ * moved, or staged with DESTDIR). 1 with the path in out; 0 when none. */
+int cli_data_path(const char *rel, char *out, size_t cap);
+const char *cli_data_dir(void);
 
 /* Loads a model, printing the loader's message on failure. A SIGBUS during
  * the load (the file truncated under it) ends the process with a line naming

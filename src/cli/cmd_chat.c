@@ -90,8 +90,10 @@ static int chat_parse(int argc, char **argv, chat_options *o) {
     }
     /* a random seed of 32 bits: its 10 digits fit the knobs panel of an 80-column terminal */
     if (!seeded) o->sampler.seed = ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)) & 0xFFFFFFFFu;
+    static char themes[PATH_MAX + 16];
+    o->themes_dir = cli_data_path("themes", themes, sizeof themes) ? themes : NULL;
     o->model_dir = cli_model_dir(o->model_dir);
-    return -1;
+    return o->model_dir ? -1 : EXIT_ERR;
 }
 
 const chat_host *cli_chat_host(void) {

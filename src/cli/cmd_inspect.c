@@ -57,8 +57,14 @@ int cmd_inspect(int argc, char **argv) {
     if (o.prompt && o.file) return cli_usage_error(usage_text, "inspect: -p and -f both given (one text)");
     char *text = inspect_text(&o);
     if (!text) return EXIT_ERR;
+    char themes[PATH_MAX + 16];
     chat_options co = {.model_dir = cli_model_dir(o.model), .theme_name = o.theme, .n_new = 256, .draft_k = 4,
-                       .n_threads = o.n_threads, .sampler = gpt2_sampler_default_params(), .prompt = text};
+                       .n_threads = o.n_threads, .sampler = gpt2_sampler_default_params(), .prompt = text,
+                       .themes_dir = cli_data_path("themes", themes, sizeof themes) ? themes : NULL};
+    if (!co.model_dir) {
+        free(text);
+        return EXIT_ERR;
+    }
     /* a random seed of 32 bits, as chat's: whole in the knobs panel at 80 columns */
     co.sampler.seed = o.seeded ? o.seed : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16)) & 0xFFFFFFFFu;
     rc = chat_run(&co, cli_chat_host());

@@ -36,21 +36,36 @@ const char *cli_show(const char *s) {
     return gpt2_text_escape(s, strlen(s), bufs[slot++ & 3], sizeof bufs[0]);
 }
 
+#ifndef GPTSCOPE_DATADIR
+#define GPTSCOPE_DATADIR "/usr/local/share/gptscope"
+#endif
+
+const char *cli_data_dir(void) { return GPTSCOPE_DATADIR; }
+
+int cli_data_path(const char *rel, char *out, size_t cap) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
+    if (slash) *slash = '\0';
+    /* beside a build that was not installed; the directory make install
+     * compiled in; a tree installed and moved elsewhere (bin/../share) */
+    const char *fmt[] = {"%s/%s", "%s/%s", "%s/../share/gptscope/%s"};
+    const char *base[] = {slash ? exe : NULL, GPTSCOPE_DATADIR, slash ? exe : NULL};
+    for (int i = 0; i < 3; i++)
+        if (base[i] && snprintf(out, cap, fmt[i], base[i], rel) < (int)cap && access(out, F_OK) == 0) return 1;
+    return 0;
+}
+
 const char *cli_model_dir(const char *opt_m) {
     if (opt_m) return opt_m;
     const char *env = getenv("GPTSCOPE_MODEL");
     if (env && *env) return env;
-    static char path[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
-    if (n > 0) {
-        path[n] = '\0';
-        char *slash = strrchr(path, '/');
-        if (slash) {
-            strcpy(slash + 1, "models/shakespeare");
-            if (access(path, F_OK) == 0) return path;
-        }
-    }
-    return "models/shakespeare";
+    static char path[PATH_MAX + 64];
+    if (cli_data_path("models/shakespeare", path, sizeof path)) return path;
+    cli_error("no model given, and the bundled models/shakespeare is neither beside gptscope nor in %s: "
+              "give one with -m PATH or $GPTSCOPE_MODEL (make install puts the bundled models there)",
+              GPTSCOPE_DATADIR);
+    return NULL;
 }
 
 double cli_now(void) {
@@ -118,6 +133,7 @@ void cli_mark_loading(const char *dir) {
 }
 
 gpt2_model *cli_load_model(const char *dir) {
+    if (!dir) return NULL; /* cli_model_dir said why */
     cli_mark_loading(dir);
     gpt2_model *m = NULL;
     gpt2_error err;

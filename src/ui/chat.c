@@ -38,36 +38,6 @@ static void emergency(void) {
 
 /* ---- startup ---- */
 
-/* themes/ beside the executable, one level up, or in the working directory. */
-static void find_themes_dir(app *a) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    const char *cands[3];
-    char c1[PATH_MAX + 16], c2[PATH_MAX + 16];
-    int nc = 0;
-    if (n > 0) {
-        exe[n] = '\0';
-        char *sl = strrchr(exe, '/');
-        if (sl) {
-            *sl = '\0';
-            snprintf(c1, sizeof c1, "%s/themes", exe);
-            snprintf(c2, sizeof c2, "%s/../themes", exe);
-            cands[nc++] = c1;
-            cands[nc++] = c2;
-        }
-    }
-    cands[nc++] = "themes";
-    for (int i = 0; i < nc; i++) {
-        char probe[PATH_MAX + 32];
-        snprintf(probe, sizeof probe, "%s/dark.theme", cands[i]);
-        if (access(probe, R_OK) == 0) {
-            snprintf(a->themes_dir, sizeof a->themes_dir, "%s", cands[i]);
-            return;
-        }
-    }
-    snprintf(a->themes_dir, sizeof a->themes_dir, "themes");
-}
-
 /* --theme, else the bundled dark theme (its built-in copy when the file is missing). */
 static int load_theme(app *a, const chat_options *o, ui_theme *theme) {
     char e[1024];
@@ -326,7 +296,7 @@ int chat_run(const chat_options *o, const chat_host *host) {
     a->signalled = &g_signal;
     a->restore_max_new = -1;
     a->zoom = a->zoom_from = -1;
-    find_themes_dir(a);
+    snprintf(a->themes_dir, sizeof a->themes_dir, "%s", o->themes_dir ? o->themes_dir : "themes");
     ui_theme theme;
     if (load_theme(a, o, &theme)) return CHAT_ERR;
     int rc = CHAT_ERR;

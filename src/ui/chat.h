@@ -23,6 +23,7 @@ typedef struct {
     const char *model_dir;     /* the model (already resolved: -m, $GPTSCOPE_MODEL or the bundled one) */
     const char *template_name; /* --template: a built-in name or a file; NULL: the model's own */
     const char *theme_name;    /* --theme: a name or a path; NULL: dark */
+    const char *themes_dir;    /* where the bundled themes are; NULL: ./themes */
     const char *log_path;      /* --log; NULL: none */
     const char *draft_dir;     /* --draft; NULL: none */
     const char *quantize;      /* --quantize q8; NULL: as stored */
