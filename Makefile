@@ -228,7 +228,8 @@ TUI_TEST := $(if $(HAVE_UI),$(if $(shell command -v tmux 2>/dev/null),tests/tui/
 test: $(APP) $(TEST_BIN) fixtures $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
 	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) PYTHON=$(PYTHON) \
 	    FUZZ_BIN_DIR=$(FUZZ_DIR) FUZZ_SEEDS=$(FUZZ_DIR)/seeds FUZZ_MINI_MODEL=$(FUZZ_DIR)/mini \
-	    sh tests/run_tests.sh $(TEST_BIN) tests/check_layers.sh tests/fuzz/regress.sh $(TUI_TEST)
+	    sh tests/run_tests.sh $(TEST_BIN) tests/check_layers.sh tests/check_manpage.sh tests/check_completion.sh \
+	    tests/check_install.sh tests/fuzz/regress.sh $(TUI_TEST)
 	@[ -n "$(TUI_TEST)" ] || echo "tui tests skipped: $(if $(HAVE_UI),tmux not installed (apt-get install tmux),gptscope was built without chat)"
 
 # the tmux end-to-end tests of the chat app alone
@@ -283,7 +284,8 @@ PUB_HEADERS := $(filter-out include/gpt2_testing.h,$(wildcard include/gpt2*.h))
 GPT2_VERSION := $(shell sed -n 's/^\#define GPT2_VERSION "\(.*\)"/\1/p' include/gpt2.h)
 $(B)/public/gpt2.pc: include/gpt2.h Makefile
 	@mkdir -p $(dir $@)
-	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' 'Name: gpt2' \
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))' \
+	    'includedir=$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCDIR))' '' 'Name: gpt2' \
 	    "Description: gptscope's GPT-2 engine: models in every GPT-2 format, tokenizer, forward pass, sampling, hooks" \
 	    'Version: $(GPT2_VERSION)' 'Requires: openblas libpcre2-8 libcjson' \
 	    'Cflags: -I$${includedir}/gptscope' 'Libs: -L$${libdir} -lgpt2 -lm -lpthread' > $@
@@ -296,7 +298,7 @@ install: $(APP) $(PUB_LIB) $(B)/public/gpt2.pc
 	for m in $(BUNDLED_MODELS); do install -d "$(DESTDIR)$(DATADIR)/models/$$m" && \
 	    install -m 644 models/$$m/* "$(DESTDIR)$(DATADIR)/models/$$m/" || exit 1; done
 	install -m 644 themes/*.theme themes/README.md '$(DESTDIR)$(DATADIR)/themes/'
-	install -m 644 docs/gptscope.1 '$(DESTDIR)$(MANDIR)/man1/gptscope.1'
+	sed 's|/usr/local/share/gptscope|$(DATADIR)|g' docs/gptscope.1 > '$(DESTDIR)$(MANDIR)/man1/gptscope.1'
 	install -m 644 completions/gptscope '$(DESTDIR)$(BASHCOMPDIR)/gptscope'
 	install -m 644 $(PUB_LIB) '$(DESTDIR)$(LIBDIR)/libgpt2.a'
 	install -m 644 $(PUB_HEADERS) '$(DESTDIR)$(INCDIR)/gptscope/'
