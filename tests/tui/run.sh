@@ -56,9 +56,13 @@ start() {
     wait_for "sampling" 10 && wait_for "attention"
 }
 # the pid of the app: the child of the pane's shell (no pgrep needed)
-app_pid() {
-    sh_pid=$($T display-message -p -t app '#{pane_pid}')
-    awk -v pp="$sh_pid" '$4 == pp && $2 == "(gptscope)" { print $1 }' /proc/[0-9]*/stat 2>/dev/null | head -1
+app_pid() { # tried for up to 2 s: under load the lookup has come back empty once
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        sh_pid=$($T display-message -p -t app '#{pane_pid}')
+        pid=$(awk -v pp="$sh_pid" '$4 == pp && $2 == "(gptscope)" { print $1 }' /proc/[0-9]*/stat 2>/dev/null | head -1)
+        [ -n "$pid" ] && { echo "$pid"; return; }
+        sleep 0.2
+    done
 }
 # quit_app: /quit, then wait (5 s at most) until the app has exited. The next
 # kill-server hangs up the pane, and the hangup's SIGHUP+SIGCONT must not land
@@ -560,7 +564,6 @@ start25() {
     wait_for "sampling" 10 && wait_for "attention"
 }
 wait_exit() { i=0; while [ ! -s "$TMP/exit" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done; [ -s "$TMP/exit" ]; }
-running() { ! [ -s "$TMP/exit" ] && [ -n "$(app_pid)" ]; }
 # kept_with TEXT: how many kept conversations hold a turn whose text is exactly TEXT
 kept_with() { grep -lF "\"$1\"" "$ST"/gptscope/chats/*.json 2>/dev/null | wc -l; }
 
