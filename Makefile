@@ -228,7 +228,7 @@ TUI_TEST := $(if $(HAVE_UI),$(if $(shell command -v tmux 2>/dev/null),tests/tui/
 test: $(APP) $(TEST_BIN) fixtures $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
 	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) PYTHON=$(PYTHON) \
 	    FUZZ_BIN_DIR=$(FUZZ_DIR) FUZZ_SEEDS=$(FUZZ_DIR)/seeds FUZZ_MINI_MODEL=$(FUZZ_DIR)/mini \
-	    sh tests/run_tests.sh $(TEST_BIN) tests/check_layers.sh tests/check_manpage.sh tests/check_completion.sh \
+	    sh tests/run_tests.sh $(TEST_BIN) tests/check_layers.sh tests/check_docs.sh tests/check_manpage.sh tests/check_completion.sh \
 	    tests/check_install.sh tests/fuzz/regress.sh $(TUI_TEST)
 	@[ -n "$(TUI_TEST)" ] || echo "tui tests skipped: $(if $(HAVE_UI),tmux not installed (apt-get install tmux),gptscope was built without chat)"
 

@@ -163,7 +163,7 @@ int cli_opt_table_file(const cli_opt *o, const char *arg, void *value);
 int cli_opt_picture_file(const cli_opt *o, const char *arg, void *value);
 #define CLI_EXPORT_ROW(T, f) {CLI_FN("export", 0, T, f, const char *, cli_opt_table_file)}, {CLI_FLAG("force", 0, T, force)}
 #define CLI_EXPORT_USAGE                                                                  \
-    "  --export FILE  also write the table to FILE: .json or .csv (README, Exports)\n"    \
+    "  --export FILE  also write the table to FILE: .json or .csv (docs/commands.md)\n"     \
     "  --force        replace an export that exists (else it is refused, before any work)\n"
 int cli_export(const char *path, const viz_table *t);
 /* The n files a command will write (NULL entries skipped): 1 when none exists

@@ -11,7 +11,7 @@ static const char usage_text[] =
     "  --pieces    print each token's text instead, in double quotes: \\n \\t \\r \\\\ \\\" and\n"
     "              \\xNN for control bytes and bytes that are not valid UTF-8\n"
     "  --json      {\"ids\": [...], \"tokens\": [...]}, and \"tokens_bytes\" when a token's\n"
-    "              bytes are not valid UTF-8 on their own (README: JSON output)\n";
+    "              bytes are not valid UTF-8 on their own (docs/commands.md)\n";
 
 typedef struct {
     const char *model, *text; /* text NULL: stdin */

@@ -37,7 +37,7 @@
  * scale d = max|x| / 32639, q = rint(x / d)), and each block's products are
  * summed in integers (exactly), then scaled. The added error is that of the
  * input's rounding, at most d / 2 = max|x| / 65278 per element: far below the
- * weights' own rounding even in F16 (README, *Performance*). 16 rather than 8
+ * weights' own rounding even in F16 (docs/performance.md). 16 rather than 8
  * bits (llama.cpp's choice) costs about nothing here: a block's float scaling
  * is most of the work either way, and 8 bits moved the test models' decode
  * logits by up to 0.5 where 16 bits move them by 1e-3.

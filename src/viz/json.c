@@ -1,7 +1,7 @@
 /* json.c — JSON output built with cJSON (never printf'd): the subcommands'
  * --json and the exports (viz/export.c) share it.
  *
- * Two rules make any model's output parse (README, "JSON output"):
+ * Two rules make any model's output parse (docs/commands.md, "JSON output"):
  * - text (a token, a file or model name) is a JSON string; where its bytes
  *   are not valid UTF-8, or hold a NUL (cJSON strings end at one), those bytes
  *   read U+FFFD and a sibling KEY_bytes lists every byte of the text as an
