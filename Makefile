@@ -6,7 +6,7 @@
 #   make PORTABLE=1 no -march=native (for binaries that must run on other CPUs)
 #   make NOUI=1     without the chat app even when ncursesw and readline are installed
 #   make NOCAIRO=1  without PNG pictures (attention --png) even when cairo is installed
-#   make test       build and run the test suite once (honours SAN=1)
+#   make test       build and run the test suite once (honours SAN=1; T=NAME: one program)
 #   make check      make test, then make test SAN=1, then make tsan
 #   make tsan       the pool, forward-pass and GGUF tests under ThreadSanitizer
 #   make test-fuzz  the fuzz harnesses over their regression inputs alone (make test runs them too)
@@ -225,11 +225,16 @@ $(FUZZ_DIR)/seeds/.done: tests/fuzz/gen_seeds.py $(FUZZ_DIR)/seed_maker $(FIX)/.
 # the chat app's end-to-end tests in tmux, when chat is built and tmux is there
 TUI_TEST := $(if $(HAVE_UI),$(if $(shell command -v tmux 2>/dev/null),tests/tui/run.sh))
 
-test: $(APP) $(TEST_BIN) fixtures $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
+# every test program and suite; T=NAME runs only the one of that name
+# (make test T=test_json_read, T=check_docs, T=regress, T=run for the tmux tests)
+TEST_ALL := $(TEST_BIN) tests/check_layers.sh tests/check_docs.sh tests/check_manpage.sh tests/check_completion.sh \
+	    tests/check_install.sh tests/fuzz/regress.sh $(TUI_TEST)
+TEST_SEL := $(if $(T),$(filter %/$(T) %/$(T).sh,$(TEST_ALL)),$(TEST_ALL))
+test: $(APP) $(if $(T),$(filter $(B)/%,$(TEST_SEL)),$(TEST_BIN)) fixtures $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
+	@[ -n "$(TEST_SEL)" ] || { echo "make test T=$(T): no test of that name (the programs are tests/test_*.c, the suites tests/check_*.sh, fuzz/regress, tui/run)" >&2; exit 2; }
 	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) PYTHON=$(PYTHON) \
 	    FUZZ_BIN_DIR=$(FUZZ_DIR) FUZZ_SEEDS=$(FUZZ_DIR)/seeds FUZZ_MINI_MODEL=$(FUZZ_DIR)/mini \
-	    sh tests/run_tests.sh $(TEST_BIN) tests/check_layers.sh tests/check_docs.sh tests/check_manpage.sh tests/check_completion.sh \
-	    tests/check_install.sh tests/fuzz/regress.sh $(TUI_TEST)
+	    sh tests/run_tests.sh $(TEST_SEL)
 	@[ -n "$(TUI_TEST)" ] || echo "tui tests skipped: $(if $(HAVE_UI),tmux not installed (apt-get install tmux),gptscope was built without chat)"
 
 # the tmux end-to-end tests of the chat app alone

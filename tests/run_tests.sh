@@ -12,11 +12,12 @@ for t in "$@"; do case $t in *.sh) suites="$suites $t" ;; *) bins="$bins $t" ;; 
 # each binary: its output and exit status under its own name
 [ -n "$bins" ] && printf '%s\n' $bins | xargs -P "$jobs" -I{} sh -c \
     'n=$(echo "$1" | tr / _); "$1" > "$2/$n.out" 2>&1; echo $? > "$2/$n.rc"' sh {} "$out"
-n_pass=0; n_fail=0; bad=""
+n_pass=0; n_fail=0; n_skip=0; bad=""
 tally() { # name output-file status
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$2" | tail -1)
     f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$2" | tail -1)
-    n_pass=$((n_pass + ${p:-0})); n_fail=$((n_fail + ${f:-0}))
+    k=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$2" | tail -1)
+    n_pass=$((n_pass + ${p:-0})); n_fail=$((n_fail + ${f:-0})); n_skip=$((n_skip + ${k:-0}))
     if [ "$3" -ne 0 ] && [ -z "$f" ]; then n_fail=$((n_fail + 1)); fi
     [ "$3" -ne 0 ] && bad="$bad $1"
 }
@@ -33,5 +34,5 @@ for t in $suites; do
 done
 echo
 [ -n "$bad" ] && echo "failing:$bad"
-echo "$n_pass passed, $n_fail failed"
+echo "$n_pass passed, $n_fail failed, $n_skip skipped"
 [ -z "$bad" ]

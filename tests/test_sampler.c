@@ -1210,61 +1210,6 @@ static void test_nonfinite_logits(void **state) {
     free(l2);
 }
 
-/* ---- speed ---- */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Best of several batches, in microseconds per call. */
-static double time_sample(gpt2_sampler *s, const float *l, const int32_t *hist, size_t nh) {
-    double best = 1e30;
-    for (int b = 0; b < 10; b++) {
-        double t0 = now_s();
-        for (int i = 0; i < 20; i++) gpt2_sampler_sample(s, l, hist, nh);
-        double t = (now_s() - t0) / 20 * 1e6;
-        if (t < best) best = t;
-    }
-    return best;
-}
-
-/* Prints the cost per call for the record; speed is not asserted (timed tests
- * flake on a shared machine: `gptscope bench` is where speed is measured). */
-static void test_speed(void **state) {
-    (void)state;
-    enum { N = 50257 };
-    uint64_t rng = 10;
-    int32_t hist[64];
-    for (int i = 0; i < 64; i++) hist[i] = (int32_t)(t_next(&rng) % N);
-    const double scales[] = {1.0, 3.0};
-    for (int si = 0; si < 2; si++) {
-        float *l = random_logits(&rng, N, scales[si]);
-        gpt2_sampler_params p = gpt2_sampler_default_params();
-        gpt2_sampler *s = new_sampler(p, N);
-        double t_default = time_sample(s, l, hist, 64);
-        p.top_k = 0;
-        p.top_p = 0.9f;
-        gpt2_sampler_set_params(s, p);
-        double t_topp = time_sample(s, l, hist, 64);
-        p.min_p = 0.0f;
-        gpt2_sampler_set_params(s, p);
-        double t_topp_nominp = time_sample(s, l, hist, 64);
-        p.temperature = 0.0f;
-        gpt2_sampler_set_params(s, p);
-        double t_greedy = time_sample(s, l, hist, 64);
-        gpt2_candidate c[256];
-        double t0 = now_s();
-        for (int i = 0; i < 20; i++) gpt2_sampler_report(s, c, 256);
-        double t_report = (now_s() - t0) / 20 * 1e6;
-        print_message("n=%d logits N(0,%g^2): default %.1f us, top_k=0 top_p=0.9 %.1f us "
-                      "(min_p=0: %.1f us), greedy %.1f us; report %.1f us\n",
-                      N, scales[si], t_default, t_topp, t_topp_nominp, t_greedy, t_report);
-        gpt2_sampler_free(s);
-        free(l);
-    }
-}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -1282,7 +1227,6 @@ int main(void) {
         cmocka_unit_test(test_seeds_and_rng_state),
         cmocka_unit_test(test_report_properties),
         cmocka_unit_test(test_nonfinite_logits),
-        cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -409,6 +409,7 @@ typedef struct {
     int threads, reps, long_ok;
     int n_ok, n_4k;  /* decode blocks and 4 KiB passes the probe answered for */
     double load_s, prefill_128, prefill_512, decode, decode_hooked, hooked_ratio, ttft_500_ms, rss_mb;
+    double sample_us; /* one gpt2_sampler_sample with the default knobs on the model's logits */
     double peak_gflops, prefill_128_gflops;  /* the FMA probe's median; prefill 128's rate */
     double prefill_512_gflops, prefill_peak_ratio; /* 0: not measured (no 512 positions) */
     size_t weight_bytes;
@@ -421,7 +422,7 @@ typedef struct {
 
 /* The raw measurements, one per rep (a block each for bw and ratio). */
 typedef struct {
-    double p128[100], p512[100], dec[100], ttft[100], hooked[100], hook_ratio[100];
+    double p128[100], p512[100], dec[100], ttft[100], hooked[100], hook_ratio[100], samp[100];
     double peak[100], peak_ratio[100]; /* the FMA probe just before each 512-token prefill, and prefill / it */
     double bw[100 * N_BLOCKS], ratio[100 * N_BLOCKS];
 } bench_samples;
@@ -592,11 +593,27 @@ static void measure_decode(gpt2_context *ctx, const int32_t *ids, int V, int R, 
     }
 }
 
+/* What choosing a token costs beside the forward pass: gpt2_sampler_sample
+ * with the default knobs (penalty over 64 tokens, temperature, top-k 40,
+ * top-p, min-p) on the logits the decode left, in microseconds per call. */
+static void measure_sampling(gpt2_context *ctx, const int32_t *ids, int V, int R, bench_samples *x) {
+    gpt2_sampler *s = NULL;
+    if (gpt2_sampler_new(gpt2_sampler_default_params(), V, &s, NULL) != GPT2_OK) return;
+    const float *logits = gpt2_context_logits(ctx);
+    for (int r = 0; r < R; r++) {
+        double t0 = cli_now();
+        for (int i = 0; i < 200; i++) (void)gpt2_sampler_sample(s, logits, ids, 64);
+        x->samp[r] = (cli_now() - t0) / 200 * 1e6;
+    }
+    gpt2_sampler_free(s);
+}
+
 /* The medians and quartiles of the samples into r. */
 static void summarize(bench_samples *x, int R, int probe_started, bench_result *r) {
     r->prefill_128 = median(x->p128, R), r->prefill_512 = median(x->p512, R), r->decode = median(x->dec, R);
     r->ttft_500_ms = median(x->ttft, R), r->decode_hooked = median(x->hooked, R);
     r->hooked_ratio = median(x->hook_ratio, R);
+    r->sample_us = median(x->samp, R);
     r->peak_gflops = median(x->peak, R);
     r->prefill_128_gflops = prefill_flops(r->m, 128) * r->prefill_128 / 128 / 1e9;
     if (r->long_ok) {
@@ -680,6 +697,7 @@ static int measure(const bench_opts *o, probe *pr, int probe_started, bench_resu
     measure_prefill(ctx, ids, V, R, r->long_ok, &x);
     g_phase = "decode, its bandwidth and the hooks' cost";
     measure_decode(ctx, ids, V, R, pr, &x);
+    measure_sampling(ctx, ids, V, R, &x);
     if (o->positions) {
         g_phase = "the cost curve (--positions)";
         measure_curve(ctx, ids, V, R, pr, &r->curve);
@@ -776,6 +794,7 @@ static int bench_json(const bench_result *f) {
     figure(root, "decode_hooked_tok_s", 1, f->decode_hooked, 2);
     figure(root, "decode_hooked_ratio", 1, f->hooked_ratio, 3);
     figure(root, "ttft_500_ms", f->long_ok, f->ttft_500_ms, 1);
+    figure(root, "sample_us", 1, f->sample_us, 2);
     figure(root, "machine_peak_gflops", 1, f->peak_gflops, 1);
     figure(root, "prefill_128_gflops", 1, f->prefill_128_gflops, 1);
     figure(root, "prefill_512_gflops", f->long_ok, f->prefill_512_gflops, 1);
@@ -817,6 +836,8 @@ static int bench_report(const bench_result *r, int json) {
     printf("decode+hooks %.2f tok/s (every layer and head observed: %+.1f%% against plain blocks in turn)\n",
            r->decode_hooked, 100.0 * (r->hooked_ratio - 1));
     if (r->long_ok) printf("ttft 500     %.1f ms\n", r->ttft_500_ms);
+    printf("sampling     %.1f us per token (default knobs, on the model's logits; decode above takes the argmax)\n",
+           r->sample_us);
     printf("peak RSS     %.1f MB\n", r->rss_mb);
     printf("reads        %.1f MB per decoded token (weights %.1f, KV cache %.1f at its mean position) -> %.2f GB/s\n",
            ((double)r->weight_bytes + r->kv_bytes) / 1e6, (double)r->weight_bytes / 1e6, r->kv_bytes / 1e6,
