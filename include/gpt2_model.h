@@ -31,10 +31,13 @@
  *                        h.N.attn.bias are ignored
  *     vocab.json + merges.txt (or encoder.json + vocab.bpe)
  *
- * Weight matrices stay in the mapped file in their stored dtype and are widened
- * to float on the fly by the kernels; only the small vectors (biases, layer
- * norms, position embeddings) are converted to float at load. Every header
- * field, offset and shape is checked before anything is read.
+ * The file is mapped while it loads: every tensor is copied once into the
+ * model's own memory (huge pages where the kernel gives them) and the file is
+ * unmapped before the call returns, so it may then change or go away. Weight
+ * matrices keep their stored dtype (F32, F16, BF16, or GGUF's block formats)
+ * and are widened to float on the fly by the kernels; the small vectors
+ * (biases, layer norms, position embeddings) are converted to float. Every
+ * header field, offset and shape is checked before anything is read.
  *
  *     gpt2_model *m;
  *     gpt2_error err;
@@ -118,8 +121,8 @@ void gpt2_model_free(gpt2_model *m);
  * dtype `to`, from F32, F16 or BF16 weights (GPT2_ERR_INVALID_ARG for other
  * targets, or weights already quantized to something else; converting to
  * what the model already is does nothing). Nothing changes on failure
- * (GPT2_ERR_NOMEM). The new weights live in memory (huge pages), and the
- * mapped file is released.
+ * (GPT2_ERR_NOMEM). The new weights replace the old in the model's memory
+ * (huge pages), whose old weights are released.
  *   GPT2_DTYPE_Q8: symmetric absmax quantization per output: a block's Conv1D
  *     weight W (K, N) gets one scale per column n, s[n] = max_k |W[k, n]| / 127,
  *     q = round(W / s); wte (V, C) one per row, serving both the embedding
