@@ -255,9 +255,11 @@ int cli_option_error(int c, char *const argv[], const char *text);
 const char *cli_model_dir(const char *opt_m);
 
 /* rel ("themes", "models/shakespeare") in gptscope's data: beside the
- * executable (a build not installed), in the data directory make install
- * compiled in (cli_data_dir), or bin/../share/gptscope (an installed tree
- * moved, or staged with DESTDIR). 1 with the path in out; 0 when none. */
+ * executable or one level up (a build not installed: ./gptscope,
+ * build-san/gptscope), in the data directory make install compiled in
+ * (cli_data_dir), in bin/../share/gptscope (an installed tree moved, or
+ * staged with DESTDIR), or in the working directory. 1 with the path in
+ * out; 0 when none. */
 int cli_data_path(const char *rel, char *out, size_t cap);
 const char *cli_data_dir(void);
 

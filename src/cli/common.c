@@ -47,11 +47,12 @@ int cli_data_path(const char *rel, char *out, size_t cap) {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
     if (slash) *slash = '\0';
-    /* beside a build that was not installed; the directory make install
-     * compiled in; a tree installed and moved elsewhere (bin/../share) */
-    const char *fmt[] = {"%s/%s", "%s/%s", "%s/../share/gptscope/%s"};
-    const char *base[] = {slash ? exe : NULL, GPTSCOPE_DATADIR, slash ? exe : NULL};
-    for (int i = 0; i < 3; i++)
+    /* beside a build that was not installed (or one level up: build-san/);
+     * the directory make install compiled in; a tree installed and moved
+     * elsewhere (bin/../share); the working directory */
+    const char *fmt[] = {"%s/%s", "%s/../%s", "%s/%s", "%s/../share/gptscope/%s", "%s%s"};
+    const char *base[] = {slash ? exe : NULL, slash ? exe : NULL, GPTSCOPE_DATADIR, slash ? exe : NULL, ""};
+    for (int i = 0; i < 5; i++)
         if (base[i] && snprintf(out, cap, fmt[i], base[i], rel) < (int)cap && access(out, F_OK) == 0) return 1;
     return 0;
 }
@@ -62,7 +63,7 @@ const char *cli_model_dir(const char *opt_m) {
     if (env && *env) return env;
     static char path[PATH_MAX + 64];
     if (cli_data_path("models/shakespeare", path, sizeof path)) return path;
-    cli_error("no model given, and the bundled models/shakespeare is neither beside gptscope nor in %s: "
+    cli_error("no model given, and the bundled models/shakespeare is not beside gptscope, in %s or here: "
               "give one with -m PATH or $GPTSCOPE_MODEL (make install puts the bundled models there)",
               GPTSCOPE_DATADIR);
     return NULL;
