@@ -9,7 +9,6 @@
 
 #include "cli/cli.h"
 
-
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);

@@ -257,11 +257,10 @@ const char *cli_model_dir(const char *opt_m);
 /* rel ("themes", "models/shakespeare") in gptscope's data: beside the
  * executable or one level up (a build not installed: ./gptscope,
  * build-san/gptscope), in the data directory make install compiled in
- * (cli_data_dir), in bin/../share/gptscope (an installed tree moved, or
+ * (GPTSCOPE_DATADIR), in bin/../share/gptscope (an installed tree moved, or
  * staged with DESTDIR), or in the working directory. 1 with the path in
  * out; 0 when none. */
 int cli_data_path(const char *rel, char *out, size_t cap);
-const char *cli_data_dir(void);
 
 /* Loads a model, printing the loader's message on failure. A SIGBUS during
  * the load (the file truncated under it) ends the process with a line naming

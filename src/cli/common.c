@@ -40,8 +40,6 @@ const char *cli_show(const char *s) {
 #define GPTSCOPE_DATADIR "/usr/local/share/gptscope"
 #endif
 
-const char *cli_data_dir(void) { return GPTSCOPE_DATADIR; }
-
 int cli_data_path(const char *rel, char *out, size_t cap) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
