@@ -28,10 +28,10 @@
  *      receives the residual stream after block l for each position p.
  *   2. on_logits(p, logits, n_vocab) for each position of the batch (the LM
  *      head then runs over every position instead of only the last one).
- *   3. cancel(n_done, n_total): after the batch; non-zero stops the eval with
+ *   3. progress(n_done, n_total): after the batch; non-zero stops the eval with
  *      GPT2_CANCELLED. The positions already evaluated stay in the cache, and
  *      gpt2_context_n_past tells how many; logits are those of the last one.
- * interrupt() is asked before every layer of every batch, so that a stop
+ * cancel() is asked before every layer of every batch, so that a stop
  * request (Ctrl-C) is seen within one layer's work even when the prompt is
  * one big batch; non-zero abandons the batch in progress (none of its
  * positions is added; hooks may have seen some of its layers) and the eval
@@ -71,8 +71,8 @@ typedef struct {
     int (*want_residual)(void *user_data, int layer);
     void (*on_residual)(void *user_data, int layer, int pos, const float *x, int n_embd);
     void (*on_logits)(void *user_data, int pos, const float *logits, int n_vocab);
-    gpt2_progress_fn cancel;
-    gpt2_cancel_fn interrupt;
+    gpt2_progress_fn progress;
+    gpt2_cancel_fn cancel;
 } gpt2_hooks;
 
 typedef struct gpt2_context gpt2_context;
@@ -89,7 +89,7 @@ void gpt2_context_free(gpt2_context *ctx);
  * progress during a long call, a speculative decoder capturing logits)
  * without forwarding anybody's callbacks. Every set gets every callback it
  * has: want_* is asked of each, a row goes to each that wants it (computed
- * once); cancel and interrupt are asked newest first, and the first non-zero
+ * once); progress and cancel are asked newest first, and the first non-zero
  * stops. gpt2_context_pop_hooks removes the newest pushed set (never the
  * caller's). At most GPT2_HOOKS_MAX sets, the caller's included. */
 enum { GPT2_HOOKS_MAX = 8 };

@@ -10,9 +10,11 @@
  *                      no biases, the vocabulary padded (50304): only the
  *                      tokenizer's ids are computed and sampled; tokenizer:
  *                      meta.pkl beside it or at ../data/DATASET/meta.pkl
- *                      (character-level), else vocab.json + merges.txt beside it
+ *                      (character-level), else vocab.json + merges.txt beside it,
+ *                      else GPT-2's (params.gpt2_tokenizer_dir), as nanoGPT does
  *     llm.c            gpt2_124M.bin / gpt2_124M_bf16.bin (versions 3 and 5),
- *                      with gpt2_tokenizer.bin (or vocab.json + merges.txt) beside
+ *                      with gpt2_tokenizer.bin (or vocab.json + merges.txt) beside,
+ *                      else GPT-2's (params.gpt2_tokenizer_dir)
  *     GGUF             a .gguf file of architecture gpt2 (versions 2 and 3): config
  *                      from its gpt2.* metadata, tokenizer from tokenizer.ggml.*;
  *                      F32, F16, BF16 and the block formats (Q8_0, Q4_0, Q4_1,
@@ -29,7 +31,8 @@
  *                        ln_f.*, each optionally prefixed "transformer."; an untied
  *                        lm_head.weight is used when present; buffers such as
  *                        h.N.attn.bias are ignored
- *     vocab.json + merges.txt (or encoder.json + vocab.bpe)
+ *     vocab.json + merges.txt (or encoder.json + vocab.bpe); without them, a
+ *                        vocab_size of 50257 means GPT-2's (params.gpt2_tokenizer_dir)
  *
  * The file is mapped while it loads: every tensor is copied once into the
  * model's own memory (huge pages where the kernel gives them) and the file is
@@ -84,14 +87,40 @@ typedef enum {
 
 typedef struct gpt2_model gpt2_model;
 
+/* How a model is loaded; gpt2_model_default_params() for the defaults. */
+typedef struct {
+    int n_threads;              /* threads copying the weights; 0 = one per online CPU */
+    /* A directory holding GPT-2's tokenizer (vocab.json + merges.txt, or
+     * encoder.json + vocab.bpe), for a file that implies GPT-2's BPE but
+     * carries none: a nanoGPT ckpt.pt without meta.pkl, an llm.c model
+     * without gpt2_tokenizer.bin, a Hugging Face directory of 50257 tokens
+     * without tokenizer files. NULL (the default): such a file is refused,
+     * with a message saying what it lacks. The gptscope app passes the copy
+     * it installs (share/gptscope/tokenizers/gpt2). */
+    const char *gpt2_tokenizer_dir;
+    void *user_data;            /* passed to progress and cancel */
+    /* Told after each group of weight matrices is copied (n_done of n_total
+     * matrices); non-zero cancels. Called on the loading thread. */
+    gpt2_progress_fn progress;
+    /* Asked before each group; non-zero cancels. A cancelled load returns
+     * GPT2_CANCELLED and leaves nothing allocated. */
+    gpt2_cancel_fn cancel;
+} gpt2_model_params;
+
+gpt2_model_params gpt2_model_default_params(void);
+
 /* Loads a model from path: a directory or a file, its format told by its
  * bytes (see "Model sources" above). */
+gpt2_status gpt2_model_load_with(const char *path, gpt2_model_params params, gpt2_model **out,
+                                 gpt2_error *err);
+/* The same with the default params. */
 gpt2_status gpt2_model_load(const char *path, gpt2_model **out, gpt2_error *err);
 
-/* The tokenizer gpt2_model_load would give the model at path, without its
- * weights: for a directory without a weights file, its vocab.json +
- * merges.txt (gpt2_tokenizer_load). */
-gpt2_status gpt2_model_load_tokenizer(const char *path, gpt2_tokenizer **out, gpt2_error *err);
+/* The tokenizer gpt2_model_load_with would give the model at path, without
+ * its weights (only params.gpt2_tokenizer_dir counts): for a directory
+ * without a weights file, its vocab.json + merges.txt (gpt2_tokenizer_load). */
+gpt2_status gpt2_model_load_tokenizer(const char *path, gpt2_model_params params, gpt2_tokenizer **out,
+                                      gpt2_error *err);
 
 /* Writes m as a Hugging Face GPT-2 directory, creating it (and its parents)
  * if need be: config.json, model.safetensors (every tensor in dtype: F32, F16

@@ -106,11 +106,11 @@
  * positions again, with the tokens that were kept).
  *
  * Progress callbacks (send, regen, set_template, load) have the shape of
- * gpt2_hooks.cancel: progress(user_data, n_done, n_total) is called after each
+ * gpt2_hooks.progress: progress(user_data, n_done, n_total) is called after each
  * evaluated batch of the call's work but the last (so only when that work is
  * more than n_batch tokens); non-zero cancels, and the call then returns
- * GPT2_CANCELLED with the session as before. The hooks' own cancel, if any, is
- * asked as well, after progress.
+ * GPT2_CANCELLED with the session as before. The hooks' own progress, if any,
+ * is asked as well, after it.
  *
  * Draft mode (speculative sampling, gpt2_speculative.h). With a draft model
  * set (gpt2_session_set_draft; it must share the model's tokenizer) and draft

@@ -39,7 +39,7 @@
  * get every callback of theirs from the context, with its positions.
  * A step's target pass therefore reports K + 1 positions, drafts that are
  * rejected afterwards included; the draft's evals run under the caller's own
- * hooks of the draft context. A non-zero cancel from the caller's hooks
+ * hooks of the draft context. A non-zero progress or cancel from the caller's hooks
  * fails the step with GPT2_CANCELLED, the sequence unchanged.
  *
  * The context window: the sequence never grows past the smaller window W of

@@ -55,8 +55,10 @@ const char *gpt2_status_name(gpt2_status status);
  * message has been through it. Returns out. */
 char *gpt2_text_escape(const char *s, size_t n, char *out, size_t cap);
 
-/* The two callback shapes of every long call in the library (a prefill, a
- * session load, a BPE training, a speculative iteration, a training step).
+/* The two callback shapes of every long call in the library (a model load,
+ * a prefill, a session load, a BPE training, a speculative iteration, a
+ * training step); a gpt2_progress_fn is always named progress, a
+ * gpt2_cancel_fn always cancel.
  *
  * progress: told how much of the call's work is done (n_done of n_total, in
  * the call's own unit: tokens, merges), between units of work; returns

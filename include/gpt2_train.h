@@ -105,17 +105,17 @@ float gpt2_trainer_lr(const gpt2_trainer *tr, int step);  /* the schedule */
  * stretches to the new total). steps >= step_count. */
 gpt2_status gpt2_trainer_set_steps(gpt2_trainer *tr, int steps, gpt2_error *err);
 
-/* interrupt(user_data) is asked before each layer's forward and backward
+/* cancel(user_data) is asked before each layer's forward and backward
  * work (keep it cheap: read a flag); non-zero stops the step or evaluation in
  * progress, which then returns GPT2_CANCELLED (gpt2_trainer_eval: NAN) and
  * leaves the trainer as it was before the step: a checkpoint saved then and
  * resumed goes on exactly as an uninterrupted run. NULL removes it. */
-void gpt2_trainer_set_interrupt(gpt2_trainer *tr, gpt2_cancel_fn interrupt, void *user_data);
+void gpt2_trainer_set_cancel(gpt2_trainer *tr, gpt2_cancel_fn cancel, void *user_data);
 
 /* A flag (a signal handler's) read between pieces of work on every thread,
  * within a layer too: once it is non-zero the step stops within a few
- * milliseconds, whatever the layer's size, and is undone as with the
- * interrupt (GPT2_CANCELLED). NULL removes it. */
+ * milliseconds, whatever the layer's size, and is undone as with
+ * cancel (GPT2_CANCELLED). NULL removes it. */
 void gpt2_trainer_set_stop_flag(gpt2_trainer *tr, const volatile sig_atomic_t *flag);
 
 /* One optimizer step on a batch sampled from data. *loss: the batch's mean

@@ -18,7 +18,8 @@ check() { name=$1; shift; if "$@" > "$d/out" 2>&1; then ok "$name"; else bad "$n
 P=$d/stage/usr/local
 check "make install DESTDIR=... (PREFIX=/usr/local)" env -u MAKEFLAGS -u MAKELEVEL make -s install DESTDIR="$d/stage" $san
 for f in bin/gptscope share/gptscope/models/shakespeare/model.safetensors share/gptscope/models/reverse/config.json \
-         share/gptscope/themes/dark.theme share/man/man1/gptscope.1 share/bash-completion/completions/gptscope \
+         share/gptscope/themes/dark.theme share/gptscope/tokenizers/gpt2/vocab.bpe share/gptscope/tokenizers/gpt2/LICENSE \
+         share/man/man1/gptscope.1 share/bash-completion/completions/gptscope \
          lib/libgpt2.a lib/pkgconfig/gpt2.pc include/gptscope/gpt2.h share/doc/gptscope/LICENSE; do
     check "installed: $f" test -s "$P/$f"
 done
@@ -29,6 +30,15 @@ check "the installed binary, from another directory, finds the bundled model" \
     sh -c "'$P/bin/gptscope' generate -n 12 --temperature 0 -p ROMEO: > '$d/got' && cmp '$d/want' '$d/got'"
 [ -e /usr/local/share/gptscope ] || check "a copy with no data anywhere says how to give a model" \
     sh -c "cp '$P/bin/gptscope' '$d/lone' && ! '$d/lone' topk -p hi 2> '$d/err'; grep -q 'give one with -m PATH or \$GPTSCOPE_MODEL' '$d/err'"
+# nanoGPT's ckpt.pt for GPT-2's BPE has no tokenizer beside it (tests/ref/torch_real.py; needs python3-torch)
+ng=${GPTSCOPE_FIXTURES:-$root/build/fixtures}/torch_real/nanogpt-bpe/ckpt.pt
+if [ -f "$ng" ]; then
+    mkdir -p out && cp "$ng" out/
+    check "the installed binary reads a nanoGPT ckpt.pt with GPT-2's tokenizer it ships ('Hello, world' is 15496 11 995)" \
+        sh -c "'$P/bin/gptscope' tokenize -m out/ckpt.pt --text 'Hello, world' | grep -qx '15496 11 995'"
+    [ -e /usr/local/share/gptscope ] || check "a copy with no data refuses that file, saying what it lacks" \
+        sh -c "! '$d/lone' tokenize -m out/ckpt.pt --text hi 2> '$d/err'; grep -q 'no GPT-2 tokenizer directory given' '$d/err'"
+fi
 if command -v man >/dev/null 2>&1; then
     check "man renders the installed page, DATADIR filled in" \
         sh -c "MANWIDTH=80 man -l '$P/share/man/man1/gptscope.1' 2>&1 | grep -q 'gptscope chat' && grep -q '/usr/local/share/gptscope' '$P/share/man/man1/gptscope.1'"

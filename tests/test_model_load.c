@@ -209,10 +209,71 @@ static void test_hostile_dir_name(void **state) {
         if ((unsigned char)*ch < 0x20 || *ch == 0x7f) fail_msg("control byte 0x%02x in message", *ch);
 }
 
+/* What a load's progress and cancel callbacks saw. */
+typedef struct {
+    int calls, last_done, total, cancel_calls;
+    int stop_progress_at; /* progress returns 1 on this call (1-based); 0 never */
+    int stop_cancel_at;   /* cancel returns 1 on this call; 0 never */
+} load_watch;
+
+static int watch_progress(void *ud, int done, int total) {
+    load_watch *w = ud;
+    w->calls++;
+    assert_true(done > w->last_done && done <= total); /* strictly forward, within the total */
+    assert_true(w->total == 0 || w->total == total);
+    w->last_done = done, w->total = total;
+    return w->calls == w->stop_progress_at;
+}
+
+static int watch_cancel(void *ud) {
+    load_watch *w = ud;
+    return ++w->cancel_calls == w->stop_cancel_at;
+}
+
+/* gpt2_model_load_with: progress runs forward to every weight matrix (wte
+ * and the four of each of 2 layers: 9; the head is tied), any thread count
+ * gives the same weights bit for bit, and a cancel from either callback
+ * returns GPT2_CANCELLED with no model (ASan: nothing leaked). */
+static void test_load_params(void **state) {
+    (void)state;
+    const char *dir = fixture_path("models/tiny-f32");
+    gpt2_model *m, *one;
+    gpt2_error err;
+    load_watch w = {0};
+    gpt2_model_params p = gpt2_model_default_params();
+    assert_int_equal(p.n_threads, 0);
+    assert_null(p.progress);
+    assert_null(p.gpt2_tokenizer_dir);
+    p.user_data = &w, p.progress = watch_progress, p.cancel = watch_cancel;
+    if (gpt2_model_load_with(dir, p, &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    assert_int_equal(w.total, 1 + 4 * 2);
+    assert_int_equal(w.last_done, w.total);
+    assert_true(w.cancel_calls >= 1);
+    gpt2_model_params p1 = gpt2_model_default_params();
+    p1.n_threads = 1;
+    if (gpt2_model_load_with(dir, p1, &one, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    const int V = gpt2_model_config(m)->n_vocab;
+    float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
+    prompt_logits(m, a), prompt_logits(one, b);
+    assert_memory_equal(a, b, (size_t)V * sizeof *a);
+    free(a), free(b);
+    gpt2_model_free(m), gpt2_model_free(one);
+    for (int by_cancel = 0; by_cancel < 2; by_cancel++) {
+        load_watch c = {.stop_progress_at = by_cancel ? 0 : 1, .stop_cancel_at = by_cancel ? 1 : 0};
+        p.user_data = &c;
+        assert_int_equal(gpt2_model_load_with(dir, p, &m, &err), GPT2_CANCELLED);
+        assert_null(m);
+        assert_non_null(strstr(err.msg, "loading cancelled after"));
+    }
+    p1.n_threads = -1;
+    assert_int_equal(gpt2_model_load_with(dir, p1, &m, &err), GPT2_ERR_INVALID_ARG);
+    assert_null(m);
+}
+
 int main(void) {
     char *tsv = read_file(fixture_path("bad/cases.tsv"), NULL);
     bad_case cases[128];
-    struct CMUnitTest tests[133];
+    struct CMUnitTest tests[134];
     int n = 0;
     for (char *line = strtok(tsv, "\n"); line && n < 128; line = strtok(NULL, "\n")) {
         bad_case *c = &cases[n];
@@ -232,5 +293,6 @@ int main(void) {
     tests[n++] = (struct CMUnitTest){.name = "misaligned_tensors", .test_func = test_misaligned_tensors};
     tests[n++] = (struct CMUnitTest){.name = "text_escape", .test_func = test_text_escape};
     tests[n++] = (struct CMUnitTest){.name = "hostile_dir_name", .test_func = test_hostile_dir_name};
+    tests[n++] = (struct CMUnitTest){.name = "load_params", .test_func = test_load_params};
     return _cmocka_run_group_tests("model_load", tests, (size_t)n, NULL, NULL);
 }

@@ -1679,7 +1679,7 @@ static void test_hooks(void **state) {
     gpt2_chat_template t = short_tmpl();
     gpt2_session *s = mk(&t, 64, 2, 3, greedy(), GPT2_SESSION_DROP_OLDEST);
     hook_count h = {0};
-    gpt2_hooks hk = {.user_data = &h, .on_logits = count_logits, .cancel = count_cancel};
+    gpt2_hooks hk = {.user_data = &h, .on_logits = count_logits, .progress = count_cancel};
     gpt2_session_set_hooks(s, &hk);
     prog p = {.cancel_at = 1000};
     gpt2_error err;

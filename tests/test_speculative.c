@@ -748,7 +748,7 @@ static void test_caller_hooks_kept(void **state) {
     hook_count ht = {0}, hd = {0};
     gpt2_hooks hooks = {.want_attention = hc_want_attention, .on_attention = hc_attention,
                         .want_residual = hc_want_residual, .on_residual = hc_residual,
-                        .on_logits = hc_logits, .cancel = hc_cancel};
+                        .on_logits = hc_logits, .progress = hc_cancel};
     hooks.user_data = &ht;
     gpt2_context_set_hooks(t.ctx, &hooks);
     hooks.user_data = &hd;

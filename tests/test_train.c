@@ -909,11 +909,11 @@ static void check_interrupted_steps(int by_flag) {
         assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);
         int left = stops[k];
         g_stop_flag = 0;
-        gpt2_trainer_set_interrupt(b, by_flag ? set_flag_at : interrupt_at, &left);
+        gpt2_trainer_set_cancel(b, by_flag ? set_flag_at : interrupt_at, &left);
         assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_CANCELLED);
         assert_non_null(strstr(err.msg, by_flag ? "interrupted" : k ? "backward" : "forward"));
         assert_int_equal(gpt2_trainer_step_count(b), k + 1);
-        gpt2_trainer_set_interrupt(b, NULL, NULL);
+        gpt2_trainer_set_cancel(b, NULL, NULL);
         g_stop_flag = 0;
     }
     for (int i = 0; i < 2; i++) assert_int_equal(gpt2_trainer_step(b, &d, &loss, &err), GPT2_OK);

@@ -262,7 +262,13 @@ const char *cli_model_dir(const char *opt_m);
  * out; 0 when none. */
 int cli_data_path(const char *rel, char *out, size_t cap);
 
-/* Loads a model, printing the loader's message on failure. A SIGBUS during
+/* How the app loads models: the default params with GPT-2's tokenizer from
+ * gptscope's data (tokenizers/gpt2, cli_data_path) for files that imply it
+ * and carry none. */
+gpt2_model_params cli_model_params(void);
+
+/* Loads a model, printing the loader's message on failure; on a terminal, a
+ * load that takes a while shows its progress on stderr. A SIGBUS during
  * the load (the file truncated under it) ends the process with a line naming
  * the directory, exit 135, after the function cli_on_fatal_signal registered
  * (the chat's terminal restore, async-signal-safe) has run. */
@@ -326,8 +332,8 @@ int cli_out_of_memory(void);
 
 /* Installs a SIGINT/SIGTERM/SIGHUP handler that only sets a flag; returns the flag. */
 volatile sig_atomic_t *cli_interrupt_flag(void);
-/* Whether that flag is set, as an interrupt hook (gpt2_hooks.interrupt,
- * gpt2_trainer_set_interrupt, gpt2_speculative_params.cancel): Ctrl-C seen
+/* Whether that flag is set, as a cancel hook (gpt2_hooks.cancel,
+ * gpt2_trainer_set_cancel, gpt2_speculative_params.cancel): Ctrl-C seen
  * within one layer's work. */
 int cli_interrupted(void *unused);
 
@@ -359,7 +365,7 @@ gpt2_context *cli_context_new(const gpt2_model *m, int n_threads);
 gpt2_context *cli_context_new_ctx(const gpt2_model *m, int n_threads, int n_ctx);
 
 /* Ctrl-C for ctx's forward passes: installs the flag's handler and sets
- * ctx's hooks to *hooks (none when NULL) with .interrupt = cli_interrupted,
+ * ctx's hooks to *hooks (none when NULL) with .cancel = cli_interrupted,
  * so an eval stops within one layer's work. Returns the flag. */
 volatile sig_atomic_t *cli_watch_interrupt(gpt2_context *ctx, const gpt2_hooks *hooks);
 

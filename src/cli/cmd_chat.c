@@ -101,6 +101,7 @@ const chat_host *cli_chat_host(void) {
                                    .error = cli_error,
                                    .load_model = cli_load_model_as,
                                    .mark_loading = cli_mark_loading,
+                                   .model_params = cli_model_params,
                                    .on_fatal_signal = cli_on_fatal_signal,
                                    .say = cli_say,
                                    .sampling_set = cli_sampling_set,

@@ -48,7 +48,7 @@ static int tokenize_run(const tokenize_opts *o, tokenize_result *r) {
     r->pieces = o->pieces;
     const char *dir = cli_model_dir(o->model);
     if (!dir) rc = EXIT_ERR; /* it said why */
-    else if (gpt2_model_load_tokenizer(dir, &r->tok, &err) != GPT2_OK) cli_error("%s", err.msg);
+    else if (gpt2_model_load_tokenizer(dir, cli_model_params(), &r->tok, &err) != GPT2_OK) cli_error("%s", err.msg);
     else if (cli_encode(r->tok, input, len, o->special ? GPT2_ENCODE_SPECIAL : 0, &r->ids, &r->n)) rc = EXIT_OK;
     free(input);
     return rc;

@@ -435,7 +435,7 @@ static int job_steps(const train_opts *o, train_job *j) {
 /* Training, then the last checkpoint and model; 130 after Ctrl-C (saved too). */
 static int job_train(const train_opts *o, train_job *j, train_result *r) {
     j->stop = cli_interrupt_flag();
-    gpt2_trainer_set_interrupt(j->tr, cli_interrupted, NULL);
+    gpt2_trainer_set_cancel(j->tr, cli_interrupted, NULL);
     gpt2_trainer_set_stop_flag(j->tr, j->stop); /* within a layer too: Ctrl-C at 1,024 positions */
     j->t0 = cli_now();
     j->start_step = gpt2_trainer_step_count(j->tr);

@@ -131,12 +131,42 @@ void cli_mark_loading(const char *dir) {
     else g_loading[0] = '\0';
 }
 
+gpt2_model_params cli_model_params(void) {
+    static char tok[PATH_MAX + 32];
+    static int found = -1;
+    if (found < 0) found = cli_data_path("tokenizers/gpt2", tok, sizeof tok);
+    gpt2_model_params p = gpt2_model_default_params();
+    p.gpt2_tokenizer_dir = found ? tok : NULL;
+    return p;
+}
+
+/* "loading NAME: 40%" on a terminal's stderr once a load has taken 0.4 s
+ * (a large model from a cold disk), erased when it ends. */
+typedef struct {
+    const char *name;
+    double t0;
+    int shown;
+} load_meter;
+
+static int show_load(void *ud, int done, int total) {
+    load_meter *lm = ud;
+    if (cli_now() - lm->t0 < 0.4) return 0;
+    fprintf(stderr, "\rloading %s: %d%%\033[K", lm->name, (int)(100.0 * done / total));
+    lm->shown = 1;
+    return 0;
+}
+
 gpt2_model *cli_load_model(const char *dir) {
     if (!dir) return NULL; /* cli_model_dir said why */
     cli_mark_loading(dir);
     gpt2_model *m = NULL;
     gpt2_error err;
-    gpt2_status st = gpt2_model_load(dir, &m, &err);
+    gpt2_model_params p = cli_model_params();
+    char shown[1024];
+    load_meter lm = {gpt2_text_escape(dir, strlen(dir), shown, sizeof shown), cli_now(), 0};
+    if (isatty(STDERR_FILENO)) p.progress = show_load, p.user_data = &lm;
+    gpt2_status st = gpt2_model_load_with(dir, p, &m, &err);
+    if (lm.shown) fprintf(stderr, "\r\033[K");
     cli_mark_loading(NULL);
     if (st != GPT2_OK) {
         cli_error("%s", err.msg);
@@ -297,7 +327,7 @@ gpt2_context *cli_context_new_ctx(const gpt2_model *m, int n_threads, int n_ctx)
 volatile sig_atomic_t *cli_watch_interrupt(gpt2_context *ctx, const gpt2_hooks *hooks) {
     volatile sig_atomic_t *flag = cli_interrupt_flag();
     gpt2_hooks h = hooks ? *hooks : (gpt2_hooks){0};
-    h.interrupt = cli_interrupted;
+    h.cancel = cli_interrupted;
     gpt2_context_set_hooks(ctx, &h); /* the context keeps a copy */
     return flag;
 }

@@ -164,18 +164,18 @@ void gpt2_context_pop_hooks(gpt2_context *ctx) {
 int gpt2_context_hooks_depth(const gpt2_context *ctx) { return ctx->n_hooks; }
 
 /* The stop requests: the newest observer asked first; the first yes stops. */
-static int any_cancel(const gpt2_context *ctx, int done, int n) {
+static int any_progress_stop(const gpt2_context *ctx, int done, int n) {
     for (int i = ctx->n_hooks - 1; i >= 0; i--) {
         const gpt2_hooks *h = &ctx->hooks[i];
-        if (h->cancel && h->cancel(h->user_data, done, n)) return 1;
+        if (h->progress && h->progress(h->user_data, done, n)) return 1;
     }
     return 0;
 }
 
-static int any_interrupt(const gpt2_context *ctx) {
+static int any_cancel(const gpt2_context *ctx) {
     for (int i = ctx->n_hooks - 1; i >= 0; i--) {
         const gpt2_hooks *h = &ctx->hooks[i];
-        if (h->interrupt && h->interrupt(h->user_data)) return 1;
+        if (h->cancel && h->cancel(h->user_data)) return 1;
     }
     return 0;
 }
@@ -304,7 +304,7 @@ static long first_nonfinite(const float *x, size_t n) {
 }
 
 /* Runs one batch of T <= n_batch tokens at positions n_past ... On
- * GPT2_CANCELLED (the interrupt hook) or non-finite logits (weights holding
+ * GPT2_CANCELLED (the cancel hook) or non-finite logits (weights holding
  * NaN or Inf) n_past is unchanged. */
 static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T, gpt2_error *err) {
     const gpt2_model *m = ctx->m;
@@ -318,7 +318,7 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
     }
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
-        if (any_interrupt(ctx))
+        if (any_cancel(ctx))
             return gpt2_fail(err, GPT2_CANCELLED, "interrupted in layer %d of a batch of %d tokens", l, T);
         layernorm(ctx, ctx->xn, ctx->x, L->ln1_g, L->ln1_b, T);
         kernel_matmul(ctx->pool, ctx->qkv, ctx->xn, T, &L->attn_w, L->attn_b, 0, ctx->scratch, ctx->partials);
@@ -389,7 +389,7 @@ gpt2_status gpt2_context_eval(gpt2_context *ctx, const int32_t *tokens, int n, g
         gpt2_status st = forward_batch(ctx, tokens + done, T, err);
         if (st != GPT2_OK) return st;
         done += T;
-        if (done < n && any_cancel(ctx, done, n))
+        if (done < n && any_progress_stop(ctx, done, n))
             return gpt2_fail(err, GPT2_CANCELLED, "cancelled after %d of %d tokens", done, n);
     }
     return GPT2_OK;

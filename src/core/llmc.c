@@ -162,7 +162,7 @@ gpt2_status llmc_tokenizer_load(const char *path, gpt2_tokenizer **out, gpt2_err
 }
 
 /* vocab.json + merges.txt (or encoder.json + vocab.bpe) beside the model if there (exact
- * merges), else gpt2_tokenizer.bin. */
+ * merges), else gpt2_tokenizer.bin, else GPT-2's from the directory the caller gave. */
 static gpt2_status llmc_tokenizer(model_source *src, char *tok_path, size_t cap, gpt2_error *err) {
     char dir[SOURCE_PATH_MAX];
     source_dir_of(src->path, dir, sizeof dir);
@@ -173,8 +173,12 @@ static gpt2_status llmc_tokenizer(model_source *src, char *tok_path, size_t cap,
         return gpt2_tokenizer_load(dir, &src->tok, err);
     if (!st && !(st = gpt2_fileio_join(tok_path, cap, dir, "gpt2_tokenizer.bin", err)) && stat(tok_path, &sb) == 0)
         return llmc_tokenizer_load(tok_path, &src->tok, err);
-    return st ? st : gpt2_fail(err, GPT2_ERR_IO, "%s: no tokenizer beside this llm.c model: expected gpt2_tokenizer.bin "
-                               "(llm.c writes it beside gpt2_124M.bin) or vocab.json + merges.txt (or encoder.json + vocab.bpe) in %s", src->path, dir);
+    if (st) return st;
+    char lacks[SOURCE_PATH_MAX + 300];
+    snprintf(lacks, sizeof lacks, "no tokenizer beside this llm.c model: expected gpt2_tokenizer.bin (llm.c writes it "
+             "beside gpt2_124M.bin) or vocab.json + merges.txt (or encoder.json + vocab.bpe) in %s, and no GPT-2 "
+             "tokenizer directory was given", dir);
+    return source_gpt2_tokenizer(src, tok_path, cap, lacks, err);
 }
 
 gpt2_status llmc_source_open(model_source *src, void *map, size_t size, gpt2_error *err) {

@@ -221,6 +221,7 @@ typedef struct {
     gpt2_matrix **w;     /* the matrices to copy: n_plain row-major (wte, head), then Conv1D weights */
     const size_t *at;    /* where each goes, bytes into m->arena */
     int n_plain;
+    int base;            /* the first matrix of the group being copied */
 } pack_job;
 
 /* Whether chunk i of j is packed: a Conv1D weight kernel_pack takes (wte and
@@ -244,6 +245,7 @@ static size_t arena_bytes_of(const gpt2_matrix *w) {
  * they can be, else copied as stored (by output). */
 static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
     const pack_job *j = arg;
+    chunk += j->base;
     const gpt2_matrix *w = j->w[chunk];
     unsigned char *dst = j->m->arena + j->at[chunk];
     (void)n_chunks, (void)ith;
@@ -261,7 +263,24 @@ static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
  * once loaded, a model never reads its file again, so a file truncated or
  * rewritten while in use (cp over it) cannot fault the process. On all cores:
  * the arena's first touch costs more than the copy. */
-static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *err) {
+/* Copies the matrices a group at a time, asking params.cancel before each
+ * group and telling params.progress after it. */
+static gpt2_status pack_groups(gpt2_pool *pool, pack_job *job, int n, const gpt2_model_params *p, const char *path,
+                               gpt2_error *err) {
+    const int group = 2 * pool_n_threads(pool) > 8 ? 2 * pool_n_threads(pool) : 8;
+    for (int done = 0; done < n; done += group) {
+        if ((p->cancel && p->cancel(p->user_data)) ||
+            (done && p->progress && p->progress(p->user_data, done, n)))
+            return gpt2_fail(err, GPT2_CANCELLED, "%s: loading cancelled after %d of %d weight matrices", path, done, n);
+        job->base = done;
+        pool_run(pool, pack_one, job, n - done < group ? n - done : group);
+    }
+    if (p->progress && p->progress(p->user_data, n, n))
+        return gpt2_fail(err, GPT2_CANCELLED, "%s: loading cancelled after its %d weight matrices", path, n);
+    return GPT2_OK;
+}
+
+static gpt2_status pack_matrices(gpt2_model *m, const char *path, const gpt2_model_params *p, gpt2_error *err) {
     const int L = m->cfg.n_layer, untied = m->lm_head.data != m->wte.data;
     gpt2_matrix **w = malloc(((size_t)L * 4 + 2) * sizeof *w);
     size_t *at = malloc(((size_t)L * 4 + 2) * sizeof *at);
@@ -281,11 +300,12 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
         }
     }
     gpt2_pool *pool = NULL;
+    gpt2_status st = GPT2_OK;
     if (w && at && (m->arena = huge_alloc(bytes))) m->arena_bytes = m->arena_used = bytes;
-    if (m->arena && (pool = pool_new(pool_default_threads()))) {
-        pack_job job = {m, w, at, 1 + untied};
-        pool_run(pool, pack_one, &job, n);
-        for (int i = 0; i < n; i++) {
+    if (m->arena && (pool = pool_new(p->n_threads > 0 ? p->n_threads : pool_default_threads()))) {
+        pack_job job = {m, w, at, 1 + untied, 0};
+        st = pack_groups(pool, &job, n, p, path, err);
+        for (int i = 0; i < n && !st; i++) {
             w[i]->packed = packs(&job, i) || x8_packs(w[i]);
             w[i]->trans = w[i]->trans && quant_is_block(w[i]->dtype);
             w[i]->data = m->arena + at[i];
@@ -298,10 +318,10 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, gpt2_error *er
     free(w);
     free(at);
     if (failed) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for %zu MB of weights", path, bytes >> 20);
-    return GPT2_OK;
+    return st;
 }
 
-static gpt2_status bind_all(gpt2_model *m, const model_source *src, gpt2_error *err) {
+static gpt2_status bind_all(gpt2_model *m, const model_source *src, const gpt2_model_params *p, gpt2_error *err) {
     const gpt2_config *c = &m->cfg;
     const char *path = src->path;
     binder b = {.m = m, .src = src, .path = path, .prefix = "", .dry = 1, .err = err};
@@ -316,7 +336,7 @@ static gpt2_status bind_all(gpt2_model *m, const model_source *src, gpt2_error *
     if (!m->vectors || !m->layers) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
     b.arena_next = m->vectors;
     b.dry = 0;
-    if ((st = bind_pass(m, &b)) || (st = pack_matrices(m, path, err))) return st;
+    if ((st = bind_pass(m, &b)) || (st = pack_matrices(m, path, p, err))) return st;
     m->weight_bytes += vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * (size_t)c->n_embd * sizeof(float);
     return GPT2_OK;
 }
@@ -331,23 +351,31 @@ static char *model_name(const char *dir) {
 }
 
 /* Takes over what the source found: config, tensors (the mapping, until packed), tokenizer. */
-static gpt2_status model_from_source(gpt2_model *m, model_source *src, gpt2_error *err) {
+static gpt2_status model_from_source(gpt2_model *m, model_source *src, const gpt2_model_params *p, gpt2_error *err) {
     m->cfg = src->cfg;
     m->n_inner = src->n_inner;
     m->gelu_erf = src->gelu_erf;
     m->st = src->st;
     memset(&src->st, 0, sizeof src->st);
     if (!(m->source = strdup(src->desc))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
-    gpt2_status st = bind_all(m, src, err);
+    gpt2_status st = bind_all(m, src, p, err);
     m->tok = src->tok;
     src->tok = NULL;
     return st;
 }
 
+gpt2_model_params gpt2_model_default_params(void) { return (gpt2_model_params){0}; }
+
 gpt2_status gpt2_model_load(const char *path, gpt2_model **out, gpt2_error *err) {
+    return gpt2_model_load_with(path, gpt2_model_default_params(), out, err);
+}
+
+gpt2_status gpt2_model_load_with(const char *path, gpt2_model_params params, gpt2_model **out, gpt2_error *err) {
     *out = NULL;
     gpt2_error_clear(err);
     if (strlen(path) > SOURCE_PATH_MAX - 32) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "model path is too long");
+    if (params.n_threads < 0 || params.n_threads > 1024)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "n_threads %d: expected 0 to 1024", params.n_threads);
     gpt2_model *m = calloc(1, sizeof *m);
     if (!m || !(m->name = model_name(path))) {
         free(m);
@@ -355,8 +383,8 @@ gpt2_status gpt2_model_load(const char *path, gpt2_model **out, gpt2_error *err)
     }
     model_source src;
     source_format fmt;
-    gpt2_status st = source_open(path, &src, &fmt, err);
-    if (st == GPT2_OK) st = model_from_source(m, &src, err);
+    gpt2_status st = source_open(path, params.gpt2_tokenizer_dir, &src, &fmt, err);
+    if (st == GPT2_OK) st = model_from_source(m, &src, &params, err);
     source_close(&src);
     if (st != GPT2_OK) {
         gpt2_model_free(m);
@@ -366,14 +394,15 @@ gpt2_status gpt2_model_load(const char *path, gpt2_model **out, gpt2_error *err)
     return GPT2_OK;
 }
 
-gpt2_status gpt2_model_load_tokenizer(const char *path, gpt2_tokenizer **out, gpt2_error *err) {
+gpt2_status gpt2_model_load_tokenizer(const char *path, gpt2_model_params params, gpt2_tokenizer **out,
+                                      gpt2_error *err) {
     *out = NULL;
     gpt2_error_clear(err);
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && !source_has_weights(path)) return gpt2_tokenizer_load(path, out, err);
     model_source src;
     source_format fmt;
-    gpt2_status st = source_open(path, &src, &fmt, err);
+    gpt2_status st = source_open(path, params.gpt2_tokenizer_dir, &src, &fmt, err);
     if (st == GPT2_OK) *out = src.tok, src.tok = NULL;
     source_close(&src);
     return st;

@@ -157,11 +157,42 @@ gpt2_status source_fit_vocab(model_source *src, const char *tok_path, gpt2_error
                          "%s: the vocabulary has ids up to %d, but the model has only vocab_size %d rows", tok_path,
                          tv - 1, src->vocab_rows);
     src->cfg.n_vocab = tv;
-    if (tv < src->vocab_rows) {
-        size_t n = strlen(src->desc);
-        snprintf(src->desc + n, sizeof src->desc - n, ", vocab padded %d \u2192 %d", src->vocab_rows, tv);
-    }
+    size_t n = strlen(src->desc);
+    if (tv < src->vocab_rows)
+        n += (size_t)snprintf(src->desc + n, sizeof src->desc - n, ", vocab padded %d \u2192 %d", src->vocab_rows, tv);
+    if (src->tok_fallback && n < sizeof src->desc)
+        snprintf(src->desc + n, sizeof src->desc - n, ", GPT-2's tokenizer from %.80s", src->gpt2_tok_dir);
     return GPT2_OK;
+}
+
+enum { GPT2_BPE_TOKENS = 50257 };
+
+gpt2_status source_gpt2_tokenizer(model_source *src, char *tok_path, size_t cap, const char *lacks, gpt2_error *err) {
+    if (src->vocab_rows < GPT2_BPE_TOKENS) /* a character-level model that lost its meta.pkl */
+        return gpt2_fail(err, GPT2_ERR_IO, "%s carries no tokenizer, and its vocabulary of %d is too small for GPT-2's "
+                         "(a character-level nanoGPT model needs the meta.pkl it was trained with)", src->path,
+                         src->vocab_rows);
+    if (!src->gpt2_tok_dir) return gpt2_fail(err, GPT2_ERR_IO, "%s: %s", src->path, lacks);
+    gpt2_error inner;
+    gpt2_status st = gpt2_tokenizer_load(src->gpt2_tok_dir, &src->tok, &inner);
+    if (st) return gpt2_fail(err, st, "%s carries no tokenizer, and GPT-2's could not be read: %s", src->path, inner.msg);
+    if (gpt2_tokenizer_n_vocab(src->tok) != GPT2_BPE_TOKENS)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %d tokens, not GPT-2's tokenizer (%d)", src->gpt2_tok_dir,
+                         gpt2_tokenizer_n_vocab(src->tok), GPT2_BPE_TOKENS);
+    src->tok_fallback = 1;
+    snprintf(tok_path, cap, "%s", src->gpt2_tok_dir);
+    return GPT2_OK;
+}
+
+gpt2_status source_hf_tokenizer(model_source *src, const char *dir, char *tok_path, size_t cap, gpt2_error *err) {
+    struct stat sb;
+    gpt2_status st = gpt2_fileio_join(tok_path, cap, dir, "encoder.json", err);
+    const int openai = !st && stat(tok_path, &sb) == 0;
+    if (st || (!openai && (st = gpt2_fileio_join(tok_path, cap, dir, "vocab.json", err)))) return st;
+    if (!openai && stat(tok_path, &sb) != 0 && errno == ENOENT && src->cfg.n_vocab == GPT2_BPE_TOKENS)
+        return source_gpt2_tokenizer(src, tok_path, cap, "no vocab.json + merges.txt (or encoder.json + vocab.bpe) "
+                                     "beside it, and no GPT-2 tokenizer directory given for its 50257 tokens", err);
+    return gpt2_tokenizer_load(dir, &src->tok, err);
 }
 
 void source_dir_of(const char *path, char *out, size_t cap) {
@@ -186,9 +217,8 @@ static gpt2_status safetensors_source_open(model_source *src, void *map, size_t 
         return st;
     }
     if ((st = st_open_map(src->path, map, size, &src->st, err))) return st;
-    if ((st = gpt2_tokenizer_load(dir, &src->tok, err))) return st;
+    if ((st = source_hf_tokenizer(src, dir, path, sizeof path, err))) return st;
     snprintf(src->desc, sizeof src->desc, "Hugging Face safetensors (%.200s)", source_base_of(src->path));
-    if ((st = gpt2_fileio_join(path, sizeof path, dir, "vocab.json", err))) return st;
     return source_fit_vocab(src, path, err);
 }
 
@@ -233,8 +263,10 @@ static gpt2_status refuse_format(const char *path, source_format fmt, void *map,
                      "(ckpt.pt, pytorch_model.bin), llm.c's .bin or GGUF%s", path, head);
 }
 
-gpt2_status source_open(const char *path, model_source *src, source_format *fmt, gpt2_error *err) {
+gpt2_status source_open(const char *path, const char *gpt2_tok_dir, model_source *src, source_format *fmt,
+                        gpt2_error *err) {
     memset(src, 0, sizeof *src);
+    src->gpt2_tok_dir = gpt2_tok_dir && *gpt2_tok_dir ? gpt2_tok_dir : NULL;
     *fmt = SOURCE_FMT_UNKNOWN;
     struct stat sb;
     if (stat(path, &sb) != 0)

@@ -42,6 +42,8 @@ typedef struct {
     const char *cfg_from;     /* where the shapes come from, for messages: "config.json", "model_args" */
     st_file st;               /* the tensors, over the weights file's mapping */
     gpt2_tokenizer *tok;      /* owned; NULL once the model takes it */
+    const char *gpt2_tok_dir; /* GPT-2's tokenizer for a file that implies it (gpt2_model_params); may be NULL */
+    int tok_fallback;         /* 1: tok is GPT-2's from gpt2_tok_dir (the description says so) */
     char path[SOURCE_PATH_MAX]; /* the weights file */
     char desc[SOURCE_DESC_MAX]; /* "nanoGPT checkpoint (ckpt.pt, iter 5000), bias=False, ..." */
 } model_source;
@@ -62,7 +64,8 @@ source_format source_sniff(const unsigned char *p, size_t n);
 /* Resolves path (a directory or a file), detects the format and fills src:
  * config, tensors, tokenizer, description; cfg.n_vocab already reconciled with
  * the tokenizer. On failure nothing stays open. */
-gpt2_status source_open(const char *path, model_source *src, source_format *fmt, gpt2_error *err);
+gpt2_status source_open(const char *path, const char *gpt2_tok_dir, model_source *src, source_format *fmt,
+                        gpt2_error *err);
 void source_close(model_source *src);
 
 /* Whether a directory holds a weights file source_open would take. */
@@ -75,6 +78,16 @@ const char *source_base_of(const char *path);
 /* llm.c's gpt2_tokenizer.bin (llmc.c). */
 gpt2_status llmc_tokenizer_load(const char *path, gpt2_tokenizer **out, gpt2_error *err);
 
+/* GPT-2's BPE into src->tok for a file that implies it and carries none,
+ * from src->gpt2_tok_dir (checked to be GPT-2's 50257 tokens; the
+ * description says where it came from); tok_path gets the vocabulary file's
+ * path for source_fit_vocab. Without a directory: GPT2_ERR_IO, "PATH: "
+ * then lacks (what the file lacks and where a tokenizer could be put). */
+gpt2_status source_gpt2_tokenizer(model_source *src, char *tok_path, size_t cap, const char *lacks, gpt2_error *err);
+/* A Hugging Face directory's tokenizer (safetensors or pytorch_model.bin
+ * beside it): vocab.json + merges.txt, encoder.json + vocab.bpe, or GPT-2's
+ * for 50257 tokens (source_gpt2_tokenizer); tok_path as there. */
+gpt2_status source_hf_tokenizer(model_source *src, const char *dir, char *tok_path, size_t cap, gpt2_error *err);
 /* Reads a Hugging Face config.json into src (cfg, n_inner, gelu_erf, vocab_rows). */
 gpt2_status source_parse_config(const char *path, model_source *src, gpt2_error *err);
 

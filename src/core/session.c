@@ -322,7 +322,7 @@ static gpt2_status sync_cache(gpt2_session *s, int need_logits, gpt2_progress_fn
     gpt2_context_rewind(s->ctx, common, NULL);
     if (common == n) return GPT2_OK;
     progress_hook ph = {progress, ud};
-    const int pushed = progress && gpt2_context_push_hooks(s->ctx, &(gpt2_hooks){.user_data = &ph, .cancel = progress_cancel},
+    const int pushed = progress && gpt2_context_push_hooks(s->ctx, &(gpt2_hooks){.user_data = &ph, .progress = progress_cancel},
                                                            NULL) == GPT2_OK;
     gpt2_status st = gpt2_context_eval(s->ctx, s->toks.v + common, n - common, err);
     if (pushed) gpt2_context_pop_hooks(s->ctx);

@@ -293,8 +293,8 @@ static gpt2_status eval_chained(gpt2_speculative *sd, gpt2_context *ctx, const i
                                 int cancellable, int capture, gpt2_error *err) {
     gpt2_hooks h = {.user_data = sd,
                     .on_logits = capture ? decoder_capture : NULL,
-                    .cancel = cancellable && sd->params.cancel ? decoder_cancel : NULL};
-    const int push = h.on_logits || h.cancel;
+                    .progress = cancellable && sd->params.cancel ? decoder_cancel : NULL};
+    const int push = h.on_logits || h.progress;
     if (push) {
         gpt2_status ps = gpt2_context_push_hooks(ctx, &h, err);
         if (ps != GPT2_OK) return ps;

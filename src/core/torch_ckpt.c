@@ -273,13 +273,13 @@ static gpt2_status nanogpt_tokenizer(torch_file *tf, const pk_value *root, char 
     char enc[SOURCE_PATH_MAX + 16];
     snprintf(enc, sizeof enc, "%s/encoder.json", dir);
     if (exists(tok_path) || exists(enc)) return gpt2_tokenizer_load(dir, &src->tok, tf->err);
-    char shown[TEXT_SHOW_BUF];
-    return gpt2_fail(tf->err, GPT2_ERR_IO,
-                     "%s: no tokenizer for this nanoGPT checkpoint: no meta.pkl beside it%s%s%s, and no vocab.json + "
-                     "merges.txt (or encoder.json + vocab.bpe) beside it; without meta.pkl nanoGPT uses GPT-2's BPE: "
-                     "put GPT-2's tokenizer files there (scripts/fetch-gpt2-tokenizer.sh DIR fetches them)",
-                     src->path, ds_ok ? " or at ../data/" : "", ds_ok ? text_show(dataset, strlen(dataset), shown) : "",
-                     ds_ok ? "/meta.pkl" : "");
+    char shown[TEXT_SHOW_BUF], lacks[TEXT_SHOW_BUF + 400];
+    snprintf(lacks, sizeof lacks, "no tokenizer for this nanoGPT checkpoint: no meta.pkl beside it%s%s%s, no vocab.json "
+             "+ merges.txt (or encoder.json + vocab.bpe) beside it, and no GPT-2 tokenizer directory given (nanoGPT "
+             "uses GPT-2's BPE without meta.pkl): put GPT-2's tokenizer files beside it",
+             ds_ok ? " or at ../data/" : "", ds_ok ? text_show(dataset, strlen(dataset), shown) : "",
+             ds_ok ? "/meta.pkl" : "");
+    return source_gpt2_tokenizer(src, tok_path, cap, lacks, tf->err);
 }
 
 static gpt2_status open_nanogpt(torch_file *tf, const pk_value *root) {
@@ -302,9 +302,8 @@ static gpt2_status open_hf(torch_file *tf, const pk_value *sd) {
     source_dir_of(src->path, dir, sizeof dir);
     gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "config.json", tf->err);
     if (st || (st = source_parse_config(path, src, tf->err)) || (st = add_state_dict(tf, sd))) return st;
-    if ((st = gpt2_tokenizer_load(dir, &src->tok, tf->err))) return st;
+    if ((st = source_hf_tokenizer(src, dir, path, sizeof path, tf->err))) return st;
     snprintf(src->desc, sizeof src->desc, "Hugging Face PyTorch checkpoint (%.200s)", source_base_of(src->path));
-    if ((st = gpt2_fileio_join(path, sizeof path, dir, "vocab.json", tf->err))) return st;
     return source_fit_vocab(src, path, tf->err);
 }
 

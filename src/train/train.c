@@ -728,13 +728,13 @@ static void ce_chunk(void *arg, int chunk, int n_chunks, int ith) {
 
 /* --- forward and backward ------------------------------------------------------ */
 
-static int interrupted(gpt2_trainer *tr) { return stopping(tr) || (tr->interrupt && tr->interrupt(tr->interrupt_ud)); }
+static int interrupted(gpt2_trainer *tr) { return stopping(tr) || (tr->cancel && tr->cancel(tr->cancel_ud)); }
 
 void gpt2_trainer_set_stop_flag(gpt2_trainer *tr, const volatile sig_atomic_t *flag) { tr->stop = flag; }
 
-void gpt2_trainer_set_interrupt(gpt2_trainer *tr, int (*interrupt)(void *user_data), void *user_data) {
-    tr->interrupt = interrupt;
-    tr->interrupt_ud = user_data;
+void gpt2_trainer_set_cancel(gpt2_trainer *tr, gpt2_cancel_fn cancel, void *user_data) {
+    tr->cancel = cancel;
+    tr->cancel_ud = user_data;
 }
 
 /* One layer's saved activations, (B, T, ...) each, inside the trainer's

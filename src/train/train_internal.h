@@ -29,8 +29,8 @@ struct gpt2_trainer {
     uint64_t dropout_key;  /* this step's dropout masks */
     int dropout_on, attn_dropout_on; /* this pass drops (training steps only) */
     float last_grad_norm;
-    int (*interrupt)(void *user_data); /* asked before each layer's work; see gpt2_trainer_set_interrupt */
-    void *interrupt_ud;
+    gpt2_cancel_fn cancel;       /* asked before each layer's work; see gpt2_trainer_set_cancel */
+    void *cancel_ud;
     const volatile sig_atomic_t *stop; /* read between pieces of work on every thread; see gpt2_trainer_set_stop_flag */
 
     int n_tensors;

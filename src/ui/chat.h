@@ -47,6 +47,8 @@ typedef struct chat_host_s {
     gpt2_model *(*load_model)(const char *dir, const char *quantize);
     /* around a model load made in the app (/draft DIR): a SIGBUS then names dir */
     void (*mark_loading)(const char *dir);
+    /* the params of such a load (GPT-2's tokenizer for files without one) */
+    gpt2_model_params (*model_params)(void);
     /* what a fatal signal runs first (the terminal's restore); async-signal-safe */
     void (*on_fatal_signal)(void (*restore)(void));
     void (*say)(const char *s); /* stderr with write(2): safe in a signal handler */

@@ -149,7 +149,7 @@ static void cmd_draft(app *a, const char *arg) {
     app_keep(a);
     gpt2_model *m;
     a->host->mark_loading(arg);
-    gpt2_status lst = gpt2_model_load(arg, &m, &err);
+    gpt2_status lst = gpt2_model_load_with(arg, a->host->model_params(), &m, &err);
     a->host->mark_loading(NULL);
     if (lst != GPT2_OK) {
         app_message(a, UI_ROLE_ERROR, "%s", err.msg);

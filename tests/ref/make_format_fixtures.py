@@ -327,7 +327,7 @@ def make_bad(out, hp, w, vocab_text, merges_text, vocab, rng):
     obj = ck()
     obj["model_args"]["n_layer"] = "2"
     put("ng_bad_arg", "ckpt.pt", raw_zip(torch_entries(obj))[0], "config", "model_args.n_layer")
-    put("ng_no_tokenizer", "ckpt.pt", good, "io", "no tokenizer && GPT-2's BPE", tok=False)
+    put("ng_no_tokenizer", "ckpt.pt", good, "io", "carries no tokenizer && too small for GPT-2's && meta.pkl", tok=False)
     meta = lambda itos: pickle.dumps({"vocab_size": len(itos), "itos": itos, "stoi": {}})
     put("ng_meta_bad", "ckpt.pt", good, "tokenizer", "not one character", tok=False, names="meta.pkl",
         extra={"meta.pkl": meta({i: ("ab" if i == 3 else chr(65 + i)) for i in range(40)})})

@@ -3,7 +3,7 @@
 logits PyTorch computes for them: the check that gptscope reads what real
 PyTorch writes, not only what tests/ref/torch_writer.py imitates.
 
-    /usr/bin/python3 tests/ref/torch_real.py --fixtures DIR [--tokenizer .cache/gpt2-tokenizer]
+    /usr/bin/python3 tests/ref/torch_real.py --fixtures DIR
 
 Needs Debian's python3-torch; without it, prints why and writes nothing (the
 C test then skips). Writes DIR/torch_real/:
@@ -14,7 +14,9 @@ C test then skips). Writes DIR/torch_real/:
                               nanoGPT's prepare.py writes it
     nanogpt-bpe/ckpt.pt       GPT-2's BPE, bias=True, the vocabulary padded to
                               50304, names prefixed "_orig_mod." (torch.compile),
-                              encoder.json + vocab.bpe beside it
+                              no tokenizer beside it (nanoGPT's default)
+    llmc-bpe/gpt2_124M.bin    llm.c's F32 format, tanh GELU, GPT-2's vocabulary
+                              padded to 50304, no gpt2_tokenizer.bin beside it
     hf-bin/pytorch_model.bin  a Hugging Face GPT2LMHeadModel state dict (Conv1D
                               weights (in, out), tanh GELU, the attention mask
                               buffers), config.json, vocab.json, merges.txt
@@ -35,6 +37,7 @@ import shutil
 import sys
 
 try:
+    import numpy
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -139,7 +142,7 @@ def nanogpt_char(out):
     return "nanogpt-char", os.path.join(d, "out", "ckpt.pt"), [chars.index(c) for c in text], logits_of(m, [chars.index(c) for c in text], V), V
 
 
-def nanogpt_bpe(out, tokdir):
+def nanogpt_bpe(out):
     torch.manual_seed(2)
     args = dict(n_layer=2, n_head=4, n_embd=32, block_size=64, bias=True, vocab_size=50304, dropout=0.0)
     m = GPT(2, 4, 32, 64, 50304, bias=True)
@@ -147,11 +150,34 @@ def nanogpt_bpe(out, tokdir):
     os.makedirs(d, exist_ok=True)
     ck = checkpoint(m, args, "openwebtext")
     ck["model"] = {"_orig_mod." + k: v for k, v in ck["model"].items()}  # a torch.compile'd model's names
-    torch.save(ck, os.path.join(d, "ckpt.pt"))
-    for name in ("encoder.json", "vocab.bpe"):
-        shutil.copy(os.path.join(tokdir, name), os.path.join(d, name))
-    ids = [15496, 11, 995, 0, 314, 716, 257, 1332, 13, 50256, 383, 2068]  # GPT-2 ids; the last two follow <|endoftext|>
-    return "nanogpt-bpe", os.path.join(d, "ckpt.pt"), ids, logits_of(m, ids, 50257), 50257
+    torch.save(ck, os.path.join(d, "ckpt.pt"))  # no tokenizer beside it: nanoGPT then uses GPT-2's BPE
+    return "nanogpt-bpe", os.path.join(d, "ckpt.pt"), BPE_IDS, logits_of(m, BPE_IDS, 50257), 50257
+
+
+BPE_IDS = [15496, 11, 995, 0, 314, 716, 257, 1332, 13, 50256, 383, 2068]  # GPT-2 ids; the last two follow <|endoftext|>
+LLMC_ORDER = ("ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+              "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
+              "mlp.c_proj.bias")
+
+
+def llmc_bpe(out):
+    """The same kind of model as llm.c's train_gpt2.py writes gpt2_124M.bin
+    (version 3, F32): a 256-int header (magic, version, maxT, V, L, H, C,
+    padded V), then wte (Vp, C), wpe, each layer parameter stacked over the
+    layers (Linear weights (out, in)), ln_f; no gpt2_tokenizer.bin beside it."""
+    torch.manual_seed(4)
+    L, H, C, P, V, Vp = 2, 4, 32, 64, 50257, 50304
+    m = GPT(L, H, C, P, Vp, bias=True, gelu="tanh")  # llm.c's GELU is the tanh form
+    sd = {k: v.detach().numpy().astype("<f4") for k, v in m.state_dict().items()}
+    header = [20240326, 3, P, V, L, H, C, Vp] + [0] * 248
+    parts = [sd["transformer.wte.weight"], sd["transformer.wpe.weight"]]
+    parts += [numpy.stack([sd[f"transformer.h.{l}.{n}"] for l in range(L)]) for n in LLMC_ORDER]
+    parts += [sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"]]
+    d = os.path.join(out, "llmc-bpe")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "gpt2_124M.bin"), "wb") as f:
+        f.write(numpy.array(header, "<i4").tobytes() + b"".join(numpy.ascontiguousarray(p).tobytes() for p in parts))
+    return "llmc-bpe", os.path.join(d, "gpt2_124M.bin"), BPE_IDS, logits_of(m, BPE_IDS, V), V
 
 
 def hf_bin(out, fixtures):
@@ -182,13 +208,12 @@ def hf_bin(out, fixtures):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--fixtures", required=True)
-    ap.add_argument("--tokenizer", required=True, help="GPT-2's encoder.json + vocab.bpe")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     out = os.path.join(args.fixtures, "torch_real")
     os.makedirs(out, exist_ok=True)
     lines = []
-    for name, path, ids, logits, V in (nanogpt_char(out), nanogpt_bpe(out, args.tokenizer), hf_bin(out, args.fixtures)):
+    for name, path, ids, logits, V in (nanogpt_char(out), nanogpt_bpe(out), llmc_bpe(out), hf_bin(out, args.fixtures)):
         with open(os.path.join(out, name + ".ids"), "w") as f:
             f.write(" ".join(map(str, ids)) + "\n")
         logits.tofile(os.path.join(out, name + ".f32"))
