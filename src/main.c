@@ -47,11 +47,13 @@ static void usage(FILE *out) {
           out);
 }
 
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* used by finish() only without them */
 static volatile sig_atomic_t g_exit_rc;
 static void exit_now(int sig) {
     (void)sig;
     _exit(g_exit_rc);
 }
+#endif
 
 /* What a command wrote to stdout must have got there: a full disk, /dev/full
  * or a closed stdout end in one line and status 1, never a silent 0. (A

@@ -98,6 +98,7 @@ static void on_sigbus(int sig) {
     _exit(128 + sig);
 }
 
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) /* theirs report the crash */
 /* A crash (SIGSEGV, SIGFPE, SIGILL, SIGABRT) while the chat holds the
  * terminal: the terminal back and the last words (where the conversation is
  * kept), then the signal's own end, core dump included. */
@@ -107,6 +108,7 @@ static void on_crash(int sig) {
     signal(sig, SIG_DFL);
     raise(sig);
 }
+#endif
 
 void cli_on_fatal_signal(void (*restore)(void)) {
     g_emergency = restore;
