@@ -171,9 +171,16 @@ const gpt2_tokenizer *gpt2_model_tokenizer(const gpt2_model *m);
 /* The dtype of the large weight matrices (wte and the blocks' matrices). */
 gpt2_dtype gpt2_model_dtype(const gpt2_model *m);
 
-/* Bytes of weights one decoded token reads: every block matrix, the LM head,
- * and the small vectors. */
+/* Bytes of weights the model holds in memory: every matrix (wte and an
+ * untied LM head both in full) and the float vectors but the position
+ * table. */
 size_t gpt2_model_weight_bytes(const gpt2_model *m);
+
+/* Bytes of weights one decoded token reads: every block matrix and the LM
+ * head in full; of the embedding, one row when the head is untied (a tied
+ * head reads the whole matrix, that row included); one position row; the
+ * vectors. Block formats count their scales; Q8 its per-output scales. */
+size_t gpt2_model_token_bytes(const gpt2_model *m);
 
 /* The path's last component ("gpt2", "shakespeare", "ckpt.pt"), for display. */
 const char *gpt2_model_name(const gpt2_model *m);

@@ -6,6 +6,9 @@
 # example program in docs/example builds against it with pkg-config and runs.
 # `make uninstall` then leaves nothing. Prints cmocka-style lines.
 cd "$(dirname "$0")/.." || exit 1
+# the screens checked hold UTF-8 (box lines, arrows): a shell without a locale
+# (a fresh container, su -) would have tmux and the chat draw them in ASCII
+export LC_ALL=C.UTF-8
 root=$PWD
 BIN=${GPTSCOPE_BIN:-$root/gptscope}
 san=; cflags=; case $BIN in */build-san/*) san=SAN=1; cflags=-fsanitize=address,undefined ;; esac

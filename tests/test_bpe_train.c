@@ -483,7 +483,9 @@ static void test_errors(void **state) {
         snprintf(path, sizeof path, "%s/ro", dir);
         assert_int_equal(mkdir(path, 0555), 0);
         assert_int_equal(gpt2_bpe_vocab_save(v, path, &err), GPT2_ERR_IO);
-        assert_non_null(strstr(err.msg, "merges.txt: cannot write: Permission denied"));
+        if (!strstr(err.msg, "/ro/merges.txt: cannot create a file in directory ") ||
+            !strstr(err.msg, "/ro: Permission denied"))
+            fail_msg("unexpected message: %s", err.msg);
     }
     assert_int_equal(gpt2_bpe_vocab_save(v, "", &err), GPT2_ERR_INVALID_ARG);
     assert_int_equal(gpt2_bpe_vocab_save(NULL, dir, &err), GPT2_ERR_INVALID_ARG);

@@ -303,6 +303,11 @@ static void check_model(const model_case *c, const int32_t *ids, int T) {
         fail_msg("%s: decode logits %.3g off the reference", c->name, e_dec);
     if (!(e_src < c->err + (quantized ? TOL_DECODE_Q : TOL_PREFILL)))
         fail_msg("%s: decode logits %.3g off the source model's", c->name, e_src);
+    /* the bytes a decoded token reads, as the writer counts them from what it wrote */
+    char *tb = read_file(fixture_path("gguf/ref/%s/token_bytes.txt", c->name), NULL);
+    if (gpt2_model_token_bytes(m) != strtoull(tb, NULL, 10))
+        fail_msg("%s: %zu bytes read per token, the reference counts %s", c->name, gpt2_model_token_bytes(m), tb);
+    free(tb);
     gpt2_model *st = !quantized && strstr(c->source, "k256") == NULL ? load(fixture_path("models/%s", c->source)) : NULL;
     if (st && gpt2_model_dtype(st) == gpt2_model_dtype(m)) { /* the same bits as the safetensors model it came from */
         float *a = run(st, ids, T, T, 2), *b = run(st, ids, T, 1, 2);

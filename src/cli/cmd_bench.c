@@ -29,22 +29,74 @@ static double quantile(double *v, int n, double q) {
 
 static double median(double *v, int n) { return quantile(v, n, 0.5); }
 
-/* --- machine read bandwidth: threads summing disjoint halves of a buffer --- */
+/* A figure's spread over its runs: the smallest and the largest. */
+typedef struct {
+    double lo, hi;
+} spread;
+
+static spread spread_of(const double *v, int n) {
+    spread s = {n ? v[0] : 0, n ? v[0] : 0};
+    for (int i = 1; i < n; i++) s.lo = v[i] < s.lo ? v[i] : s.lo, s.hi = v[i] > s.hi ? v[i] : s.hi;
+    return s;
+}
+
+/* --- the widest vectors this build targets ------------------------------
+ *
+ * Intrinsics because C11 mode does not contract a * b + c into an FMA and
+ * the compiler keeps an array of accumulators in memory: AVX-512, else
+ * AVX2+FMA, else scalar. The probes below are written once over them. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef __m512 fvec;
+enum { FVEC_LANES = 16 };
+#define FVEC_SET(x) _mm512_set1_ps(x)
+#define FVEC_LOAD(p) _mm512_loadu_ps(p)
+#define FVEC_ADD(a, b) _mm512_add_ps(a, b)
+#define FVEC_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define FVEC_LANE0(v) _mm512_cvtss_f32(v)
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+typedef __m256 fvec;
+enum { FVEC_LANES = 8 };
+#define FVEC_SET(x) _mm256_set1_ps(x)
+#define FVEC_LOAD(p) _mm256_loadu_ps(p)
+#define FVEC_ADD(a, b) _mm256_add_ps(a, b)
+#define FVEC_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define FVEC_LANE0(v) _mm256_cvtss_f32(v)
+#else
+typedef float fvec;
+enum { FVEC_LANES = 1 };
+#define FVEC_SET(x) (x)
+#define FVEC_LOAD(p) (*(p))
+#define FVEC_ADD(a, b) ((a) + (b))
+#define FVEC_FMA(a, b, c) fmaf(a, b, c)
+#define FVEC_LANE0(v) (v)
+#endif
+
+/* --- machine read bandwidth: threads summing disjoint slices of a buffer --- */
 
 typedef struct {
     const float *p;
-    size_t n;
+    size_t n, n_read; /* floats in the slice; floats read (the parts, whole vectors) */
     float sum;
 } read_job;
 
-/* Sums its slice with 64 independent lanes (four vector registers' worth),
- * so the loop is bound by memory, not by the latency of one add chain. */
+/* Sums its slice as READ_STREAMS parts read side by side, one vector
+ * accumulator each: several sequential streams keep more memory requests in
+ * flight than one (the decode kernels read several rows at once too). On a
+ * shared 2-core Zen 4 VM one stream per thread read 25 GB/s where four or
+ * eight read 40; with one, decode read faster than "the machine". */
+enum { READ_STREAMS = 8 };
+
 static void *read_worker(void *arg) {
     read_job *j = arg;
-    float acc[64] = {0};
-    for (size_t i = 0; i + 64 <= j->n; i += 64)
-        for (int k = 0; k < 64; k++) acc[k] += j->p[i + k];
-    for (int k = 0; k < 64; k++) j->sum += acc[k];
+    const size_t part = j->n / READ_STREAMS / FVEC_LANES * FVEC_LANES;
+    fvec acc[READ_STREAMS];
+    for (int s = 0; s < READ_STREAMS; s++) acc[s] = FVEC_SET(0);
+    for (size_t i = 0; i < part; i += FVEC_LANES)
+        for (int s = 0; s < READ_STREAMS; s++) acc[s] = FVEC_ADD(acc[s], FVEC_LOAD(j->p + s * part + i));
+    for (int s = 0; s < READ_STREAMS; s++) j->sum += FVEC_LANE0(acc[s]); /* used: the loads stay */
+    j->n_read = part * READ_STREAMS;
     return NULL;
 }
 
@@ -55,42 +107,19 @@ static double read_pass(const float *buf, size_t n, int n_threads) {
     if (n_threads > 16) n_threads = 16;
     double t0 = cli_now();
     for (int k = 0; k < n_threads; k++) {
-        jobs[k] = (read_job){buf + n / n_threads * k, n / n_threads, 0};
+        jobs[k] = (read_job){buf + n / n_threads * k, n / n_threads, 0, 0};
         pthread_create(&th[k], NULL, read_worker, &jobs[k]);
     }
-    for (int k = 0; k < n_threads; k++) pthread_join(th[k], NULL);
-    return (double)(n * sizeof(float)) / (cli_now() - t0) / 1e9;
+    size_t n_read = 0;
+    for (int k = 0; k < n_threads; k++) pthread_join(th[k], NULL), n_read += jobs[k].n_read;
+    return (double)(n_read * sizeof(float)) / (cli_now() - t0) / 1e9;
 }
 
 /* --- machine peak FLOP/s: independent FMA chains on every thread ---
  *
  * Twelve vector accumulators, each a chain of fused multiply-adds, so that
  * both FMA pipes stay busy through their latency: the most single-precision
- * arithmetic this build can do. Intrinsics because C11 mode does not contract
- * a * b + c into an FMA and the compiler keeps an array of accumulators in
- * memory; the widest vectors the build targets (AVX-512, else AVX2+FMA, else
- * scalar fmaf). The prefill's GFLOP/s are judged against it. */
-#if defined(__AVX512F__)
-#include <immintrin.h>
-typedef __m512 fvec;
-enum { FVEC_LANES = 16 };
-#define FVEC_SET(x) _mm512_set1_ps(x)
-#define FVEC_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define FVEC_LANE0(v) _mm512_cvtss_f32(v)
-#elif defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-typedef __m256 fvec;
-enum { FVEC_LANES = 8 };
-#define FVEC_SET(x) _mm256_set1_ps(x)
-#define FVEC_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define FVEC_LANE0(v) _mm256_cvtss_f32(v)
-#else
-typedef float fvec;
-enum { FVEC_LANES = 1 };
-#define FVEC_SET(x) (x)
-#define FVEC_FMA(a, b, c) fmaf(a, b, c)
-#define FVEC_LANE0(v) (v)
-#endif
+ * arithmetic this build can do. The prefill's GFLOP/s are judged against it. */
 enum { FMA_CHAINS = 12, FMA_ITERS = 1 << 23 };
 
 static void *fma_worker(void *arg) {
@@ -144,8 +173,23 @@ static double prefill_flops(const gpt2_model *m, int T) {
  * bandwidth drifts by a third within seconds. */
 typedef struct {
     pid_t pid;
-    int fd; /* a socket: one byte asks for a pass, a double comes back */
+    int fd; /* a socket: one byte asks for a reading, a probe_read comes back */
 } probe;
+
+/* One reading: PROBE_PASSES passes back to back, the best and the second
+ * best (GB/s). Interference (another tenant of the host, the first pass
+ * after an idle spell) only ever slows a pass, so the best is what the
+ * machine can read at that moment, provided it is no fluke: a reading is
+ * steady when its two best passes agree. On a shared 2-core VM single
+ * passes ranged 40-71 GB/s within a second, while the best two of four
+ * agreed within a few percent in most readings. */
+enum { PROBE_PASSES = 4 };
+typedef struct {
+    double best, second;
+} probe_read;
+
+/* A reading whose second-best pass is this far under its best is unsteady. */
+#define PROBE_AGREE 0.95
 
 static void probe_stop(probe *pr) {
     if (pr->fd >= 0) close(pr->fd); /* the child reads end-of-file and exits */
@@ -172,10 +216,15 @@ static int probe_start(probe *pr, size_t bytes, int n_threads, int huge) {
         if (huge) madvise(buf, n * sizeof(float), MADV_HUGEPAGE);
 #endif
         for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
-        char req = 'p'; /* the first pass says "ready": no decode runs beside the filling */
+        char req = 'p'; /* the first reply says "ready": no decode runs beside the filling */
         do {
-            double gbs = read_pass(buf, n, n_threads);
-            if (write(sv[1], &gbs, sizeof gbs) != (ssize_t)sizeof gbs) break;
+            probe_read got = {0, 0};
+            for (int i = 0; i < PROBE_PASSES; i++) {
+                const double gbs = read_pass(buf, n, n_threads);
+                if (gbs > got.best) got.second = got.best, got.best = gbs;
+                else if (gbs > got.second) got.second = gbs;
+            }
+            if (write(sv[1], &got, sizeof got) != (ssize_t)sizeof got) break;
         } while (read(sv[1], &req, 1) == 1);
         _exit(0);
     }
@@ -186,7 +235,7 @@ static int probe_start(probe *pr, size_t bytes, int n_threads, int huge) {
     }
     pr->pid = pid;
     pr->fd = sv[0];
-    double ready;
+    probe_read ready;
     if (recv(pr->fd, &ready, sizeof ready, MSG_WAITALL) != (ssize_t)sizeof ready) {
         probe_stop(pr);
         return 0;
@@ -194,28 +243,39 @@ static int probe_start(probe *pr, size_t bytes, int n_threads, int huge) {
     return 1;
 }
 
-/* GB/s of one pass; 0 if the child is gone (then it is stopped for good, so
- * no later reply can answer an earlier request). */
-static double probe_pass(probe *pr) {
-    double gbs = 0;
-    if (pr->fd < 0) return 0;
-    if (send(pr->fd, "p", 1, MSG_NOSIGNAL) != 1 || recv(pr->fd, &gbs, sizeof gbs, MSG_WAITALL) != (ssize_t)sizeof gbs) {
+/* One reading; {0, 0} if the child is gone (then it is stopped for good,
+ * so no later reply can answer an earlier request). */
+static probe_read probe_pass(probe *pr) {
+    probe_read got = {0, 0};
+    if (pr->fd < 0) return got;
+    if (send(pr->fd, "p", 1, MSG_NOSIGNAL) != 1 || recv(pr->fd, &got, sizeof got, MSG_WAITALL) != (ssize_t)sizeof got) {
         probe_stop(pr);
-        return 0;
+        return (probe_read){0, 0};
     }
-    return gbs;
+    return got;
 }
 
-/* Keeps the entries whose pass answered (gbs > 0), in order; returns how many. */
-static int keep_measured(double *gbs, double *ratio, int n) {
+/* Whether a reading answered and its passes agreed. */
+static int probe_steady(probe_read r) { return r.best > 0 && r.second >= PROBE_AGREE * r.best; }
+
+/* The best GB/s of the steady readings into gbs[] (their ratio[] beside
+ * them when ratio is given), in order; returns how many. */
+static int keep_steady(const probe_read *rd, double *gbs, double *ratio, int n) {
     int kept = 0;
     for (int i = 0; i < n; i++)
-        if (gbs[i] > 0) {
-            gbs[kept] = gbs[i];
+        if (probe_steady(rd[i])) {
+            gbs[kept] = rd[i].best;
             if (ratio) ratio[kept] = ratio[i];
             kept++;
         }
     return kept;
+}
+
+/* How many of n readings answered (steady or not). */
+static int n_answered(const probe_read *rd, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++) k += rd[i].best > 0;
+    return k;
 }
 
 /* --- model timings ----------------------------------------------------------- */
@@ -285,33 +345,40 @@ static double time_decode(gpt2_context *ctx, const int32_t *ids, int n_prompt, i
     return n / (cli_now() - t0);
 }
 
-/* Bytes a decode step reads at position pos: the weights and, in every layer,
- * the keys and values of the pos cached positions (float). */
+/* Bytes a decode step reads for the token at position pos: the weights it
+ * reads (gpt2_model_token_bytes) and, in every layer, the float keys and
+ * values of positions 0 .. pos (its own included). */
 static double step_bytes(const gpt2_model *m, double pos) {
     const gpt2_config *c = gpt2_model_config(m);
-    return (double)gpt2_model_weight_bytes(m) + 2.0 * c->n_layer * (double)pos * c->n_embd * sizeof(float);
+    return (double)gpt2_model_token_bytes(m) + 2.0 * c->n_layer * (pos + 1) * c->n_embd * sizeof(float);
 }
 
 /* The decode's bandwidth against the machine's: n_blocks blocks of
  * DECODE_BLOCK tokens at positions n_prompt .. n_prompt + span, each timed
- * right after one probe pass and one untimed token (which refills the caches
- * and wakes the pool after the pass). Per block, the pass's GB/s goes to
- * gbs[] and the bytes its tokens read (step_bytes) per second over it to
- * ratio[]. */
+ * between two probe readings, after one untimed token (which refills the
+ * caches and wakes the pool after the reading). Per block, the better of
+ * its two readings goes to rd[] (the machine could read that fast around
+ * the block) and the bytes its tokens read (step_bytes) per second, over
+ * that reading's best, to ratio[]; the block's tokens per second to tok_s[]
+ * unless it is NULL. */
 static void decode_against_probe(gpt2_context *ctx, const int32_t *ids, int n_prompt, int span, int V,
-                                 int n_blocks, probe *pr, double *gbs, double *ratio) {
+                                 int n_blocks, probe *pr, probe_read *rd, double *ratio, double *tok_s) {
     const gpt2_model *m = gpt2_context_model(ctx);
     restart(ctx, ids, n_prompt);
+    probe_read before = probe_pass(pr);
     for (int b = 0; b < n_blocks; b++) {
         make_room(ctx, n_prompt, span, 1 + DECODE_BLOCK);
-        gbs[b] = probe_pass(pr);
         decode_tokens(ctx, ids, n_prompt, V, 1);
         double bytes = 0;
         for (int i = 0, p0 = gpt2_context_n_past(ctx); i < DECODE_BLOCK; i++) bytes += step_bytes(m, p0 + i);
         double t0 = cli_now();
         decode_tokens(ctx, ids, n_prompt, V, DECODE_BLOCK);
         double dt = cli_now() - t0;
-        ratio[b] = gbs[b] > 0 ? bytes / dt / 1e9 / gbs[b] : 0.0;
+        const probe_read after = probe_pass(pr);
+        rd[b] = after.best > before.best ? after : before;
+        before = after;
+        ratio[b] = rd[b].best > 0 ? bytes / dt / 1e9 / rd[b].best : 0.0;
+        if (tok_s) tok_s[b] = DECODE_BLOCK / dt;
     }
 }
 
@@ -407,7 +474,10 @@ typedef struct {
     gpt2_model *m;
     int loaded;      /* from -m DIR: load_s measured */
     int threads, reps, long_ok;
-    int n_ok, n_4k;  /* decode blocks and 4 KiB passes the probe answered for */
+    int n_blocks, n_answered, n_steady; /* decode blocks: in all, the probe answered, its passes agreed */
+    int n_ok;        /* the blocks the ratio is the median of: n_steady, or 0 when unsteady */
+    int unsteady;    /* fewer than half the readings steady: no bandwidth figures */
+    int n_4k;        /* 4 KiB readings that answered and agreed */
     double load_s, prefill_128, prefill_512, decode, decode_hooked, hooked_ratio, ttft_500_ms, rss_mb;
     double sample_us; /* one gpt2_sampler_sample with the default knobs on the model's logits */
     double peak_gflops, prefill_128_gflops;  /* the FMA probe's median; prefill 128's rate */
@@ -415,6 +485,7 @@ typedef struct {
     size_t weight_bytes;
     double kv_bytes; /* the keys and values a decoded token reads, on average over the decode's positions */
     double decode_gbs, machine_gbs, machine_4k_gbs, ratio, ratio_q1, ratio_q3, pass_ms[N_PASS];
+    spread prefill_128_range, prefill_512_range, decode_range, peak_range, machine_range;
     const char *shape;   /* the random model's shape name; NULL for -m DIR */
     int curve_on;        /* --positions */
     bench_curve curve;
@@ -424,6 +495,7 @@ typedef struct {
 typedef struct {
     double p128[100], p512[100], dec[100], ttft[100], hooked[100], hook_ratio[100], samp[100];
     double peak[100], peak_ratio[100]; /* the FMA probe just before each 512-token prefill, and prefill / it */
+    probe_read rd[100 * N_BLOCKS];
     double bw[100 * N_BLOCKS], ratio[100 * N_BLOCKS];
 } bench_samples;
 
@@ -518,11 +590,12 @@ static void on_interrupt(int sig) {
 static int probe_machine(int n_threads, probe *pr, bench_result *r) {
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     const int probe_threads = n_threads ? (int)n_threads : online > 0 ? (int)online : 1;
-    double bw_4k[5] = {0};
+    probe_read rd[5] = {{0, 0}};
+    double bw_4k[5];
     if (probe_start(pr, (size_t)1 << 30, probe_threads, 0))
-        for (int i = 0; i < 5; i++) bw_4k[i] = probe_pass(pr);
+        for (int i = 0; i < 5; i++) rd[i] = probe_pass(pr);
     probe_stop(pr);
-    r->n_4k = keep_measured(bw_4k, NULL, 5);
+    r->n_4k = keep_steady(rd, bw_4k, NULL, 5);
     r->machine_4k_gbs = r->n_4k ? median(bw_4k, r->n_4k) : 0.0;
     const int started = probe_start(pr, (size_t)1 << 30, probe_threads, 1);
     if (!started)
@@ -555,14 +628,18 @@ static int bench_model(const bench_opts *o, bench_result *r) {
     return EXIT_OK;
 }
 
-/* Prefill of 128 and 512 tokens, and the time to the first token after 500. */
+/* Prefill of 128 and 512 tokens, and the time to the first token after 500.
+ * As llama-bench does: a warm-up of each length first (it also touches every
+ * page of the KV cache and the scratch buffers those lengths use), then R
+ * runs of 128 back to back; then R of 512, each right after an FMA reading
+ * on as many threads (paired: its share of the peak). */
 static void measure_prefill(gpt2_context *ctx, const int32_t *ids, int V, int R, int long_ok, bench_samples *x) {
-    time_prefill(ctx, ids, 32); /* warm-up: page in weights, spin up threads */
+    if (long_ok) time_prefill(ctx, ids, 512);
+    time_prefill(ctx, ids, 128);
+    for (int r = 0; r < R; r++) x->p128[r] = 128 / time_prefill(ctx, ids, 128);
     const double flops512 = prefill_flops(gpt2_context_model(ctx), 512);
     for (int r = 0; r < R; r++) {
-        /* paired: the machine's peak just before the prefills, on as many threads */
         x->peak[r] = fma_pass(gpt2_context_n_threads(ctx));
-        x->p128[r] = 128 / time_prefill(ctx, ids, 128);
         if (long_ok) {
             x->p512[r] = 512 / time_prefill(ctx, ids, 512);
             x->peak_ratio[r] = flops512 * x->p512[r] / 512 / 1e9 / x->peak[r];
@@ -586,7 +663,8 @@ static void measure_decode(gpt2_context *ctx, const int32_t *ids, int V, int R, 
     for (int r = 0; r < R; r++) {
         time_decode(ctx, ids, 32, 32, V);
         x->dec[r] = time_decode(ctx, ids, 32, n_dec, V);
-        decode_against_probe(ctx, ids, 32, n_dec, V, N_BLOCKS, pr, x->bw + r * N_BLOCKS, x->ratio + r * N_BLOCKS);
+        decode_against_probe(ctx, ids, 32, n_dec, V, N_BLOCKS, pr, x->rd + r * N_BLOCKS, x->ratio + r * N_BLOCKS,
+                             NULL);
         double plain_tok_s;
         time_decode_hooked(ctx, ids, 32, n_dec, V, N_BLOCKS, &hooks, r % 2, &plain_tok_s, &x->hooked[r]);
         x->hook_ratio[r] = x->hooked[r] / plain_tok_s;
@@ -610,6 +688,8 @@ static void measure_sampling(gpt2_context *ctx, const int32_t *ids, int V, int R
 
 /* The medians and quartiles of the samples into r. */
 static void summarize(bench_samples *x, int R, int probe_started, bench_result *r) {
+    r->prefill_128_range = spread_of(x->p128, R), r->prefill_512_range = spread_of(x->p512, R);
+    r->decode_range = spread_of(x->dec, R), r->peak_range = spread_of(x->peak, R);
     r->prefill_128 = median(x->p128, R), r->prefill_512 = median(x->p512, R), r->decode = median(x->dec, R);
     r->ttft_500_ms = median(x->ttft, R), r->decode_hooked = median(x->hooked, R);
     r->hooked_ratio = median(x->hook_ratio, R);
@@ -621,11 +701,20 @@ static void summarize(bench_samples *x, int R, int probe_started, bench_result *
         r->prefill_peak_ratio = median(x->peak_ratio, R);
     }
     /* blocks whose probe pass never answered (the child died) are left out, and said so */
-    const int n_ok = r->n_ok = keep_measured(x->bw, x->ratio, R * N_BLOCKS);
-    if (n_ok < R * N_BLOCKS && probe_started)
-        cli_error("bench: the bandwidth probe answered for %d of %d decode blocks; the ratio uses those", n_ok,
-                  R * N_BLOCKS);
+    const int nb = r->n_blocks = R * N_BLOCKS;
+    r->n_answered = n_answered(x->rd, nb);
+    int n_ok = r->n_ok = r->n_steady = keep_steady(x->rd, x->bw, x->ratio, nb);
+    if (r->n_answered < nb && probe_started)
+        cli_error("bench: the bandwidth probe answered for %d of %d decode blocks", r->n_answered, nb);
+    if (r->n_answered && 2 * n_ok < r->n_answered) {
+        r->unsteady = 1;
+        cli_error("bench: the machine's read bandwidth was unsteady: in %d of %d readings the best two of %d passes "
+                  "disagreed by more than %.0f%%, so no bandwidth ratio is given (run bench again on a quieter "
+                  "machine)", r->n_answered - n_ok, r->n_answered, PROBE_PASSES, 100 * (1 - PROBE_AGREE));
+        n_ok = r->n_ok = 0;
+    }
     r->decode_gbs = ((double)r->weight_bytes + r->kv_bytes) * r->decode / 1e9;
+    r->machine_range = spread_of(x->bw, n_ok);
     r->machine_gbs = n_ok ? median(x->bw, n_ok) : 0.0;
     r->ratio_q1 = n_ok ? quantile(x->ratio, n_ok, 0.25) : 0.0;
     r->ratio = n_ok ? median(x->ratio, n_ok) : 0.0;
@@ -641,20 +730,21 @@ static void summarize(bench_samples *x, int R, int probe_started, bench_result *
 static void measure_curve(gpt2_context *ctx, const int32_t *ids, int V, int R, probe *pr, bench_curve *cv) {
     const gpt2_model *m = gpt2_context_model(ctx);
     const int n_ctx = gpt2_context_n_ctx(ctx);
-    double gbs[200], ratio[200], peak[100], tps[100], pk[100];
+    double gbs[200], ratio[200], tps[200], peak[100], pk[100];
+    probe_read rd[200];
     const int nb = R < 2 ? 3 : 2 * R; /* blocks per position: one is too noisy to judge */
     cv->n_decode = cv->n_prefill = 0;
     for (int i = 0; i < N_CURVE && curve_pos[i] + 2 + DECODE_BLOCK <= n_ctx; i++) {
         const int p = curve_pos[i];
         /* the timed tokens sit at p + 1 .. p + DECODE_BLOCK (one untimed token first) */
         const double bytes = step_bytes(m, p + 1 + (DECODE_BLOCK - 1) / 2.0);
-        decode_against_probe(ctx, ids, p, DECODE_BLOCK + 1, V, nb, pr, gbs, ratio);
-        int n_ok = keep_measured(gbs, ratio, nb);
+        decode_against_probe(ctx, ids, p, DECODE_BLOCK + 1, V, nb, pr, rd, ratio, tps);
         const int k = cv->n_decode++;
         cv->pos[k] = p;
-        cv->floor_ratio[k] = n_ok ? median(ratio, n_ok) : 0;
-        cv->floor_tok_s[k] = n_ok ? median(gbs, n_ok) * 1e9 / bytes : 0;
-        cv->tok_s[k] = cv->floor_ratio[k] * cv->floor_tok_s[k];
+        cv->tok_s[k] = median(tps, nb);
+        const int n_ok = keep_steady(rd, gbs, ratio, nb);
+        cv->floor_ratio[k] = 2 * n_ok >= nb ? median(ratio, n_ok) : 0; /* too few steady readings: none */
+        cv->floor_tok_s[k] = 2 * n_ok >= nb ? median(gbs, n_ok) * 1e9 / bytes : 0;
     }
     for (int i = 0; i < N_PREFILL_CURVE && curve_prefill[i] <= n_ctx && curve_prefill[i] <= CURVE_IDS; i++) {
         const int T = curve_prefill[i];
@@ -688,7 +778,7 @@ static int measure(const bench_opts *o, probe *pr, int probe_started, bench_resu
     }
     const int R = (int)o->reps, V = cfg->n_vocab;
     r->reps = R, r->threads = gpt2_context_n_threads(ctx), r->long_ok = cfg->n_ctx >= 513;
-    r->weight_bytes = gpt2_model_weight_bytes(r->m);
+    r->weight_bytes = gpt2_model_token_bytes(r->m);
     /* the decode's tokens sit at positions 32 .. 32 + DECODE_TOKENS - 1 */
     r->kv_bytes = step_bytes(r->m, 32 + (DECODE_TOKENS - 1) / 2.0) - (double)r->weight_bytes;
     static bench_samples x; /* 18 KB of samples: off the stack */
@@ -741,6 +831,19 @@ static void figure(cJSON *obj, const char *key, int measured, double v, int deci
     viz_json_number(obj, key, round(v * scale) / scale);
 }
 
+/* [lo, hi] of a figure's runs, rounded as the figure; null when not measured. */
+static void figure_range(cJSON *obj, const char *key, int measured, spread sp, int decimals) {
+    if (!measured) {
+        viz_json_null(obj, key);
+        return;
+    }
+    const double scale = pow(10, decimals);
+    cJSON *a = cJSON_CreateArray();
+    viz_json_append(a, cJSON_CreateNumber(round(sp.lo * scale) / scale));
+    viz_json_append(a, cJSON_CreateNumber(round(sp.hi * scale) / scale));
+    viz_json_add(obj, key, a);
+}
+
 /* "positions": {"decode": [{"pos", "tok_s", "floor_tok_s", "floor_ratio"}, ...],
  *               "prefill": [{"tokens", "tok_s", "gflops", "peak_ratio"}, ...]} */
 static cJSON *curve_json(const bench_curve *cv) {
@@ -782,6 +885,7 @@ static int bench_json(const bench_result *f) {
     const char *model = f->loaded ? gpt2_model_name(f->m) : f->shape && strcmp(f->shape, "gpt2") ? random_name : "random-124M",
                *dtype = gpt2_dtype_name(gpt2_model_dtype(f->m));
     const int probe_ok = f->n_ok > 0;
+    const char *why = f->unsteady ? "unsteady" : f->n_blocks && !f->n_answered ? "no probe" : NULL;
     viz_json_text(root, "model", model, strlen(model));
     viz_json_text(root, "dtype", dtype, strlen(dtype));
     viz_json_number(root, "threads", f->threads);
@@ -789,13 +893,17 @@ static int bench_json(const bench_result *f) {
     viz_json_number(root, "reps", f->reps);
     figure(root, "load_s", f->loaded || f->shape, f->load_s, 4); /* the random model: the time to make it */
     figure(root, "prefill_128_tok_s", 1, f->prefill_128, 1);
+    figure_range(root, "prefill_128_tok_s_range", 1, f->prefill_128_range, 1);
     figure(root, "prefill_512_tok_s", f->long_ok, f->prefill_512, 1);
+    figure_range(root, "prefill_512_tok_s_range", f->long_ok, f->prefill_512_range, 1);
     figure(root, "decode_tok_s", 1, f->decode, 2);
+    figure_range(root, "decode_tok_s_range", 1, f->decode_range, 2);
     figure(root, "decode_hooked_tok_s", 1, f->decode_hooked, 2);
     figure(root, "decode_hooked_ratio", 1, f->hooked_ratio, 3);
     figure(root, "ttft_500_ms", f->long_ok, f->ttft_500_ms, 1);
     figure(root, "sample_us", 1, f->sample_us, 2);
     figure(root, "machine_peak_gflops", 1, f->peak_gflops, 1);
+    figure_range(root, "machine_peak_gflops_range", 1, f->peak_range, 1);
     figure(root, "prefill_128_gflops", 1, f->prefill_128_gflops, 1);
     figure(root, "prefill_512_gflops", f->long_ok, f->prefill_512_gflops, 1);
     figure(root, "prefill_peak_ratio", f->long_ok, f->prefill_peak_ratio, 3);
@@ -804,6 +912,9 @@ static int bench_json(const bench_result *f) {
     viz_json_number(root, "kv_bytes_per_token", f->kv_bytes);
     figure(root, "decode_read_gb_s", 1, f->decode_gbs, 2);
     figure(root, "machine_read_gb_s", probe_ok, f->machine_gbs, 2);
+    figure_range(root, "machine_read_gb_s_range", probe_ok, f->machine_range, 2);
+    if (why) viz_json_text(root, "machine_read_note", why, strlen(why));
+    else viz_json_null(root, "machine_read_note");
     figure(root, "machine_read_4k_gb_s", f->n_4k > 0, f->machine_4k_gbs, 2);
     figure(root, "decode_bandwidth_ratio", probe_ok, f->ratio, 3);
     figure(root, "decode_bandwidth_ratio_q1", probe_ok, f->ratio_q1, 3);
@@ -823,16 +934,20 @@ static int bench_report(const bench_result *r, int json) {
            gpt2_dtype_name(gpt2_model_dtype(r->m)), cfg->n_layer, cfg->n_embd, cfg->n_ctx, r->threads, r->reps);
     printf("gemm         %s (prefill's matrix products; --gemm own|blas)\n", gemm_name());
     if (r->load_s >= 0) printf("load         %.3f s\n", r->load_s);
-    printf("prefill 128  %.1f tok/s = %.1f GFLOP/s\n", r->prefill_128, r->prefill_128_gflops);
-    printf("peak         %.1f GFLOP/s: fused multiply-adds on %d threads (%d-wide vectors), a pass before each rep\n",
-           r->peak_gflops, r->threads, FVEC_LANES);
+    printf("prefill 128  %.1f tok/s = %.1f GFLOP/s (runs %.1f-%.1f, after a warm-up)\n", r->prefill_128,
+           r->prefill_128_gflops, r->prefill_128_range.lo, r->prefill_128_range.hi);
+    printf("peak         %.1f GFLOP/s (runs %.1f-%.1f): fused multiply-adds on %d threads (%d-wide vectors)\n",
+           r->peak_gflops, r->peak_range.lo, r->peak_range.hi, r->threads, FVEC_LANES);
     if (r->long_ok)
-        printf("prefill 512  %.1f tok/s = %.1f GFLOP/s, %.0f%% of the peak (each against the pass just before it)\n",
-               r->prefill_512, r->prefill_512_gflops, 100.0 * r->prefill_peak_ratio);
+        printf("prefill 512  %.1f tok/s = %.1f GFLOP/s (runs %.1f-%.1f), %.0f%% of the peak (each run against\n"
+               "             a peak reading just before it)\n",
+               r->prefill_512, r->prefill_512_gflops, r->prefill_512_range.lo, r->prefill_512_range.hi,
+               100.0 * r->prefill_peak_ratio);
     if (r->long_ok && gpt2_model_dtype(r->m) == GPT2_DTYPE_Q8)
         printf("             (q8 multiplies in integers, 16-bit inputs by 8-bit weights: twice the products\n"
                "             per instruction of a float multiply-add, so it can pass the float peak)\n");
-    printf("decode       %.2f tok/s (%d tokens after 32)\n", r->decode, DECODE_TOKENS);
+    printf("decode       %.2f tok/s (%d tokens after 32; runs %.2f-%.2f)\n", r->decode, DECODE_TOKENS,
+           r->decode_range.lo, r->decode_range.hi);
     printf("decode+hooks %.2f tok/s (every layer and head observed: %+.1f%% against plain blocks in turn)\n",
            r->decode_hooked, 100.0 * (r->hooked_ratio - 1));
     if (r->long_ok) printf("ttft 500     %.1f ms\n", r->ttft_500_ms);
@@ -843,11 +958,16 @@ static int bench_report(const bench_result *r, int json) {
            ((double)r->weight_bytes + r->kv_bytes) / 1e6, (double)r->weight_bytes / 1e6, r->kv_bytes / 1e6,
            r->decode_gbs);
     if (r->n_ok) {
-        printf("machine      %.2f GB/s read bandwidth (%d threads, huge pages; %.2f GB/s on 4 KiB pages)\n",
-               r->machine_gbs, r->threads, r->machine_4k_gbs);
-        printf("ratio        decode reads at %.0f%% of the machine's bandwidth (median of %d blocks of\n"
-               "             %d tokens, each against a probe pass just before it; quartiles %.0f-%.0f%%)\n",
-               100.0 * r->ratio, r->n_ok, DECODE_BLOCK, 100.0 * r->ratio_q1, 100.0 * r->ratio_q3);
+        printf("machine      %.2f GB/s read bandwidth (readings %.2f-%.2f; %d threads, huge pages; %.2f GB/s on\n"
+               "             4 KiB pages)\n",
+               r->machine_gbs, r->machine_range.lo, r->machine_range.hi, r->threads, r->machine_4k_gbs);
+        printf("ratio        decode reads at %.0f%% of the machine's bandwidth (median of %d blocks of %d tokens,\n"
+               "             each against the best of %d read passes just before it; quartiles %.0f-%.0f%%)\n",
+               100.0 * r->ratio, r->n_ok, DECODE_BLOCK, PROBE_PASSES, 100.0 * r->ratio_q1, 100.0 * r->ratio_q3);
+    } else if (r->unsteady) {
+        printf("machine      not measured: too unsteady (the best two passes of %d of %d readings disagreed by over "
+               "%.0f%%)\n",
+               r->n_answered - r->n_steady, r->n_answered, 100 * (1 - PROBE_AGREE));
     } else {
         printf("machine      not measured (the probe did not answer)\n");
     }

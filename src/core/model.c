@@ -151,6 +151,7 @@ static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, 
     out->trans = tr;
     out->packed = 0;
     b->m->weight_bytes += kernel_matrix_bytes(out);
+    if (out == &b->m->wte) b->m->wte_bytes = kernel_matrix_bytes(out);
     return GPT2_OK;
 }
 
@@ -424,6 +425,17 @@ const gpt2_config *gpt2_model_config(const gpt2_model *m) { return &m->cfg; }
 const gpt2_tokenizer *gpt2_model_tokenizer(const gpt2_model *m) { return m->tok; }
 gpt2_dtype gpt2_model_dtype(const gpt2_model *m) { return m->wte.dtype; }
 size_t gpt2_model_weight_bytes(const gpt2_model *m) { return m->weight_bytes; }
+
+size_t gpt2_model_token_bytes(const gpt2_model *m) {
+    const gpt2_matrix *w = &m->wte;
+    const size_t pos_row = (size_t)m->cfg.n_embd * sizeof(float);
+    if (m->lm_head.data == w->data) return m->weight_bytes + pos_row;
+    /* an untied head: the embedding is held in full (wte_bytes) but read one row */
+    const size_t row = w->dtype == GPT2_DTYPE_Q8 ? (size_t)w->cols + sizeof(float) /* int8s and the row's scale */
+                       : quant_is_block(w->dtype) ? quant_row_bytes(w->dtype, (size_t)w->cols)
+                                                  : (size_t)w->cols * gpt2_dtype_size(w->dtype);
+    return m->weight_bytes - m->wte_bytes + row + pos_row;
+}
 const char *gpt2_model_name(const gpt2_model *m) { return m->name; }
 const char *gpt2_model_source(const gpt2_model *m) { return m->source ? m->source : "random weights"; }
 
@@ -580,8 +592,11 @@ gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
     const int n = all_matrices(m, w, conv);
     gpt2_status st = check_quantizable(m, to, w, conv, n, err);
     size_t bytes = 0, tmp_floats = (size_t)m->wte.cols;
+    size_t wte_bytes = 0;
     for (int i = 0; i < n && !st; i++) {
-        bytes += to == GPT2_DTYPE_Q8 ? q8_bytes(w[i], !conv[i]) : block_bytes(to, w[i], conv[i]);
+        const size_t wb = to == GPT2_DTYPE_Q8 ? q8_bytes(w[i], !conv[i]) : block_bytes(to, w[i], conv[i]);
+        bytes += wb;
+        if (w[i] == &m->wte) wte_bytes = wb;
         const size_t need = conv[i] && to != GPT2_DTYPE_Q8 ? (size_t)w[i]->rows * (w[i]->cols + 1) : (size_t)w[i]->cols;
         tmp_floats = need > tmp_floats ? need : tmp_floats;
     }
@@ -603,6 +618,7 @@ gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
         /* the old weights are no longer read: release their arena */
         const gpt2_config *c = &m->cfg;
         m->weight_bytes = bytes + vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * c->n_embd * sizeof(float);
+        m->wte_bytes = wte_bytes;
         huge_free(m->arena, m->arena_bytes);
         m->arena = arena;
         m->arena_bytes = m->arena_used = bytes;
@@ -685,6 +701,7 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
         goto fail;
     }
     random_matrix(m, c.n_vocab, C, dt, 0, &seed, &m->wte);
+    m->wte_bytes = m->weight_bytes;
     m->lm_head = m->wte;
     TAKE(m->wpe, (size_t)c.n_ctx * C, rand_normal(&seed, 0.01f));
     TAKE(m->lnf_g, C, 1.0f);

@@ -36,7 +36,8 @@ struct gpt2_model {
     size_t arena_bytes, arena_used;
     st_file st;                 /* the mapping, during load only (empty after) */
     gpt2_tokenizer *tok;
-    size_t weight_bytes;
+    size_t weight_bytes;        /* gpt2_model_weight_bytes */
+    size_t wte_bytes;           /* wte's part of it */
 };
 
 #endif

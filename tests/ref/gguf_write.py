@@ -475,8 +475,10 @@ def matrix_type(scheme, gguf_name, cols):
     return typ if cols % TYPES[typ][1] == 0 else "Q8_0"
 
 
-def convert(model_dir, scheme, version=3, pos_type="F32"):
-    """A HF GPT-2 directory -> (Gguf, {hf name: float32 array as decoded})."""
+def convert(model_dir, scheme, version=3, pos_type="F32", output_copy=False):
+    """A HF GPT-2 directory -> (Gguf, {hf name: float32 array as decoded},
+    config, the bytes one decoded token reads). output_copy: a tied model's
+    head written again as output.weight, as llama.cpp's converter does."""
     cfg, t, tokens, merges = read_hf(model_dir)
     C, L = cfg["n_embd"], cfg["n_layer"]
     g = Gguf(version)
@@ -496,7 +498,7 @@ def convert(model_dir, scheme, version=3, pos_type="F32"):
     if "<|endoftext|>" in tokens:
         g.add("tokenizer.ggml.bos_token_id", U32, tokens.index("<|endoftext|>"))
         g.add("tokenizer.ggml.eos_token_id", U32, tokens.index("<|endoftext|>"))
-    decoded = {}
+    decoded, stored = {}, {}
 
     def put(gguf_name, hf_name, transpose, typ=None):
         a = t[hf_name]
@@ -507,6 +509,7 @@ def convert(model_dir, scheme, version=3, pos_type="F32"):
         g.add_tensor(gguf_name, list(reversed(a.shape)), typ, raw)
         back = decode_tensor(raw, typ, a.shape)
         decoded[hf_name] = back.T if transpose else back
+        stored[gguf_name] = (a.shape, len(raw))
 
     put("token_embd.weight", "wte.weight", False)
     put("position_embd.weight", "wpe.weight", False, pos_type)
@@ -516,9 +519,29 @@ def convert(model_dir, scheme, version=3, pos_type="F32"):
             put(f"blk.{l}.{gg}.bias", f"h.{l}.{hf}.bias", False)
     put("output_norm.weight", "ln_f.weight", False)
     put("output_norm.bias", "ln_f.bias", False)
+    if output_copy:
+        t["lm_head.weight"] = t["wte.weight"]
     if "lm_head.weight" in t:
         put("output.weight", "lm_head.weight", False)
-    return g, decoded, cfg
+    return g, decoded, cfg, token_bytes(stored)
+
+
+def token_bytes(stored):
+    """What a decoded token reads: every block matrix and the head as stored
+    (a block format's scales included); the embedding whole when it is the
+    head, else one of its rows; one row of the position table; the vectors
+    as float32 (the engine converts them)."""
+    total = 0
+    for name, (shape, nbytes) in stored.items():
+        if name == "position_embd.weight":
+            total += 4 * shape[1]
+        elif name == "token_embd.weight":
+            total += nbytes // shape[0] if "output.weight" in stored else nbytes
+        elif len(shape) == 1:
+            total += 4 * shape[0]
+        else:
+            total += nbytes
+    return total
 
 
 def ref_params(cfg, w):
@@ -594,6 +617,8 @@ MODEL_CASES = [
     ("tiny-k256.q4_0", "tiny-k256", "Q4_0", 3), ("tiny-k256.q4_k", "tiny-k256", "Q4_K", 3),
     ("tiny-k256.q5_k", "tiny-k256", "Q5_K", 3), ("tiny-k256.q6_k", "tiny-k256", "Q6_K", 3),
     ("tiny-k256.q4_k_m", "tiny-k256", "Q4_K_M", 3), ("tiny-k256.q5_k_m", "tiny-k256", "Q5_K_M", 2),
+    # a tied model with its head written again as output.weight, as llama.cpp's converter writes GPT-2
+    ("tiny-f32.f32-output", "tiny-f32", "F32", 3), ("tiny-k256.q4_k_m-output", "tiny-k256", "Q4_K_M", 3),
 ]
 
 
@@ -609,7 +634,7 @@ def write_models(fixtures, out):
     ids = tokens_of(fixtures)
     lines, src_logits = [], {}
     for name, src, scheme, version in MODEL_CASES:
-        g, decoded, cfg = convert(models[src], scheme, version)
+        g, decoded, cfg, nbytes = convert(models[src], scheme, version, output_copy=name.endswith("-output"))
         with open(os.path.join(out, name + ".gguf"), "wb") as f:
             f.write(g.to_bytes())
         if src not in src_logits:
@@ -624,6 +649,8 @@ def write_models(fixtures, out):
         err = float(np.abs(deq - src_logits[src]).max())
         with open(os.path.join(d, "meta.txt"), "w") as f:
             f.write(f"{len(ids)} {cfg['vocab_size']} {err:.6g}\n")
+        with open(os.path.join(d, "token_bytes.txt"), "w") as f:
+            f.write(f"{nbytes}\n")
         lines.append(f"{name}\t{src}\t{scheme}\t{version}\t{err:.6g}")
     with open(os.path.join(out, "cases.tsv"), "w") as f:
         f.write("# name\tsource\ttype\tversion\tmax |logit(deq) - logit(src)|\n" + "\n".join(lines) + "\n")

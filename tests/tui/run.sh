@@ -6,6 +6,9 @@
 # cmocka's format (`make test` runs this through tests/run_tests.sh). Needs
 # tmux. Usage: GPTSCOPE_BIN=./gptscope sh tests/tui/run.sh (or make test-tui)
 set -u
+# the screens checked hold UTF-8 (box lines, arrows): a shell without a locale
+# (a fresh container, su -) would have tmux and the chat draw them in ASCII
+export LC_ALL=C.UTF-8
 BIN=${GPTSCOPE_BIN:-./gptscope}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODEL="$ROOT/models/reverse"
