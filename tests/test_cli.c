@@ -563,6 +563,20 @@ static void test_bench_json(void **state) {
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "--shape makes a random model"));
     run_free(&r);
+    /* --machine: the two limits alone, each within its readings' range (or the reason it has none) */
+    r = run(NULL, "bench --machine --reps 2 --threads 1 --json");
+    assert_int_equal(r.status, 0);
+    py_check("bench --machine", r.out, "", "j['threads'] == 1 and j['reps'] == 2 and 'decode_tok_s' not in j",
+             "j['machine_peak_gflops_range'][0] <= j['machine_peak_gflops'] <= j['machine_peak_gflops_range'][1]",
+             "j['machine_read_note'] in (None, 'unsteady')",
+             "j['machine_read_note'] is not None or j['machine_read_gb_s_range'][0] <= j['machine_read_gb_s'] <= "
+             "j['machine_read_gb_s_range'][1]",
+             "j['machine_read_note'] is None or j['machine_read_gb_s'] is None", NULL);
+    run_free(&r);
+    r = run(NULL, "bench --machine -m models/shakespeare");
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--machine measures the machine alone"));
+    run_free(&r);
 }
 
 /* Tiny Shakespeare where it is at hand: $GPTSCOPE_SHAKESPEARE, else

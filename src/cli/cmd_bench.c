@@ -120,7 +120,7 @@ static double read_pass(const float *buf, size_t n, int n_threads) {
  * Twelve vector accumulators, each a chain of fused multiply-adds, so that
  * both FMA pipes stay busy through their latency: the most single-precision
  * arithmetic this build can do. The prefill's GFLOP/s are judged against it. */
-enum { FMA_CHAINS = 12, FMA_ITERS = 1 << 23 };
+enum { FMA_CHAINS = 12, FMA_ITERS = 1 << 24 };
 
 static void *fma_worker(void *arg) {
     float *out = arg;
@@ -139,9 +139,10 @@ static void *fma_worker(void *arg) {
 }
 
 /* The FMA chains on n_threads threads (at most 16), GFLOP/s: the best of
- * three passes, since one short pass on a shared virtual CPU reads low as
- * often as not (a lone 14 ms pass read 59-116 GFLOP/s where prefill itself
- * ran at 170-183). */
+ * three passes of 30-60 ms, since a pass on a shared virtual CPU reads low
+ * as often as not (a lone 14 ms pass read 59-116 GFLOP/s where prefill
+ * itself ran at 170-183; passes of 14 ms ranged 159-204 on an AVX2 host
+ * where tests/ref/machine_limits.c read 199-200). */
 static double fma_pass(int n_threads) {
     pthread_t th[16];
     float out[16];
@@ -422,15 +423,20 @@ static const char usage_text[] =
     "usage: gptscope bench [-m MODEL [--quantize Q]] [--dtype f32|f16|bf16|q8|q4|q8_0|q4_0|q4_k] [--reps N]\n"
     "                      [--threads N] [--shape gpt2|gpt2-medium|gpt2-large|gpt2-xl] [--positions]\n"
     "                      [--gemm own|blas] [--json]\n"
+    "       gptscope bench --machine [--reps N] [--threads N] [--json]\n"
     "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory\n"
     "  (q8 ... q4_k: drawn in F32, then quantized as --quantize does).\n"
-    "  Reports prefill tok/s (128, 512), decode tok/s (128 after 32), time to first\n"
+    "  Reports prefill tok/s (128, 512; after a warm-up, 5 x N runs of 128 and N of\n"
+    "  512: the median and the range), decode tok/s (128 after 32), time to first\n"
     "  token for 500, decode with every attention head hooked, peak RSS, and the\n"
     "  decode's read bandwidth (the weights and the KV cache each token reads)\n"
-    "  against this machine's (blocks of 16 tokens, each right after a read pass\n"
-    "  over 1 GiB: median and quartiles), and the cost of one eval of T = 2..16\n"
+    "  against this machine's (blocks of 16 tokens, each against the better of\n"
+    "  the probe's readings around it: median and quartiles; none when the\n"
+    "  machine is too unsteady to judge), and the cost of one eval of T = 2..16\n"
     "  positions (a speculative verification pass) in single-token evals. Models\n"
-    "  with fewer than 513 positions skip the 512-token figures.\n"
+    "  with fewer than 513 positions skip the 512-token figures. N: --reps, 3.\n"
+    "  --machine    only the machine's limits: read bandwidth and FMA peak, N\n"
+    "               readings each\n"
     "  --shape S    the random model in GPT-2's shape S (default gpt2, 124M); its\n"
     "               load time is the time to make it\n"
     "  --positions  also the cost curve: decode tok/s at positions 32, 128, 256,\n"
@@ -445,7 +451,7 @@ typedef struct {
     const char *model, *quantize; /* model NULL: the random 124M-shaped one */
     gpt2_dtype dtype;             /* of the random model */
     long reps;
-    int json, n_threads, positions;
+    int json, n_threads, positions, machine;
     const void *shape; /* --shape: a bench_shape; NULL: gpt2 (124M) */
     const char *gemm;  /* --gemm own|blas: sets GPTSCOPE_GEMM for the run; NULL: as set */
 } bench_opts;
@@ -462,6 +468,9 @@ typedef struct {
     int tokens[N_PREFILL_CURVE];
     double prefill_tok_s[N_PREFILL_CURVE], prefill_gflops[N_PREFILL_CURVE], prefill_peak[N_PREFILL_CURVE];
 } bench_curve;
+
+/* Runs of prefill 128 per rep. */
+enum { PREFILL_128_RUNS = 5 };
 
 /* The verification passes timed: T positions after 32. */
 enum { N_PASS = 5 };
@@ -488,12 +497,13 @@ typedef struct {
     spread prefill_128_range, prefill_512_range, decode_range, peak_range, machine_range;
     const char *shape;   /* the random model's shape name; NULL for -m DIR */
     int curve_on;        /* --positions */
+    int machine_only;    /* --machine: no model, the machine's figures alone */
     bench_curve curve;
 } bench_result;
 
 /* The raw measurements, one per rep (a block each for bw and ratio). */
 typedef struct {
-    double p128[100], p512[100], dec[100], ttft[100], hooked[100], hook_ratio[100], samp[100];
+    double p128[PREFILL_128_RUNS * 100], p512[100], dec[100], ttft[100], hooked[100], hook_ratio[100], samp[100];
     double peak[100], peak_ratio[100]; /* the FMA probe just before each 512-token prefill, and prefill / it */
     probe_read rd[100 * N_BLOCKS];
     double bw[100 * N_BLOCKS], ratio[100 * N_BLOCKS];
@@ -555,6 +565,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         {CLI_INT("threads", 0, bench_opts, n_threads, 1, 256)},
         {CLI_FLAG("json", 0, bench_opts, json)},
         {CLI_FLAG("positions", 0, bench_opts, positions)},
+        {CLI_FLAG("machine", 0, bench_opts, machine)},
         {CLI_FN("shape", 0, bench_opts, shape, const void *, shape_option)},
         {CLI_FN("quantize", 0, bench_opts, quantize, const char *, cli_opt_quantize)},
         {CLI_FN("gemm", 0, bench_opts, gemm, const char *, gemm_option)},
@@ -563,6 +574,10 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
     if (rc == CLI_PARSED && cli_positional(usage_text, "bench", argc, argv, 0, "") != EXIT_OK) rc = EXIT_USAGE;
     if (rc == CLI_PARSED && o->shape && o->model) {
         cli_error("--shape makes a random model: it does not go with -m DIR");
+        rc = EXIT_USAGE;
+    }
+    if (rc == CLI_PARSED && o->machine && (o->model || o->shape || o->positions || o->quantize)) {
+        cli_error("--machine measures the machine alone: it does not go with -m, --shape, --positions or --quantize");
         rc = EXIT_USAGE;
     }
     if (rc == CLI_PARSED && o->quantize && !o->model) {
@@ -584,20 +599,26 @@ static void on_interrupt(int sig) {
     _exit(128 + sig);
 }
 
-/* The machine's read bandwidth on 4 KiB pages (five passes of a probe that
- * is then stopped), and the huge-page probe *pr started for the decode
- * blocks to pair with. Returns whether *pr started. */
-static int probe_machine(int n_threads, probe *pr, bench_result *r) {
+/* The probes' threads: --threads, else one per online CPU (as decode). */
+static int probe_threads(int n_threads) {
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    const int probe_threads = n_threads ? (int)n_threads : online > 0 ? (int)online : 1;
+    return n_threads ? n_threads : online > 0 ? (int)online : 1;
+}
+
+/* The machine's read bandwidth on 4 KiB pages (five readings of a probe
+ * that is then stopped: the median of the steady ones), and the huge-page
+ * probe *pr started for the decode blocks to pair with. Returns whether *pr
+ * started. */
+static int probe_machine(int n_threads, probe *pr, bench_result *r) {
+    const int threads = probe_threads(n_threads);
     probe_read rd[5] = {{0, 0}};
     double bw_4k[5];
-    if (probe_start(pr, (size_t)1 << 30, probe_threads, 0))
+    if (probe_start(pr, (size_t)1 << 30, threads, 0))
         for (int i = 0; i < 5; i++) rd[i] = probe_pass(pr);
     probe_stop(pr);
     r->n_4k = keep_steady(rd, bw_4k, NULL, 5);
     r->machine_4k_gbs = r->n_4k ? median(bw_4k, r->n_4k) : 0.0;
-    const int started = probe_start(pr, (size_t)1 << 30, probe_threads, 1);
+    const int started = probe_start(pr, (size_t)1 << 30, threads, 1);
     if (!started)
         cli_error("bench: could not start the bandwidth probe (1 GiB in a child process); "
                   "the bandwidth figures are left out");
@@ -630,13 +651,14 @@ static int bench_model(const bench_opts *o, bench_result *r) {
 
 /* Prefill of 128 and 512 tokens, and the time to the first token after 500.
  * As llama-bench does: a warm-up of each length first (it also touches every
- * page of the KV cache and the scratch buffers those lengths use), then R
- * runs of 128 back to back; then R of 512, each right after an FMA reading
+ * page of the KV cache and the scratch buffers those lengths use), then
+ * PREFILL_128_RUNS * R runs of 128 back to back (a fraction of a second on
+ * 124M; one run is too short to judge); then R of 512, each right after an FMA reading
  * on as many threads (paired: its share of the peak). */
 static void measure_prefill(gpt2_context *ctx, const int32_t *ids, int V, int R, int long_ok, bench_samples *x) {
     if (long_ok) time_prefill(ctx, ids, 512);
     time_prefill(ctx, ids, 128);
-    for (int r = 0; r < R; r++) x->p128[r] = 128 / time_prefill(ctx, ids, 128);
+    for (int r = 0; r < PREFILL_128_RUNS * R; r++) x->p128[r] = 128 / time_prefill(ctx, ids, 128);
     const double flops512 = prefill_flops(gpt2_context_model(ctx), 512);
     for (int r = 0; r < R; r++) {
         x->peak[r] = fma_pass(gpt2_context_n_threads(ctx));
@@ -686,11 +708,36 @@ static void measure_sampling(gpt2_context *ctx, const int32_t *ids, int V, int R
     gpt2_sampler_free(s);
 }
 
+/* The machine's read bandwidth from nb readings (x->rd; with the decode
+ * blocks' ratios beside them in x->ratio unless --machine): the median and
+ * range of the steady ones, or none when under half were steady. Readings
+ * that never came (the probe child died) are left out, and said so. */
+static void summarize_bandwidth(bench_samples *x, int nb, int probe_started, bench_result *r) {
+    r->n_blocks = nb;
+    r->n_answered = n_answered(x->rd, nb);
+    int n_ok = r->n_ok = r->n_steady = keep_steady(x->rd, x->bw, x->ratio, nb);
+    if (r->n_answered < nb && probe_started)
+        cli_error("bench: the bandwidth probe answered %d of %d readings", r->n_answered, nb);
+    if (r->n_answered && 2 * n_ok < r->n_answered) {
+        r->unsteady = 1;
+        cli_error("bench: the machine's read bandwidth was unsteady: in %d of %d readings the best two of %d passes "
+                  "disagreed by more than %.0f%%, so no bandwidth figure is given (run bench again on a quieter "
+                  "machine)", r->n_answered - n_ok, r->n_answered, PROBE_PASSES, 100 * (1 - PROBE_AGREE));
+        n_ok = r->n_ok = 0;
+    }
+    r->machine_range = spread_of(x->bw, n_ok);
+    r->machine_gbs = n_ok ? median(x->bw, n_ok) : 0.0;
+    r->ratio_q1 = n_ok ? quantile(x->ratio, n_ok, 0.25) : 0.0;
+    r->ratio = n_ok ? median(x->ratio, n_ok) : 0.0;
+    r->ratio_q3 = n_ok ? quantile(x->ratio, n_ok, 0.75) : 0.0;
+}
+
 /* The medians and quartiles of the samples into r. */
 static void summarize(bench_samples *x, int R, int probe_started, bench_result *r) {
-    r->prefill_128_range = spread_of(x->p128, R), r->prefill_512_range = spread_of(x->p512, R);
+    const int R128 = PREFILL_128_RUNS * R;
+    r->prefill_128_range = spread_of(x->p128, R128), r->prefill_512_range = spread_of(x->p512, R);
     r->decode_range = spread_of(x->dec, R), r->peak_range = spread_of(x->peak, R);
-    r->prefill_128 = median(x->p128, R), r->prefill_512 = median(x->p512, R), r->decode = median(x->dec, R);
+    r->prefill_128 = median(x->p128, R128), r->prefill_512 = median(x->p512, R), r->decode = median(x->dec, R);
     r->ttft_500_ms = median(x->ttft, R), r->decode_hooked = median(x->hooked, R);
     r->hooked_ratio = median(x->hook_ratio, R);
     r->sample_us = median(x->samp, R);
@@ -700,25 +747,8 @@ static void summarize(bench_samples *x, int R, int probe_started, bench_result *
         r->prefill_512_gflops = prefill_flops(r->m, 512) * r->prefill_512 / 512 / 1e9;
         r->prefill_peak_ratio = median(x->peak_ratio, R);
     }
-    /* blocks whose probe pass never answered (the child died) are left out, and said so */
-    const int nb = r->n_blocks = R * N_BLOCKS;
-    r->n_answered = n_answered(x->rd, nb);
-    int n_ok = r->n_ok = r->n_steady = keep_steady(x->rd, x->bw, x->ratio, nb);
-    if (r->n_answered < nb && probe_started)
-        cli_error("bench: the bandwidth probe answered for %d of %d decode blocks", r->n_answered, nb);
-    if (r->n_answered && 2 * n_ok < r->n_answered) {
-        r->unsteady = 1;
-        cli_error("bench: the machine's read bandwidth was unsteady: in %d of %d readings the best two of %d passes "
-                  "disagreed by more than %.0f%%, so no bandwidth ratio is given (run bench again on a quieter "
-                  "machine)", r->n_answered - n_ok, r->n_answered, PROBE_PASSES, 100 * (1 - PROBE_AGREE));
-        n_ok = r->n_ok = 0;
-    }
+    summarize_bandwidth(x, R * N_BLOCKS, probe_started, r);
     r->decode_gbs = ((double)r->weight_bytes + r->kv_bytes) * r->decode / 1e9;
-    r->machine_range = spread_of(x->bw, n_ok);
-    r->machine_gbs = n_ok ? median(x->bw, n_ok) : 0.0;
-    r->ratio_q1 = n_ok ? quantile(x->ratio, n_ok, 0.25) : 0.0;
-    r->ratio = n_ok ? median(x->ratio, n_ok) : 0.0;
-    r->ratio_q3 = n_ok ? quantile(x->ratio, n_ok, 0.75) : 0.0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     r->rss_mb = (double)ru.ru_maxrss / 1024.0;
@@ -803,6 +833,23 @@ static int measure(const bench_opts *o, probe *pr, int probe_started, bench_resu
     return EXIT_OK;
 }
 
+/* --machine: the machine's limits alone, no model: reps readings of the
+ * read probe (already started) and of the FMA peak, on as many threads. */
+static void measure_machine(const bench_opts *o, probe *pr, int probe_started, bench_result *r) {
+    static bench_samples x; /* off the stack */
+    memset(&x, 0, sizeof x);
+    const int R = r->reps = (int)o->reps;
+    r->machine_only = 1;
+    r->threads = probe_threads(o->n_threads);
+    for (int i = 0; i < R; i++) x.rd[i] = probe_pass(pr);
+    probe_stop(pr);
+    g_phase = "the machine's peak";
+    for (int i = 0; i < R; i++) x.peak[i] = fma_pass(r->threads);
+    r->peak_range = spread_of(x.peak, R);
+    r->peak_gflops = median(x.peak, R);
+    summarize_bandwidth(&x, R, probe_started, r);
+}
+
 static int bench_run(const bench_opts *o, bench_result *r) {
     /* The probe children fork before the model and the context exist: they
      * share none of those pages (after a fork, the parent's first write to
@@ -814,6 +861,10 @@ static int bench_run(const bench_opts *o, bench_result *r) {
     g_phase = "the machine's read bandwidth";
     probe pr;
     const int probe_started = probe_machine(o->n_threads, &pr, r);
+    if (o->machine) {
+        measure_machine(o, &pr, probe_started, r);
+        return EXIT_OK;
+    }
     g_phase = o->model ? "the model's load" : "nothing yet (making the random model)";
     int rc = bench_model(o, r);
     if (rc == EXIT_OK) rc = measure(o, &pr, probe_started, r);
@@ -878,6 +929,28 @@ static void curve_text(const bench_curve *cv) {
                cv->prefill_gflops[i], 100.0 * cv->prefill_peak[i]);
 }
 
+/* The machine's figures (both modes). */
+static void machine_json(cJSON *root, const bench_result *f) {
+    const int probe_ok = f->n_ok > 0;
+    const char *why = f->unsteady ? "unsteady" : f->n_blocks && !f->n_answered ? "no probe" : NULL;
+    figure(root, "machine_peak_gflops", 1, f->peak_gflops, 1);
+    figure_range(root, "machine_peak_gflops_range", 1, f->peak_range, 1);
+    figure(root, "machine_read_gb_s", probe_ok, f->machine_gbs, 2);
+    figure_range(root, "machine_read_gb_s_range", probe_ok, f->machine_range, 2);
+    figure(root, "machine_read_4k_gb_s", f->n_4k > 0, f->machine_4k_gbs, 2);
+    if (why) viz_json_text(root, "machine_read_note", why, strlen(why));
+    else viz_json_null(root, "machine_read_note");
+}
+
+/* --machine --json: {"threads", "reps", "machine_peak_gflops", ..., "machine_read_note"} */
+static int machine_only_json(const bench_result *f) {
+    cJSON *root = cJSON_CreateObject();
+    viz_json_number(root, "threads", f->threads);
+    viz_json_number(root, "reps", f->reps);
+    machine_json(root, f);
+    return cli_json_print(root);
+}
+
 static int bench_json(const bench_result *f) {
     cJSON *root = cJSON_CreateObject(), *pass = cJSON_CreateObject();
     char random_name[64];
@@ -885,7 +958,6 @@ static int bench_json(const bench_result *f) {
     const char *model = f->loaded ? gpt2_model_name(f->m) : f->shape && strcmp(f->shape, "gpt2") ? random_name : "random-124M",
                *dtype = gpt2_dtype_name(gpt2_model_dtype(f->m));
     const int probe_ok = f->n_ok > 0;
-    const char *why = f->unsteady ? "unsteady" : f->n_blocks && !f->n_answered ? "no probe" : NULL;
     viz_json_text(root, "model", model, strlen(model));
     viz_json_text(root, "dtype", dtype, strlen(dtype));
     viz_json_number(root, "threads", f->threads);
@@ -902,8 +974,7 @@ static int bench_json(const bench_result *f) {
     figure(root, "decode_hooked_ratio", 1, f->hooked_ratio, 3);
     figure(root, "ttft_500_ms", f->long_ok, f->ttft_500_ms, 1);
     figure(root, "sample_us", 1, f->sample_us, 2);
-    figure(root, "machine_peak_gflops", 1, f->peak_gflops, 1);
-    figure_range(root, "machine_peak_gflops_range", 1, f->peak_range, 1);
+    machine_json(root, f);
     figure(root, "prefill_128_gflops", 1, f->prefill_128_gflops, 1);
     figure(root, "prefill_512_gflops", f->long_ok, f->prefill_512_gflops, 1);
     figure(root, "prefill_peak_ratio", f->long_ok, f->prefill_peak_ratio, 3);
@@ -911,11 +982,6 @@ static int bench_json(const bench_result *f) {
     viz_json_number(root, "weight_bytes_per_token", (double)f->weight_bytes);
     viz_json_number(root, "kv_bytes_per_token", f->kv_bytes);
     figure(root, "decode_read_gb_s", 1, f->decode_gbs, 2);
-    figure(root, "machine_read_gb_s", probe_ok, f->machine_gbs, 2);
-    figure_range(root, "machine_read_gb_s_range", probe_ok, f->machine_range, 2);
-    if (why) viz_json_text(root, "machine_read_note", why, strlen(why));
-    else viz_json_null(root, "machine_read_note");
-    figure(root, "machine_read_4k_gb_s", f->n_4k > 0, f->machine_4k_gbs, 2);
     figure(root, "decode_bandwidth_ratio", probe_ok, f->ratio, 3);
     figure(root, "decode_bandwidth_ratio_q1", probe_ok, f->ratio_q1, 3);
     figure(root, "decode_bandwidth_ratio_q3", probe_ok, f->ratio_q3, 3);
@@ -926,7 +992,30 @@ static int bench_json(const bench_result *f) {
     return cli_json_print(root);
 }
 
+/* The machine's read bandwidth line (both modes). */
+static void machine_text(const bench_result *r) {
+    if (r->n_ok)
+        printf("machine      %.2f GB/s read bandwidth (readings %.2f-%.2f, each the best of %d passes over 1 GiB;\n"
+               "             %d threads, huge pages; %.2f GB/s on 4 KiB pages)\n",
+               r->machine_gbs, r->machine_range.lo, r->machine_range.hi, PROBE_PASSES, r->threads,
+               r->machine_4k_gbs);
+    else if (r->unsteady)
+        printf("machine      not measured: too unsteady (the best two passes of %d of %d readings disagreed by over "
+               "%.0f%%)\n",
+               r->n_answered - r->n_steady, r->n_answered, 100 * (1 - PROBE_AGREE));
+    else
+        printf("machine      not measured (the probe did not answer)\n");
+}
+
 static int bench_report(const bench_result *r, int json) {
+    if (r->machine_only) {
+        if (json) return machine_only_json(r);
+        printf("peak         %.1f GFLOP/s (readings %.1f-%.1f, median of %d): fused multiply-adds on %d threads "
+               "(%d-wide vectors)\n", r->peak_gflops, r->peak_range.lo, r->peak_range.hi, r->reps, r->threads,
+               FVEC_LANES);
+        machine_text(r);
+        return EXIT_OK;
+    }
     if (json) return bench_json(r);
     const gpt2_config *cfg = gpt2_model_config(r->m);
     printf("model        %s (%s, %d layers, %d embd, %d ctx), %d threads, median of %d\n",
@@ -957,20 +1046,11 @@ static int bench_report(const bench_result *r, int json) {
     printf("reads        %.1f MB per decoded token (weights %.1f, KV cache %.1f at its mean position) -> %.2f GB/s\n",
            ((double)r->weight_bytes + r->kv_bytes) / 1e6, (double)r->weight_bytes / 1e6, r->kv_bytes / 1e6,
            r->decode_gbs);
-    if (r->n_ok) {
-        printf("machine      %.2f GB/s read bandwidth (readings %.2f-%.2f; %d threads, huge pages; %.2f GB/s on\n"
-               "             4 KiB pages)\n",
-               r->machine_gbs, r->machine_range.lo, r->machine_range.hi, r->threads, r->machine_4k_gbs);
+    machine_text(r);
+    if (r->n_ok)
         printf("ratio        decode reads at %.0f%% of the machine's bandwidth (median of %d blocks of %d tokens,\n"
-               "             each against the best of %d read passes just before it; quartiles %.0f-%.0f%%)\n",
-               100.0 * r->ratio, r->n_ok, DECODE_BLOCK, PROBE_PASSES, 100.0 * r->ratio_q1, 100.0 * r->ratio_q3);
-    } else if (r->unsteady) {
-        printf("machine      not measured: too unsteady (the best two passes of %d of %d readings disagreed by over "
-               "%.0f%%)\n",
-               r->n_answered - r->n_steady, r->n_answered, 100 * (1 - PROBE_AGREE));
-    } else {
-        printf("machine      not measured (the probe did not answer)\n");
-    }
+               "             each against the better of the readings around it; quartiles %.0f-%.0f%%)\n",
+               100.0 * r->ratio, r->n_ok, DECODE_BLOCK, 100.0 * r->ratio_q1, 100.0 * r->ratio_q3);
     printf("pass         one eval of T positions after 32, in single-token evals:");
     for (int i = 1; i < N_PASS; i++) printf(" T=%d %.2f", pass_t[i], r->pass_ms[i] / r->pass_ms[0]);
     printf(" (T=1: %.3f ms)\n", r->pass_ms[0]);
