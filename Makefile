@@ -161,6 +161,7 @@ CMOCKA_LIBS = $(shell $(PKG) --libs cmocka 2>/dev/null)
 # one set of fixtures for both builds (they are data, made by the Python references)
 FIX := build/fixtures
 TOKDIR := .cache/gpt2-tokenizer
+HFTOK  := .cache/hf-tokenizers
 
 $(B)/tests/%: tests/%.c $(LIB)
 	@$(PKG) --exists cmocka || { echo "cmocka not found: apt-get install libcmocka-dev" >&2; exit 1; }
@@ -180,9 +181,22 @@ $(B)/tests/test_viz: tests/test_viz.c $(LIB) $(VIZ_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CAIRO_CFLAGS) $(LDSAN) -Itests -o $@ $< $(VIZ_OBJ) $(LIB) $(CMOCKA_LIBS) $(LDLIBS) $(CAIRO_LIBS)
 
-tokenizer-data: $(TOKDIR)/encoder.json
+tokenizer-data: $(TOKDIR)/encoder.json $(HFTOK)/.done
 $(TOKDIR)/encoder.json: scripts/fetch-gpt2-tokenizer.sh
 	sh scripts/fetch-gpt2-tokenizer.sh $(TOKDIR)
+$(HFTOK)/.done: scripts/fetch-hf-tokenizers.sh
+	sh scripts/fetch-hf-tokenizers.sh $(HFTOK)
+	touch $@
+
+# real Hugging Face tokenizers' ids for tests/ref/multiscript.json, by transformers.js's
+# tokenizers (tests/ref/hf_tokenize.js): the reference of tests/test_tokenizer_json.c
+HF_MODELS := llama3 qwen3
+$(FIX)/hf_tok/.done: $(HFTOK)/.done tests/ref/hf_tokenize.js tests/ref/multiscript.json $(FIX)/.done
+	@command -v node >/dev/null || { echo "node is needed for the tokenizer references: apt-get install nodejs" >&2; exit 1; }
+	mkdir -p $(FIX)/hf_tok
+	for m in $(HF_MODELS); do node tests/ref/hf_tokenize.js $(CURDIR)/$(HFTOK)/lenml/main.js $(HFTOK)/$$m \
+	    tests/ref/multiscript.json $(FIX)/hf_tok/$$m.json || exit 1; done
+	touch $@
 
 fixtures: $(FIX)/.done
 $(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
@@ -230,9 +244,11 @@ TUI_TEST := $(if $(HAVE_UI),$(if $(shell command -v tmux 2>/dev/null),tests/tui/
 TEST_ALL := $(TEST_BIN) tests/check_layers.sh tests/check_docs.sh tests/check_manpage.sh tests/check_completion.sh \
 	    tests/check_install.sh tests/fuzz/regress.sh $(TUI_TEST)
 TEST_SEL := $(if $(T),$(filter %/$(T) %/$(T).sh,$(TEST_ALL)),$(TEST_ALL))
-test: $(APP) $(if $(T),$(filter $(B)/%,$(TEST_SEL)),$(TEST_BIN)) fixtures $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
+test: $(APP) $(if $(T),$(filter $(B)/%,$(TEST_SEL)),$(TEST_BIN)) fixtures $(FIX)/hf_tok/.done $(FUZZ_BIN) \
+      $(FUZZ_DIR)/seeds/.done
 	@[ -n "$(TEST_SEL)" ] || { echo "make test T=$(T): no test of that name (the programs are tests/test_*.c, the suites tests/check_*.sh, fuzz/regress, tui/run)" >&2; exit 2; }
-	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) PYTHON=$(PYTHON) \
+	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) HF_TOKENIZERS_DIR=$(HFTOK) \
+	    PYTHON=$(PYTHON) \
 	    FUZZ_BIN_DIR=$(FUZZ_DIR) FUZZ_SEEDS=$(FUZZ_DIR)/seeds FUZZ_MINI_MODEL=$(FUZZ_DIR)/mini \
 	    sh tests/run_tests.sh $(TEST_SEL)
 	@[ -n "$(TUI_TEST)" ] || echo "tui tests skipped: $(if $(HAVE_UI),tmux not installed (apt-get install tmux),gptscope was built without chat)"

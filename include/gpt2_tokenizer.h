@@ -52,6 +52,17 @@ typedef struct gpt2_tokenizer gpt2_tokenizer;
  * number of threads may encode with it at once. */
 gpt2_status gpt2_tokenizer_load(const char *dir, gpt2_tokenizer **out, gpt2_error *err);
 
+/* Loads a Hugging Face tokenizer.json of the byte-level BPE kind (Llama 3,
+ * GPT-2, GPT-NeoX): its model's vocabulary and merges, its pre-tokenizer's
+ * split pattern (a Split regex, or GPT-2's), ignore_merges, and its added
+ * tokens, each matched whole in the text before it is split (the special
+ * ones only with GPT2_ENCODE_SPECIAL). A file asking for what gptscope does
+ * not run yet (a normalizer, byte_fallback, another pre-tokenizer, added
+ * tokens that strip spaces) is refused with GPT2_ERR_TOKENIZER naming it.
+ * gpt2_tokenizer_load reads dir/tokenizer.json when dir has no vocab.json
+ * or encoder.json. */
+gpt2_status gpt2_tokenizer_load_json(const char *path, gpt2_tokenizer **out, gpt2_error *err);
+
 /* Loads from explicit paths. */
 gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *merges_path,
                                       gpt2_tokenizer **out, gpt2_error *err);

@@ -1,6 +1,10 @@
 /* pretokenize.c — GPT-2's pre-tokenization pattern through PCRE2 (see pretokenize.h). */
 #include "pretokenize.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "error.h"
 
 /* The pre-tokenization pattern of encoder.py, with \s spelled out. Python's `regex` module
@@ -15,19 +19,57 @@
 static const char PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+"
                               "|[" WS "]+(?![^" WS "])|[" WS "]+";
 
-pcre2_code *pretok_compile(gpt2_error *err) {
+static pcre2_code *compile(const char *pattern, size_t len, const char *what, gpt2_error *err) {
     int code;
     PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)PATTERN, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &off, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code,
+                                   &off, NULL);
     if (!re) {
         PCRE2_UCHAR msg[120];
         pcre2_get_error_message(code, msg, sizeof msg);
-        gpt2_fail(err, GPT2_ERR_TOKENIZER, "pre-tokenizer pattern does not compile at offset %zu: %s",
+        gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: the pre-tokenizer pattern does not compile at offset %zu: %s", what,
                   (size_t)off, (char *)msg);
         return NULL;
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* optional: the interpreter is the fallback */
+    return re;
+}
+
+pcre2_code *pretok_compile(gpt2_error *err) { return compile(PATTERN, sizeof PATTERN - 1, "GPT-2", err); }
+
+pcre2_code *pretok_compile_pattern(const char *pattern, const char *what, gpt2_error *err) {
+    const size_t n = strlen(pattern);
+    char *out = malloc(n * (sizeof WS + 4) + 1); /* each \\s at most "[^" WS "]" */
+    if (!out) {
+        gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    size_t k = 0;
+    int in_class = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char c = pattern[i];
+        if (c == '\\' && i + 1 < n && (pattern[i + 1] == 's' || pattern[i + 1] == 'S')) {
+            const int neg = pattern[++i] == 'S';
+            if (neg && in_class) {
+                free(out);
+                gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: the pre-tokenizer pattern has \\S inside a bracket class, "
+                          "which gptscope cannot rewrite", what);
+                return NULL;
+            }
+            k += (size_t)sprintf(out + k, in_class ? "%s" : neg ? "[^%s]" : "[%s]", WS);
+            continue;
+        }
+        if (c == '\\' && i + 1 < n) { /* any other escape, copied whole */
+            out[k++] = c;
+            out[k++] = pattern[++i];
+            continue;
+        }
+        if (c == '[' && !in_class) in_class = 1;
+        else if (c == ']' && in_class) in_class = 0;
+        out[k++] = c;
+    }
+    pcre2_code *re = compile(out, k, what, err);
+    free(out);
     return re;
 }
 

@@ -26,6 +26,12 @@
  * pcre2_code_free(). */
 pcre2_code *pretok_compile(gpt2_error *err);
 
+/* The same for another split pattern (a tokenizer.json's Split regex, in the syntax of
+ * Rust's Oniguruma): \s and \S are rewritten to Unicode's White_Space list, as Oniguruma
+ * and Python's regex read them (PCRE2's own \s differs by version); \S inside a bracket
+ * class is refused. what names the pattern's source in messages. */
+pcre2_code *pretok_compile_pattern(const char *pattern, const char *what, gpt2_error *err);
+
 /* The next piece boundary at or after pos (< len) in s[0, len): *start and *stop delimit the
  * next regex match, or are both len when there is none. Bytes in [pos, *start) can only be
  * invalid UTF-8: every valid character matches one of the pattern's last alternatives, and

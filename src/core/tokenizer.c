@@ -63,7 +63,14 @@ struct gpt2_tokenizer {
     uint32_t pairs_mask;
     int32_t n_merges;         /* ranks given: 0 .. n_merges - 1 */
     int chars;                /* 1: character-level (no merges, not every byte a token) */
+    int ignore_merges;        /* 1: a piece that is a token whole is that token (tok_parts) */
     pcre2_code *re;
+    /* Tokens matched whole in the text before it is split (tokenizer.json's added tokens;
+     * else "<|endoftext|>"), longest first; those special only with GPT2_ENCODE_SPECIAL. */
+    int32_t *added;
+    unsigned char *added_special;
+    int n_added;
+    unsigned char added_first[256]; /* 1: some added token starts with this byte */
 };
 
 /* Decodes one strictly valid UTF-8 character (no overlongs, surrogates or > U+10FFFF).
@@ -88,9 +95,7 @@ static int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
     return len;
 }
 
-/* Converts a string in GPT-2's alphabet to raw bytes (out needs strlen(s) bytes). Returns the
- * byte count, or -1 with *bad set to the offending code point (UINT32_MAX: invalid UTF-8). */
-static long alphabet_to_bytes(const char *s, size_t n, char *out, uint32_t *bad) {
+long tok_alphabet_to_bytes(const char *s, size_t n, char *out, uint32_t *bad) {
     long k = 0;
     for (size_t i = 0; i < n;) {
         uint32_t c;
@@ -212,7 +217,7 @@ static gpt2_status vocab_add(gpt2_tokenizer *t, const char *name, size_t name_le
                              size_t *off, gpt2_error *err) {
     char s1[TEXT_SHOW_BUF];
     uint32_t bad;
-    long n = alphabet_to_bytes(name, name_len, t->blob + *off, &bad);
+    long n = tok_alphabet_to_bytes(name, name_len, t->blob + *off, &bad);
     if (n < 0 && bad == UINT32_MAX)
         return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token with id %d is not valid UTF-8", path, id);
     if (n < 0)
@@ -276,7 +281,7 @@ static void pair_put(gpt2_tokenizer *t, int32_t a, int32_t b, int32_t rank, int3
 /* Looks up one field of a merges line (in GPT-2's alphabet); -1 when not in the vocabulary. */
 static int32_t merge_part_id(const gpt2_tokenizer *t, const char *s, size_t n, char *scratch) {
     uint32_t bad;
-    long k = alphabet_to_bytes(s, n, scratch, &bad);
+    long k = tok_alphabet_to_bytes(s, n, scratch, &bad);
     return k > 0 ? gpt2_tokenizer_token_id(t, scratch, (size_t)k) : -1;
 }
 
@@ -389,9 +394,45 @@ static gpt2_status settle_alphabet(gpt2_tokenizer *t, const char *vocab_path, gp
     return chars_check(t, vocab_path, err);
 }
 
-static gpt2_status compile_pattern(gpt2_tokenizer *t, gpt2_error *err) {
-    t->re = pretok_compile(err);
-    return t->re ? GPT2_OK : GPT2_ERR_TOKENIZER;
+typedef struct {
+    int32_t len, id;
+    unsigned char special;
+} added_tok;
+
+static int longer_first(const void *a, const void *b) {
+    const added_tok *x = a, *y = b;
+    return x->len != y->len ? (y->len > x->len) - (y->len < x->len) : (x->id > y->id) - (x->id < y->id);
+}
+
+/* The added tokens (ids, specials; NULL: "<|endoftext|>", special, when the
+ * vocabulary has it), longest first so that the longest match wins. */
+static gpt2_status set_added(gpt2_tokenizer *t, const int32_t *ids, const unsigned char *special, int n,
+                             gpt2_error *err) {
+    static const unsigned char one = 1;
+    if (!ids) ids = &t->eot, n = t->eot >= 0, special = &one;
+    added_tok *a = malloc(((size_t)n + 1) * sizeof *a);
+    t->added = malloc(((size_t)n + 1) * sizeof *t->added);
+    t->added_special = malloc((size_t)n + 1);
+    if (!a || !t->added || !t->added_special) {
+        free(a);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
+    }
+    for (int i = 0; i < n; i++) a[i] = (added_tok){t->tok_len[ids[i]], ids[i], special[i]};
+    qsort(a, (size_t)n, sizeof *a, longer_first);
+    for (int i = 0; i < n; i++) {
+        t->added[i] = a[i].id, t->added_special[i] = a[i].special;
+        t->added_first[(unsigned char)t->blob[t->tok_off[a[i].id]]] = 1;
+    }
+    free(a);
+    t->n_added = n;
+    return GPT2_OK;
+}
+
+/* The split pattern (NULL: GPT-2's) and the added tokens: the last steps of every constructor. */
+static gpt2_status compile_pattern(gpt2_tokenizer *t, const char *pattern, const char *what, gpt2_error *err) {
+    t->re = pattern ? pretok_compile_pattern(pattern, what, err) : pretok_compile(err);
+    if (!t->re) return GPT2_ERR_TOKENIZER;
+    return t->added ? GPT2_OK : set_added(t, NULL, NULL, 0, err);
 }
 
 gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *merges_path,
@@ -411,7 +452,7 @@ gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *m
     if (st == GPT2_OK) st = load_merges(t, merges_path, data, len, err);
     free(data);
     if (st == GPT2_OK) st = settle_alphabet(t, vocab_json_path, err);
-    if (st == GPT2_OK) st = compile_pattern(t, err);
+    if (st == GPT2_OK) st = compile_pattern(t, NULL, vocab_json_path, err);
     if (st != GPT2_OK) {
         gpt2_tokenizer_free(t);
         return st;
@@ -485,7 +526,7 @@ gpt2_status gpt2_tokenizer_new(const char *vocab_source, const char *merges_sour
         for (int i = 0; st == GPT2_OK && i < 16; i++) t->pairs[i].key = PAIR_EMPTY;
         t->pairs_mask = 15;
     }
-    if (st == GPT2_OK) st = compile_pattern(t, err);
+    if (st == GPT2_OK) st = compile_pattern(t, NULL, vocab_source, err);
     free(text);
     if (st != GPT2_OK) {
         gpt2_tokenizer_free(t);
@@ -504,7 +545,7 @@ static int file_exists(const char *path) {
 gpt2_status gpt2_tokenizer_load(const char *dir, gpt2_tokenizer **out, gpt2_error *err) {
     if (!out || !dir) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_load: NULL argument");
     *out = NULL;
-    size_t n = strlen(dir) + sizeof "/encoder.json";
+    size_t n = strlen(dir) + sizeof "/tokenizer.json";
     char *vocab = malloc(n), *merges = malloc(n);
     if (!vocab || !merges) {
         free(vocab);
@@ -517,11 +558,13 @@ gpt2_status gpt2_tokenizer_load(const char *dir, gpt2_tokenizer **out, gpt2_erro
     if (!file_exists(vocab)) {
         snprintf(vocab, n, "%s/encoder.json", dir);
         snprintf(merges, n, "%s/vocab.bpe", dir);
-        if (!file_exists(vocab)) {
-            st = gpt2_fail(err, GPT2_ERR_IO, "%s: no tokenizer here, expected vocab.json + "
-                           "merges.txt (or encoder.json + vocab.bpe)", dir);
-            goto done;
-        }
+    }
+    if (!file_exists(vocab)) {
+        snprintf(vocab, n, "%s/tokenizer.json", dir);
+        st = file_exists(vocab) ? gpt2_tokenizer_load_json(vocab, out, err)
+                                : gpt2_fail(err, GPT2_ERR_IO, "%s: no tokenizer here, expected vocab.json + merges.txt "
+                                            "(or encoder.json + vocab.bpe, or tokenizer.json)", dir);
+        goto done;
     }
     st = gpt2_tokenizer_load_files(vocab, merges, out, err);
 done:
@@ -533,6 +576,8 @@ done:
 void gpt2_tokenizer_free(gpt2_tokenizer *t) {
     if (!t) return;
     if (t->re) pcre2_code_free(t->re);
+    free(t->added);
+    free(t->added_special);
     free(t->pairs);
     free(t->ids);
     free(t->tok_len);
@@ -664,6 +709,10 @@ static int cand_live(const encoder *e, const bpe_cand *c) {
  * in e->skip until a merge starts the next step, when they are drawn again. */
 static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s, size_t n) {
     if (n == 1) return emit(e, t->byte_id[s[0]]);
+    if (t->ignore_merges && !e->drop) { /* a piece that is a token is that token */
+        const int32_t whole = gpt2_tokenizer_token_id(t, (const char *)s, n);
+        if (whole >= 0) return emit(e, whole);
+    }
     if (reserve(e, n)) return -1;
     int32_t *id = e->id, *next = e->next, *prev = e->prev;
     for (size_t i = 0; i < n; i++) {
@@ -751,6 +800,21 @@ nomem:
     return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding %zu bytes", len);
 }
 
+/* The longest added token s starts with (n bytes available), special ones only with
+ * GPT2_ENCODE_SPECIAL: its id and *len; -1 when none. */
+static int32_t added_at(const gpt2_tokenizer *t, const char *s, size_t n, int flags, size_t *len) {
+    for (int i = 0; i < t->n_added; i++) {
+        const int32_t id = t->added[i];
+        const size_t m = (size_t)t->tok_len[id];
+        if (m <= n && (!t->added_special[i] || (flags & GPT2_ENCODE_SPECIAL)) &&
+            memcmp(s, t->blob + t->tok_off[id], m) == 0) {
+            *len = m;
+            return id;
+        }
+    }
+    return -1;
+}
+
 static gpt2_status encode(const gpt2_tokenizer *t, const char *text, size_t len, int flags, encoder e,
                           const char *fn, int32_t **ids, size_t *n_ids, gpt2_error *err) {
     if (ids) *ids = NULL;
@@ -764,26 +828,17 @@ static gpt2_status encode(const gpt2_tokenizer *t, const char *text, size_t len,
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(t->re, NULL);
     if (!md) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for regex match data");
     gpt2_status st = GPT2_OK;
-    size_t pos = 0;
-    if ((flags & GPT2_ENCODE_SPECIAL) && t->eot >= 0) {
-        const size_t m = sizeof EOT_TEXT - 1;
-        for (size_t i = 0; i + m <= len;) {
-            const char *lt = memchr(text + i, '<', len - m + 1 - i);
-            if (!lt) break;
-            i = (size_t)(lt - text);
-            if (memcmp(lt, EOT_TEXT, m) != 0) {
-                i++;
-                continue;
-            }
-            /* Text on either side is encoded on its own, as tiktoken and HF do. */
-            st = encode_text(t, &e, md, text + pos, i - pos, err);
-            if (st != GPT2_OK) break;
-            if (emit(&e, t->eot)) {
-                st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding");
-                break;
-            }
-            pos = i += m;
+    size_t pos = 0, n;
+    for (size_t i = 0; i < len && st == GPT2_OK;) {
+        const int32_t id = t->added_first[(unsigned char)text[i]] ? added_at(t, text + i, len - i, flags, &n) : -1;
+        if (id < 0) {
+            i++;
+            continue;
         }
+        /* Text on either side is encoded on its own, as tiktoken and HF do. */
+        st = encode_text(t, &e, md, text + pos, i - pos, err);
+        if (st == GPT2_OK && emit(&e, id)) st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding");
+        pos = i += n;
     }
     if (st == GPT2_OK) st = encode_text(t, &e, md, text + pos, len - pos, err);
     pcre2_match_data_free(md);
@@ -868,7 +923,83 @@ gpt2_status tok_from_tokens(const char *const *tok, const size_t *len, int n, in
     if (!st) t->eot = eot >= 0 && eot < n && t->tok_len[eot] >= 0 ? eot : gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
     if (!st && chars) st = chars_check(t, path, err);
     else if (!st && !(st = vocab_byte_ids(t, path, err))) st = recover_merges(t, path, err);
-    if (!st) st = compile_pattern(t, err);
+    if (!st) st = compile_pattern(t, NULL, path, err);
+    if (st) {
+        gpt2_tokenizer_free(t);
+        return st;
+    }
+    gpt2_error_clear(err);
+    *out = t;
+    return GPT2_OK;
+}
+
+/* The merges of p as pair-table entries: each part an id, their bytes' concatenation a token. */
+static gpt2_status parts_merges(gpt2_tokenizer *t, const tok_parts *p, gpt2_error *err) {
+    uint32_t size = table_size((size_t)p->n_merges);
+    size_t longest = 0;
+    for (int i = 0; i < t->n_vocab; i++) longest = t->tok_len[i] > (int32_t)longest ? (size_t)t->tok_len[i] : longest;
+    char *joined = malloc(2 * longest + 1);
+    if (!(t->pairs = malloc(size * sizeof *t->pairs)) || !joined) {
+        free(joined);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", p->path);
+    }
+    t->pairs_mask = size - 1;
+    for (uint32_t i = 0; i < size; i++) t->pairs[i].key = PAIR_EMPTY;
+    gpt2_status st = GPT2_OK;
+    for (int r = 0; r < p->n_merges && !st; r++) {
+        const int32_t a = p->merges[2 * r], b = p->merges[2 * r + 1];
+        size_t na, nb;
+        const char *sa = gpt2_tokenizer_token_bytes(t, a, &na), *sb = gpt2_tokenizer_token_bytes(t, b, &nb);
+        if (!sa || !sb) {
+            st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: merge %d names id %d, which the vocabulary lacks", p->path, r,
+                           sa ? b : a);
+            break;
+        }
+        memcpy(joined, sa, na), memcpy(joined + na, sb, nb);
+        const int32_t merged = gpt2_tokenizer_token_id(t, joined, na + nb);
+        char shown[TEXT_SHOW_BUF];
+        if (merged < 0)
+            st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: merge %d makes \"%s\", which is not in the vocabulary",
+                           p->path, r, text_show(joined, na + nb, shown));
+        else
+            pair_put(t, a, b, r, merged);
+    }
+    t->n_merges = p->n_merges;
+    free(joined);
+    return st;
+}
+
+gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error *err) {
+    *out = NULL;
+    if (p->n_vocab < 256 || p->n_vocab > MAX_VOCAB || p->n_merges < 0 || p->n_merges > MAX_VOCAB)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %d ids and %d merges, expected 256 to %d ids and at most %d "
+                         "merges", p->path, p->n_vocab, p->n_merges, MAX_VOCAB, MAX_VOCAB);
+    size_t blob = 0, n_tok = 0;
+    for (int i = 0; i < p->n_vocab; i++)
+        if (p->token[i]) blob += p->token_len[i], n_tok++;
+    if (blob >= MAX_FILE_BYTES) return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokens too long", p->path);
+    gpt2_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
+    gpt2_status st = tok_reserve(t, p->n_vocab, n_tok, blob, p->path, err);
+    size_t off = 0;
+    for (int32_t id = 0; id < p->n_vocab && !st; id++) {
+        if (!p->token[id]) continue;
+        char shown[TEXT_SHOW_BUF];
+        memcpy(t->blob + off, p->token[id], p->token_len[id]);
+        st = tok_add(t, id, p->token_len[id], &off, p->path, text_show(p->token[id], p->token_len[id], shown), err);
+    }
+    if (!st) st = vocab_byte_ids(t, p->path, err);
+    if (!st) st = parts_merges(t, p, err);
+    for (int i = 0; i < p->n_added && !st; i++)
+        if (p->added[i] < 0 || p->added[i] >= p->n_vocab || t->tok_len[p->added[i]] < 0)
+            st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: added token id %d is not in the vocabulary", p->path,
+                           p->added[i]);
+    if (!st) {
+        t->eot = gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
+        t->ignore_merges = p->ignore_merges;
+        st = set_added(t, p->added, p->special, p->n_added, err);
+    }
+    if (!st) st = compile_pattern(t, p->pattern, p->path, err);
     if (st) {
         gpt2_tokenizer_free(t);
         return st;

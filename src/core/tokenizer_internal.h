@@ -22,6 +22,30 @@
 gpt2_status tok_from_tokens(const char *const *tok, const size_t *len, int n, int32_t eot, int chars, const char *path,
                             gpt2_tokenizer **out, gpt2_error *err);
 
+/* A byte-level BPE tokenizer from its parts (a tokenizer.json's, tokenizer_json.c). */
+typedef struct {
+    const char *path;               /* the file, for messages */
+    int n_vocab;                    /* ids 0 .. n_vocab - 1 */
+    const char *const *token;       /* (n_vocab) each id's raw bytes; NULL: no such id */
+    const size_t *token_len;        /* (n_vocab) */
+    int n_merges;
+    const int32_t *merges;          /* (n_merges, 2) each merge's two parts, in rank order */
+    const char *pattern;            /* the split pattern (pretok_compile_pattern); NULL: GPT-2's */
+    int ignore_merges;              /* 1: a piece that is a token whole is that token (Llama 3) */
+    int n_added;
+    const int32_t *added;           /* (n_added) ids matched whole in text before splitting */
+    const unsigned char *special;   /* (n_added) 1: matched only with GPT2_ENCODE_SPECIAL */
+} tok_parts;
+
+/* Every check of the files (all 256 byte tokens, no id or bytes twice, each
+ * merge's result in the vocabulary) with messages naming p->path. */
+gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error *err);
+
+/* A string in GPT-2's byte alphabet as raw bytes into out (strlen(s) bytes
+ * suffice): the byte count, or -1 with *bad the offending code point
+ * (UINT32_MAX: invalid UTF-8). */
+long tok_alphabet_to_bytes(const char *s, size_t n, char *out, uint32_t *bad);
+
 /* 1 for a character-level tokenizer. */
 int tok_is_chars(const gpt2_tokenizer *t);
 

@@ -1,0 +1,276 @@
+/* tokenizer_json.c — Hugging Face's tokenizer.json, the byte-level BPE kind (Llama 3, GPT-2,
+ * GPT-NeoX, SmolLM-style files without a Digits step): the model's vocabulary and merges,
+ * its pre-tokenizer's split pattern and its added tokens, read into tok_parts
+ * (tokenizer_internal.h). What the file asks for that gptscope does not do yet (a
+ * normalizer, SentencePiece-style byte fallback, another pre-tokenizer, added tokens that
+ * strip spaces) is refused by name, never approximated.
+ *
+ * The parts of the file read:
+ *     model            {"type": "BPE", "vocab": {token: id}, "merges": ["a b", ...] or
+ *                      [["a", "b"], ...], "ignore_merges", "byte_fallback": false, ...}
+ *     pre_tokenizer    ByteLevel with use_regex (GPT-2's pattern), or Sequence of
+ *                      Split {"pattern": {"Regex"}, "behavior": "Isolated"} and ByteLevel
+ *                      without use_regex (Llama 3, Qwen)
+ *     normalizer       null
+ *     added_tokens     [{"id", "content", "special", "lstrip", "rstrip", "single_word"}]
+ * Token strings of the vocabulary and merges are in GPT-2's byte alphabet; added tokens'
+ * contents are raw text. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "gpt2_tokenizer.h"
+#include "json.h"
+#include "textio.h"
+#include "tokenizer_internal.h"
+
+/* tokenizer.json files run to tens of MB (Gemma 3's is 33 MB). */
+#define MAX_JSON_BYTES ((size_t)512 << 20)
+
+typedef struct {
+    json_src src;
+    tok_parts p;
+    char **token;        /* (n_vocab) raw bytes per id, owned */
+    size_t *token_len;
+    int32_t *merges;     /* (n_merges, 2) */
+    int32_t *added;
+    unsigned char *special;
+    char *pattern;       /* owned copy */
+} reader;
+
+static gpt2_status refuse(const reader *r, const char *what) {
+    return gpt2_fail(r->src.err, GPT2_ERR_TOKENIZER, "%s: %s, which gptscope does not run yet", r->src.path, what);
+}
+
+static const char *type_of(const cJSON *o) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
+    return cJSON_IsString(t) ? t->valuestring : "";
+}
+
+static int flag(const cJSON *o, const char *key) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key)); }
+
+/* The pre-tokenizer: GPT-2's pattern (NULL) or a Split's regex into r->pattern. */
+static gpt2_status read_pre_tokenizer(reader *r, const cJSON *pre) {
+    char what[200];
+    if (!strcmp(type_of(pre), "ByteLevel")) {
+        if (!flag(pre, "use_regex")) return refuse(r, "a ByteLevel pre-tokenizer without use_regex and no Split");
+        if (flag(pre, "add_prefix_space")) return refuse(r, "a ByteLevel pre-tokenizer with add_prefix_space");
+        return GPT2_OK; /* GPT-2's pattern */
+    }
+    const cJSON *seq = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
+    const cJSON *split = cJSON_GetArrayItem(seq, 0), *bl = cJSON_GetArrayItem(seq, 1);
+    if (strcmp(type_of(pre), "Sequence") || cJSON_GetArraySize(seq) != 2 || strcmp(type_of(split), "Split") ||
+        strcmp(type_of(bl), "ByteLevel")) {
+        snprintf(what, sizeof what, "a %.60s pre-tokenizer (gptscope runs ByteLevel, or Split then ByteLevel)",
+                 cJSON_IsObject(pre) ? type_of(pre) : "missing");
+        return refuse(r, what);
+    }
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(split, "pattern"), "Regex");
+    const cJSON *beh = cJSON_GetObjectItemCaseSensitive(split, "behavior");
+    if (!cJSON_IsString(pat)) return refuse(r, "a Split pre-tokenizer on a string rather than a Regex");
+    if (!cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") || flag(split, "invert"))
+        return refuse(r, "a Split pre-tokenizer whose behavior is not Isolated");
+    if (flag(bl, "use_regex") || flag(bl, "add_prefix_space"))
+        return refuse(r, "a ByteLevel step with use_regex or add_prefix_space after a Split");
+    if (!(r->pattern = strdup(pat->valuestring)))
+        return gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
+    return GPT2_OK;
+}
+
+/* Token id's raw bytes: set once (a second, different set is refused). */
+static gpt2_status put_token(reader *r, int32_t id, const char *bytes, size_t n, const char *field) {
+    if (id < 0 || id >= r->p.n_vocab)
+        return gpt2_fail(r->src.err, GPT2_ERR_TOKENIZER, "%s: %s: id %d out of range", r->src.path, field, id);
+    if (r->token[id]) {
+        if (r->token_len[id] == n && !memcmp(r->token[id], bytes, n)) return GPT2_OK;
+        return gpt2_fail(r->src.err, GPT2_ERR_TOKENIZER, "%s: %s: id %d is given to two different tokens", r->src.path,
+                         field, id);
+    }
+    if (!(r->token[id] = malloc(n ? n : 1))) return gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
+    memcpy(r->token[id], bytes, n);
+    r->token_len[id] = n;
+    return GPT2_OK;
+}
+
+/* The largest id of the vocabulary and the added tokens, checked to be integers in range. */
+static gpt2_status count_ids(reader *r, const cJSON *vocab, const cJSON *added) {
+    double max = -1;
+    for (const cJSON *it = vocab->child; it; it = it->next) {
+        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= (1 << 24) ||
+            it->valuedouble != (double)(int32_t)it->valuedouble)
+            return json_bad(&r->src, "model.vocab", "integer ids from 0 to 2^24", json_type_name(it));
+        max = it->valuedouble > max ? it->valuedouble : max;
+    }
+    for (const cJSON *it = added ? added->child : NULL; it; it = it->next) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= (1 << 24) ||
+            id->valuedouble != (double)(int32_t)id->valuedouble)
+            return json_bad(&r->src, "added_tokens[].id", "an integer id from 0 to 2^24", json_type_name(id));
+        max = id->valuedouble > max ? id->valuedouble : max;
+    }
+    r->p.n_vocab = (int)max + 1;
+    r->token = calloc((size_t)r->p.n_vocab + 1, sizeof *r->token);
+    r->token_len = calloc((size_t)r->p.n_vocab + 1, sizeof *r->token_len);
+    return r->token && r->token_len ? GPT2_OK : gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
+}
+
+static gpt2_status read_vocab(reader *r, const cJSON *vocab) {
+    char *raw = NULL;
+    size_t cap = 0;
+    gpt2_status st = GPT2_OK;
+    for (const cJSON *it = vocab->child; it && !st; it = it->next) {
+        const size_t n = strlen(it->string);
+        if (n + 1 > cap && !(raw = realloc(raw, cap = 2 * n + 16)))
+            return gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
+        uint32_t bad;
+        const long k = tok_alphabet_to_bytes(it->string, n, raw, &bad);
+        char shown[TEXT_SHOW_BUF];
+        if (k <= 0)
+            st = gpt2_fail(r->src.err, GPT2_ERR_TOKENIZER, "%s: model.vocab: token \"%s\" is not in GPT-2's byte "
+                           "alphabet (a byte-level BPE's vocabulary is)", r->src.path,
+                           text_show(it->string, n, shown));
+        else
+            st = put_token(r, (int32_t)it->valuedouble, raw, (size_t)k, "model.vocab");
+    }
+    free(raw);
+    return st;
+}
+
+/* The vocabulary's strings (in the byte alphabet) sorted, for the merges' lookups:
+ * cJSON's own lookup is a list walk. */
+typedef struct {
+    const char *s;
+    int32_t id;
+} named;
+
+static int by_name(const void *a, const void *b) { return strcmp(((const named *)a)->s, ((const named *)b)->s); }
+
+static int32_t part_id(const named *v, int n, const char *s, size_t len) {
+    char key[1024];
+    if (len >= sizeof key) return -1;
+    memcpy(key, s, len);
+    key[len] = '\0';
+    const named *hit = bsearch(&(named){key, 0}, v, (size_t)n, sizeof *v, by_name);
+    return hit ? hit->id : -1;
+}
+
+/* Each merge's two parts as ids. */
+static gpt2_status merge_ids(reader *r, const named *v, int nv, const cJSON *merges) {
+    int i = 0;
+    for (const cJSON *it = merges->child; it; it = it->next, i++) {
+        const char *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        if (cJSON_IsString(it) && (b = strchr(it->valuestring, ' ')) && !strchr(b + 1, ' ')) {
+            a = it->valuestring, na = (size_t)(b - a), b++, nb = strlen(b);
+        } else if (cJSON_GetArraySize(it) == 2 && cJSON_IsString(it->child) && cJSON_IsString(it->child->next)) {
+            a = it->child->valuestring, na = strlen(a), b = it->child->next->valuestring, nb = strlen(b);
+        } else {
+            return gpt2_fail(r->src.err, GPT2_ERR_TOKENIZER, "%s: model.merges[%d]: expected \"left right\" or "
+                             "[\"left\", \"right\"], found %s", r->src.path, i, json_type_name(it));
+        }
+        r->merges[2 * i] = part_id(v, nv, a, na);
+        r->merges[2 * i + 1] = part_id(v, nv, b, nb);
+        if (r->merges[2 * i] < 0 || r->merges[2 * i + 1] < 0) {
+            char shown[TEXT_SHOW_BUF];
+            const char *miss = r->merges[2 * i] < 0 ? a : b;
+            return gpt2_fail(r->src.err, GPT2_ERR_TOKENIZER, "%s: model.merges[%d]: \"%s\" is not in model.vocab",
+                             r->src.path, i, text_show(miss, r->merges[2 * i] < 0 ? na : nb, shown));
+        }
+    }
+    return GPT2_OK;
+}
+
+/* model.merges: "a b" strings (older files) or ["a", "b"] pairs, in rank order. */
+static gpt2_status read_merges(reader *r, const cJSON *vocab, const cJSON *merges) {
+    const int n = cJSON_GetArraySize(merges), nv = cJSON_GetArraySize(vocab);
+    named *v = malloc(((size_t)nv + 1) * sizeof *v);
+    if (!v || !(r->merges = malloc(2 * ((size_t)n + 1) * sizeof *r->merges))) {
+        free(v);
+        return gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
+    }
+    int k = 0;
+    for (const cJSON *it = vocab->child; it; it = it->next) v[k++] = (named){it->string, (int32_t)it->valuedouble};
+    qsort(v, (size_t)k, sizeof *v, by_name);
+    gpt2_status st = merge_ids(r, v, k, merges);
+    free(v);
+    if (!st) r->p.n_merges = n;
+    return st;
+}
+
+static gpt2_status read_added(reader *r, const cJSON *added) {
+    const int n = cJSON_GetArraySize(added);
+    r->added = malloc(((size_t)n + 1) * sizeof *r->added);
+    r->special = malloc((size_t)n + 1);
+    if (!r->added || !r->special) return gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
+    int i = 0;
+    for (const cJSON *it = added ? added->child : NULL; it; it = it->next, i++) {
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
+        if (!cJSON_IsString(content) || !content->valuestring[0])
+            return json_bad(&r->src, "added_tokens[].content", "a non-empty string", json_type_name(content));
+        if (flag(it, "lstrip") || flag(it, "rstrip") || flag(it, "single_word"))
+            return refuse(r, "an added token with lstrip, rstrip or single_word");
+        r->added[i] = (int32_t)cJSON_GetObjectItemCaseSensitive(it, "id")->valuedouble;
+        r->special[i] = (unsigned char)flag(it, "special");
+        gpt2_status st = put_token(r, r->added[i], content->valuestring, strlen(content->valuestring),
+                                   "added_tokens");
+        if (st) return st;
+    }
+    r->p.n_added = n;
+    return GPT2_OK;
+}
+
+/* The model part: a byte-level BPE and nothing SentencePiece-like. */
+static gpt2_status check_model(reader *r, const cJSON *model, const cJSON *root) {
+    if (strcmp(type_of(model), "BPE")) {
+        char what[120];
+        snprintf(what, sizeof what, "a %.60s model (gptscope runs BPE)", cJSON_IsObject(model) ? type_of(model) : "missing");
+        return refuse(r, what);
+    }
+    if (flag(model, "byte_fallback")) return refuse(r, "a SentencePiece-style BPE with byte_fallback");
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(model, "continuing_subword_prefix"),
+                *suf = cJSON_GetObjectItemCaseSensitive(model, "end_of_word_suffix");
+    if ((cJSON_IsString(pre) && pre->valuestring[0]) || (cJSON_IsString(suf) && suf->valuestring[0]))
+        return refuse(r, "a BPE with a subword prefix or suffix");
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    if (norm && !cJSON_IsNull(norm)) {
+        char what[120];
+        snprintf(what, sizeof what, "the normalizer %.60s", type_of(norm));
+        return refuse(r, what);
+    }
+    r->p.ignore_merges = flag(model, "ignore_merges");
+    return GPT2_OK;
+}
+
+static void reader_free(reader *r) {
+    for (int i = 0; r->token && i < r->p.n_vocab; i++) free(r->token[i]);
+    free(r->token), free(r->token_len), free(r->merges), free(r->added), free(r->special), free(r->pattern);
+}
+
+gpt2_status gpt2_tokenizer_load_json(const char *path, gpt2_tokenizer **out, gpt2_error *err) {
+    if (!out || !path) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_load_json: NULL argument");
+    *out = NULL;
+    cJSON *root;
+    gpt2_status st = json_read_file(path, MAX_JSON_BYTES, GPT2_ERR_TOKENIZER, "tokenizer.json", &root, err);
+    if (st) return st;
+    reader r = {.src = {path, NULL, GPT2_ERR_TOKENIZER, err}, .p = {.path = path}};
+    const cJSON *model, *vocab, *merges, *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    if (!(st = json_get_object(&r.src, root, "model", &model)) && !(st = check_model(&r, model, root)) &&
+        !(st = json_get_object(&r.src, model, "vocab", &vocab)) &&
+        !(st = json_get_array(&r.src, model, "merges", "an array of merges", &merges)) &&
+        !(st = read_pre_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer")))) {
+        if (added && !cJSON_IsArray(added)) st = json_bad(&r.src, "added_tokens", "an array", json_type_name(added));
+        if (!st) st = count_ids(&r, vocab, added);
+        if (!st) st = read_vocab(&r, vocab);
+        if (!st) st = read_merges(&r, vocab, merges);
+        if (!st) st = read_added(&r, added);
+    }
+    cJSON_Delete(root);
+    if (!st) {
+        r.p.token = (const char *const *)r.token, r.p.token_len = r.token_len, r.p.merges = r.merges;
+        r.p.added = r.added, r.p.special = r.special, r.p.pattern = r.pattern;
+        st = tok_from_parts(&r.p, out, err);
+    }
+    reader_free(&r);
+    return st;
+}

@@ -1,0 +1,16 @@
+// hf_tokenize.js — the reference ids for tests/test_tokenizer_json.c: transformers.js's
+// tokenizers (npm @lenml/tokenizers, fetched by scripts/fetch-hf-tokenizers.sh) encoding each
+// text of a JSON list, special tokens matched, nothing added (no BOS).
+//   node tests/ref/hf_tokenize.js LENML_DIST_MAIN_JS TOKENIZER_DIR TEXTS.json OUT.json
+// OUT.json: [[id, ...], ...], one list per text.
+"use strict";
+const fs = require("fs");
+const [lib, dir, textsPath, outPath] = process.argv.slice(2);
+const { TokenizerLoader } = require(lib);
+const tok = TokenizerLoader.fromPreTrained({
+  tokenizerJSON: JSON.parse(fs.readFileSync(dir + "/tokenizer.json", "utf8")),
+  tokenizerConfig: JSON.parse(fs.readFileSync(dir + "/tokenizer_config.json", "utf8")),
+});
+const texts = JSON.parse(fs.readFileSync(textsPath, "utf8"));
+const ids = texts.map((t) => Array.from(tok.encode(t, { add_special_tokens: false })));
+fs.writeFileSync(outPath, JSON.stringify(ids));

