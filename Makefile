@@ -214,7 +214,7 @@ $(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
 
 # --- the fuzz harnesses without libFuzzer (tests/fuzz/standalone_main.c), built like the
 # tests: `make test` runs each over its regression inputs and a few seeds (tests/fuzz/regress.sh)
-FUZZ_NAMES := safetensors config vocab merges encode session template theme checkpoint zip pickle llmc gguf
+FUZZ_NAMES := safetensors config vocab merges encode session template theme checkpoint zip pickle llmc gguf tokjson
 FUZZ_DIR   := $(B)/tests/fuzz
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 FUZZ_MAIN  := $(B)/tests/fuzz/standalone_main.o

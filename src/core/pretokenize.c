@@ -75,7 +75,8 @@ pcre2_code *pretok_compile_pattern(const char *pattern, const char *what, gpt2_e
 
 gpt2_status pretok_next(const pcre2_code *re, pcre2_match_data *md, const unsigned char *s,
                         size_t len, size_t pos, size_t *start, size_t *stop, gpt2_error *err) {
-    int rc = pcre2_match(re, s, len, pos, 0, md, NULL);
+    /* never an empty match: a tokenizer.json's pattern may allow one, and it would not advance */
+    int rc = pcre2_match(re, s, len, pos, PCRE2_NOTEMPTY, md, NULL);
     *start = *stop = len;
     if (rc >= 0) {
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);

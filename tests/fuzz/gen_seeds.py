@@ -247,6 +247,27 @@ def main():
     write(os.path.join(seeds, "merges", "crlf"), m.replace("\n", "\r\n"))
     write(os.path.join(seeds, "merges", "dup"), m + "\n".join(m.splitlines()[1:4]) + "\n")
 
+    # --- tokenizer.json: the tiny vocabulary and merges as HF writes them, both merge forms ---
+    tj = os.path.join(seeds, "tokjson")
+    os.makedirs(tj, exist_ok=True)
+    with open(os.path.join(tiny, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    pairs = [ln.split(" ") for ln in m.splitlines() if ln and not ln.startswith("#")]
+    nxt = max(vocab.values()) + 1
+    added = [{"id": nxt, "content": "<s>", "special": True}, {"id": nxt + 1, "content": "</s>", "special": True},
+             {"id": nxt + 2, "content": "<sep>", "special": False}]
+    llama3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+              r"\s*[\r\n]+|\s+(?!\S)|\s+")
+    write(os.path.join(tj, "bytelevel"), json.dumps({
+        "model": {"type": "BPE", "vocab": vocab, "merges": [" ".join(p) for p in pairs]},
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}}).encode())
+    write(os.path.join(tj, "split"), json.dumps({
+        "model": {"type": "BPE", "vocab": vocab, "merges": pairs, "ignore_merges": True}, "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": llama3}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},
+        "added_tokens": added}).encode())
+
     # --- encode ---
     enc = os.path.join(seeds, "encode")
     samples = [b"Hello world", b"The meaning of life is 42.\n\nYes!", b"<|endoftext|>Hi<|endoftext|>",

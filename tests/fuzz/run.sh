@@ -15,6 +15,7 @@ case $name in  # inputs past max_len are cut: keep the seeds whole
     safetensors) maxlen=16384 ;;  # the mini seeds are ~10 KB (bigger fixtures get cut)
     gguf) maxlen=65536 ;;         # the mini seeds are 10-100 KB (a Q4_K one needs rows of 256)
     vocab) maxlen=16384 ;;        # the tiny vocab.json is ~7 KB
+    tokjson) maxlen=32768 ;;      # the tiny tokenizer.json seeds are ~15 KB
     zip) maxlen=40960 ;;          # the mini checkpoints are up to 35 KB
     llmc) maxlen=16384 ;;         # the mini llm.c model is 10 KB
 esac

@@ -1,0 +1,52 @@
+/* fuzz_tokjson.c — the input is a tokenizer.json (gpt2_tokenizer_load_json).
+ *
+ * It must fail with a one-line error naming the file, or give a tokenizer for
+ * which decode(encode(x)) == x on a few fixed strings and on the input taken as
+ * text, with and without special tokens, every byte has its token, and every
+ * id maps back to itself.
+ */
+#include "fuzz_common.h"
+
+static char *g_dir, g_path[600];
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc; (void)argv;
+    g_dir = fuzz_tmpdir("tokjson");
+    snprintf(g_path, sizeof g_path, "%s/tokenizer.json", g_dir);
+    return 0;
+}
+
+static const char *const SAMPLES[] = {
+    "", "a", "Hello world", "the quick brown fox's 123 jumps!!\n\n  ok", "<s>x</s><|endoftext|>",
+    "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", "\xFF\xFE\x80 bad \xC3", "IT'S 1234567 \r\n\r\n  \t",
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fuzz_write(g_dir, "tokenizer.json", data, size);
+    gpt2_tokenizer *tok = NULL;
+    gpt2_error err;
+    gpt2_status st = gpt2_tokenizer_load_json(g_path, &tok, &err);
+    if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "%s\n", st ? err.msg : "loaded");
+    if (st != GPT2_OK) {
+        fuzz_check_error(st, &err);
+        FUZZ_CHECK(tok == NULL, "failed load left a tokenizer");
+        FUZZ_CHECK(strstr(err.msg, "tokenizer.json") != NULL || st == GPT2_ERR_NOMEM, "error does not name the file: %s",
+                   err.msg);
+        return 0;
+    }
+    const int nv = gpt2_tokenizer_n_vocab(tok);
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        FUZZ_CHECK(gpt2_tokenizer_token_id(tok, &c, 1) >= 0, "byte %d has no token", b);
+    }
+    for (size_t i = 0; i < sizeof SAMPLES / sizeof *SAMPLES; i++) fuzz_roundtrip(tok, SAMPLES[i], strlen(SAMPLES[i]));
+    fuzz_roundtrip(tok, (const char *)data, size);
+    for (int32_t id = -1; id <= nv; id++) {
+        size_t l;
+        const char *s = gpt2_tokenizer_token_bytes(tok, id, &l);
+        if (!s) continue;
+        FUZZ_CHECK(l > 0 && gpt2_tokenizer_token_id(tok, s, l) == id, "id %d does not map back", id);
+    }
+    gpt2_tokenizer_free(tok);
+    return 0;
+}
