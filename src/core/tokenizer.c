@@ -13,6 +13,7 @@
 #include "gpt2_tokenizer.h"
 
 #include <cjson/cJSON.h>
+#include <utf8proc.h>
 
 #include "json.h"
 #include <errno.h>
@@ -64,6 +65,7 @@ struct gpt2_tokenizer {
     int32_t n_merges;         /* ranks given: 0 .. n_merges - 1 */
     int chars;                /* 1: character-level (no merges, not every byte a token) */
     int ignore_merges;        /* 1: a piece that is a token whole is that token (tok_parts) */
+    int nfc;                  /* 1: text is put in Unicode's NFC before it is split (tok_parts) */
     pcre2_code *re;
     /* Tokens matched whole in the text before it is split (tokenizer.json's added tokens;
      * else "<|endoftext|>"), longest first; those special only with GPT2_ENCODE_SPECIAL. */
@@ -590,6 +592,8 @@ void gpt2_tokenizer_free(gpt2_tokenizer *t) {
 
 int gpt2_tokenizer_n_vocab(const gpt2_tokenizer *t) { return t ? t->n_vocab : 0; }
 
+const char *gpt2_tokenizer_normalizer(const gpt2_tokenizer *t) { return t && t->nfc ? "NFC" : NULL; }
+
 int32_t gpt2_tokenizer_eot(const gpt2_tokenizer *t) { return t ? t->eot : -1; }
 
 const char *gpt2_tokenizer_token_bytes(const gpt2_tokenizer *t, int32_t id, size_t *len) {
@@ -779,8 +783,40 @@ static gpt2_status encode_chars(const gpt2_tokenizer *t, encoder *e, const char 
     return GPT2_OK;
 }
 
-static gpt2_status encode_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md,
-                               const char *text, size_t len, gpt2_error *err) {
+/* NFC of s[0, n) into *out (malloc'd, *n_out bytes): each run of valid UTF-8 composed by
+ * utf8proc, each byte that is not UTF-8 kept as it is (HF never sees one: its text is a
+ * Rust string). */
+static gpt2_status nfc_of(const char *s, size_t n, char **out, size_t *n_out, gpt2_error *err) {
+    char *buf = malloc(3 * n + 16); /* NFC grows a string at most threefold */
+    size_t k = 0;
+    if (!buf) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while normalizing %zu bytes", n);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        uint32_t cp;
+        for (int m; j < n && (m = utf8_decode((const unsigned char *)s + j, n - j, &cp)) > 0;) j += (size_t)m;
+        if (j == i) { /* a byte that is not UTF-8 */
+            buf[k++] = s[i++];
+            continue;
+        }
+        utf8proc_uint8_t *c = NULL;
+        utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(j - i), &c,
+                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        if (m < 0 || (size_t)m > 3 * (j - i)) {
+            free(c), free(buf);
+            return gpt2_fail(err, m == UTF8PROC_ERROR_NOMEM ? GPT2_ERR_NOMEM : GPT2_ERR_TOKENIZER,
+                             "NFC of the text at byte %zu failed: %s", i, utf8proc_errmsg(m < 0 ? m : 0));
+        }
+        memcpy(buf + k, c, (size_t)m);
+        k += (size_t)m;
+        free(c);
+        i = j;
+    }
+    *out = buf, *n_out = k;
+    return GPT2_OK;
+}
+
+static gpt2_status encode_piece_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md,
+                                     const char *text, size_t len, gpt2_error *err) {
     if (t->chars) return encode_chars(t, e, text, len, err);
     const unsigned char *s = (const unsigned char *)text;
     size_t pos = 0;
@@ -798,6 +834,19 @@ static gpt2_status encode_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_
     return GPT2_OK;
 nomem:
     return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding %zu bytes", len);
+}
+
+/* Text between added tokens: normalized when the tokenizer says so, then split and BPE'd. */
+static gpt2_status encode_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md,
+                               const char *text, size_t len, gpt2_error *err) {
+    if (!t->nfc || len == 0) return encode_piece_text(t, e, md, text, len, err);
+    char *norm = NULL;
+    size_t n = 0;
+    gpt2_status st = nfc_of(text, len, &norm, &n, err);
+    if (st) return st;
+    st = encode_piece_text(t, e, md, norm, n, err);
+    free(norm);
+    return st;
 }
 
 /* The longest added token s starts with (n bytes available), special ones only with
@@ -997,6 +1046,7 @@ gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error 
     if (!st) {
         t->eot = gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
         t->ignore_merges = p->ignore_merges;
+        t->nfc = p->nfc;
         st = set_added(t, p->added, p->special, p->n_added, err);
     }
     if (!st) st = compile_pattern(t, p->pattern, p->path, err);

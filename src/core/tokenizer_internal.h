@@ -32,6 +32,7 @@ typedef struct {
     const int32_t *merges;          /* (n_merges, 2) each merge's two parts, in rank order */
     const char *pattern;            /* the split pattern (pretok_compile_pattern); NULL: GPT-2's */
     int ignore_merges;              /* 1: a piece that is a token whole is that token (Llama 3) */
+    int nfc;                        /* 1: the text put in Unicode's NFC first (Qwen, GPT-NeoX) */
     int n_added;
     const int32_t *added;           /* (n_added) ids matched whole in text before splitting */
     const unsigned char *special;   /* (n_added) 1: matched only with GPT2_ENCODE_SPECIAL */

@@ -2,7 +2,7 @@
  * GPT-NeoX, SmolLM-style files without a Digits step): the model's vocabulary and merges,
  * its pre-tokenizer's split pattern and its added tokens, read into tok_parts
  * (tokenizer_internal.h). What the file asks for that gptscope does not do yet (a
- * normalizer, SentencePiece-style byte fallback, another pre-tokenizer, added tokens that
+ * normalizer other than NFC, SentencePiece-style byte fallback, another pre-tokenizer, added tokens that
  * strip spaces) is refused by name, never approximated.
  *
  * The parts of the file read:
@@ -11,7 +11,7 @@
  *     pre_tokenizer    ByteLevel with use_regex (GPT-2's pattern), or Sequence of
  *                      Split {"pattern": {"Regex"}, "behavior": "Isolated"} and ByteLevel
  *                      without use_regex (Llama 3, Qwen)
- *     normalizer       null
+ *     normalizer       null or NFC (applied to the text between added tokens)
  *     added_tokens     [{"id", "content", "special", "lstrip", "rstrip", "single_word"}]
  * Token strings of the vocabulary and merges are in GPT-2's byte alphabet; added tokens'
  * contents are raw text. */
@@ -233,7 +233,10 @@ static gpt2_status check_model(reader *r, const cJSON *model, const cJSON *root)
     if ((cJSON_IsString(pre) && pre->valuestring[0]) || (cJSON_IsString(suf) && suf->valuestring[0]))
         return refuse(r, "a BPE with a subword prefix or suffix");
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-    if (norm && !cJSON_IsNull(norm)) {
+    if (norm && !cJSON_IsNull(norm) && !cJSON_IsObject(norm))
+        return json_bad(&r->src, "normalizer", "null or an object", json_type_name(norm));
+    if (!strcmp(type_of(norm), "NFC")) r->p.nfc = 1;
+    else if (norm && !cJSON_IsNull(norm)) {
         char what[120];
         snprintf(what, sizeof what, "the normalizer %.60s", type_of(norm));
         return refuse(r, what);

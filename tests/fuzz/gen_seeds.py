@@ -262,7 +262,7 @@ def main():
         "model": {"type": "BPE", "vocab": vocab, "merges": [" ".join(p) for p in pairs]},
         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}}).encode())
     write(os.path.join(tj, "split"), json.dumps({
-        "model": {"type": "BPE", "vocab": vocab, "merges": pairs, "ignore_merges": True}, "normalizer": None,
+        "model": {"type": "BPE", "vocab": vocab, "merges": pairs, "ignore_merges": True}, "normalizer": {"type": "NFC"},
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": llama3}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},

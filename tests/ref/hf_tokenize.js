@@ -2,7 +2,9 @@
 // tokenizers (npm @lenml/tokenizers, fetched by scripts/fetch-hf-tokenizers.sh) encoding each
 // text of a JSON list, special tokens matched, nothing added (no BOS).
 //   node tests/ref/hf_tokenize.js LENML_DIST_MAIN_JS TOKENIZER_DIR TEXTS.json OUT.json
-// OUT.json: [[id, ...], ...], one list per text.
+// OUT.json: {"ids": [[id, ...], ...], "nfc": [text, ...]}: each text's ids, and the text in
+// Unicode's NFC (JavaScript's String.prototype.normalize), what a tokenizer with an NFC
+// normalizer's ids decode to.
 "use strict";
 const fs = require("fs");
 const [lib, dir, textsPath, outPath] = process.argv.slice(2);
@@ -13,4 +15,4 @@ const tok = TokenizerLoader.fromPreTrained({
 });
 const texts = JSON.parse(fs.readFileSync(textsPath, "utf8"));
 const ids = texts.map((t) => Array.from(tok.encode(t, { add_special_tokens: false })));
-fs.writeFileSync(outPath, JSON.stringify(ids));
+fs.writeFileSync(outPath, JSON.stringify({ ids: ids, nfc: texts.map((t) => t.normalize("NFC")) }));
