@@ -7,7 +7,8 @@
 static const char usage_text[] =
     "usage: gptscope tokenize [-m DIR] [--text STR] [--special] [--pieces | --json]\n"
     "  Reads UTF-8 text from stdin (or --text) and prints its token ids on one line.\n"
-    "  --special   treat \"<|endoftext|>\" in the text as the special token\n"
+    "  --special   special tokens in the text become those tokens: \"<|endoftext|>\",\n"
+    "              a tokenizer.json's <|eot_id|> or <|im_start|>\n"
     "  --pieces    print each token's text instead, in double quotes: \\n \\t \\r \\\\ \\\" and\n"
     "              \\xNN for control bytes and bytes that are not valid UTF-8\n"
     "  --json      {\"ids\": [...], \"tokens\": [...]}, and \"tokens_bytes\" when a token's\n"
