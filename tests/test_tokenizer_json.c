@@ -207,25 +207,50 @@ static void test_hostile(void **state) {
         assert_null(t);
         assert_null(strchr(err.msg, '\n'));
     }
-    /* a good one: "ab" merges, an added special token and a plain one */
+    /* a good one: "ab" merges, and added tokens: "<s>" special (so matched on the raw text,
+     * first), "<s>x" plain (so, by default, matched on the normalized text, after), "<t>x"
+     * and "<t>" both on the raw text (the longer wins) */
     snprintf(doc, 16384, "{\"model\": {\"type\": \"BPE\", \"merges\": [[\"a\", \"b\"]], \"vocab\": {%s \"ab\": 256}}, "
              "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"use_regex\": true}, \"added_tokens\": [{\"id\": 257, "
-             "\"content\": \"<s>\", \"special\": true}, {\"id\": 258, \"content\": \"<s>x\", \"special\": false}]}",
+             "\"content\": \"<s>\", \"special\": true}, {\"id\": 258, \"content\": \"<s>x\", \"special\": false}, "
+             "{\"id\": 259, \"content\": \"<t>\", \"special\": false, \"normalized\": false}, {\"id\": 260, "
+             "\"content\": \"<t>x\", \"special\": false, \"normalized\": false}]}",
              bytes);
     gpt2_tokenizer *t;
     gpt2_error err;
     if (gpt2_tokenizer_load_json(write_json(dir, doc), &t, &err) != GPT2_OK) fail_msg("%s", err.msg);
     int32_t *ids;
     size_t n;
-    assert_int_equal(gpt2_tokenizer_encode(t, "ab<s>x<s>", 9, GPT2_ENCODE_SPECIAL, &ids, &n, NULL), GPT2_OK);
-    assert_int_equal(n, 3); /* ab, then the longest added token, "<s>x", then "<s>" */
-    assert_int_equal(ids[0], 256), assert_int_equal(ids[1], 258), assert_int_equal(ids[2], 257);
+    assert_int_equal(gpt2_tokenizer_encode(t, "ab<s>x<t>x<t>", 13, GPT2_ENCODE_SPECIAL, &ids, &n, NULL), GPT2_OK);
+    assert_int_equal(n, 5); /* ab, <s> (the raw-text pass comes first), x, <t>x (the longest), <t> */
+    assert_int_equal(ids[0], 256), assert_int_equal(ids[1], 257), assert_int_equal(ids[2], 'x');
+    assert_int_equal(ids[3], 260), assert_int_equal(ids[4], 259);
     free(ids);
     assert_int_equal(gpt2_tokenizer_encode(t, "<s>x<s>", 7, 0, &ids, &n, NULL), GPT2_OK);
-    assert_int_equal(ids[0], 258); /* not special: matched without the flag */
-    assert_true(n == 4);           /* "<", "s", ">" as bytes after it */
+    assert_int_equal(ids[0], 258); /* without the flag "<s>" is text, and "<s>x", not special, is found */
+    assert_true(n == 4);           /* then "<", "s", ">" as bytes */
     free(ids);
     gpt2_tokenizer_free(t);
+    /* an added token is never made by BPE: not by a merge, nor whole by ignore_merges */
+    snprintf(doc, 16384, "{\"model\": {\"type\": \"BPE\", \"merges\": [], \"ignore_merges\": true, \"vocab\": {%s "
+             "\"ab\": 256}}, \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"use_regex\": true}, \"added_tokens\": "
+             "[{\"id\": 257, \"content\": \"==\", \"special\": true}]}", bytes);
+    if (gpt2_tokenizer_load_json(write_json(dir, doc), &t, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    assert_int_equal(gpt2_tokenizer_encode(t, "a==b", 4, 0, &ids, &n, NULL), GPT2_OK);
+    assert_int_equal(n, 4); /* a = = b: the piece "==" is the special token's text, not a model token */
+    free(ids);
+    gpt2_tokenizer_free(t);
+    snprintf(doc, 16384, "{\"model\": {\"type\": \"BPE\", \"merges\": [\"= =\"], \"vocab\": {%s \"ab\": 256}}, "
+             "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"use_regex\": true}, \"added_tokens\": "
+             "[{\"id\": 257, \"content\": \"==\", \"special\": true}]}", bytes);
+    assert_int_equal(gpt2_tokenizer_load_json(write_json(dir, doc), &t, &err), GPT2_ERR_TOKENIZER);
+    assert_non_null(strstr(err.msg, "merge 0 makes \"==\", which is not in the vocabulary"));
+    /* a normalized added token whose content NFC changes is refused (HF matches its NFC form) */
+    snprintf(doc, 16384, "{\"model\": {\"type\": \"BPE\", \"merges\": [], \"vocab\": {%s \"ab\": 256}}, "
+             "\"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"use_regex\": true}, "
+             "\"added_tokens\": [{\"id\": 257, \"content\": \"e\u0301\", \"normalized\": true}]}", bytes);
+    assert_int_equal(gpt2_tokenizer_load_json(write_json(dir, doc), &t, &err), GPT2_ERR_TOKENIZER);
+    assert_non_null(strstr(err.msg, "whose content NFC changes"));
     /* truncated JSON and a missing file */
     assert_int_equal(gpt2_tokenizer_load_json(write_json(dir, "{\"model\": {"), &t, &err), GPT2_ERR_TOKENIZER);
     assert_non_null(strstr(err.msg, "tokenizer.json"));
@@ -239,12 +264,50 @@ static void test_hostile(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Ids of text under a Split pattern (JSON-escaped) with merges "a b" and "] ]": a pattern
+ * matching one character at a time keeps "ab" and "]]" apart; one that fails to match
+ * them leaves a gap, which is a piece of its own, and they merge. */
+static size_t n_ids_split(const char *dir, const char *bytes, const char *pattern_json, const char *text) {
+    char *doc = malloc(16384);
+    snprintf(doc, 16384, "{\"model\": {\"type\": \"BPE\", \"merges\": [\"a b\", \"] ]\"], \"vocab\": {%s \"ab\": "
+             "256, \"]]\": 257}}, \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+             "\"Split\", \"pattern\": {\"Regex\": \"%s\"}, \"behavior\": \"Isolated\"}, {\"type\": \"ByteLevel\", "
+             "\"use_regex\": false}]}}", bytes, pattern_json);
+    gpt2_tokenizer *t;
+    gpt2_error err;
+    if (gpt2_tokenizer_load_json(write_json(dir, doc), &t, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(gpt2_tokenizer_encode(t, text, strlen(text), 0, &ids, &n, NULL), GPT2_OK);
+    free(ids), free(doc);
+    gpt2_tokenizer_free(t);
+    return n;
+}
+
+/* The Split regex is read as Hugging Face's Oniguruma reads it: POSIX classes and a
+ * leading ']' inside brackets, \h as a hex digit (PCRE2: horizontal space). */
+static void test_pattern_dialect(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gptscope-tokpat-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *bytes = byte_vocab();
+    assert_int_equal(n_ids_split(dir, bytes, "[[:alpha:]\\\\s]", "ab"), 2);
+    assert_int_equal(n_ids_split(dir, bytes, "[]\\\\s]", "]]"), 2);
+    assert_int_equal(n_ids_split(dir, bytes, "\\\\h", "ab"), 2);
+    assert_int_equal(n_ids_split(dir, bytes, "x", "ab"), 1); /* the check can see a gap */
+    free(bytes);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_pattern_dialect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

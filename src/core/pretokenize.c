@@ -19,11 +19,11 @@
 static const char PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+"
                               "|[" WS "]+(?![^" WS "])|[" WS "]+";
 
-static pcre2_code *compile(const char *pattern, size_t len, const char *what, gpt2_error *err) {
+static pcre2_code *compile(const char *pattern, size_t len, const char *what, uint32_t options, gpt2_error *err) {
     int code;
     PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code,
-                                   &off, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | options,
+                                   &code, &off, NULL);
     if (!re) {
         PCRE2_UCHAR msg[120];
         pcre2_get_error_message(code, msg, sizeof msg);
@@ -35,11 +35,22 @@ static pcre2_code *compile(const char *pattern, size_t len, const char *what, gp
     return re;
 }
 
-pcre2_code *pretok_compile(gpt2_error *err) { return compile(PATTERN, sizeof PATTERN - 1, "GPT-2", err); }
+pcre2_code *pretok_compile(gpt2_error *err) { return compile(PATTERN, sizeof PATTERN - 1, "GPT-2", 0, err); }
+
+/* One escape the two dialects read differently, rewritten: \\s \\S (White_Space), \\h \\H
+ * (Oniguruma: a hex digit; PCRE2: horizontal space). Returns the bytes written, 0 for an
+ * escape that is the same in both, -1 for one that cannot be written inside a class. */
+static int rewrite_escape(char c, int in_class, char *out) {
+    const char *set = c == 's' || c == 'S' ? WS : c == 'h' || c == 'H' ? "0-9a-fA-F" : NULL;
+    if (!set) return 0;
+    const int neg = c == 'S' || c == 'H';
+    if (neg && in_class) return -1;
+    return sprintf(out, in_class ? "%s" : neg ? "[^%s]" : "[%s]", set);
+}
 
 pcre2_code *pretok_compile_pattern(const char *pattern, const char *what, gpt2_error *err) {
     const size_t n = strlen(pattern);
-    char *out = malloc(n * (sizeof WS + 4) + 1); /* each \\s at most "[^" WS "]" */
+    char *out = malloc(n * (sizeof WS + 4) + 1); /* each 2-byte escape at most "[^" WS "]" */
     if (!out) {
         gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
         return NULL;
@@ -48,27 +59,42 @@ pcre2_code *pretok_compile_pattern(const char *pattern, const char *what, gpt2_e
     int in_class = 0;
     for (size_t i = 0; i < n; i++) {
         const char c = pattern[i];
-        if (c == '\\' && i + 1 < n && (pattern[i + 1] == 's' || pattern[i + 1] == 'S')) {
-            const int neg = pattern[++i] == 'S';
-            if (neg && in_class) {
+        if (c == '\\' && i + 1 < n && pattern[i + 1] == 'Q') { /* \\Q...\\E: literal, copied whole */
+            const char *e = strstr(pattern + i + 2, "\\E");
+            const size_t end = e ? (size_t)(e - pattern) + 2 : n;
+            memcpy(out + k, pattern + i, end - i);
+            k += end - i, i = end - 1;
+            continue;
+        }
+        if (c == '\\' && i + 1 < n) {
+            const int w = rewrite_escape(pattern[i + 1], in_class, out + k);
+            if (w < 0) {
                 free(out);
-                gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: the pre-tokenizer pattern has \\S inside a bracket class, "
-                          "which gptscope cannot rewrite", what);
+                gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: the pre-tokenizer pattern has \\%c inside a bracket class, "
+                          "which gptscope cannot rewrite", what, pattern[i + 1]);
                 return NULL;
             }
-            k += (size_t)sprintf(out + k, in_class ? "%s" : neg ? "[^%s]" : "[%s]", WS);
+            if (w == 0) out[k++] = c, out[k++] = pattern[i + 1]; /* any other escape, copied whole */
+            k += (size_t)(w > 0 ? w : 0), i++;
             continue;
         }
-        if (c == '\\' && i + 1 < n) { /* any other escape, copied whole */
-            out[k++] = c;
-            out[k++] = pattern[++i];
+        if (c == '[' && in_class && i + 1 < n && pattern[i + 1] == ':') { /* [:alpha:] inside a class */
+            const char *e = strstr(pattern + i, ":]");
+            const size_t end = e ? (size_t)(e - pattern) + 2 : i + 1;
+            memcpy(out + k, pattern + i, end - i);
+            k += end - i, i = end - 1;
             continue;
         }
-        if (c == '[' && !in_class) in_class = 1;
-        else if (c == ']' && in_class) in_class = 0;
         out[k++] = c;
+        if (c == '[' && !in_class) { /* a ']' right after "[" or "[^" is a literal */
+            in_class = 1;
+            if (i + 1 < n && pattern[i + 1] == '^') out[k++] = pattern[++i];
+            if (i + 1 < n && pattern[i + 1] == ']') out[k++] = pattern[++i];
+        } else if (c == ']' && in_class) {
+            in_class = 0;
+        }
     }
-    pcre2_code *re = compile(out, k, what, err);
+    pcre2_code *re = compile(out, k, what, PCRE2_MULTILINE, err); /* Oniguruma's ^ and $ are line anchors */
     free(out);
     return re;
 }

@@ -26,10 +26,11 @@
  * pcre2_code_free(). */
 pcre2_code *pretok_compile(gpt2_error *err);
 
-/* The same for another split pattern (a tokenizer.json's Split regex, in the syntax of
- * Rust's Oniguruma): \s and \S are rewritten to Unicode's White_Space list, as Oniguruma
- * and Python's regex read them (PCRE2's own \s differs by version); \S inside a bracket
- * class is refused. what names the pattern's source in messages. */
+/* The same for another split pattern (a tokenizer.json's Split regex, in the Ruby syntax
+ * of Hugging Face's Oniguruma), rewritten where PCRE2 reads it otherwise: \s and \S as
+ * Unicode's White_Space list (PCRE2's own \s differs by version), \h and \H as hex digits,
+ * ^ and $ at every line; \S and \H inside a bracket class are refused. what names the
+ * pattern's source in messages. */
 pcre2_code *pretok_compile_pattern(const char *pattern, const char *what, gpt2_error *err);
 
 /* The next piece boundary at or after pos (< len) in s[0, len): *start and *stop delimit the

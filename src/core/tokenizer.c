@@ -66,11 +66,13 @@ struct gpt2_tokenizer {
     int chars;                /* 1: character-level (no merges, not every byte a token) */
     int ignore_merges;        /* 1: a piece that is a token whole is that token (tok_parts) */
     int nfc;                  /* 1: text is put in Unicode's NFC before it is split (tok_parts) */
+    int pair_at_a_time;       /* 1: BPE merges one pair at a time, as HF (tok_parts); 0: a rank a round */
+    unsigned char *in_model;  /* (n_vocab) 1: a model token (BPE may make it); NULL: every id is */
     pcre2_code *re;
     /* Tokens matched whole in the text before it is split (tokenizer.json's added tokens;
-     * else "<|endoftext|>"), longest first; those special only with GPT2_ENCODE_SPECIAL. */
+     * else "<|endoftext|>"), longest first; flags TOK_ADDED_* (tokenizer_internal.h). */
     int32_t *added;
-    unsigned char *added_special;
+    unsigned char *added_flags;
     int n_added;
     unsigned char added_first[256]; /* 1: some added token starts with this byte */
 };
@@ -398,7 +400,7 @@ static gpt2_status settle_alphabet(gpt2_tokenizer *t, const char *vocab_path, gp
 
 typedef struct {
     int32_t len, id;
-    unsigned char special;
+    unsigned char flags;
 } added_tok;
 
 static int longer_first(const void *a, const void *b) {
@@ -406,23 +408,23 @@ static int longer_first(const void *a, const void *b) {
     return x->len != y->len ? (y->len > x->len) - (y->len < x->len) : (x->id > y->id) - (x->id < y->id);
 }
 
-/* The added tokens (ids, specials; NULL: "<|endoftext|>", special, when the
- * vocabulary has it), longest first so that the longest match wins. */
-static gpt2_status set_added(gpt2_tokenizer *t, const int32_t *ids, const unsigned char *special, int n,
+/* The added tokens (ids, TOK_ADDED_* flags; NULL: "<|endoftext|>", special,
+ * when the vocabulary has it), longest first so that the longest match wins. */
+static gpt2_status set_added(gpt2_tokenizer *t, const int32_t *ids, const unsigned char *flags, int n,
                              gpt2_error *err) {
-    static const unsigned char one = 1;
-    if (!ids) ids = &t->eot, n = t->eot >= 0, special = &one;
+    static const unsigned char special = TOK_ADDED_SPECIAL;
+    if (!ids) ids = &t->eot, n = t->eot >= 0, flags = &special;
     added_tok *a = malloc(((size_t)n + 1) * sizeof *a);
     t->added = malloc(((size_t)n + 1) * sizeof *t->added);
-    t->added_special = malloc((size_t)n + 1);
-    if (!a || !t->added || !t->added_special) {
+    t->added_flags = malloc((size_t)n + 1);
+    if (!a || !t->added || !t->added_flags) {
         free(a);
         return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
     }
-    for (int i = 0; i < n; i++) a[i] = (added_tok){t->tok_len[ids[i]], ids[i], special[i]};
+    for (int i = 0; i < n; i++) a[i] = (added_tok){t->tok_len[ids[i]], ids[i], flags[i]};
     qsort(a, (size_t)n, sizeof *a, longer_first);
     for (int i = 0; i < n; i++) {
-        t->added[i] = a[i].id, t->added_special[i] = a[i].special;
+        t->added[i] = a[i].id, t->added_flags[i] = a[i].flags;
         t->added_first[(unsigned char)t->blob[t->tok_off[a[i].id]]] = 1;
     }
     free(a);
@@ -579,7 +581,8 @@ void gpt2_tokenizer_free(gpt2_tokenizer *t) {
     if (!t) return;
     if (t->re) pcre2_code_free(t->re);
     free(t->added);
-    free(t->added_special);
+    free(t->added_flags);
+    free(t->in_model);
     free(t->pairs);
     free(t->ids);
     free(t->tok_len);
@@ -715,7 +718,7 @@ static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s
     if (n == 1) return emit(e, t->byte_id[s[0]]);
     if (t->ignore_merges && !e->drop) { /* a piece that is a token is that token */
         const int32_t whole = gpt2_tokenizer_token_id(t, (const char *)s, n);
-        if (whole >= 0) return emit(e, whole);
+        if (whole >= 0 && (!t->in_model || t->in_model[whole])) return emit(e, whole);
     }
     if (reserve(e, n)) return -1;
     int32_t *id = e->id, *next = e->next, *prev = e->prev;
@@ -731,7 +734,7 @@ static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s
         if (!cand_live(e, &first)) continue;
         size_t n_round = 0, merged = 0;
         e->round[n_round++] = first;
-        while (n_heap > 0 && e->heap[0].key >> 32 == first.key >> 32)
+        while (!t->pair_at_a_time && n_heap > 0 && e->heap[0].key >> 32 == first.key >> 32)
             e->round[n_round++] = heap_pop(e->heap, &n_heap); /* in position order */
         for (size_t k = 0; k < n_round; k++) {
             const bpe_cand *c = &e->round[k];
@@ -836,32 +839,66 @@ nomem:
     return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding %zu bytes", len);
 }
 
-/* Text between added tokens: normalized when the tokenizer says so, then split and BPE'd. */
-static gpt2_status encode_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md,
-                               const char *text, size_t len, gpt2_error *err) {
-    if (!t->nfc || len == 0) return encode_piece_text(t, e, md, text, len, err);
-    char *norm = NULL;
-    size_t n = 0;
-    gpt2_status st = nfc_of(text, len, &norm, &n, err);
-    if (st) return st;
-    st = encode_piece_text(t, e, md, norm, n, err);
-    free(norm);
-    return st;
-}
-
-/* The longest added token s starts with (n bytes available), special ones only with
- * GPT2_ENCODE_SPECIAL: its id and *len; -1 when none. */
-static int32_t added_at(const gpt2_tokenizer *t, const char *s, size_t n, int flags, size_t *len) {
+/* The longest added token s starts with (n bytes available) whose TOK_ADDED_NORMALIZED flag
+ * is `normalized`, special ones only with GPT2_ENCODE_SPECIAL: its id and *len; -1 when none. */
+static int32_t added_at(const gpt2_tokenizer *t, const char *s, size_t n, int flags, int normalized, size_t *len) {
     for (int i = 0; i < t->n_added; i++) {
         const int32_t id = t->added[i];
         const size_t m = (size_t)t->tok_len[id];
-        if (m <= n && (!t->added_special[i] || (flags & GPT2_ENCODE_SPECIAL)) &&
-            memcmp(s, t->blob + t->tok_off[id], m) == 0) {
+        const unsigned f = t->added_flags[i];
+        if (m <= n && !(f & TOK_ADDED_NORMALIZED) == !normalized &&
+            (!(f & TOK_ADDED_SPECIAL) || (flags & GPT2_ENCODE_SPECIAL)) && memcmp(s, t->blob + t->tok_off[id], m) == 0) {
             *len = m;
             return id;
         }
     }
     return -1;
+}
+
+typedef gpt2_status (*text_fn)(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md, const char *text,
+                               size_t len, int flags, gpt2_error *err);
+
+/* Splits text on the added tokens of one kind (normalized or not), leftmost and longest
+ * first: each token is emitted, each run between them goes to `between` (encoded on its
+ * own, as tiktoken and HF do). */
+static gpt2_status split_added(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md, const char *text,
+                               size_t len, int flags, int normalized, text_fn between, gpt2_error *err) {
+    gpt2_status st = GPT2_OK;
+    size_t pos = 0, n;
+    for (size_t i = 0; i < len && st == GPT2_OK;) {
+        const int32_t id =
+            t->added_first[(unsigned char)text[i]] ? added_at(t, text + i, len - i, flags, normalized, &n) : -1;
+        if (id < 0) {
+            i++;
+            continue;
+        }
+        st = between(t, e, md, text + pos, i - pos, flags, err);
+        if (st == GPT2_OK && emit(e, id)) st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding");
+        pos = i += n;
+    }
+    return st ? st : between(t, e, md, text + pos, len - pos, flags, err);
+}
+
+static gpt2_status pieces(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md, const char *text, size_t len,
+                          int flags, gpt2_error *err) {
+    (void)flags;
+    return encode_piece_text(t, e, md, text, len, err);
+}
+
+/* Text between the added tokens matched on the raw text: normalized when the tokenizer
+ * says so, split on the added tokens matched on normalized text (HF's two passes), and the
+ * rest pre-tokenized and BPE'd. */
+static gpt2_status encode_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md, const char *text,
+                               size_t len, int flags, gpt2_error *err) {
+    if (len == 0) return GPT2_OK;
+    if (!t->nfc) return split_added(t, e, md, text, len, flags, 1, pieces, err);
+    char *norm = NULL;
+    size_t n = 0;
+    gpt2_status st = nfc_of(text, len, &norm, &n, err);
+    if (st) return st;
+    st = split_added(t, e, md, norm, n, flags, 1, pieces, err);
+    free(norm);
+    return st;
 }
 
 static gpt2_status encode(const gpt2_tokenizer *t, const char *text, size_t len, int flags, encoder e,
@@ -876,20 +913,7 @@ static gpt2_status encode(const gpt2_tokenizer *t, const char *text, size_t len,
     }
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(t->re, NULL);
     if (!md) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for regex match data");
-    gpt2_status st = GPT2_OK;
-    size_t pos = 0, n;
-    for (size_t i = 0; i < len && st == GPT2_OK;) {
-        const int32_t id = t->added_first[(unsigned char)text[i]] ? added_at(t, text + i, len - i, flags, &n) : -1;
-        if (id < 0) {
-            i++;
-            continue;
-        }
-        /* Text on either side is encoded on its own, as tiktoken and HF do. */
-        st = encode_text(t, &e, md, text + pos, i - pos, err);
-        if (st == GPT2_OK && emit(&e, id)) st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding");
-        pos = i += n;
-    }
-    if (st == GPT2_OK) st = encode_text(t, &e, md, text + pos, len - pos, err);
+    gpt2_status st = split_added(t, &e, md, text, len, flags, 0, encode_text, err);
     pcre2_match_data_free(md);
     scratch_free(&e);
     if (st != GPT2_OK) {
@@ -1007,7 +1031,7 @@ static gpt2_status parts_merges(gpt2_tokenizer *t, const tok_parts *p, gpt2_erro
         memcpy(joined, sa, na), memcpy(joined + na, sb, nb);
         const int32_t merged = gpt2_tokenizer_token_id(t, joined, na + nb);
         char shown[TEXT_SHOW_BUF];
-        if (merged < 0)
+        if (merged < 0 || (p->in_model && !p->in_model[merged])) /* an added token is never made by BPE */
             st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: merge %d makes \"%s\", which is not in the vocabulary",
                            p->path, r, text_show(joined, na + nb, shown));
         else
@@ -1047,7 +1071,12 @@ gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error 
         t->eot = gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
         t->ignore_merges = p->ignore_merges;
         t->nfc = p->nfc;
-        st = set_added(t, p->added, p->special, p->n_added, err);
+        t->pair_at_a_time = 1;
+        if (p->in_model && !(t->in_model = malloc((size_t)p->n_vocab)))
+            st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
+        else if (p->in_model)
+            memcpy(t->in_model, p->in_model, (size_t)p->n_vocab);
+        if (!st) st = set_added(t, p->added, p->added_flags, p->n_added, err);
     }
     if (!st) st = compile_pattern(t, p->pattern, p->path, err);
     if (st) {

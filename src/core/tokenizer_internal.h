@@ -22,7 +22,8 @@
 gpt2_status tok_from_tokens(const char *const *tok, const size_t *len, int n, int32_t eot, int chars, const char *path,
                             gpt2_tokenizer **out, gpt2_error *err);
 
-/* A byte-level BPE tokenizer from its parts (a tokenizer.json's, tokenizer_json.c). */
+/* A byte-level BPE tokenizer from its parts (a tokenizer.json's, tokenizer_json.c), merging
+ * one pair at a time (lowest rank, then leftmost), as Hugging Face's BPE does. */
 typedef struct {
     const char *path;               /* the file, for messages */
     int n_vocab;                    /* ids 0 .. n_vocab - 1 */
@@ -33,10 +34,16 @@ typedef struct {
     const char *pattern;            /* the split pattern (pretok_compile_pattern); NULL: GPT-2's */
     int ignore_merges;              /* 1: a piece that is a token whole is that token (Llama 3) */
     int nfc;                        /* 1: the text put in Unicode's NFC first (Qwen, GPT-NeoX) */
+    const unsigned char *in_model;  /* (n_vocab) 1: a model token, which BPE may make; NULL: every id */
     int n_added;
     const int32_t *added;           /* (n_added) ids matched whole in text before splitting */
-    const unsigned char *special;   /* (n_added) 1: matched only with GPT2_ENCODE_SPECIAL */
+    const unsigned char *added_flags; /* (n_added) TOK_ADDED_* */
 } tok_parts;
+
+enum {
+    TOK_ADDED_SPECIAL = 1,    /* matched only with GPT2_ENCODE_SPECIAL */
+    TOK_ADDED_NORMALIZED = 2  /* matched on the normalized text, after those that are not (HF's order) */
+};
 
 /* Every check of the files (all 256 byte tokens, no id or bytes twice, each
  * merge's result in the vocabulary) with messages naming p->path. */

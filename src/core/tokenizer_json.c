@@ -12,12 +12,16 @@
  *                      Split {"pattern": {"Regex"}, "behavior": "Isolated"} and ByteLevel
  *                      without use_regex (Llama 3, Qwen)
  *     normalizer       null or NFC (applied to the text between added tokens)
- *     added_tokens     [{"id", "content", "special", "lstrip", "rstrip", "single_word"}]
+ *     added_tokens     [{"id", "content", "special", "normalized", "lstrip", "rstrip",
+ *                      "single_word"}]: those not normalized matched first on the raw text,
+ *                      then the normalized ones on the normalized text, as HF does
  * Token strings of the vocabulary and merges are in GPT-2's byte alphabet; added tokens'
  * contents are raw text. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <utf8proc.h>
 
 #include "error.h"
 #include "gpt2_tokenizer.h"
@@ -35,7 +39,8 @@ typedef struct {
     size_t *token_len;
     int32_t *merges;     /* (n_merges, 2) */
     int32_t *added;
-    unsigned char *special;
+    unsigned char *added_flags; /* TOK_ADDED_* */
+    unsigned char *in_model;    /* (n_vocab) 1: in model.vocab */
     char *pattern;       /* owned copy */
 } reader;
 
@@ -112,7 +117,8 @@ static gpt2_status count_ids(reader *r, const cJSON *vocab, const cJSON *added) 
     r->p.n_vocab = (int)max + 1;
     r->token = calloc((size_t)r->p.n_vocab + 1, sizeof *r->token);
     r->token_len = calloc((size_t)r->p.n_vocab + 1, sizeof *r->token_len);
-    return r->token && r->token_len ? GPT2_OK : gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
+    r->in_model = calloc((size_t)r->p.n_vocab + 1, 1);
+    return r->token && r->token_len && r->in_model ? GPT2_OK : gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
 }
 
 static gpt2_status read_vocab(reader *r, const cJSON *vocab) {
@@ -121,8 +127,14 @@ static gpt2_status read_vocab(reader *r, const cJSON *vocab) {
     gpt2_status st = GPT2_OK;
     for (const cJSON *it = vocab->child; it && !st; it = it->next) {
         const size_t n = strlen(it->string);
-        if (n + 1 > cap && !(raw = realloc(raw, cap = 2 * n + 16)))
-            return gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
+        if (n + 1 > cap) {
+            char *grown = realloc(raw, cap = 2 * n + 16);
+            if (!grown) {
+                free(raw);
+                return gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
+            }
+            raw = grown;
+        }
         uint32_t bad;
         const long k = tok_alphabet_to_bytes(it->string, n, raw, &bad);
         char shown[TEXT_SHOW_BUF];
@@ -130,8 +142,8 @@ static gpt2_status read_vocab(reader *r, const cJSON *vocab) {
             st = gpt2_fail(r->src.err, GPT2_ERR_TOKENIZER, "%s: model.vocab: token \"%s\" is not in GPT-2's byte "
                            "alphabet (a byte-level BPE's vocabulary is)", r->src.path,
                            text_show(it->string, n, shown));
-        else
-            st = put_token(r, (int32_t)it->valuedouble, raw, (size_t)k, "model.vocab");
+        else if (!(st = put_token(r, (int32_t)it->valuedouble, raw, (size_t)k, "model.vocab")))
+            r->in_model[(int32_t)it->valuedouble] = 1;
     }
     free(raw);
     return st;
@@ -198,11 +210,19 @@ static gpt2_status read_merges(reader *r, const cJSON *vocab, const cJSON *merge
     return st;
 }
 
+/* Whether NFC leaves s as it is (HF matches a normalized added token by its normalized content). */
+static int nfc_invariant(const char *s) {
+    utf8proc_uint8_t *n = utf8proc_NFC((const utf8proc_uint8_t *)s);
+    const int same = n && !strcmp((const char *)n, s);
+    free(n);
+    return same;
+}
+
 static gpt2_status read_added(reader *r, const cJSON *added) {
     const int n = cJSON_GetArraySize(added);
     r->added = malloc(((size_t)n + 1) * sizeof *r->added);
-    r->special = malloc((size_t)n + 1);
-    if (!r->added || !r->special) return gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
+    r->added_flags = malloc((size_t)n + 1);
+    if (!r->added || !r->added_flags) return gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
     int i = 0;
     for (const cJSON *it = added ? added->child : NULL; it; it = it->next, i++) {
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
@@ -211,7 +231,13 @@ static gpt2_status read_added(reader *r, const cJSON *added) {
         if (flag(it, "lstrip") || flag(it, "rstrip") || flag(it, "single_word"))
             return refuse(r, "an added token with lstrip, rstrip or single_word");
         r->added[i] = (int32_t)cJSON_GetObjectItemCaseSensitive(it, "id")->valuedouble;
-        r->special[i] = (unsigned char)flag(it, "special");
+        /* "normalized" defaults to the opposite of "special", as in HF */
+        const cJSON *norm = cJSON_GetObjectItemCaseSensitive(it, "normalized");
+        const int normalized = cJSON_IsBool(norm) ? cJSON_IsTrue(norm) : !flag(it, "special");
+        r->added_flags[i] = (unsigned char)((flag(it, "special") ? TOK_ADDED_SPECIAL : 0) |
+                                            (normalized ? TOK_ADDED_NORMALIZED : 0));
+        if (normalized && r->p.nfc && !nfc_invariant(content->valuestring))
+            return refuse(r, "an added token matched on normalized text whose content NFC changes");
         gpt2_status st = put_token(r, r->added[i], content->valuestring, strlen(content->valuestring),
                                    "added_tokens");
         if (st) return st;
@@ -247,7 +273,8 @@ static gpt2_status check_model(reader *r, const cJSON *model, const cJSON *root)
 
 static void reader_free(reader *r) {
     for (int i = 0; r->token && i < r->p.n_vocab; i++) free(r->token[i]);
-    free(r->token), free(r->token_len), free(r->merges), free(r->added), free(r->special), free(r->pattern);
+    free(r->token), free(r->token_len), free(r->merges), free(r->added), free(r->added_flags), free(r->in_model);
+    free(r->pattern);
 }
 
 gpt2_status gpt2_tokenizer_load_json(const char *path, gpt2_tokenizer **out, gpt2_error *err) {
@@ -271,7 +298,7 @@ gpt2_status gpt2_tokenizer_load_json(const char *path, gpt2_tokenizer **out, gpt
     cJSON_Delete(root);
     if (!st) {
         r.p.token = (const char *const *)r.token, r.p.token_len = r.token_len, r.p.merges = r.merges;
-        r.p.added = r.added, r.p.special = r.special, r.p.pattern = r.pattern;
+        r.p.added = r.added, r.p.added_flags = r.added_flags, r.p.pattern = r.pattern, r.p.in_model = r.in_model;
         st = tok_from_parts(&r.p, out, err);
     }
     reader_free(&r);
