@@ -193,6 +193,25 @@ static inline char *fuzz_decode(const gpt2_tokenizer *tok, const int32_t *ids, s
 }
 
 /* Encodes text (with and without GPT2_ENCODE_SPECIAL) and checks the round trip. */
+/* A loaded byte-level tokenizer's vocabulary: every byte's single-byte token, and every
+ * id's bytes mapping back to that id. */
+static inline void fuzz_check_vocab(const gpt2_tokenizer *tok) {
+    const int nv = gpt2_tokenizer_n_vocab(tok);
+    FUZZ_CHECK(nv >= 256, "n_vocab %d but all 256 bytes are required", nv);
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        size_t l;
+        const char *s = gpt2_tokenizer_token_bytes(tok, gpt2_tokenizer_token_id(tok, &c, 1), &l);
+        FUZZ_CHECK(s && l == 1 && (unsigned char)s[0] == b, "byte %d has no token", b);
+    }
+    for (int32_t id = -1; id <= nv; id++) {
+        size_t l;
+        const char *s = gpt2_tokenizer_token_bytes(tok, id, &l);
+        if (!s) continue;
+        FUZZ_CHECK(l > 0 && gpt2_tokenizer_token_id(tok, s, l) == id, "id %d does not map back", id);
+    }
+}
+
 static inline void fuzz_roundtrip(const gpt2_tokenizer *tok, const char *text, size_t len) {
     for (int flags = 0; flags <= GPT2_ENCODE_SPECIAL; flags += GPT2_ENCODE_SPECIAL) {
         int32_t *ids = NULL;
