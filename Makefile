@@ -190,7 +190,7 @@ $(HFTOK)/.done: scripts/fetch-hf-tokenizers.sh
 
 # real Hugging Face tokenizers' ids for tests/ref/multiscript.json, by transformers.js's
 # tokenizers (tests/ref/hf_tokenize.js): the reference of tests/test_tokenizer_json.c
-HF_MODELS := llama3 qwen3
+HF_MODELS := llama3 qwen3 qwen2_5
 $(FIX)/hf_tok/.done: $(HFTOK)/.done tests/ref/hf_tokenize.js tests/ref/multiscript.json $(FIX)/.done
 	@command -v node >/dev/null || { echo "node is needed for the tokenizer references: apt-get install nodejs" >&2; exit 1; }
 	mkdir -p $(FIX)/hf_tok

@@ -117,6 +117,12 @@ static void test_qwen3(void **state) {
     gpt2_tokenizer_free(t);
 }
 
+/* Qwen 2.5: NFC too, "a b" merges, special and plain added tokens (<tool_call>). */
+static void test_qwen2_5(void **state) {
+    (void)state;
+    check_against_reference("qwen2_5");
+}
+
 /* What gptscope does not run yet is refused by name, never approximated. */
 static void test_refused(void **state) {
     (void)state;
@@ -305,6 +311,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_qwen2_5),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_pattern_dialect),
