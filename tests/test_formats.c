@@ -5,6 +5,7 @@
  * must give the same logits, bit for bit, and the reference's within float tolerance;
  * the tokenizers must encode alike; hostile files (formats/bad/cases.tsv) must fail with
  * one line naming the file and the defect. */
+#include <cjson/cJSON.h>
 #include <math.h>
 
 #include "cli_run.h"
@@ -343,6 +344,18 @@ static void test_convert_usage(void **state) {
     run_free(&r);
 }
 
+/* path from a format (static, rotated over 4 slots) */
+static const char *tmp_path(const char *fmt, ...) {
+    static char bufs[4][4400];
+    static int slot;
+    char *out = bufs[slot++ & 3];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out, sizeof bufs[0], fmt, ap);
+    va_end(ap);
+    return out;
+}
+
 /* GPT-2's tokenizer as gptscope ships it (tests run in the source tree). */
 static const char *const SHIPPED_GPT2_TOKENIZER = "tokenizers/gpt2";
 
@@ -371,6 +384,75 @@ static int tokenizer_fallback(const char *path, gpt2_model **out) {
         free(a), free(b);
     }
     return 1;
+}
+
+/* GPT-2's tokenizer written as a tokenizer.json (ByteLevel with GPT-2's pattern, the
+ * merges as "a b" lines, <|endoftext|> an added special token) from the shipped files. */
+static void write_gpt2_tokenizer_json(const char *path) {
+    char *enc = read_file(tmp_path("%s/encoder.json", SHIPPED_GPT2_TOKENIZER), NULL);
+    char *bpe = read_file(tmp_path("%s/vocab.bpe", SHIPPED_GPT2_TOKENIZER), NULL);
+    cJSON *root = cJSON_CreateObject(), *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddItemToObject(model, "vocab", cJSON_Parse(enc));
+    cJSON *merges = cJSON_AddArrayToObject(model, "merges");
+    char *save = NULL;
+    for (char *line = strtok_r(bpe, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        if (strncmp(line, "#version", 8)) cJSON_AddItemToArray(merges, cJSON_CreateString(line));
+    cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
+    cJSON_AddStringToObject(pre, "type", "ByteLevel");
+    cJSON_AddBoolToObject(pre, "use_regex", 1);
+    cJSON *eot = cJSON_CreateObject();
+    cJSON_AddNumberToObject(eot, "id", 50256);
+    cJSON_AddStringToObject(eot, "content", "<|endoftext|>");
+    cJSON_AddBoolToObject(eot, "special", 1);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "added_tokens"), eot);
+    char *text = cJSON_PrintUnformatted(root);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    free(text), free(enc), free(bpe);
+    cJSON_Delete(root);
+}
+
+/* A Hugging Face GPT-2 directory of 50257 tokens (nanogpt-bpe saved by gptscope) without
+ * vocab.json + merges.txt: refused without a GPT-2 tokenizer directory, loaded with it; and
+ * with a tokenizer.json beside it instead, read from that, the same ids as GPT-2's files on
+ * every text of tests/ref/multiscript.json and the same logits. */
+static void test_hf_dir_tokenizers(void **state) {
+    (void)state;
+    if (access(fixture_path("torch_real/cases.tsv"), R_OK) != 0) skip();
+    gpt2_model *m;
+    assert_int_equal(tokenizer_fallback(fixture_path("torch_real/nanogpt-bpe/ckpt.pt"), &m), 1);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", fixture_path("torch_real/hf-no-tokenizer"));
+    gpt2_error err;
+    if (gpt2_model_save(m, dir, GPT2_DTYPE_F32, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    unlink(tmp_path("%s/vocab.json", dir)), unlink(tmp_path("%s/merges.txt", dir));
+    gpt2_model *h;
+    assert_int_equal(tokenizer_fallback(dir, &h), 1);
+    gpt2_model_free(h);
+    write_gpt2_tokenizer_json(tmp_path("%s/tokenizer.json", dir));
+    h = load_ok(dir);
+    const gpt2_tokenizer *a = gpt2_model_tokenizer(m), *b = gpt2_model_tokenizer(h);
+    char *texts_json = read_file("tests/ref/multiscript.json", NULL);
+    cJSON *texts = cJSON_Parse(texts_json);
+    for (const cJSON *t = texts->child; t; t = t->next) {
+        int32_t *x, *y;
+        size_t nx, ny;
+        const size_t len = strlen(t->valuestring);
+        assert_int_equal(gpt2_tokenizer_encode(a, t->valuestring, len, GPT2_ENCODE_SPECIAL, &x, &nx, NULL), GPT2_OK);
+        assert_int_equal(gpt2_tokenizer_encode(b, t->valuestring, len, GPT2_ENCODE_SPECIAL, &y, &ny, NULL), GPT2_OK);
+        assert_int_equal(nx, ny);
+        assert_memory_equal(x, y, nx * sizeof *x);
+        free(x), free(y);
+    }
+    const int32_t ids[4] = {15496, 11, 995, 50256};
+    float *p = all_logits(m, ids, 4), *q = all_logits(h, ids, 4);
+    assert_memory_equal(p, q, 4 * 50257 * sizeof(float));
+    free(p), free(q), free(texts_json);
+    cJSON_Delete(texts);
+    gpt2_model_free(h), gpt2_model_free(m);
 }
 
 /* The GPT-2 tokenizer directory is checked: another tokenizer is refused. */
@@ -465,5 +547,6 @@ int main(void) {
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_convert_usage);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_real_torch);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_fallback_not_gpt2);
+    tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_hf_dir_tokenizers);
     return _cmocka_run_group_tests("test_formats", tests, (size_t)k, NULL, NULL);
 }

@@ -185,14 +185,18 @@ gpt2_status source_gpt2_tokenizer(model_source *src, char *tok_path, size_t cap,
 }
 
 gpt2_status source_hf_tokenizer(model_source *src, const char *dir, char *tok_path, size_t cap, gpt2_error *err) {
+    static const char *const names[] = {"vocab.json", "encoder.json", "tokenizer.json"}; /* gpt2_tokenizer_load's */
     struct stat sb;
-    gpt2_status st = gpt2_fileio_join(tok_path, cap, dir, "encoder.json", err);
-    const int openai = !st && stat(tok_path, &sb) == 0;
-    if (st || (!openai && (st = gpt2_fileio_join(tok_path, cap, dir, "vocab.json", err)))) return st;
-    if (!openai && stat(tok_path, &sb) != 0 && errno == ENOENT && src->cfg.n_vocab == GPT2_BPE_TOKENS)
-        return source_gpt2_tokenizer(src, tok_path, cap, "no vocab.json + merges.txt (or encoder.json + vocab.bpe) "
-                                     "beside it, and no GPT-2 tokenizer directory given for its 50257 tokens", err);
-    return gpt2_tokenizer_load(dir, &src->tok, err);
+    for (int i = 0; i < 3; i++) {
+        gpt2_status st = gpt2_fileio_join(tok_path, cap, dir, names[i], err);
+        if (st) return st;
+        if (stat(tok_path, &sb) == 0) return gpt2_tokenizer_load(dir, &src->tok, err);
+    }
+    if (src->cfg.n_vocab == GPT2_BPE_TOKENS)
+        return source_gpt2_tokenizer(src, tok_path, cap, "no vocab.json + merges.txt (or encoder.json + vocab.bpe, "
+                                     "or tokenizer.json) beside it, and no GPT-2 tokenizer directory given for its "
+                                     "50257 tokens", err);
+    return gpt2_tokenizer_load(dir, &src->tok, err); /* for its message */
 }
 
 void source_dir_of(const char *path, char *out, size_t cap) {

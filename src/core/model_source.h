@@ -85,8 +85,8 @@ gpt2_status llmc_tokenizer_load(const char *path, gpt2_tokenizer **out, gpt2_err
  * then lacks (what the file lacks and where a tokenizer could be put). */
 gpt2_status source_gpt2_tokenizer(model_source *src, char *tok_path, size_t cap, const char *lacks, gpt2_error *err);
 /* A Hugging Face directory's tokenizer (safetensors or pytorch_model.bin
- * beside it): vocab.json + merges.txt, encoder.json + vocab.bpe, or GPT-2's
- * for 50257 tokens (source_gpt2_tokenizer); tok_path as there. */
+ * beside it): vocab.json + merges.txt, encoder.json + vocab.bpe, tokenizer.json,
+ * or GPT-2's for 50257 tokens (source_gpt2_tokenizer); tok_path as there. */
 gpt2_status source_hf_tokenizer(model_source *src, const char *dir, char *tok_path, size_t cap, gpt2_error *err);
 /* Reads a Hugging Face config.json into src (cfg, n_inner, gelu_erf, vocab_rows). */
 gpt2_status source_parse_config(const char *path, model_source *src, gpt2_error *err);
