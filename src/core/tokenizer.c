@@ -68,6 +68,7 @@ struct gpt2_tokenizer {
     int nfc;                  /* 1: text is put in Unicode's NFC before it is split (tok_parts) */
     int pair_at_a_time;       /* 1: BPE merges one pair at a time, as HF (tok_parts); 0: a rank a round */
     unsigned char *in_model;  /* (n_vocab) 1: a model token (BPE may make it); NULL: every id is */
+    pcre2_code *digits_re;    /* \p{N}, when each digit is a piece of its own (tok_parts); else NULL */
     pcre2_code *re;
     /* Tokens matched whole in the text before it is split (tokenizer.json's added tokens;
      * else "<|endoftext|>"), longest first; flags TOK_ADDED_* (tokenizer_internal.h). */
@@ -580,6 +581,7 @@ done:
 void gpt2_tokenizer_free(gpt2_tokenizer *t) {
     if (!t) return;
     if (t->re) pcre2_code_free(t->re);
+    if (t->digits_re) pcre2_code_free(t->digits_re);
     free(t->added);
     free(t->added_flags);
     free(t->in_model);
@@ -818,14 +820,13 @@ static gpt2_status nfc_of(const char *s, size_t n, char **out, size_t *n_out, gp
     return GPT2_OK;
 }
 
-static gpt2_status encode_piece_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md,
-                                     const char *text, size_t len, gpt2_error *err) {
-    if (t->chars) return encode_chars(t, e, text, len, err);
-    const unsigned char *s = (const unsigned char *)text;
-    size_t pos = 0;
+/* Splits s[pos, len) with re (the subject ends at len, as lookaheads see it) and BPEs each
+ * piece and each run between matches. */
+static gpt2_status split_regex(const gpt2_tokenizer *t, encoder *e, const pcre2_code *re, pcre2_match_data *md,
+                               const unsigned char *s, size_t pos, size_t len, gpt2_error *err) {
     while (pos < len) {
         size_t start, stop;
-        gpt2_status st = pretok_next(t->re, md, s, len, pos, &start, &stop, err);
+        gpt2_status st = pretok_next(re, md, s, len, pos, &start, &stop, err);
         if (st != GPT2_OK) return st;
         if (start - pos > MAX_PIECE || stop - start > MAX_PIECE)
             return gpt2_fail(err, GPT2_ERR_INVALID_ARG,
@@ -837,6 +838,31 @@ static gpt2_status encode_piece_text(const gpt2_tokenizer *t, encoder *e, pcre2_
     return GPT2_OK;
 nomem:
     return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding %zu bytes", len);
+}
+
+/* Each digit a piece of its own (HF's Digits with individual_digits: a Unicode number,
+ * \p{N}), and the runs between them split by the tokenizer's pattern. */
+static gpt2_status split_digits(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md, const unsigned char *s,
+                                size_t len, gpt2_error *err) {
+    size_t pos = 0;
+    while (pos < len) {
+        size_t start, stop;
+        gpt2_status st = pretok_next(t->digits_re, md, s, len, pos, &start, &stop, err);
+        if (!st) st = split_regex(t, e, t->re, md, s, pos, start, err);
+        if (!st && stop > start && bpe_piece(t, e, s + start, stop - start))
+            st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding %zu bytes", len);
+        if (st) return st;
+        pos = stop;
+    }
+    return GPT2_OK;
+}
+
+static gpt2_status encode_piece_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md,
+                                     const char *text, size_t len, gpt2_error *err) {
+    if (t->chars) return encode_chars(t, e, text, len, err);
+    const unsigned char *s = (const unsigned char *)text;
+    if (t->digits_re) return split_digits(t, e, md, s, len, err);
+    return split_regex(t, e, t->re, md, s, 0, len, err);
 }
 
 /* The longest added token s starts with (n bytes available) whose TOK_ADDED_NORMALIZED flag
@@ -1079,6 +1105,7 @@ gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error 
         if (!st) st = set_added(t, p->added, p->added_flags, p->n_added, err);
     }
     if (!st) st = compile_pattern(t, p->pattern, p->path, err);
+    if (!st && p->split_digits && !(t->digits_re = pretok_compile_pattern("\\p{N}", p->path, err))) st = GPT2_ERR_TOKENIZER;
     if (st) {
         gpt2_tokenizer_free(t);
         return st;

@@ -34,6 +34,7 @@ typedef struct {
     const char *pattern;            /* the split pattern (pretok_compile_pattern); NULL: GPT-2's */
     int ignore_merges;              /* 1: a piece that is a token whole is that token (Llama 3) */
     int nfc;                        /* 1: the text put in Unicode's NFC first (Qwen, GPT-NeoX) */
+    int split_digits;               /* 1: each digit a piece of its own before the pattern (SmolLM) */
     const unsigned char *in_model;  /* (n_vocab) 1: a model token, which BPE may make; NULL: every id */
     int n_added;
     const int32_t *added;           /* (n_added) ids matched whole in text before splitting */

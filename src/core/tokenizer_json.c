@@ -10,7 +10,8 @@
  *                      [["a", "b"], ...], "ignore_merges", "byte_fallback": false, ...}
  *     pre_tokenizer    ByteLevel with use_regex (GPT-2's pattern), or Sequence of
  *                      Split {"pattern": {"Regex"}, "behavior": "Isolated"} and ByteLevel
- *                      without use_regex (Llama 3, Qwen)
+ *                      without use_regex (Llama 3, Qwen), or of Digits with
+ *                      individual_digits and ByteLevel with use_regex (SmolLM)
  *     normalizer       null or NFC (applied to the text between added tokens)
  *     added_tokens     [{"id", "content", "special", "normalized", "lstrip", "rstrip",
  *                      "single_word"}]: those not normalized matched first on the raw text,
@@ -65,9 +66,17 @@ static gpt2_status read_pre_tokenizer(reader *r, const cJSON *pre) {
     }
     const cJSON *seq = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
     const cJSON *split = cJSON_GetArrayItem(seq, 0), *bl = cJSON_GetArrayItem(seq, 1);
+    if (!strcmp(type_of(pre), "Sequence") && cJSON_GetArraySize(seq) == 2 && !strcmp(type_of(split), "Digits")) {
+        /* SmolLM's: each digit on its own, then GPT-2's pattern */
+        if (!flag(split, "individual_digits")) return refuse(r, "a Digits pre-tokenizer without individual_digits");
+        if (strcmp(type_of(bl), "ByteLevel") || !flag(bl, "use_regex") || flag(bl, "add_prefix_space"))
+            return refuse(r, "a Digits pre-tokenizer followed by other than ByteLevel with use_regex");
+        r->p.split_digits = 1;
+        return GPT2_OK;
+    }
     if (strcmp(type_of(pre), "Sequence") || cJSON_GetArraySize(seq) != 2 || strcmp(type_of(split), "Split") ||
         strcmp(type_of(bl), "ByteLevel")) {
-        snprintf(what, sizeof what, "a %.60s pre-tokenizer (gptscope runs ByteLevel, or Split then ByteLevel)",
+        snprintf(what, sizeof what, "a %.60s pre-tokenizer (gptscope runs ByteLevel, or Split or Digits then ByteLevel)",
                  cJSON_IsObject(pre) ? type_of(pre) : "missing");
         return refuse(r, what);
     }

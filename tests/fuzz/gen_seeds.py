@@ -261,6 +261,11 @@ def main():
     write(os.path.join(tj, "bytelevel"), json.dumps({
         "model": {"type": "BPE", "vocab": vocab, "merges": [" ".join(p) for p in pairs]},
         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}}).encode())
+    write(os.path.join(tj, "digits"), json.dumps({
+        "model": {"type": "BPE", "vocab": vocab, "merges": pairs},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True},
+                                                                {"type": "ByteLevel", "use_regex": True}]},
+        "added_tokens": added[:1]}).encode())
     write(os.path.join(tj, "split"), json.dumps({
         "model": {"type": "BPE", "vocab": vocab, "merges": pairs, "ignore_merges": True}, "normalizer": {"type": "NFC"},
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
