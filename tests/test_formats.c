@@ -424,8 +424,8 @@ static void test_hf_dir_tokenizers(void **state) {
     if (access(fixture_path("torch_real/cases.tsv"), R_OK) != 0) skip();
     gpt2_model *m;
     assert_int_equal(tokenizer_fallback(fixture_path("torch_real/nanogpt-bpe/ckpt.pt"), &m), 1);
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", fixture_path("torch_real/hf-no-tokenizer"));
+    char dir[] = "/tmp/gptscope-hf-no-tokenizer-XXXXXX"; /* fresh: the SAN build's run shares the fixtures */
+    assert_non_null(mkdtemp(dir));
     gpt2_error err;
     if (gpt2_model_save(m, dir, GPT2_DTYPE_F32, &err) != GPT2_OK) fail_msg("%s", err.msg);
     unlink(tmp_path("%s/vocab.json", dir)), unlink(tmp_path("%s/merges.txt", dir));
@@ -453,6 +453,7 @@ static void test_hf_dir_tokenizers(void **state) {
     free(p), free(q), free(texts_json);
     cJSON_Delete(texts);
     gpt2_model_free(h), gpt2_model_free(m);
+    rm_rf(dir);
 }
 
 /* The GPT-2 tokenizer directory is checked: another tokenizer is refused. */

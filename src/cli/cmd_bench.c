@@ -922,8 +922,12 @@ static void curve_text(const bench_curve *cv) {
     printf("cost curve   decode at a position, against its floor (the weights and the KV cache read once\n"
            "             per token at the probe's bandwidth); prefill of T tokens, against the peak\n");
     for (int i = 0; i < cv->n_decode; i++)
-        printf("  decode @%-5d %9.1f tok/s  floor %9.1f tok/s  %3.0f%%\n", cv->pos[i], cv->tok_s[i], cv->floor_tok_s[i],
-               100.0 * cv->floor_ratio[i]);
+        if (cv->floor_tok_s[i] > 0)
+            printf("  decode @%-5d %9.1f tok/s  floor %9.1f tok/s  %3.0f%%\n", cv->pos[i], cv->tok_s[i],
+                   cv->floor_tok_s[i], 100.0 * cv->floor_ratio[i]);
+        else
+            printf("  decode @%-5d %9.1f tok/s  floor not measured (the machine's read bandwidth was unsteady)\n",
+                   cv->pos[i], cv->tok_s[i]);
     for (int i = 0; i < cv->n_prefill; i++)
         printf("  prefill %-5d %9.1f tok/s  %9.1f GFLOP/s  %3.0f%% of peak\n", cv->tokens[i], cv->prefill_tok_s[i],
                cv->prefill_gflops[i], 100.0 * cv->prefill_peak[i]);
