@@ -765,9 +765,6 @@ static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s
     return 0;
 }
 
-/* Splits text (no special tokens in it) into pieces and BPEs each. Bytes between two regex
- * matches can only be invalid UTF-8: every valid character matches one of the last three
- * alternatives, and PCRE2_MATCH_INVALID_UTF makes matches stop at invalid bytes. */
 /* A character-level vocabulary: one token per character, each looked up whole. */
 static gpt2_status encode_chars(const gpt2_tokenizer *t, encoder *e, const char *text, size_t len, gpt2_error *err) {
     for (size_t i = 0; i < len;) {
@@ -821,7 +818,10 @@ static gpt2_status nfc_of(const char *s, size_t n, char **out, size_t *n_out, gp
 }
 
 /* Splits s[pos, len) with re (the subject ends at len, as lookaheads see it) and BPEs each
- * piece and each run between matches. */
+ * piece and each run between matches. With GPT-2's pattern such a run can only be invalid
+ * UTF-8 (every valid character matches one of its last alternatives, and
+ * PCRE2_MATCH_INVALID_UTF stops a match at an invalid byte); with a tokenizer.json's Split
+ * (Isolated) it is a piece of its own, as there. */
 static gpt2_status split_regex(const gpt2_tokenizer *t, encoder *e, const pcre2_code *re, pcre2_match_data *md,
                                const unsigned char *s, size_t pos, size_t len, gpt2_error *err) {
     while (pos < len) {
