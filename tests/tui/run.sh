@@ -497,15 +497,21 @@ done
 # as after a dropped ssh with the signal lost): it notices, saves the conversation, quits
 MODEL_SAVED=$MODEL
 $T kill-server >/dev/null 2>&1; sleep 0.2; rm -f "$TMP/log"
-$T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state2' setsid -w '$BIN' chat -m '$MODEL' --template raw --temperature 0 --seed 1 --log '$TMP/log'; sleep 60"
+# the shell that setsid starts writes its pid, then becomes the app (exec keeps the pid)
+rm -f "$TMP/app.pid"
+$T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state2' setsid -w sh -c 'echo \$\$ > \"$TMP/app.pid\"; exec \"$BIN\" chat -m \"$MODEL\" --template raw --temperature 0 --seed 1 --log \"$TMP/log\"'; sleep 60"
 wait_for "sampling" 10
 keys "12 7 99 3 45 0 8 61" Enter
 check "lost terminal: the reply came first" wait_for " 61 8 0 45 3 99 7 12"
-pid=$(awk '$2 == "(gptscope)" { print $1 }' /proc/[0-9]*/stat 2>/dev/null | while read p; do
-    grep -q "state2" /proc/$p/environ 2>/dev/null && echo $p; done | head -1)
+pid=$(cat "$TMP/app.pid" 2>/dev/null)
 $T kill-server >/dev/null 2>&1
-i=0; while [ -n "$pid" ] && [ -d /proc/$pid ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+# a sanitizer build's exit (LeakSanitizer) on a busy machine can take seconds: wait up to 30
+i=0; while [ -n "$pid" ] && [ -d /proc/$pid ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 check "lost terminal: the app quits instead of spinning" sh -c "[ -n '$pid' ] && [ ! -d /proc/$pid ]"
+if [ -n "$pid" ] && [ -d /proc/$pid ]; then
+    echo "  still running after 30 s: pid $pid, state $(awk '{print $3}' /proc/$pid/stat 2>/dev/null), wchan $(cat /proc/$pid/wchan 2>/dev/null); the log ends:"
+    tail -n 3 "$TMP/log" | sed 's/^/    /'
+elif [ -z "$pid" ]; then echo "  no pid was written to $TMP/app.pid"; fi
 check "lost terminal: the log says why" wait_log "the terminal is gone: quitting"
 check "lost terminal: the conversation is kept" sh -c "f=\$(sed -n 's|^the conversation is kept in ||p' '$TMP/log'); case \$f in '$TMP/state2/gptscope/chats/'*.json) grep -q '61 8 0 45' \"\$f\" ;; *) false ;; esac"
 [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
