@@ -215,6 +215,7 @@ $(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
 	$(PYTHON) tests/ref/make_format_fixtures.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/bpe_train_ref.py --out $(FIX)/bpe_train
 	$(PYTHON) tests/ref/gguf_write.py --fixtures $(FIX) --tokenizer $(TOKDIR)
+	$(PYTHON) tests/ref/make_arch_fixtures.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/torch_real.py --fixtures $(FIX)
 	touch $@
 
