@@ -55,7 +55,8 @@ extern "C" {
 #endif
 
 typedef struct {
-    int n_ctx;     /* positions the KV cache holds; 0 = the model's n_positions */
+    int n_ctx;     /* positions the KV cache holds; 0 = the model's n_positions, at most
+                      GPT2_CONTEXT_DEFAULT_MAX (a Llama 3's 131072 would be gigabytes) */
     int n_batch;   /* positions per prefill batch (memory vs speed); default 256 */
     int n_threads; /* worker threads, caller included; 0 = one per online CPU.
                       Results do not depend on it. The context's own pool does
@@ -93,6 +94,9 @@ void gpt2_context_free(gpt2_context *ctx);
  * stops. gpt2_context_pop_hooks removes the newest pushed set (never the
  * caller's). At most GPT2_HOOKS_MAX sets, the caller's included. */
 enum { GPT2_HOOKS_MAX = 8 };
+
+/* The most positions a context holds when its params leave n_ctx 0. */
+enum { GPT2_CONTEXT_DEFAULT_MAX = 4096 };
 void gpt2_context_set_hooks(gpt2_context *ctx, const gpt2_hooks *hooks);
 gpt2_status gpt2_context_push_hooks(gpt2_context *ctx, const gpt2_hooks *hooks, gpt2_error *err);
 void gpt2_context_pop_hooks(gpt2_context *ctx);

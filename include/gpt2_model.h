@@ -64,14 +64,54 @@
 extern "C" {
 #endif
 
+/* How a decoder differs from GPT-2: one forward pass runs every
+ * description. All zero is GPT-2 (LayerNorm, learned positions, fused
+ * q/k/v with biases, GELU MLP, sequential residual).
+ *     Llama, SmolLM, TinyLlama  RMSNorm, rotary, grouped-query attention, SwiGLU
+ *     Mistral                   the same, with a sliding window
+ *     Qwen2 / Qwen2.5           the same, with q/k/v biases (present in the file)
+ *     Qwen3                     the same, with q/k RMSNorm per head, head_dim set */
+typedef struct {
+    char family[16];       /* "gpt2", "llama", "qwen2", "qwen3", "mistral": for display and messages */
+    int rms_norm;          /* 1: RMSNorm x / sqrt(mean(x^2) + eps) * w, no bias */
+    int n_kv_head;         /* key/value heads; 0: n_head (no grouping) */
+    int head_dim;          /* 0: n_embd / n_head */
+    int n_ff;              /* the MLP's width; 0: 4 n_embd */
+    int rope_dim;          /* rotary dimensions of each head, rotate-half pairs (i, i + d/2);
+                              0: learned positions (wpe) */
+    float rope_theta;      /* rotary base (10000 for Llama 2, 500000 for Llama 3) */
+    /* Llama 3's rope scaling (factor 0: none): frequencies with a wavelength past
+     * orig_ctx / low_freq are divided by factor, those under orig_ctx / high_freq
+     * kept, those between interpolated */
+    float rope_factor, rope_low_freq, rope_high_freq;
+    int rope_orig_ctx;
+    int swiglu;            /* 1: down(silu(gate(x)) * up(x)) */
+    int qk_norm;           /* 1: RMSNorm over each head's q and k before the rotation (Qwen3) */
+    int sliding_window;    /* > 0: a query sees only its last sliding_window keys (Mistral) */
+} gpt2_arch;
+
 typedef struct {
     int n_layer;
     int n_head;
-    int n_embd;    /* C; head size is n_embd / n_head */
-    int n_ctx;     /* n_positions: the context window */
+    int n_embd;    /* C; head size is n_embd / n_head unless arch.head_dim says */
+    int n_ctx;     /* n_positions: the context window (max_position_embeddings) */
     int n_vocab;   /* rows of wte */
-    float ln_eps;  /* layer_norm_epsilon, 1e-5 for GPT-2 */
+    float ln_eps;  /* layer_norm_epsilon (rms_norm_eps), 1e-5 for GPT-2 */
+    gpt2_arch arch;/* all zero: GPT-2 */
 } gpt2_config;
+
+/* The description's derived sizes, its zeros resolved. */
+static inline int gpt2_config_head_dim(const gpt2_config *c) {
+    return c->arch.head_dim ? c->arch.head_dim : c->n_embd / c->n_head;
+}
+static inline int gpt2_config_kv_heads(const gpt2_config *c) {
+    return c->arch.n_kv_head ? c->arch.n_kv_head : c->n_head;
+}
+static inline int gpt2_config_n_ff(const gpt2_config *c) { return c->arch.n_ff ? c->arch.n_ff : 4 * c->n_embd; }
+/* "gpt2" when the description leaves the family empty */
+static inline const char *gpt2_config_family(const gpt2_config *c) {
+    return c->arch.family[0] ? c->arch.family : "gpt2";
+}
 
 /* Q8: signed 8-bit weights with one float scale per output (per column of a
  * block's Conv1D weight, per row of wte), made at load by gpt2_model_quantize;

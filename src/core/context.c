@@ -15,16 +15,18 @@ struct gpt2_context {
     const gpt2_model *m;
     int n_ctx, n_batch, n_past;
     int logits_valid;
-    float *k_cache, *v_cache; /* (L, H, n_ctx, hs), huge pages: a head's keys are
+    float *k_cache, *v_cache; /* (L, KVH, n_ctx, hd), huge pages: a head's keys are
                                  one contiguous run, which decode streams */
     size_t cache_bytes;       /* of each */
     int32_t *tokens;          /* (n_ctx) */
     /* activations for one batch of up to B = n_batch positions */
     float *x;                 /* (B, C) residual stream */
     float *xn;                /* (B, C) layer-norm output */
-    float *qkv;               /* (B, 3C) */
-    float *atty;              /* (B, C) attention output, heads concatenated */
+    float *qkv;               /* (B, 3C) fused; or q (B, Q), then k (B, KV), then v (B, KV) */
+    float *atty;              /* (B, Q) attention output, heads concatenated */
     float *hid;               /* (B, F) MLP hidden */
+    float *gate;              /* (B, F) SwiGLU's gate, or NULL */
+    float *rope_cos, *rope_sin; /* (n_ctx, rope_dim / 2) rotary angles' cosines and sines, or NULL */
     float *att;               /* (H, B, n_ctx) scores / probabilities, per head */
     float *logits;            /* (V) of the last position */
     float *logits_all;        /* (B, V), only while an on_logits hook is set */
@@ -48,12 +50,37 @@ gpt2_context_params gpt2_context_default_params(void) {
 static int needs_scratch(const gpt2_model *m) {
     if (m->wte.dtype != GPT2_DTYPE_F32 || m->lm_head.dtype != GPT2_DTYPE_F32) return 1;
     for (int l = 0; l < m->cfg.n_layer; l++) {
-        const gpt2_matrix *w[4] = {&m->layers[l].attn_w, &m->layers[l].proj_w, &m->layers[l].fc_w,
-                                   &m->layers[l].fcproj_w};
-        for (int i = 0; i < 4; i++)
+        gpt2_matrix *w[LAYER_MATRICES_MAX];
+        const int n = layer_matrices(&m->layers[l], w);
+        for (int i = 0; i < n; i++)
             if (w[i]->dtype != GPT2_DTYPE_F32 || w[i]->packed) return 1;
     }
     return 0;
+}
+
+/* cos and sin of every position's rotary angles, pos x theta^(-2i/d) / div[i],
+ * in double and rounded once. */
+static int rope_tables(gpt2_context *ctx) {
+    const gpt2_model *m = ctx->m;
+    const gpt2_arch *a = &m->cfg.arch;
+    const int half = a->rope_dim / 2;
+    if (!half) return 1;
+    ctx->rope_cos = malloc((size_t)ctx->n_ctx * half * sizeof(float));
+    ctx->rope_sin = malloc((size_t)ctx->n_ctx * half * sizeof(float));
+    double *inv = malloc((size_t)half * sizeof(double));
+    if (!ctx->rope_cos || !ctx->rope_sin || !inv) {
+        free(inv);
+        return 0;
+    }
+    for (int i = 0; i < half; i++)
+        inv[i] = pow((double)a->rope_theta, -2.0 * i / a->rope_dim) / (m->rope_div ? m->rope_div[i] : 1.0);
+    for (int p = 0; p < ctx->n_ctx; p++)
+        for (int i = 0; i < half; i++) {
+            ctx->rope_cos[(size_t)p * half + i] = (float)cos(p * inv[i]);
+            ctx->rope_sin[(size_t)p * half + i] = (float)sin(p * inv[i]);
+        }
+    free(inv);
+    return 1;
 }
 
 /* Its complexity is its allocation checks: one straight path, every buffer
@@ -74,24 +101,28 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
     gpt2_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
     ctx->m = m;
-    ctx->n_ctx = p.n_ctx ? p.n_ctx : c->n_ctx;
+    ctx->n_ctx = p.n_ctx ? p.n_ctx : c->n_ctx < GPT2_CONTEXT_DEFAULT_MAX ? c->n_ctx : GPT2_CONTEXT_DEFAULT_MAX;
     ctx->n_batch = p.n_batch < ctx->n_ctx ? p.n_batch : ctx->n_ctx;
     const size_t L = (size_t)c->n_layer, C = (size_t)c->n_embd, B = (size_t)ctx->n_batch,
                  T = (size_t)ctx->n_ctx, F = (size_t)m->n_inner, V = (size_t)c->n_vocab;
-    ctx->cache_bytes = L * T * C * sizeof(float);
+    const size_t hd = (size_t)gpt2_config_head_dim(c), Q = hd * c->n_head, KV = hd * gpt2_config_kv_heads(c);
+    const size_t QKV = Q + 2 * KV > 3 * C ? Q + 2 * KV : 3 * C, AY = Q > C ? Q : C;
+    ctx->cache_bytes = L * T * KV * sizeof(float);
     ctx->k_cache = huge_alloc(ctx->cache_bytes);
     ctx->v_cache = huge_alloc(ctx->cache_bytes);
     ctx->tokens = malloc(T * sizeof(int32_t));
     ctx->x = malloc(B * C * sizeof(float));
     ctx->xn = malloc(B * C * sizeof(float));
-    ctx->qkv = malloc(B * 3 * C * sizeof(float));
-    ctx->atty = malloc(B * C * sizeof(float));
+    ctx->qkv = malloc(B * QKV * sizeof(float));
+    ctx->atty = malloc(B * AY * sizeof(float));
     ctx->hid = malloc(B * F * sizeof(float));
+    int gate_ok = !c->arch.swiglu || (ctx->gate = malloc(B * F * sizeof(float)));
     ctx->att = malloc((size_t)c->n_head * B * T * sizeof(float));
     ctx->logits = malloc(V * sizeof(float));
-    const size_t small_t = B < KERNEL_SMALL_T ? B : KERNEL_SMALL_T, N_max = 3 * C > F ? 3 * C : F;
-    ctx->partials = malloc((m->layers[0].fc_w.dtype == GPT2_DTYPE_Q8 /* its inputs quantized for any B */
-                                ? kernel_work_floats((int)B, (int)(C > F ? C : F), (int)N_max)
+    const size_t small_t = B < KERNEL_SMALL_T ? B : KERNEL_SMALL_T, N_max = QKV > F ? QKV : F;
+    const size_t K_max = C > F ? (C > Q ? C : Q) : (F > Q ? F : Q);
+    ctx->partials = malloc((m->layers[0].fcproj_w.dtype == GPT2_DTYPE_Q8 /* its inputs quantized for any B */
+                                ? kernel_work_floats((int)B, (int)K_max, (int)N_max)
                                 : KERNEL_DECODE_CHUNKS * small_t * N_max) * sizeof(float));
     ctx->n_hooks = 1; /* the caller's entry, empty */
     ctx->pool = pool_new(p.n_threads ? p.n_threads : pool_default_threads());
@@ -104,10 +135,11 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
             scratch_ok = (ctx->scratch[i] = malloc(KERNEL_SCRATCH_FLOATS * sizeof(float))) != NULL;
     }
     if (!ctx->k_cache || !ctx->v_cache || !ctx->tokens || !ctx->x || !ctx->xn || !ctx->qkv || !ctx->atty ||
-        !ctx->hid || !ctx->att || !ctx->logits || !ctx->partials || !ctx->pool || !scratch_ok) {
+        !ctx->hid || !gate_ok || !ctx->att || !ctx->logits || !ctx->partials || !ctx->pool || !scratch_ok ||
+        !rope_tables(ctx)) {
         gpt2_context_free(ctx);
         return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a context of %zu positions (KV cache %zu MB)",
-                         T, 2 * L * T * C * sizeof(float) >> 20);
+                         T, 2 * L * T * KV * sizeof(float) >> 20);
     }
     *out = ctx;
     return GPT2_OK;
@@ -124,6 +156,9 @@ void gpt2_context_free(gpt2_context *ctx) {
     free(ctx->atty);
     free(ctx->ablated);
     free(ctx->hid);
+    free(ctx->gate);
+    free(ctx->rope_cos);
+    free(ctx->rope_sin);
     free(ctx->att);
     free(ctx->logits);
     free(ctx->logits_all);
@@ -180,83 +215,122 @@ static int any_cancel(const gpt2_context *ctx) {
     return 0;
 }
 
+/* Where a batch's queries, keys and values lie in ctx->qkv: GPT-2's fused
+ * rows (3C: q, k, v), or three blocks of rows (q (T, Q), k (T, KV), v (T, KV)). */
+typedef struct {
+    float *q, *k, *v;
+    int ldq, ldkv; /* row strides */
+} qkv_view;
+
+static qkv_view qkv_of(const gpt2_context *ctx, const gpt2_layer *L, int T) {
+    const gpt2_config *c = &ctx->m->cfg;
+    const int C = c->n_embd, hd = gpt2_config_head_dim(c), Q = hd * c->n_head, KV = hd * gpt2_config_kv_heads(c);
+    if (L->attn_w.data) return (qkv_view){ctx->qkv, ctx->qkv + C, ctx->qkv + 2 * C, 3 * C, 3 * C};
+    return (qkv_view){ctx->qkv, ctx->qkv + (size_t)T * Q, ctx->qkv + (size_t)T * (Q + KV), Q, KV};
+}
+
 typedef struct {
     gpt2_context *ctx;
+    qkv_view v;
     int l, p0, T;
 } attention_job;
 
 /* Prefill's attention takes the new positions in blocks of this many. */
 enum { ATTN_ROWS = 64 };
 
-/* Heads [h0, h1) of causal self-attention: the new keys and values from qkv
- * (T, 3C) appended to the cache, q from qkv, k and v from the cache (keys
- * 0 .. p0+T-1), probabilities into att[h] (T, P), output into atty. */
+/* Query heads [h0, h1) of causal self-attention, each reading key/value head
+ * h / (H / KVH) of the cache (keys 0 .. p0+T-1, the new ones appended
+ * already): probabilities into att[h] (T, P), output into atty (T, Q). A
+ * sliding window of W keys: a query sees its last W keys, the rest of its
+ * row zero. */
 static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
     const attention_job *j = arg;
     gpt2_context *ctx = j->ctx;
     const gpt2_config *c = &ctx->m->cfg;
-    const int C = c->n_embd, H = c->n_head, hs = C / H, p0 = j->p0, T = j->T, P = p0 + T;
-    float *kc = ctx->k_cache + (size_t)j->l * ctx->n_ctx * C; /* (H, n_ctx, hs) */
-    float *vc = ctx->v_cache + (size_t)j->l * ctx->n_ctx * C;
-    const float scale = 1.0f / sqrtf((float)hs);
+    const int H = c->n_head, KVH = gpt2_config_kv_heads(c), hd = gpt2_config_head_dim(c), Q = H * hd;
+    const int p0 = j->p0, T = j->T, P = p0 + T, W = c->arch.sliding_window;
+    const float *kc = ctx->k_cache + (size_t)j->l * ctx->n_ctx * KVH * hd; /* (KVH, n_ctx, hd) */
+    const float *vc = ctx->v_cache + (size_t)j->l * ctx->n_ctx * KVH * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
     int h0, h1;
     (void)ith;
     pool_share(H, 1, chunk, n_chunks, &h0, &h1);
     for (int h = h0; h < h1; h++) {
-        for (int t = 0; t < T; t++) { /* this head's new keys and values into the cache */
-            const float *kv = ctx->qkv + (size_t)t * 3 * C + C + h * hs; /* the key; its value C on */
-            const size_t at = ((size_t)h * ctx->n_ctx + p0 + t) * hs;
-            memcpy(kc + at, kv, (size_t)hs * sizeof(float));
-            memcpy(vc + at, kv + C, (size_t)hs * sizeof(float));
-        }
-        const float *q = ctx->qkv + h * hs;  /* row stride 3C */
-        const float *k = kc + (size_t)h * ctx->n_ctx * hs; /* row stride hs */
-        const float *v = vc + (size_t)h * ctx->n_ctx * hs;
-        float *y = ctx->atty + h * hs;       /* row stride C */
+        const float *q = j->v.q + h * hd;   /* row stride ldq */
+        const float *k = kc + (size_t)(h / (H / KVH)) * ctx->n_ctx * hd; /* row stride hd */
+        const float *v = vc + (size_t)(h / (H / KVH)) * ctx->n_ctx * hd;
+        float *y = ctx->atty + h * hd;       /* row stride Q */
         float *att = ctx->att + (size_t)h * ctx->n_batch * ctx->n_ctx; /* (T, P) */
-        if (T <= KERNEL_SMALL_T) {
+        if (T <= KERNEL_SMALL_T || (W && P > W)) {
             /* row by row, as decode does, so that a few positions evaluated
              * together (speculative verification) match decode bit for bit */
             for (int t = 0; t < T; t++) {
                 float *row = att + (size_t)t * P;
-                const int n_keys = p0 + t + 1;
-                kernel_attention_row(y + (size_t)t * C, row, q + (size_t)t * 3 * C, k, v, n_keys, hs, hs, scale);
+                const int n_keys = p0 + t + 1, first = W && n_keys > W ? n_keys - W : 0;
+                memset(row, 0, (size_t)first * sizeof(float));
+                kernel_attention_row(y + (size_t)t * Q, row + first, q + (size_t)t * j->v.ldq, k + (size_t)first * hd,
+                                     v + (size_t)first * hd, n_keys - first, hd, hd, scale);
                 memset(row + n_keys, 0, (size_t)(P - n_keys) * sizeof(float));
             }
         } else {
             /* In blocks of ATTN_ROWS positions [t0, t1), which see keys
              * [0, p0 + t1) only: the products skip the masked triangle.
              * att (n, keys) = q k^T * scale, causal softmax per row, then
-             * y (n, hs) = att (n, keys) v (keys, hs). */
+             * y (n, hd) = att (n, keys) v (keys, hd). */
             for (int t0 = 0; t0 < T; t0 += ATTN_ROWS) {
                 const int t1 = t0 + ATTN_ROWS < T ? t0 + ATTN_ROWS : T, n = t1 - t0, keys = p0 + t1;
                 float *blk = att + (size_t)t0 * P;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, keys, hs, scale, q + (size_t)t0 * 3 * C, 3 * C,
-                            k, hs, 0.0f, blk, P);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, keys, hd, scale, q + (size_t)t0 * j->v.ldq,
+                            j->v.ldq, k, hd, 0.0f, blk, P);
                 for (int t = t0; t < t1; t++) {
                     float *row = att + (size_t)t * P;
                     const int n_keys = p0 + t + 1;
                     kernel_softmax(row, n_keys);
                     memset(row + n_keys, 0, (size_t)(P - n_keys) * sizeof(float));
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hs, keys, 1.0f, blk, P, v, hs, 0.0f,
-                            y + (size_t)t0 * C, C);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, keys, 1.0f, blk, P, v, hd, 0.0f,
+                            y + (size_t)t0 * Q, Q);
             }
         }
     }
 }
 
-/* Layer l's attention for T positions at p0 over the pool (each head appends
- * its keys and values to the cache), then reports the heads the observer wants. */
-static void attention(gpt2_context *ctx, int l, int p0, int T) {
+/* Rotary positions, after Qwen3's per-head q/k norm: every query and key
+ * head of the T new positions, in place. */
+static void rotate(gpt2_context *ctx, const gpt2_layer *L, const qkv_view *v, int p0, int T) {
     const gpt2_config *c = &ctx->m->cfg;
-    const int C = c->n_embd, H = c->n_head, hs = C / H, P = p0 + T;
-    attention_job job = {ctx, l, p0, T};
+    const int H = c->n_head, KVH = gpt2_config_kv_heads(c), hd = gpt2_config_head_dim(c);
+    const int half = c->arch.rope_dim / 2;
+    for (int t = 0; t < T; t++) {
+        const float *cs = ctx->rope_cos + (size_t)(p0 + t) * half, *sn = ctx->rope_sin + (size_t)(p0 + t) * half;
+        for (int h = 0; h < H + KVH; h++) {
+            float *x = h < H ? v->q + (size_t)t * v->ldq + h * hd : v->k + (size_t)t * v->ldkv + (h - H) * hd;
+            const float *g = h < H ? L->q_norm : L->k_norm;
+            if (g) kernel_rmsnorm(x, x, g, 1, hd, c->ln_eps);
+            kernel_rope(x, cs, sn, half);
+        }
+    }
+}
+
+/* Layer l's attention for T positions at p0: the new keys and values into
+ * the cache, the heads over the pool, then zero-ablation and the heads each
+ * observer wants. */
+static void attention(gpt2_context *ctx, int l, const qkv_view *v, int p0, int T) {
+    const gpt2_config *c = &ctx->m->cfg;
+    const int H = c->n_head, KVH = gpt2_config_kv_heads(c), hd = gpt2_config_head_dim(c), Q = H * hd, P = p0 + T;
+    float *kc = ctx->k_cache + (size_t)l * ctx->n_ctx * KVH * hd, *vc = ctx->v_cache + (size_t)l * ctx->n_ctx * KVH * hd;
+    for (int g = 0; g < KVH; g++)
+        for (int t = 0; t < T; t++) {
+            const size_t at = ((size_t)g * ctx->n_ctx + p0 + t) * hd;
+            memcpy(kc + at, v->k + (size_t)t * v->ldkv + g * hd, (size_t)hd * sizeof(float));
+            memcpy(vc + at, v->v + (size_t)t * v->ldkv + g * hd, (size_t)hd * sizeof(float));
+        }
+    attention_job job = {ctx, *v, l, p0, T};
     pool_run(ctx->pool, attention_heads, &job, H);
     if (ctx->n_ablated) /* zero-ablation: the head adds nothing to the output projection */
         for (int h = 0; h < H; h++)
             if (ctx->ablated[(size_t)l * H + h])
-                for (int t = 0; t < T; t++) memset(ctx->atty + (size_t)t * C + h * hs, 0, (size_t)hs * sizeof(float));
+                for (int t = 0; t < T; t++) memset(ctx->atty + (size_t)t * Q + h * hd, 0, (size_t)hd * sizeof(float));
     for (int i = 0; i < ctx->n_hooks; i++) { /* each observer gets the heads it wants */
         const gpt2_hooks *hk = &ctx->hooks[i];
         if (!hk->on_attention) continue;
@@ -275,25 +349,43 @@ typedef struct {
     const float *in, *g, *b;
     int T, C;
     float eps;
+    int rms;
 } rows_job;
 
 /* Row blocks: enough chunks to balance two threads, few enough to be cheap. */
 static int row_chunks(int T) { return T < 16 ? T : 16; }
 
-static void layernorm_rows(void *arg, int chunk, int n_chunks, int ith) {
+/* LayerNorm, or RMSNorm (b unused) when the description says. */
+static void norm_rows(void *arg, int chunk, int n_chunks, int ith) {
     const rows_job *j = arg;
     int t0, t1;
     (void)ith;
     pool_share(j->T, 1, chunk, n_chunks, &t0, &t1);
-    if (t0 < t1)
-        kernel_layernorm(j->out + (size_t)t0 * j->C, j->in + (size_t)t0 * j->C, j->g, j->b, t1 - t0, j->C, j->eps);
+    if (t0 >= t1) return;
+    if (j->rms) kernel_rmsnorm(j->out + (size_t)t0 * j->C, j->in + (size_t)t0 * j->C, j->g, t1 - t0, j->C, j->eps);
+    else kernel_layernorm(j->out + (size_t)t0 * j->C, j->in + (size_t)t0 * j->C, j->g, j->b, t1 - t0, j->C, j->eps);
 }
 
-static void layernorm(gpt2_context *ctx, float *out, const float *in, const float *g, const float *b, int T) {
+static void norm(gpt2_context *ctx, float *out, const float *in, const float *g, const float *b, int T) {
     const gpt2_config *c = &ctx->m->cfg;
-    rows_job j = {out, in, g, b, T, c->n_embd, c->ln_eps};
-    if (T == 1) layernorm_rows(&j, 0, 1, 0);
-    else pool_run(ctx->pool, layernorm_rows, &j, row_chunks(T));
+    rows_job j = {out, in, g, b, T, c->n_embd, c->ln_eps, c->arch.rms_norm};
+    if (T == 1) norm_rows(&j, 0, 1, 0);
+    else pool_run(ctx->pool, norm_rows, &j, row_chunks(T));
+}
+
+/* hid (T, F) = silu(gate) * hid, rows over the pool past one position. */
+static void swiglu_rows(void *arg, int chunk, int n_chunks, int ith) {
+    const rows_job *j = arg;
+    int t0, t1;
+    (void)ith;
+    pool_share(j->T, 1, chunk, n_chunks, &t0, &t1);
+    if (t0 < t1) kernel_swiglu(j->out + (size_t)t0 * j->C, j->in + (size_t)t0 * j->C, (size_t)(t1 - t0) * j->C);
+}
+
+static void swiglu(gpt2_context *ctx, int T) {
+    rows_job j = {ctx->hid, ctx->gate, NULL, NULL, T, ctx->m->n_inner, 0, 0};
+    if (T == 1) swiglu_rows(&j, 0, 1, 0);
+    else pool_run(ctx->pool, swiglu_rows, &j, row_chunks(T));
 }
 
 /* The index of the first non-finite value in x (n), or -1. */
@@ -312,21 +404,35 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
     const int C = c->n_embd, V = c->n_vocab, p0 = ctx->n_past;
     for (int t = 0; t < T; t++) {
         float *x = ctx->x + (size_t)t * C;
-        const float *pe = m->wpe + (size_t)(p0 + t) * C;
         kernel_row(x, &m->wte, tokens[t]);
-        for (int i = 0; i < C; i++) x[i] += pe[i];
+        if (m->wpe)
+            for (int i = 0; i < C; i++) x[i] += m->wpe[(size_t)(p0 + t) * C + i];
     }
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
         if (any_cancel(ctx))
             return gpt2_fail(err, GPT2_CANCELLED, "interrupted in layer %d of a batch of %d tokens", l, T);
-        layernorm(ctx, ctx->xn, ctx->x, L->ln1_g, L->ln1_b, T);
-        kernel_matmul(ctx->pool, ctx->qkv, ctx->xn, T, &L->attn_w, L->attn_b, 0, ctx->scratch, ctx->partials);
-        attention(ctx, l, p0, T);
+        norm(ctx, ctx->xn, ctx->x, L->ln1_g, L->ln1_b, T);
+        const qkv_view v = qkv_of(ctx, L, T);
+        if (L->attn_w.data) {
+            kernel_matmul(ctx->pool, ctx->qkv, ctx->xn, T, &L->attn_w, L->attn_b, 0, ctx->scratch, ctx->partials);
+        } else {
+            kernel_matmul(ctx->pool, v.q, ctx->xn, T, &L->q_w, L->q_b, 0, ctx->scratch, ctx->partials);
+            kernel_matmul(ctx->pool, v.k, ctx->xn, T, &L->k_w, L->k_b, 0, ctx->scratch, ctx->partials);
+            kernel_matmul(ctx->pool, v.v, ctx->xn, T, &L->v_w, L->v_b, 0, ctx->scratch, ctx->partials);
+        }
+        if (ctx->rope_cos) rotate(ctx, L, &v, p0, T);
+        attention(ctx, l, &v, p0, T);
         kernel_matmul(ctx->pool, ctx->x, ctx->atty, T, &L->proj_w, L->proj_b, 1, ctx->scratch, ctx->partials);
-        layernorm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
-        kernel_matmul_gelu(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, m->gelu_erf, ctx->scratch,
-                           ctx->partials);
+        norm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
+        if (L->gate_w.data) {
+            kernel_matmul(ctx->pool, ctx->gate, ctx->xn, T, &L->gate_w, L->gate_b, 0, ctx->scratch, ctx->partials);
+            kernel_matmul(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, 0, ctx->scratch, ctx->partials);
+            swiglu(ctx, T);
+        } else {
+            kernel_matmul_gelu(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, m->gelu_erf, ctx->scratch,
+                               ctx->partials);
+        }
         kernel_matmul(ctx->pool, ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch, ctx->partials);
         for (int i = 0; i < ctx->n_hooks; i++) {
             const gpt2_hooks *hk = &ctx->hooks[i];
@@ -337,12 +443,12 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
     const float *rows = ctx->logits; /* (T or 1, V): what gets checked */
     int n_rows = 1;
     if (ctx->want_logits && ctx->logits_all) {
-        layernorm(ctx, ctx->xn, ctx->x, m->lnf_g, m->lnf_b, T);
+        norm(ctx, ctx->xn, ctx->x, m->lnf_g, m->lnf_b, T);
         kernel_matmul_t(ctx->pool, ctx->logits_all, V, ctx->xn, T, &m->lm_head, ctx->scratch, ctx->partials);
         rows = ctx->logits_all, n_rows = T;
     } else {
         const float *last = ctx->x + (size_t)(T - 1) * C;
-        layernorm(ctx, ctx->xn, last, m->lnf_g, m->lnf_b, 1);
+        norm(ctx, ctx->xn, last, m->lnf_g, m->lnf_b, 1);
         kernel_matmul_t(ctx->pool, ctx->logits, V, ctx->xn, 1, &m->lm_head, ctx->scratch, ctx->partials);
     }
     /* NaN or Inf weights make every later result meaningless: stop at the first */
@@ -449,7 +555,7 @@ gpt2_status gpt2_context_unembed(gpt2_context *ctx, const float *x, float *logit
     const gpt2_model *m = ctx->m;
     /* the same kernels as the forward pass's last position, so the last
      * block's residual gives the model's logits bit for bit */
-    layernorm(ctx, ctx->xn, x, m->lnf_g, m->lnf_b, 1);
+    norm(ctx, ctx->xn, x, m->lnf_g, m->lnf_b, 1);
     kernel_matmul_t(ctx->pool, logits, m->cfg.n_vocab, ctx->xn, 1, &m->lm_head, ctx->scratch, ctx->partials);
     return GPT2_OK;
 }

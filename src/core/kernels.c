@@ -909,6 +909,33 @@ void kernel_layernorm(float *out, const float *in, const float *g, const float *
     }
 }
 
+void kernel_rmsnorm(float *out, const float *in, const float *g, int T, int C, float eps) {
+    for (int t = 0; t < T; t++) {
+        const float *x = in + (size_t)t * C;
+        float *y = out + (size_t)t * C;
+        double ss = 0.0; /* in double: C squares summed, then one rounding */
+        for (int i = 0; i < C; i++) ss += (double)x[i] * x[i];
+        const float r = (float)(1.0 / sqrt(ss / C + eps));
+        for (int i = 0; i < C; i++) y[i] = x[i] * r * g[i];
+    }
+}
+
+void kernel_rope(float *x, const float *cs, const float *sn, int half) {
+    for (int i = 0; i < half; i++) {
+        const float a = x[i], b = x[i + half];
+        x[i] = a * cs[i] - b * sn[i];
+        x[i + half] = b * cs[i] + a * sn[i];
+    }
+}
+
+void kernel_swiglu(float *hid, const float *gate, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float g = gate[i], e = fast_exp_nonpos(-fabsf(g)); /* e^-|g|: no overflow either side */
+        const float sig = (g >= 0.0f ? 1.0f : e) / (1.0f + e);
+        hid[i] *= g * sig;
+    }
+}
+
 void kernel_gelu_tanh(float *out, const float *x, size_t n) {
     const float s = 0.7978845608028654f; /* sqrt(2/pi) */
     for (size_t i = 0; i < n; i++) {

@@ -33,6 +33,8 @@ typedef struct {
                            matrix only during a load: kernel_pack and
                            kernel_copy_transposed read it so, their copy is not; and a
                            Q8 embedding in panels (kernel_q8_head_packable) */
+    int rope_heads;     /* load only: the outputs lie in llama.cpp's rotary order in this
+                           many heads (st_tensor.rope_heads); 0 once loaded */
 } gpt2_matrix;
 
 /* The packed layout of a (K, N) matrix: panels of 64 columns, one after
@@ -156,6 +158,16 @@ void kernel_attention_row(float *y, float *att, const float *q, const float *k, 
 
 /* out (T, C) = layernorm(in (T, C)) * g + b */
 void kernel_layernorm(float *out, const float *in, const float *g, const float *b, int T, int C, float eps);
+
+/* out (T, C) = in / sqrt(mean(in^2) + eps) * g, per row (RMSNorm); out may be in. */
+void kernel_rmsnorm(float *out, const float *in, const float *g, int T, int C, float eps);
+
+/* Rotary positions on one head, rotate-half pairs (i, i + half) for i < half:
+ * (a, b) -> (a cos - b sin, b cos + a sin); cs, sn: (half) for its position. */
+void kernel_rope(float *x, const float *cs, const float *sn, int half);
+
+/* hid (n) *= silu(gate) = gate * sigmoid(gate): SwiGLU's product. */
+void kernel_swiglu(float *hid, const float *gate, size_t n);
 
 /* out (n) = gelu(x): tanh approximation (GPT-2's gelu_new; the forward pass
  * and the trainer both use this one) or exact erf. out may be x. */

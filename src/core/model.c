@@ -48,6 +48,7 @@ typedef struct {
     const char *path;
     const char *prefix; /* "" or "transformer." */
     float *arena_next;  /* next free float in m->vectors */
+    size_t vec_read;    /* floats of vectors decode reads (positions but one row excluded) */
     int dry;            /* 1: only check names, shapes and dtypes; bind nothing */
     gpt2_error *err;
 } binder;
@@ -91,18 +92,27 @@ static gpt2_status missing(binder *b, const char *name) {
 
 /* What a vector the file may leave out becomes (a source with bias_optional):
  * a Linear's bias NULL (the matmuls add nothing, at no cost), a LayerNorm's
- * zeros (exact: x + 0 is x). */
-typedef enum { VEC_REQUIRED, VEC_LINEAR_BIAS, VEC_NORM_BIAS } vec_kind;
+ * zeros (exact: x + 0 is x). VEC_IF_PRESENT: NULL when absent from any
+ * source (a Llama's optional biases). */
+typedef enum { VEC_REQUIRED, VEC_LINEAR_BIAS, VEC_NORM_BIAS, VEC_IF_PRESENT } vec_kind;
+
+/* Output i of a head of n rows in rotate-half order (HF: the pairs are
+ * (j, j + n/2)) is row rope_row(i, n) in llama.cpp's interleaved order (pairs
+ * (2j, 2j + 1)): the inverse of convert_hf_to_gguf.py's permute. */
+static int rope_row(int i, int n) { return (i % (n / 2)) * 2 + i / (n / 2); }
 
 /* Binds a float vector (or small matrix) of n0 x n1 elements, converted into the arena. */
 static gpt2_status bind_vector(binder *b, const char *name, vec_kind kind, int n_dims, int64_t n0, int64_t n1,
                                float **out) {
     const size_t n = (size_t)n0 * (size_t)(n_dims == 2 ? n1 : 1);
     const st_tensor *t = find_tensor(b, name);
-    if (!t && kind != VEC_REQUIRED && b->src->bias_optional) {
+    if (!t && (kind == VEC_IF_PRESENT || (kind != VEC_REQUIRED && b->src->bias_optional))) {
         if (b->dry) return GPT2_OK;
-        *out = kind == VEC_NORM_BIAS ? memset(b->arena_next, 0, n * sizeof(float)) : NULL;
-        b->arena_next += n;
+        *out = NULL;
+        if (kind == VEC_NORM_BIAS) {
+            *out = memset(b->arena_next, 0, n * sizeof(float));
+            b->arena_next += n, b->vec_read += n;
+        }
         return GPT2_OK;
     }
     if (!t) return missing(b, name);
@@ -111,7 +121,7 @@ static gpt2_status bind_vector(binder *b, const char *name, vec_kind kind, int n
     if (st || (st = dtype_of(b, name, t, &dt))) return st;
     if (b->dry) return GPT2_OK;
     float *dst = b->arena_next;
-    b->arena_next += n;
+    b->arena_next += n, b->vec_read += n;
     const unsigned char *src = t->data;
     if (quant_is_block(dt)) { /* a GGUF file's position embedding may be quantized */
         const size_t row = (size_t)(n_dims == 2 ? n1 : n0), row_bytes = quant_row_bytes(dt, row);
@@ -128,6 +138,18 @@ static gpt2_status bind_vector(binder *b, const char *name, vec_kind kind, int n
         if (!isfinite(dst[i])) /* cheap here; matrices are checked through the logits (context.c) */
             return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s%s' holds %f at element %zu: weights must be finite",
                              b->path, b->prefix, name, dst[i], i);
+    }
+    if (t->rope_heads > 0) { /* a permuted bias: back to rotate-half order, head by head */
+        const int hd = (int)(n / (size_t)t->rope_heads);
+        float tmp[1024];
+        if (hd > 1024 || hd % 2 || (size_t)hd * (size_t)t->rope_heads != n)
+            return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s' of %zu values is not %d heads of rotary pairs",
+                             b->path, name, n, t->rope_heads);
+        for (int h = 0; h < t->rope_heads; h++) {
+            float *v = dst + (size_t)h * hd;
+            for (int i = 0; i < hd; i++) tmp[i] = v[rope_row(i, hd)];
+            memcpy(v, tmp, (size_t)hd * sizeof(float));
+        }
     }
     *out = dst;
     return GPT2_OK;
@@ -150,19 +172,27 @@ static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, 
     out->data = t->data;
     out->trans = tr;
     out->packed = 0;
+    out->rope_heads = t->rope_heads;
+    if (t->rope_heads > 0 && (cols % t->rope_heads || (cols / t->rope_heads) % 2))
+        return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s' has %lld outputs: not %d heads of rotary pairs",
+                         b->path, name, (long long)cols, t->rope_heads);
     b->m->weight_bytes += kernel_matrix_bytes(out);
     if (out == &b->m->wte) b->m->wte_bytes = kernel_matrix_bytes(out);
     return GPT2_OK;
 }
 
+/* Floats the vectors may take (an upper bound: optional biases counted). */
 static size_t vector_floats(const gpt2_model *m) {
-    const size_t C = (size_t)m->cfg.n_embd, F = (size_t)m->n_inner;
-    /* per layer: ln1 g,b (2C) + attn_b (3C) + proj_b (C) + ln2 g,b (2C) + fc_b (F) + fcproj_b (C) */
-    return (size_t)m->cfg.n_layer * (C * 9 + F) + (size_t)m->cfg.n_ctx * C + 2 * C;
+    const gpt2_config *c = &m->cfg;
+    const size_t C = (size_t)c->n_embd, F = (size_t)m->n_inner, hd = (size_t)gpt2_config_head_dim(c);
+    const size_t qkv = hd * ((size_t)c->n_head + 2 * (size_t)gpt2_config_kv_heads(c));
+    /* per layer: two norms (4C), q/k/v biases, q/k norms (2 hd), proj_b (C), gate_b and fc_b (2F), fcproj_b (C) */
+    const size_t layer = 4 * C + (qkv > 3 * C ? qkv : 3 * C) + 2 * hd + 2 * C + 2 * F;
+    return (size_t)c->n_layer * layer + (c->arch.rope_dim ? (size_t)c->arch.rope_dim / 2 : (size_t)c->n_ctx * C) + 2 * C;
 }
 
-/* One block's twelve tensors. */
-static gpt2_status bind_layer(binder *b, int l, gpt2_layer *L) {
+/* One GPT-2 block's twelve tensors. */
+static gpt2_status bind_layer_gpt2(binder *b, int l, gpt2_layer *L) {
     const int64_t C = b->m->cfg.n_embd, F = b->m->n_inner;
     char n[12][64];
     static const char *suffix[12] = {"ln_1.weight",      "ln_1.bias",          "attn.c_attn.weight",
@@ -187,26 +217,104 @@ static gpt2_status bind_layer(binder *b, int l, gpt2_layer *L) {
     return GPT2_OK;
 }
 
+/* One Llama-family block (HF's names under "model."): RMSNorms, q/k/v/o
+ * projections with optional biases and q/k norms, the SwiGLU MLP. */
+static gpt2_status bind_layer_llama(binder *b, int l, gpt2_layer *L) {
+    const gpt2_config *c = &b->m->cfg;
+    const int64_t C = c->n_embd, F = b->m->n_inner, hd = gpt2_config_head_dim(c);
+    const int64_t Q = hd * c->n_head, KV = hd * gpt2_config_kv_heads(c);
+    static const char *suffix[] = {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                   "self_attn.v_proj.weight", "self_attn.q_proj.bias", "self_attn.k_proj.bias",
+                                   "self_attn.v_proj.bias", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+                                   "self_attn.o_proj.weight", "self_attn.o_proj.bias",
+                                   "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+                                   "mlp.down_proj.weight", "mlp.gate_proj.bias", "mlp.up_proj.bias",
+                                   "mlp.down_proj.bias"};
+    enum { N = sizeof suffix / sizeof *suffix };
+    char n[N][80];
+    for (int i = 0; i < N; i++) snprintf(n[i], sizeof n[i], "layers.%d.%s", l, suffix[i]);
+    gpt2_status st;
+    if ((st = bind_vector(b, n[0], VEC_REQUIRED, 1, C, 0, &L->ln1_g)) ||
+        (st = bind_matrix(b, n[1], NULL, C, C, Q, 1, &L->q_w)) ||
+        (st = bind_matrix(b, n[2], NULL, C, C, KV, 1, &L->k_w)) ||
+        (st = bind_matrix(b, n[3], NULL, C, C, KV, 1, &L->v_w)) ||
+        (st = bind_vector(b, n[4], VEC_IF_PRESENT, 1, Q, 0, &L->q_b)) ||
+        (st = bind_vector(b, n[5], VEC_IF_PRESENT, 1, KV, 0, &L->k_b)) ||
+        (st = bind_vector(b, n[6], VEC_IF_PRESENT, 1, KV, 0, &L->v_b)) ||
+        (c->arch.qk_norm && ((st = bind_vector(b, n[7], VEC_REQUIRED, 1, hd, 0, &L->q_norm)) ||
+                             (st = bind_vector(b, n[8], VEC_REQUIRED, 1, hd, 0, &L->k_norm)))) ||
+        (st = bind_matrix(b, n[9], NULL, Q, Q, C, 1, &L->proj_w)) ||
+        (st = bind_vector(b, n[10], VEC_IF_PRESENT, 1, C, 0, &L->proj_b)) ||
+        (st = bind_vector(b, n[11], VEC_REQUIRED, 1, C, 0, &L->ln2_g)) ||
+        (st = bind_matrix(b, n[12], NULL, C, C, F, 1, &L->gate_w)) ||
+        (st = bind_matrix(b, n[13], NULL, C, C, F, 1, &L->fc_w)) ||
+        (st = bind_matrix(b, n[14], NULL, F, F, C, 1, &L->fcproj_w)) ||
+        (st = bind_vector(b, n[15], VEC_IF_PRESENT, 1, F, 0, &L->gate_b)) ||
+        (st = bind_vector(b, n[16], VEC_IF_PRESENT, 1, F, 0, &L->fc_b)) ||
+        (st = bind_vector(b, n[17], VEC_IF_PRESENT, 1, C, 0, &L->fcproj_b)))
+        return st;
+    return GPT2_OK;
+}
+
+/* Llama 3's rope scaling as a divisor per frequency (rope_div), as
+ * transformers' _compute_llama3_parameters and llama.cpp's rope_freqs.weight
+ * both have it: wavelengths under orig / high kept, over orig / low divided
+ * by factor, between interpolated smoothly. */
+static void llama3_rope_div(const gpt2_arch *a, float *div) {
+    const int half = a->rope_dim / 2;
+    const double lo_wave = a->rope_orig_ctx / a->rope_low_freq, hi_wave = a->rope_orig_ctx / a->rope_high_freq;
+    for (int i = 0; i < half; i++) {
+        const double freq = pow(a->rope_theta, -2.0 * i / a->rope_dim), wave = 2 * 3.14159265358979323846 / freq;
+        if (wave < hi_wave) div[i] = 1.0f;
+        else if (wave > lo_wave) div[i] = a->rope_factor;
+        else {
+            const double smooth = (a->rope_orig_ctx / wave - a->rope_low_freq) / (a->rope_high_freq - a->rope_low_freq);
+            div[i] = (float)(1.0 / ((1 - smooth) / a->rope_factor + smooth));
+        }
+    }
+}
+
 /* Binds (or, with b->dry, only checks) every tensor the config calls for. */
 static gpt2_status bind_pass(gpt2_model *m, binder *b) {
     const gpt2_config *c = &m->cfg;
     const int64_t C = c->n_embd, V = c->n_vocab, VR = b->src->vocab_rows;
-    const st_tensor *wte = find_tensor(b, "wte.weight");
-    gpt2_status st;
-    if ((st = bind_matrix(b, "wte.weight", wte, VR, V, C, 0, &m->wte)) ||
-        (st = bind_vector(b, "wpe.weight", VEC_REQUIRED, 2, c->n_ctx, C, &m->wpe)) ||
-        (st = bind_vector(b, "ln_f.weight", VEC_REQUIRED, 1, C, 0, &m->lnf_g)) ||
-        (st = bind_vector(b, "ln_f.bias", VEC_NORM_BIAS, 1, C, 0, &m->lnf_b)))
+    const int llama = c->arch.rms_norm; /* the families bound by HF Llama's names */
+    const char *embd = llama ? "embed_tokens.weight" : "wte.weight";
+    const st_tensor *wte = find_tensor(b, embd);
+    gpt2_status st = bind_matrix(b, embd, wte, VR, V, C, 0, &m->wte);
+    if (st) return st;
+    if (llama) {
+        const int half = c->arch.rope_dim / 2;
+        const char *prefix = b->prefix;
+        if (st_find(&m->st, "rope_freqs.weight")) { /* a GGUF's Llama 3 factors, named without a prefix */
+            b->prefix = "";
+            st = bind_vector(b, "rope_freqs.weight", VEC_REQUIRED, 1, half, 0, &m->rope_div);
+            b->prefix = prefix;
+        } else if (c->arch.rope_factor > 0 && !b->dry) {
+            llama3_rope_div(&c->arch, m->rope_div = b->arena_next);
+            b->arena_next += half, b->vec_read += half;
+        }
+        if (st || (st = bind_vector(b, "norm.weight", VEC_REQUIRED, 1, C, 0, &m->lnf_g))) return st;
+    } else if ((st = bind_vector(b, "wpe.weight", VEC_REQUIRED, 2, c->n_ctx, C, &m->wpe)) ||
+               (st = bind_vector(b, "ln_f.weight", VEC_REQUIRED, 1, C, 0, &m->lnf_g)) ||
+               (st = bind_vector(b, "ln_f.bias", VEC_NORM_BIAS, 1, C, 0, &m->lnf_b))) {
         return st;
+    }
     gpt2_layer unused; /* the dry pass binds nothing, and m->layers is not allocated yet */
-    for (int l = 0; l < c->n_layer; l++)
-        if ((st = bind_layer(b, l, b->dry ? &unused : &m->layers[l]))) return st;
+    for (int l = 0; l < c->n_layer; l++) {
+        gpt2_layer *L = b->dry ? memset(&unused, 0, sizeof unused) : &m->layers[l];
+        if ((st = llama ? bind_layer_llama(b, l, L) : bind_layer_gpt2(b, l, L))) return st;
+    }
     /* HF names the untied head "lm_head.weight" outside the "transformer." prefix. A head
      * that is wte's own bytes (PyTorch saves a tied head as a second view of one storage)
      * is tied. */
     const st_tensor *head = st_find(&m->st, "lm_head.weight");
     if (head && wte && head->data == wte->data && head->n_bytes == wte->n_bytes && !strcmp(head->dtype, wte->dtype))
         head = NULL;
+    if (b->src->tied == 1) head = NULL; /* config.json ties it: HF ignores a stored copy */
+    if (!head && b->src->tied == 0)
+        return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: missing tensor 'lm_head.weight' (%s says the head is not tied)",
+                         b->path, b->src->cfg_from);
     if (head) {
         binder hb = *b;
         hb.prefix = "";
@@ -223,6 +331,7 @@ typedef struct {
     const size_t *at;    /* where each goes, bytes into m->arena */
     int n_plain;
     int base;            /* the first matrix of the group being copied */
+    int *nomem;          /* set when a copy could not get its scratch */
 } pack_job;
 
 /* Whether chunk i of j is packed: a Conv1D weight kernel_pack takes (wte and
@@ -241,6 +350,23 @@ static size_t arena_bytes_of(const gpt2_matrix *w) {
     return matrix_bytes(&p);
 }
 
+/* A copy of w (stored by output: trans, or a block format) with its outputs
+ * back in rotate-half order, head by head (rope_row); NULL when out of memory. */
+static void *unpermute(const gpt2_matrix *w, gpt2_matrix *out) {
+    const size_t bytes = matrix_bytes(w);
+    const int n_out = w->cols, hd = n_out / w->rope_heads; /* bound as (in, out): cols are outputs */
+    const size_t row = bytes / (size_t)n_out;
+    unsigned char *tmp = malloc(bytes);
+    if (!tmp) return NULL;
+    for (int r = 0; r < n_out; r++)
+        memcpy(tmp + (size_t)r * row, (const unsigned char *)w->data + (size_t)((r / hd) * hd + rope_row(r % hd, hd)) * row,
+               row);
+    *out = *w;
+    out->data = tmp;
+    out->rope_heads = 0;
+    return tmp;
+}
+
 /* A float matrix stored (out, in) (trans) is transposed into the layout a
  * safetensors file's would get; block formats are interleaved (x8) where
  * they can be, else copied as stored (by output). */
@@ -250,11 +376,21 @@ static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
     const gpt2_matrix *w = j->w[chunk];
     unsigned char *dst = j->m->arena + j->at[chunk];
     (void)n_chunks, (void)ith;
+    gpt2_matrix un;
+    void *tmp = NULL;
+    if (w->rope_heads > 0) {
+        if (!(tmp = unpermute(w, &un))) {
+            *j->nomem = 1;
+            return;
+        }
+        w = &un;
+    }
     if (x8_packs(w)) quant_x8_pack(w->dtype, w->data, w->trans ? w->cols : w->rows, w->trans ? w->rows : w->cols, dst);
     else if (packs(j, chunk)) kernel_pack(dst, w);
     else if (w->trans && !quant_is_block(w->dtype)) kernel_copy_transposed(dst, w);
     else memcpy(dst, w->data, matrix_bytes(w));
-    st_release(&j->m->st, w->data, matrix_bytes(w)); /* no-op off the map */
+    if (tmp) free(tmp);
+    else st_release(&j->m->st, w->data, matrix_bytes(w)); /* no-op off the map */
 }
 
 /* Copies every weight matrix out of the map into one huge-page arena: the
@@ -283,18 +419,14 @@ static gpt2_status pack_groups(gpt2_pool *pool, pack_job *job, int n, const gpt2
 
 static gpt2_status pack_matrices(gpt2_model *m, const char *path, const gpt2_model_params *p, gpt2_error *err) {
     const int L = m->cfg.n_layer, untied = m->lm_head.data != m->wte.data;
-    gpt2_matrix **w = malloc(((size_t)L * 4 + 2) * sizeof *w);
-    size_t *at = malloc(((size_t)L * 4 + 2) * sizeof *at);
-    int n = 0;
+    gpt2_matrix **w = malloc(((size_t)L * LAYER_MATRICES_MAX + 2) * sizeof *w);
+    size_t *at = malloc(((size_t)L * LAYER_MATRICES_MAX + 2) * sizeof *at);
+    int n = 0, nomem = 0;
     size_t bytes = 0;
     if (w && at) {
         w[n++] = &m->wte;
         if (untied) w[n++] = &m->lm_head;
-        for (int l = 0; l < L; l++) {
-            gpt2_layer *ly = &m->layers[l];
-            gpt2_matrix *all[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
-            for (int i = 0; i < 4; i++) w[n++] = all[i];
-        }
+        for (int l = 0; l < L; l++) n += layer_matrices(&m->layers[l], w + n);
         for (int i = 0; i < n; i++) {
             at[i] = bytes;
             bytes += (arena_bytes_of(w[i]) + 63) & ~(size_t)63;
@@ -304,12 +436,14 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, const gpt2_mod
     gpt2_status st = GPT2_OK;
     if (w && at && (m->arena = huge_alloc(bytes))) m->arena_bytes = m->arena_used = bytes;
     if (m->arena && (pool = pool_new(p->n_threads > 0 ? p->n_threads : pool_default_threads()))) {
-        pack_job job = {m, w, at, 1 + untied, 0};
+        pack_job job = {m, w, at, 1 + untied, 0, &nomem};
         st = pack_groups(pool, &job, n, p, path, err);
+        if (!st && nomem) st = gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory reordering a matrix", path);
         for (int i = 0; i < n && !st; i++) {
             w[i]->packed = packs(&job, i) || x8_packs(w[i]);
             w[i]->trans = w[i]->trans && quant_is_block(w[i]->dtype);
             w[i]->data = m->arena + at[i];
+            w[i]->rope_heads = 0;
         }
         if (!untied) m->lm_head = m->wte;
         st_close(&m->st);
@@ -327,6 +461,7 @@ static gpt2_status bind_all(gpt2_model *m, const model_source *src, const gpt2_m
     const char *path = src->path;
     binder b = {.m = m, .src = src, .path = path, .prefix = "", .dry = 1, .err = err};
     if (!st_find(&m->st, "wte.weight") && st_find(&m->st, "transformer.wte.weight")) b.prefix = "transformer.";
+    if (c->arch.rms_norm) b.prefix = "model.";
     /* First check every tensor against the config, then allocate: the sizes in a config are
      * only trustworthy once the file is known to hold tensors that big. A config with huge
      * sizes must be refused for disagreeing with the weights, not run out of memory. */
@@ -338,7 +473,8 @@ static gpt2_status bind_all(gpt2_model *m, const model_source *src, const gpt2_m
     b.arena_next = m->vectors;
     b.dry = 0;
     if ((st = bind_pass(m, &b)) || (st = pack_matrices(m, path, p, err))) return st;
-    m->weight_bytes += vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * (size_t)c->n_embd * sizeof(float);
+    m->vector_bytes = b.vec_read * sizeof(float) - (m->wpe ? (size_t)c->n_ctx * (size_t)c->n_embd * sizeof(float) : 0);
+    m->weight_bytes += m->vector_bytes;
     return GPT2_OK;
 }
 
@@ -428,7 +564,7 @@ size_t gpt2_model_weight_bytes(const gpt2_model *m) { return m->weight_bytes; }
 
 size_t gpt2_model_token_bytes(const gpt2_model *m) {
     const gpt2_matrix *w = &m->wte;
-    const size_t pos_row = (size_t)m->cfg.n_embd * sizeof(float);
+    const size_t pos_row = m->wpe ? (size_t)m->cfg.n_embd * sizeof(float) : 0;
     if (m->lm_head.data == w->data) return m->weight_bytes + pos_row;
     /* an untied head: the embedding is held in full (wte_bytes) but read one row */
     const size_t row = w->dtype == GPT2_DTYPE_Q8 ? (size_t)w->cols + sizeof(float) /* int8s and the row's scale */
@@ -551,9 +687,8 @@ static int all_matrices(gpt2_model *m, gpt2_matrix **w, int *conv) {
     w[n] = &m->wte, conv[n++] = 0;
     if (m->lm_head.data != m->wte.data) w[n] = &m->lm_head, conv[n++] = 0;
     for (int l = 0; l < m->cfg.n_layer; l++) {
-        gpt2_layer *ly = &m->layers[l];
-        gpt2_matrix *four[4] = {&ly->attn_w, &ly->proj_w, &ly->fc_w, &ly->fcproj_w};
-        for (int i = 0; i < 4; i++) w[n] = four[i], conv[n++] = 1;
+        const int k = layer_matrices(&m->layers[l], w + n);
+        for (int i = 0; i < k; i++) conv[n++] = 1;
     }
     return n;
 }
@@ -583,8 +718,8 @@ gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
     if (to != GPT2_DTYPE_Q8 && !quant_can_quantize(to))
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "quantize: to q8, q8_0, q4_0 or q4_k, not %s", gpt2_dtype_name(to));
     if (m->quantized_to == to) return GPT2_OK;
-    gpt2_matrix **w = malloc(((size_t)m->cfg.n_layer * 4 + 2) * sizeof *w);
-    int *conv = malloc(((size_t)m->cfg.n_layer * 4 + 2) * sizeof *conv);
+    gpt2_matrix **w = malloc(((size_t)m->cfg.n_layer * LAYER_MATRICES_MAX + 2) * sizeof *w);
+    int *conv = malloc(((size_t)m->cfg.n_layer * LAYER_MATRICES_MAX + 2) * sizeof *conv);
     if (!w || !conv) {
         free(w), free(conv);
         return gpt2_fail(err, GPT2_ERR_NOMEM, "quantize: out of memory");
@@ -616,8 +751,7 @@ gpt2_status gpt2_model_quantize(gpt2_model *m, gpt2_dtype to, gpt2_error *err) {
     if (!st) {
         if (tied) m->lm_head = m->wte;
         /* the old weights are no longer read: release their arena */
-        const gpt2_config *c = &m->cfg;
-        m->weight_bytes = bytes + vector_floats(m) * sizeof(float) - (size_t)c->n_ctx * c->n_embd * sizeof(float);
+        m->weight_bytes = bytes + m->vector_bytes;
         m->wte_bytes = wte_bytes;
         huge_free(m->arena, m->arena_bytes);
         m->arena = arena;
@@ -722,7 +856,8 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
         random_matrix(m, F, C, dt, 1, &seed, &L->fcproj_w);
     }
 #undef TAKE
-    m->weight_bytes += nv * sizeof(float) - (size_t)c.n_ctx * C * sizeof(float);
+    m->vector_bytes = nv * sizeof(float) - (size_t)c.n_ctx * C * sizeof(float);
+    m->weight_bytes += m->vector_bytes;
     *out = m;
     return GPT2_OK;
 fail:

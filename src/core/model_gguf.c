@@ -19,6 +19,7 @@
 #include "model_source.h"
 #include "quant.h"
 #include "textio.h"
+#include "tokenizer_internal.h"
 
 typedef struct {
     const char *gguf, *hf;
@@ -38,12 +39,42 @@ static const name_map block_names[] = {
     {"ffn_down.weight", "mlp.c_proj.weight"},  {"ffn_down.bias", "mlp.c_proj.bias"},
 };
 
+/* The Llama family (llama, qwen2, qwen3): HF Llama's names, under "model." but the head */
+static const name_map llama_top_names[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"}, {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},                {"rope_freqs.weight", "rope_freqs.weight"},
+};
+static const name_map llama_block_names[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},   {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},     {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},         {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},         {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"}, {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},      {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},      {"ffn_gate.bias", "mlp.gate_proj.bias"},
+    {"ffn_up.bias", "mlp.up_proj.bias"},              {"ffn_down.bias", "mlp.down_proj.bias"},
+};
+
+/* How one architecture's names map */
+typedef struct {
+    const name_map *top, *block;
+    size_t n_top, n_block;
+    const char *layer_fmt; /* "h.%ld.%s" */
+} name_maps;
+
+static const name_maps gpt2_maps = {top_names, block_names, sizeof top_names / sizeof *top_names,
+                                    sizeof block_names / sizeof *block_names, "h.%ld.%s"};
+static const name_maps llama_maps = {llama_top_names, llama_block_names,
+                                     sizeof llama_top_names / sizeof *llama_top_names,
+                                     sizeof llama_block_names / sizeof *llama_block_names, "model.layers.%ld.%s"};
+
 /* The Hugging Face name of a GGUF tensor name into hf (cap bytes); 0 for a
  * name the model does not use. */
-static int hf_name(const char *name, char *hf, size_t cap) {
-    for (size_t i = 0; i < sizeof top_names / sizeof *top_names; i++)
-        if (strcmp(name, top_names[i].gguf) == 0) {
-            snprintf(hf, cap, "%s", top_names[i].hf);
+static int hf_name(const name_maps *nm, const char *name, char *hf, size_t cap) {
+    for (size_t i = 0; i < nm->n_top; i++)
+        if (strcmp(name, nm->top[i].gguf) == 0) {
+            snprintf(hf, cap, "%s", nm->top[i].hf);
             return 1;
         }
     if (strncmp(name, "blk.", 4) != 0) return 0;
@@ -52,11 +83,22 @@ static int hf_name(const char *name, char *hf, size_t cap) {
     if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '.')) return 0;
     for (; *p >= '0' && *p <= '9' && l < 100000; p++) l = l * 10 + (*p - '0');
     if (*p++ != '.') return 0;
-    for (size_t i = 0; i < sizeof block_names / sizeof *block_names; i++)
-        if (strcmp(p, block_names[i].gguf) == 0) {
-            snprintf(hf, cap, "h.%ld.%s", l, block_names[i].hf);
+    for (size_t i = 0; i < nm->n_block; i++)
+        if (strcmp(p, nm->block[i].gguf) == 0) {
+            snprintf(hf, cap, nm->layer_fmt, l, nm->block[i].hf);
             return 1;
         }
+    return 0;
+}
+
+/* llama.cpp's converter reorders a llama's q and k rows for its rotation (not
+ * qwen2's or qwen3's): the heads those rows come in, 0 for any other tensor. */
+static int rope_heads_of(const model_source *m, const char *gguf_name) {
+    if (strcmp(m->cfg.arch.family, "llama") != 0) return 0;
+    const char *dot = strchr(gguf_name + 4, '.');
+    if (strncmp(gguf_name, "blk.", 4) != 0 || !dot) return 0;
+    if (!strncmp(dot, ".attn_q.", 8)) return m->cfg.n_head;
+    if (!strncmp(dot, ".attn_k.", 8)) return gpt2_config_kv_heads(&m->cfg);
     return 0;
 }
 
@@ -66,14 +108,15 @@ static int st_cmp_name(const void *a, const void *b) {
 
 /* st = the tensors the model uses, under Hugging Face names, sorted; the
  * mapping moves from g to st. */
-static gpt2_status tensors_to_st(gguf_file *g, st_file *st, gpt2_error *err) {
+static gpt2_status tensors_to_st(gguf_file *g, const model_source *m, st_file *st, gpt2_error *err) {
+    const name_maps *nm = m->cfg.arch.rms_norm ? &llama_maps : &gpt2_maps;
     memset(st, 0, sizeof *st);
     st->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *st->tensors);
     if (!st->tensors || !(st->path = strdup(g->path))) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", g->path);
     for (size_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         char hf[96];
-        if (!hf_name(t->name, hf, sizeof hf)) continue;
+        if (!hf_name(nm, t->name, hf, sizeof hf)) continue;
         st_tensor *s = &st->tensors[st->n_tensors];
         if (!(s->name = strdup(hf))) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", g->path);
         st->n_tensors++;
@@ -84,6 +127,7 @@ static gpt2_status tensors_to_st(gguf_file *g, st_file *st, gpt2_error *err) {
         for (int d = 0; d < t->n_dims; d++) s->shape[d] = (int64_t)t->ne[t->n_dims - 1 - d];
         s->data = t->data;
         s->n_bytes = t->n_bytes;
+        s->rope_heads = rope_heads_of(m, t->name);
     }
     qsort(st->tensors, (size_t)st->n_tensors, sizeof *st->tensors, st_cmp_name);
     for (int i = 1; i < st->n_tensors; i++) /* "blk.01" and "blk.1" are both refused above; this cannot fire */
@@ -94,16 +138,74 @@ static gpt2_status tensors_to_st(gguf_file *g, st_file *st, gpt2_error *err) {
     return GPT2_OK;
 }
 
-/* general.architecture and the gpt2.* keys; n_vocab from token_embd. */
-static gpt2_status read_config(const gguf_file *g, model_source *m, gpt2_error *err) {
-    const char *arch;
+/* "ARCH.what" into buf (KEY_MAX bytes) */
+enum { KEY_MAX = 96 };
+static const char *key(char *buf, const char *arch, const char *what) {
+    snprintf(buf, KEY_MAX, "%s.%s", arch, what);
+    return buf;
+}
+
+/* The Llama family's ARCH.* keys (llama, qwen2, qwen3) as a description. */
+static gpt2_status read_llama_config(const gguf_file *g, const char *arch, model_source *m, gpt2_error *err) {
+    gpt2_config *c = &m->cfg;
+    gpt2_arch *a = &c->arch;
+    char k[KEY_MAX], shown[TEXT_SHOW_BUF];
+    int64_t v[5], kv = 0, kl = 0, vl = 0, rd = 0, experts = 0, win = 0;
+    int has_kv, has_kl, has_vl, has_rd, has_ex, has_win, has_theta, has_eps;
+    double theta = 10000, eps = 1e-5;
+    gpt2_status st;
+    if ((st = gguf_get_int(g, key(k, arch, "block_count"), 1, 1000, NULL, &v[0], err)) ||
+        (st = gguf_get_int(g, key(k, arch, "attention.head_count"), 1, 4096, NULL, &v[1], err)) ||
+        (st = gguf_get_int(g, key(k, arch, "embedding_length"), 1, 65536, NULL, &v[2], err)) ||
+        (st = gguf_get_int(g, key(k, arch, "context_length"), 1, 1 << 24, NULL, &v[3], err)) ||
+        (st = gguf_get_int(g, key(k, arch, "feed_forward_length"), 1, 1 << 20, NULL, &v[4], err)) ||
+        (st = gguf_get_int(g, key(k, arch, "attention.head_count_kv"), 1, v[1], &has_kv, &kv, err)) ||
+        (st = gguf_get_int(g, key(k, arch, "attention.key_length"), 2, 4096, &has_kl, &kl, err)) ||
+        (st = gguf_get_int(g, key(k, arch, "attention.value_length"), 2, 4096, &has_vl, &vl, err)) ||
+        (st = gguf_get_int(g, key(k, arch, "rope.dimension_count"), 2, 4096, &has_rd, &rd, err)) ||
+        (st = gguf_get_int(g, key(k, arch, "expert_count"), 0, 1 << 20, &has_ex, &experts, err)) ||
+        (st = gguf_get_int(g, key(k, arch, "attention.sliding_window"), 0, 1 << 24, &has_win, &win, err)) ||
+        (st = gguf_get_float(g, key(k, arch, "rope.freq_base"), 1e-6, 1e12, &has_theta, &theta, err)) ||
+        (st = gguf_get_float(g, key(k, arch, "attention.layer_norm_rms_epsilon"), 0, 1, &has_eps, &eps, err)))
+        return st;
+    c->n_layer = (int)v[0], c->n_head = (int)v[1], c->n_embd = (int)v[2], c->n_ctx = (int)v[3];
+    m->n_inner = a->n_ff = (int)v[4];
+    snprintf(a->family, sizeof a->family, "%s", arch);
+    a->rms_norm = a->swiglu = 1;
+    a->qk_norm = strcmp(arch, "qwen3") == 0;
+    a->n_kv_head = has_kv ? (int)kv : c->n_head;
+    a->head_dim = has_kl ? (int)kl : c->n_embd / c->n_head;
+    a->rope_dim = has_rd ? (int)rd : a->head_dim;
+    a->rope_theta = (float)theta;
+    a->sliding_window = has_win ? (int)win : 0;
+    c->ln_eps = eps > 0 ? (float)eps : 1e-5f;
+    if (has_ex && experts > 0)
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: %s.expert_count is %lld: mixture-of-experts models are not supported",
+                         g->path, arch, (long long)experts);
+    if (c->n_head % a->n_kv_head)
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: %s.attention.head_count %d is not a multiple of head_count_kv %d",
+                         g->path, arch, c->n_head, a->n_kv_head);
+    if (!has_kl && c->n_embd % c->n_head)
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: %s.embedding_length %d is not divisible by attention.head_count %d",
+                         g->path, arch, c->n_embd, c->n_head);
+    if ((has_vl && vl != a->head_dim) || a->rope_dim != a->head_dim || a->head_dim % 2)
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: heads of %d keys, %lld values and %d rotary dimensions: gptscope "
+                         "runs %s with even heads rotated whole", g->path, a->head_dim,
+                         (long long)(has_vl ? vl : a->head_dim), a->rope_dim, arch);
+    const char *scaling;
     size_t n;
-    char shown[TEXT_SHOW_BUF];
-    gpt2_status st = gguf_get_str(g, "general.architecture", &arch, &n, err);
-    if (st) return st;
-    if (n != 4 || memcmp(arch, "gpt2", 4) != 0)
-        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: general.architecture is \"%s\", expected \"gpt2\"", g->path,
-                         text_show(arch, n, shown));
+    if (gguf_find(g, key(k, arch, "rope.scaling.type")) &&
+        (st = gguf_get_str(g, key(k, arch, "rope.scaling.type"), &scaling, &n, err)))
+        return st;
+    if (gguf_find(g, k) && !(n == 4 && !memcmp(scaling, "none", 4)))
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: %s is \"%s\": that rope scaling is not supported", g->path, k,
+                         text_show(scaling, n, shown));
+    return GPT2_OK;
+}
+
+/* The gpt2.* keys. */
+static gpt2_status read_gpt2_config(const gguf_file *g, model_source *m, gpt2_error *err) {
+    gpt2_status st;
     int64_t v[5];
     double eps = 1e-5;
     int has_ff, has_eps;
@@ -122,7 +224,26 @@ static gpt2_status read_config(const gguf_file *g, model_source *m, gpt2_error *
     if (c->n_embd % c->n_head)
         return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: gpt2.embedding_length %d is not divisible by "
                          "gpt2.attention.head_count %d", g->path, c->n_embd, c->n_head);
-    for (size_t i = 0; i < g->n_tensors; i++)
+    return GPT2_OK;
+}
+
+/* general.architecture and its keys; n_vocab from token_embd. */
+static gpt2_status read_config(const gguf_file *g, model_source *m, gpt2_error *err) {
+    static const char *const archs[] = {"gpt2", "llama", "qwen2", "qwen3"};
+    const char *arch;
+    size_t n;
+    char shown[TEXT_SHOW_BUF], name[16];
+    gpt2_status st = gguf_get_str(g, "general.architecture", &arch, &n, err);
+    if (st) return st;
+    size_t i = 0;
+    while (i < sizeof archs / sizeof *archs && !(n == strlen(archs[i]) && !memcmp(arch, archs[i], n))) i++;
+    if (i == sizeof archs / sizeof *archs)
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: general.architecture is \"%s\", expected \"gpt2\", \"llama\", "
+                         "\"qwen2\" or \"qwen3\"", g->path, text_show(arch, n, shown));
+    snprintf(name, sizeof name, "%s", archs[i]);
+    if ((st = i == 0 ? read_gpt2_config(g, m, err) : read_llama_config(g, name, m, err))) return st;
+    gpt2_config *c = &m->cfg;
+    for (i = 0; i < g->n_tensors; i++)
         if (strcmp(g->tensors[i].name, "token_embd.weight") == 0 && g->tensors[i].n_dims == 2) {
             if (g->tensors[i].ne[1] > (1 << 24))
                 return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: token_embd.weight has %llu rows, over the limit of %d",
@@ -140,6 +261,139 @@ static gpt2_status str_list(const gguf_file *g, const gguf_kv *kv, const char **
     if (!*s || !*len) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", g->path);
     const uint8_t *p = kv->val;
     for (uint64_t i = 0; i < kv->n; i++) (*s)[i] = gguf_str_next(&p, &(*len)[i]);
+    return GPT2_OK;
+}
+
+/* tokenizer.ggml.pre: the pre-tokenizer llama.cpp names, as tokenizer.json
+ * has it (Llama 3's and Qwen2's Split patterns, SmolLM's Digits) */
+static const struct {
+    const char *pre, *pattern;
+    int ignore_merges, nfc, split_digits;
+} pre_tokenizers[] = {
+    {"gpt-2", NULL, 0, 0, 0},
+    {"default", NULL, 0, 0, 0},
+    {"llama-bpe",
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+     "\\s+(?!\\S)|\\s+",
+     1, 0, 0},
+    {"qwen2",
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+     "\\s+(?!\\S)|\\s+",
+     0, 1, 0},
+    {"smollm", NULL, 0, 0, 1},
+};
+
+/* Element i of an integer array (validated: i < kv->n). */
+static int64_t int_at(const gguf_kv *kv, uint64_t i) {
+    static const int size[GGUF_N_TYPES] = {[GGUF_U8] = 1, [GGUF_I8] = 1, [GGUF_U16] = 2, [GGUF_I16] = 2,
+                                           [GGUF_U32] = 4, [GGUF_I32] = 4, [GGUF_U64] = 8, [GGUF_I64] = 8};
+    const int w = kv->elem_type < GGUF_N_TYPES ? size[kv->elem_type] : 0;
+    uint64_t u = 0;
+    for (int b = w - 1; b >= 0; b--) u = u << 8 | kv->val[i * (uint64_t)w + (uint64_t)b];
+    const int sign = kv->elem_type == GGUF_I8 || kv->elem_type == GGUF_I16 || kv->elem_type == GGUF_I32;
+    if (sign && w < 8 && (u >> (8 * w - 1)) & 1) u |= ~(uint64_t)0 << (8 * w);
+    return (int64_t)u;
+}
+
+/* llama.cpp's token types */
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+/* What a byte-level BPE of a Llama-family file needs beyond GPT-2's: its
+ * pre-tokenizer, and its control and user-defined tokens (ChatML's
+ * <|im_start|>, Llama 3's <|eot_id|>) matched whole, as tokenizer.json's
+ * added tokens are: control tokens only as special tokens. */
+typedef struct {
+    tok_parts p;
+    char **token;
+    size_t *token_len;
+    int32_t *merges, *added;
+    unsigned char *added_flags, *in_model;
+    tok_named *names;
+} gguf_bpe;
+
+static void gguf_bpe_free(gguf_bpe *b) {
+    for (int i = 0; b->token && i < b->p.n_vocab; i++) free(b->token[i]);
+    free(b->token), free(b->token_len), free(b->merges), free(b->added), free(b->added_flags), free(b->in_model);
+    free(b->names);
+}
+
+static gpt2_status read_bpe_parts(const gguf_file *g, const char *pre, size_t pre_len, int32_t eos, gguf_bpe *b,
+                                  gpt2_error *err) {
+    const gguf_kv *tokens, *merges, *types;
+    int has_merges, has_types;
+    char shown[TEXT_SHOW_BUF];
+    gpt2_status st;
+    if ((st = gguf_get_str_array(g, "tokenizer.ggml.tokens", NULL, &tokens, err)) ||
+        (st = gguf_get_str_array(g, "tokenizer.ggml.merges", &has_merges, &merges, err)))
+        return st;
+    types = gguf_find(g, "tokenizer.ggml.token_type");
+    has_types = types != NULL;
+    if (types && (types->type != GGUF_ARRAY || types->n != tokens->n || types->elem_type == GGUF_STRING ||
+                  types->elem_type == GGUF_F32 || types->elem_type == GGUF_F64 || types->elem_type == GGUF_BOOL ||
+                  types->elem_type == GGUF_ARRAY))
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.token_type: expected an integer per token", g->path);
+    size_t k = 0;
+    while (k < sizeof pre_tokenizers / sizeof *pre_tokenizers &&
+           !(pre_len == strlen(pre_tokenizers[k].pre) && !memcmp(pre, pre_tokenizers[k].pre, pre_len)))
+        k++;
+    if (k == sizeof pre_tokenizers / sizeof *pre_tokenizers)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.pre is \"%s\": gptscope knows gpt-2, "
+                         "llama-bpe, qwen2 and smollm", g->path, text_show(pre, pre_len, shown));
+    const int n = (int)tokens->n, nm = has_merges ? (int)merges->n : 0;
+    b->p = (tok_parts){.path = g->path, .n_vocab = n, .pattern = pre_tokenizers[k].pattern,
+                       .ignore_merges = pre_tokenizers[k].ignore_merges, .nfc = pre_tokenizers[k].nfc,
+                       .split_digits = pre_tokenizers[k].split_digits, .eot = eos};
+    b->token = calloc((size_t)n + 1, sizeof *b->token);
+    b->token_len = calloc((size_t)n + 1, sizeof *b->token_len);
+    b->in_model = calloc((size_t)n + 1, 1);
+    b->added = malloc(((size_t)n + 1) * sizeof *b->added);
+    b->added_flags = malloc((size_t)n + 1);
+    b->names = malloc(((size_t)n + 1) * sizeof *b->names);
+    b->merges = malloc(2 * ((size_t)nm + 1) * sizeof *b->merges);
+    if (!b->token || !b->token_len || !b->in_model || !b->added || !b->added_flags || !b->names || !b->merges)
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for the tokenizer", g->path);
+    const uint8_t *at = tokens->val;
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        const char *s = gguf_str_next(&at, &len);
+        const int64_t type = has_types ? int_at(types, (uint64_t)i) : TT_NORMAL;
+        b->names[i] = (tok_named){s, len, i};
+        if (type == TT_BYTE || type == TT_UNKNOWN)
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: token %d is of type %s: a SentencePiece vocabulary, not "
+                             "byte-level BPE", g->path, i, type == TT_BYTE ? "byte" : "unknown");
+        if (!(b->token[i] = malloc(len ? len : 1))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+        if (type == TT_CONTROL || type == TT_USER) { /* their text as it is, matched whole */
+            memcpy(b->token[i], s, len);
+            b->token_len[i] = len;
+            b->added_flags[b->p.n_added] = type == TT_CONTROL ? TOK_ADDED_SPECIAL : TOK_ADDED_NORMALIZED;
+            b->added[b->p.n_added++] = i;
+            continue;
+        }
+        uint32_t bad;
+        const long r = tok_alphabet_to_bytes(s, len, b->token[i], &bad);
+        if (r <= 0)
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.tokens[%d] \"%s\" is not in GPT-2's byte "
+                             "alphabet", g->path, i, text_show(s, len, shown));
+        b->token_len[i] = (size_t)r;
+        b->in_model[i] = 1;
+    }
+    tok_named_sort(b->names, n);
+    at = has_merges ? merges->val : NULL;
+    for (int i = 0; i < nm; i++) {
+        size_t len;
+        const char *s = gguf_str_next(&at, &len), *sp = memchr(s, ' ', len);
+        if (!sp || memchr(sp + 1, ' ', len - (size_t)(sp + 1 - s)))
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.merges[%d] \"%s\": expected \"left right\"",
+                             g->path, i, text_show(s, len, shown));
+        b->merges[2 * i] = tok_named_find(b->names, n, s, (size_t)(sp - s));
+        b->merges[2 * i + 1] = tok_named_find(b->names, n, sp + 1, len - (size_t)(sp + 1 - s));
+        if (b->merges[2 * i] < 0 || b->merges[2 * i + 1] < 0)
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.merges[%d] \"%s\" names a token not in "
+                             "tokenizer.ggml.tokens", g->path, i, text_show(s, len, shown));
+    }
+    b->p.n_merges = nm;
+    b->p.token = (const char *const *)b->token, b->p.token_len = b->token_len, b->p.merges = b->merges;
+    b->p.in_model = b->in_model, b->p.added = b->added, b->p.added_flags = b->added_flags;
     return GPT2_OK;
 }
 
@@ -165,6 +419,17 @@ static gpt2_status read_tokenizer(const gguf_file *g, model_source *m, gpt2_erro
     if (tokens->n > (uint64_t)m->cfg.n_vocab)
         return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: tokenizer.ggml.tokens has %llu tokens, but token_embd.weight only %d rows",
                          g->path, (unsigned long long)tokens->n, m->cfg.n_vocab);
+    if (m->cfg.arch.rms_norm) { /* the Llama family: its pre-tokenizer and added tokens */
+        const char *pre = "default";
+        size_t pre_len = 7;
+        if (gguf_find(g, "tokenizer.ggml.pre") && (st = gguf_get_str(g, "tokenizer.ggml.pre", &pre, &pre_len, err)))
+            return st;
+        gguf_bpe b = {0};
+        if (!(st = read_bpe_parts(g, pre, pre_len, has_eos ? (int32_t)eos : -1, &b, err)))
+            st = tok_from_parts(&b.p, &m->tok, err);
+        gguf_bpe_free(&b);
+        return st;
+    }
     const char **ts = NULL, **mstr = NULL;
     size_t *tl = NULL, *ml = NULL;
     snprintf(vs, sizeof vs, "%s: tokenizer.ggml.tokens", g->path);
@@ -207,7 +472,7 @@ gpt2_status gguf_source_open(model_source *src, void *map, size_t size, gpt2_err
     snprintf(tok_path, sizeof tok_path, "%s: tokenizer.ggml.tokens", src->path);
     if (!(st = read_config(&g, src, err)) && !(st = read_tokenizer(&g, src, err)) &&
         !(st = source_fit_vocab(src, tok_path, err)))
-        st = tensors_to_st(&g, &src->st, err);
+        st = tensors_to_st(&g, src, &src->st, err);
     gguf_close(&g);
     return st;
 }

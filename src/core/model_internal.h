@@ -6,18 +6,38 @@
 #include "kernels.h"
 #include "safetensors.h"
 
+/* One block. Sizes: C = n_embd, F = the MLP's width, Q = n_head x head_dim,
+ * KV = n_kv_head x head_dim (Q = KV = C for GPT-2). A matrix that a
+ * description does not use has no data (rows 0); a vector, NULL. */
 typedef struct {
-    float *ln1_g, *ln1_b;       /* (C) */
-    gpt2_matrix attn_w;         /* (C, 3C) */
+    float *ln1_g, *ln1_b;       /* (C); ln1_b NULL under RMSNorm */
+    gpt2_matrix attn_w;         /* (C, 3C): GPT-2's fused q, k, v */
     float *attn_b;              /* (3C) */
-    gpt2_matrix proj_w;         /* (C, C) */
-    float *proj_b;              /* (C) */
+    gpt2_matrix q_w, k_w, v_w;  /* (C, Q), (C, KV), (C, KV): separate projections */
+    float *q_b, *k_b, *v_b;     /* (Q), (KV), (KV) or NULL (Qwen2 has them) */
+    float *q_norm, *k_norm;     /* (head_dim): per-head RMSNorm weights (Qwen3) */
+    gpt2_matrix proj_w;         /* (Q, C) */
+    float *proj_b;              /* (C) or NULL */
     float *ln2_g, *ln2_b;       /* (C) */
-    gpt2_matrix fc_w;           /* (C, F) with F = n_inner, 4C for GPT-2 */
-    float *fc_b;                /* (F) */
+    gpt2_matrix gate_w;         /* (C, F): SwiGLU's gate */
+    float *gate_b;              /* (F) or NULL (Llama's mlp_bias) */
+    gpt2_matrix fc_w;           /* (C, F): GPT-2's c_fc, SwiGLU's up */
+    float *fc_b;                /* (F) or NULL */
     gpt2_matrix fcproj_w;       /* (F, C) */
-    float *fcproj_b;            /* (C) */
+    float *fcproj_b;            /* (C) or NULL */
 } gpt2_layer;
+
+enum { LAYER_MATRICES_MAX = 8 };
+
+/* The matrices a layer holds (data set), in the order the forward pass reads
+ * them; returns the count. */
+static inline int layer_matrices(gpt2_layer *L, gpt2_matrix **out) {
+    gpt2_matrix *all[] = {&L->attn_w, &L->q_w, &L->k_w, &L->v_w, &L->proj_w, &L->gate_w, &L->fc_w, &L->fcproj_w};
+    int n = 0;
+    for (int i = 0; i < (int)(sizeof all / sizeof *all); i++)
+        if (all[i]->data) out[n++] = all[i];
+    return n;
+}
 
 struct gpt2_model {
     gpt2_config cfg;
@@ -28,7 +48,9 @@ struct gpt2_model {
     char *source;               /* how it was loaded (gpt2_model_source) */
     gpt2_matrix wte;            /* (V, C) */
     gpt2_matrix lm_head;        /* (V, C): wte unless untied */
-    float *wpe;                 /* (n_ctx, C) */
+    float *wpe;                 /* (n_ctx, C); NULL under rotary positions */
+    float *rope_div;            /* (rope_dim / 2): each rotary frequency is divided by this
+                                   (Llama 3's scaling, or a GGUF's rope_freqs); NULL: 1 */
     float *lnf_g, *lnf_b;       /* (C) */
     gpt2_layer *layers;         /* (n_layer) */
     float *vectors;             /* arena holding every float vector above */
@@ -38,6 +60,7 @@ struct gpt2_model {
     gpt2_tokenizer *tok;
     size_t weight_bytes;        /* gpt2_model_weight_bytes */
     size_t wte_bytes;           /* wte's part of it */
+    size_t vector_bytes;        /* the float vectors' part (the position table excluded) */
 };
 
 #endif

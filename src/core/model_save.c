@@ -141,6 +141,9 @@ static gpt2_status save_config(const gpt2_model *m, const char *path, gpt2_dtype
 }
 
 static gpt2_status save(const gpt2_model *m, const char *dir, int dtype, gpt2_error *err) {
+    if (m->cfg.arch.family[0] && strcmp(m->cfg.arch.family, "gpt2") != 0)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: %s is a %s model; gptscope writes only GPT-2 models so far",
+                         m->name, m->cfg.arch.family);
     if (m->wte.dtype == GPT2_DTYPE_Q8 || m->layers[0].fc_w.dtype == GPT2_DTYPE_Q8)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: %s holds 8-bit weights; save it before quantizing", m->name);
     if (!m->tok) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: %s has no tokenizer", m->name);

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "arch.h"
 #include "error.h"
 #include "gpt2_fileio.h"
 #include "json.h"
@@ -44,9 +45,15 @@ static gpt2_status check_config(const json_src *js, const cJSON *root, model_sou
     gpt2_status st = GPT2_OK;
     if (cJSON_GetObjectItemCaseSensitive(root, "model_type") && (st = json_get_str(js, root, "model_type", &mt)))
         return st;
+    if (arch_hf_family(mt) >= 0) { /* Llama and its kin: nn.Linear weights under HF Llama's names */
+        if ((st = arch_from_hf_config(js, root, mt, c, &src->n_inner, &src->tied))) return st;
+        src->vocab_rows = c->n_vocab;
+        src->linear_out_in = 1;
+        return GPT2_OK;
+    }
     if (strcmp(mt, "gpt2") != 0) {
         snprintf(found, sizeof found, "\"%s\"", text_show(mt, strlen(mt), shown));
-        return json_bad(js, "model_type", "\"gpt2\"", found);
+        return json_bad(js, "model_type", "\"gpt2\", \"llama\", \"mistral\", \"qwen2\" or \"qwen3\"", found);
     }
     /* n_positions, or its older name n_ctx */
     const char *pos = cJSON_GetObjectItemCaseSensitive(root, "n_positions") || !cJSON_GetObjectItemCaseSensitive(root, "n_ctx")
@@ -270,6 +277,7 @@ static gpt2_status refuse_format(const char *path, source_format fmt, void *map,
 gpt2_status source_open(const char *path, const char *gpt2_tok_dir, model_source *src, source_format *fmt,
                         gpt2_error *err) {
     memset(src, 0, sizeof *src);
+    src->tied = -1;
     src->gpt2_tok_dir = gpt2_tok_dir && *gpt2_tok_dir ? gpt2_tok_dir : NULL;
     *fmt = SOURCE_FMT_UNKNOWN;
     struct stat sb;

@@ -27,6 +27,9 @@ typedef struct {
     int64_t shape[ST_MAX_DIMS];
     const void *data;     /* into the mapping */
     size_t n_bytes;
+    int rope_heads;       /* > 0: its rows (outputs) are in llama.cpp's rotary order, in this
+                             many heads (a GGUF llama's attn_q / attn_k): the binder restores
+                             the rotate-half order (model.c) */
 } st_tensor;
 
 typedef struct {

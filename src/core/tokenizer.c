@@ -1094,7 +1094,8 @@ gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error 
             st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: added token id %d is not in the vocabulary", p->path,
                            p->added[i]);
     if (!st) {
-        t->eot = gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
+        t->eot = p->eot >= 0 && p->eot < p->n_vocab && t->tok_len[p->eot] >= 0
+                     ? p->eot : gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
         t->ignore_merges = p->ignore_merges;
         t->nfc = p->nfc;
         t->pair_at_a_time = 1;

@@ -39,6 +39,7 @@ typedef struct {
     int n_added;
     const int32_t *added;           /* (n_added) ids matched whole in text before splitting */
     const unsigned char *added_flags; /* (n_added) TOK_ADDED_* */
+    int32_t eot;                    /* the end-of-text id; -1: "<|endoftext|>"'s, if there is one */
 } tok_parts;
 
 enum {
@@ -54,6 +55,17 @@ gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error 
  * suffice): the byte count, or -1 with *bad the offending code point
  * (UINT32_MAX: invalid UTF-8). */
 long tok_alphabet_to_bytes(const char *s, size_t n, char *out, uint32_t *bad);
+
+/* A vocabulary's strings (as stored: GPT-2's byte alphabet) sorted for
+ * lookups by string, as merges name their parts. */
+typedef struct {
+    const char *s;
+    size_t len;
+    int32_t id;
+} tok_named;
+void tok_named_sort(tok_named *v, int n);
+/* The id of s (len bytes), or -1. */
+int32_t tok_named_find(const tok_named *v, int n, const char *s, size_t len);
 
 /* 1 for a character-level tokenizer. */
 int tok_is_chars(const gpt2_tokenizer *t);

@@ -160,24 +160,23 @@ static gpt2_status read_vocab(reader *r, const cJSON *vocab) {
 
 /* The vocabulary's strings (in the byte alphabet) sorted, for the merges' lookups:
  * cJSON's own lookup is a list walk. */
-typedef struct {
-    const char *s;
-    int32_t id;
-} named;
+static int by_name(const void *a, const void *b) {
+    const tok_named *x = a, *y = b;
+    const int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
 
-static int by_name(const void *a, const void *b) { return strcmp(((const named *)a)->s, ((const named *)b)->s); }
+void tok_named_sort(tok_named *v, int n) { qsort(v, (size_t)n, sizeof *v, by_name); }
 
-static int32_t part_id(const named *v, int n, const char *s, size_t len) {
-    char key[1024];
-    if (len >= sizeof key) return -1;
-    memcpy(key, s, len);
-    key[len] = '\0';
-    const named *hit = bsearch(&(named){key, 0}, v, (size_t)n, sizeof *v, by_name);
+int32_t tok_named_find(const tok_named *v, int n, const char *s, size_t len) {
+    const tok_named key = {s, len, 0}, *hit = bsearch(&key, v, (size_t)n, sizeof *v, by_name);
     return hit ? hit->id : -1;
 }
 
+static int32_t part_id(const tok_named *v, int n, const char *s, size_t len) { return tok_named_find(v, n, s, len); }
+
 /* Each merge's two parts as ids. */
-static gpt2_status merge_ids(reader *r, const named *v, int nv, const cJSON *merges) {
+static gpt2_status merge_ids(reader *r, const tok_named *v, int nv, const cJSON *merges) {
     int i = 0;
     for (const cJSON *it = merges->child; it; it = it->next, i++) {
         const char *a = NULL, *b = NULL;
@@ -205,14 +204,15 @@ static gpt2_status merge_ids(reader *r, const named *v, int nv, const cJSON *mer
 /* model.merges: "a b" strings (older files) or ["a", "b"] pairs, in rank order. */
 static gpt2_status read_merges(reader *r, const cJSON *vocab, const cJSON *merges) {
     const int n = cJSON_GetArraySize(merges), nv = cJSON_GetArraySize(vocab);
-    named *v = malloc(((size_t)nv + 1) * sizeof *v);
+    tok_named *v = malloc(((size_t)nv + 1) * sizeof *v);
     if (!v || !(r->merges = malloc(2 * ((size_t)n + 1) * sizeof *r->merges))) {
         free(v);
         return gpt2_fail(r->src.err, GPT2_ERR_NOMEM, "out of memory");
     }
     int k = 0;
-    for (const cJSON *it = vocab->child; it; it = it->next) v[k++] = (named){it->string, (int32_t)it->valuedouble};
-    qsort(v, (size_t)k, sizeof *v, by_name);
+    for (const cJSON *it = vocab->child; it; it = it->next)
+        v[k++] = (tok_named){it->string, strlen(it->string), (int32_t)it->valuedouble};
+    tok_named_sort(v, k);
     gpt2_status st = merge_ids(r, v, k, merges);
     free(v);
     if (!st) r->p.n_merges = n;
@@ -292,7 +292,7 @@ gpt2_status gpt2_tokenizer_load_json(const char *path, gpt2_tokenizer **out, gpt
     cJSON *root;
     gpt2_status st = json_read_file(path, MAX_JSON_BYTES, GPT2_ERR_TOKENIZER, "tokenizer.json", &root, err);
     if (st) return st;
-    reader r = {.src = {path, NULL, GPT2_ERR_TOKENIZER, err}, .p = {.path = path}};
+    reader r = {.src = {path, NULL, GPT2_ERR_TOKENIZER, err}, .p = {.path = path, .eot = -1}};
     const cJSON *model, *vocab, *merges, *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     if (!(st = json_get_object(&r.src, root, "model", &model)) && !(st = check_model(&r, model, root)) &&
         !(st = json_get_object(&r.src, model, "vocab", &vocab)) &&

@@ -1,0 +1,147 @@
+/* test_arch.c — the decoder families beyond GPT-2 (Llama, Mistral, Qwen2,
+ * Qwen3) against tests/ref/decoder_ref.py, a float64 forward pass written from
+ * the Hugging Face definitions: random-weight models of every option
+ * (grouped-query and multi-query attention, tied and untied heads, biases,
+ * q/k norms, head_dim apart from n_embd / n_head, Llama 3's rope scaling, a
+ * sliding window), as Hugging Face directories and as GGUF files written the
+ * way llama.cpp's converter writes them (q/k rows permuted for its rotation,
+ * Llama 3's factors as rope_freqs.weight). Fixtures: make_arch_fixtures.py. */
+#include <math.h>
+
+#include "gpt2.h"
+#include "test_util.h"
+
+/* float32 math against float64: as test_forward's GPT-2 tolerance */
+#define TOL_LOGIT 2e-4
+
+/* A row of arch/cases.tsv (case, model_type, its GGUF file or "-", that
+ * file's reference) or of arch/gguf.tsv (file, case, reference, type). */
+typedef struct {
+    char a[64], b[64], c[96], d[64];
+} row;
+
+static int read_rows(const char *file, row *out, int cap) {
+    size_t len;
+    char *text = read_file(fixture_path("arch/%s", file), &len);
+    int n = 0;
+    for (char *line = strtok(text, "\n"); line && n < cap; line = strtok(NULL, "\n"))
+        if (line[0] != '#' && sscanf(line, "%63s %63s %95s %63s", out[n].a, out[n].b, out[n].c, out[n].d) == 4) n++;
+    free(text);
+    assert_true(n > 0);
+    return n;
+}
+
+typedef struct {
+    int T, V;
+    int32_t *ids;
+    float *logits; /* (T, V) */
+} reference;
+
+static void ref_load(const char *name, reference *r) {
+    char *meta = read_file(fixture_path("arch/ref/%s/meta.txt", name), NULL);
+    assert_int_equal(sscanf(meta, "%d %d", &r->T, &r->V), 2);
+    free(meta);
+    char *ids = read_file(fixture_path("arch/ref/%s/ids.txt", name), NULL);
+    r->ids = malloc((size_t)r->T * sizeof *r->ids);
+    char *p = ids;
+    for (int t = 0; t < r->T; t++) r->ids[t] = (int32_t)strtol(p, &p, 10);
+    free(ids);
+    size_t len;
+    r->logits = read_file(fixture_path("arch/ref/%s/logits.f32", name), &len);
+    assert_int_equal(len, (size_t)r->T * r->V * sizeof(float));
+}
+
+static void ref_free(reference *r) {
+    free(r->ids);
+    free(r->logits);
+}
+
+/* every position's logits of one batch */
+typedef struct {
+    float *all;
+    int V;
+} capture;
+
+static void on_logits(void *ud, int pos, const float *logits, int n) {
+    capture *c = ud;
+    assert_int_equal(n, c->V);
+    memcpy(c->all + (size_t)pos * n, logits, (size_t)n * sizeof(float));
+}
+
+static double max_diff(const float *a, const float *b, size_t n) {
+    double d = 0;
+    for (size_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+/* The model at path against the reference: every position of one batch (the
+ * prefill path), then token by token (decode), within tol. */
+static void check_model(const char *path, const char *name, double tol) {
+    reference r;
+    ref_load(name, &r);
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(path, &m, &err) != GPT2_OK) fail_msg("%s: %s", path, err.msg);
+    assert_int_equal(gpt2_model_config(m)->n_vocab, r.V);
+    gpt2_context *ctx;
+    assert_int_equal(gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err), GPT2_OK);
+    capture cap = {calloc((size_t)r.T * r.V, sizeof(float)), r.V};
+    gpt2_hooks hooks = {.on_logits = on_logits, .user_data = &cap};
+    gpt2_context_set_hooks(ctx, &hooks);
+    assert_int_equal(gpt2_context_eval(ctx, r.ids, r.T, &err), GPT2_OK);
+    const double d_batch = max_diff(cap.all, r.logits, (size_t)r.T * r.V);
+    gpt2_context_set_hooks(ctx, NULL);
+    gpt2_context_reset(ctx);
+    double d_step = 0;
+    for (int t = 0; t < r.T; t++) {
+        assert_int_equal(gpt2_context_eval(ctx, r.ids + t, 1, &err), GPT2_OK);
+        d_step = fmax(d_step, max_diff(gpt2_context_logits(ctx), r.logits + (size_t)t * r.V, (size_t)r.V));
+    }
+    double scale = 0;
+    for (size_t i = 0; i < (size_t)r.T * r.V; i++) scale = fmax(scale, fabs(r.logits[i]));
+    print_message("  %-40s max |logit - ref|: batch %.2e, decode %.2e (logits up to %.2f)\n", path, d_batch, d_step,
+                  scale);
+    assert_true(d_batch < tol);
+    assert_true(d_step < tol);
+    assert_true(scale > 0.5); /* the reference's logits are not all near zero: the check has teeth */
+    free(cap.all);
+    gpt2_context_free(ctx);
+    gpt2_model_free(m);
+    ref_free(&r);
+}
+
+static void test_hf_directories(void **state) {
+    (void)state;
+    row cases[32];
+    const int n = read_rows("cases.tsv", cases, 32);
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(cases[i].b, "gpt_neox")) continue; /* not run yet */
+        check_model(fixture_path("arch/models/%s", cases[i].a), cases[i].a, TOL_LOGIT);
+    }
+}
+
+/* GGUF files as llama.cpp writes them, each against the reference on the
+ * weights its format holds (F16, Q8_0 dequantized; Mistral's file without
+ * its window, which llama.cpp's converter does not write). */
+static void test_gguf_files(void **state) {
+    (void)state;
+    row files[32];
+    const int n = read_rows("gguf.tsv", files, 32);
+    int seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strncmp(files[i].a, "neox", 4)) continue; /* not run yet */
+        /* Q8_0: decode's integer products round the inputs to 8 bits (test_forward's TOL_Q8) */
+        check_model(fixture_path("arch/gguf/%s", files[i].a), files[i].c,
+                    TOL_LOGIT * (!strcmp(files[i].d, "Q8_0") ? 25 : 1));
+        seen++;
+    }
+    assert_true(seen >= 8);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hf_directories),
+        cmocka_unit_test(test_gguf_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
