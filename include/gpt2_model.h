@@ -70,9 +70,10 @@ extern "C" {
  *     Llama, SmolLM, TinyLlama  RMSNorm, rotary, grouped-query attention, SwiGLU
  *     Mistral                   the same, with a sliding window
  *     Qwen2 / Qwen2.5           the same, with q/k/v biases (present in the file)
- *     Qwen3                     the same, with q/k RMSNorm per head, head_dim set */
+ *     Qwen3                     the same, with q/k RMSNorm per head, head_dim set
+ *     GPT-NeoX, Pythia          LayerNorm, partial rotary, parallel residual, GELU */
 typedef struct {
-    char family[16];       /* "gpt2", "llama", "qwen2", "qwen3", "mistral": for display and messages */
+    char family[16];       /* "gpt2", "llama", "qwen2", "qwen3", "mistral", "gpt_neox": for display */
     int rms_norm;          /* 1: RMSNorm x / sqrt(mean(x^2) + eps) * w, no bias */
     int n_kv_head;         /* key/value heads; 0: n_head (no grouping) */
     int head_dim;          /* 0: n_embd / n_head */
@@ -88,6 +89,7 @@ typedef struct {
     int swiglu;            /* 1: down(silu(gate(x)) * up(x)) */
     int qk_norm;           /* 1: RMSNorm over each head's q and k before the rotation (Qwen3) */
     int sliding_window;    /* > 0: a query sees only its last sliding_window keys (Mistral) */
+    int parallel_residual; /* 1: x + attn(ln_1(x)) + mlp(ln_2(x)) (GPT-NeoX) */
 } gpt2_arch;
 
 typedef struct {

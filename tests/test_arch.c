@@ -1,9 +1,9 @@
 /* test_arch.c — the decoder families beyond GPT-2 (Llama, Mistral, Qwen2,
- * Qwen3) against tests/ref/decoder_ref.py, a float64 forward pass written from
+ * Qwen3, GPT-NeoX) against tests/ref/decoder_ref.py, a float64 forward pass written from
  * the Hugging Face definitions: random-weight models of every option
  * (grouped-query and multi-query attention, tied and untied heads, biases,
  * q/k norms, head_dim apart from n_embd / n_head, Llama 3's rope scaling, a
- * sliding window), as Hugging Face directories and as GGUF files written the
+ * sliding window, partial rotation, a parallel residual), as Hugging Face directories and as GGUF files written the
  * way llama.cpp's converter writes them (q/k rows permuted for its rotation,
  * Llama 3's factors as rope_freqs.weight). Fixtures: make_arch_fixtures.py. */
 #include <math.h>
@@ -115,7 +115,6 @@ static void test_hf_directories(void **state) {
     row cases[32];
     const int n = read_rows("cases.tsv", cases, 32);
     for (int i = 0; i < n; i++) {
-        if (!strcmp(cases[i].b, "gpt_neox")) continue; /* not run yet */
         check_model(fixture_path("arch/models/%s", cases[i].a), cases[i].a, TOL_LOGIT);
     }
 }
@@ -129,7 +128,6 @@ static void test_gguf_files(void **state) {
     const int n = read_rows("gguf.tsv", files, 32);
     int seen = 0;
     for (int i = 0; i < n; i++) {
-        if (!strncmp(files[i].a, "neox", 4)) continue; /* not run yet */
         /* Q8_0: decode's integer products round the inputs to 8 bits (test_forward's TOL_Q8) */
         check_model(fixture_path("arch/gguf/%s", files[i].a), files[i].c,
                     TOL_LOGIT * (!strcmp(files[i].d, "Q8_0") ? 25 : 1));

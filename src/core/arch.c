@@ -23,7 +23,7 @@ static const struct {
 int arch_hf_family(const char *model_type) {
     for (int i = 0; i < (int)(sizeof families / sizeof *families); i++)
         if (strcmp(model_type, families[i].model_type) == 0) return i;
-    return -1;
+    return strcmp(model_type, "gpt_neox") == 0 ? ARCH_NEOX : -1;
 }
 
 /* rope_scaling: null, or Llama 3's; other kinds are refused by name. */
@@ -71,11 +71,56 @@ static gpt2_status refuse_options(const json_src *js, const cJSON *root) {
     return GPT2_OK;
 }
 
+/* GPT-NeoX (Pythia): LayerNorm with biases, rotary on rotary_pct of each
+ * head, parallel or sequential residual, the GELU named by hidden_act. */
+static gpt2_status neox_config(const json_src *js, const cJSON *root, gpt2_config *c, int *n_ff, int *gelu_erf,
+                               int *tied) {
+    gpt2_arch *a = &c->arch;
+    snprintf(a->family, sizeof a->family, "gpt_neox");
+    gpt2_status st;
+    float pct = 1.0f;
+    if ((st = json_get_int(js, root, "num_hidden_layers", 1, 1000, &c->n_layer)) ||
+        (st = json_get_int(js, root, "num_attention_heads", 1, 4096, &c->n_head)) ||
+        (st = json_get_int(js, root, "hidden_size", 1, 65536, &c->n_embd)) ||
+        (st = json_get_int(js, root, "intermediate_size", 1, 1 << 20, n_ff)) ||
+        (st = json_get_int(js, root, "max_position_embeddings", 1, 1 << 24, &c->n_ctx)) ||
+        (st = json_get_int(js, root, "vocab_size", 1, 1 << 24, &c->n_vocab)))
+        return st;
+    if (c->n_embd % c->n_head)
+        return gpt2_fail(js->err, js->code, "%s: hidden_size %d is not divisible by num_attention_heads %d", js->path,
+                         c->n_embd, c->n_head);
+    a->n_ff = *n_ff;
+    a->head_dim = c->n_embd / c->n_head;
+    a->rope_theta = 10000.0f;
+    c->ln_eps = 1e-5f;
+    a->parallel_residual = 1;
+    if ((json_has(root, "rotary_pct") && (st = json_get_float(js, root, "rotary_pct", 0, 1, 1, &pct))) ||
+        (json_has(root, "rotary_emb_base") && (st = json_get_float(js, root, "rotary_emb_base", 0, 1, 1e12, &a->rope_theta))) ||
+        (json_has(root, "layer_norm_eps") && (st = json_get_float(js, root, "layer_norm_eps", 0, 1, 1, &c->ln_eps))) ||
+        (json_has(root, "use_parallel_residual") && (st = json_get_bool(js, root, "use_parallel_residual", &a->parallel_residual))) ||
+        (st = rope_scaling(js, root, a)))
+        return st;
+    a->rope_dim = (int)(a->head_dim * pct); /* HF: int(head_size * rotary_pct) */
+    if (a->rope_dim < 2 || a->rope_dim % 2)
+        return gpt2_fail(js->err, js->code, "%s: rotary_pct %g of head_dim %d gives %d rotary dimensions: an even number "
+                         "of at least 2 is needed", js->path, pct, a->head_dim, a->rope_dim);
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    const char *name = cJSON_IsString(act) ? act->valuestring : "gelu";
+    if (strcmp(name, "gelu") && strcmp(name, "gelu_new") && strcmp(name, "gelu_fast") && strcmp(name, "gelu_pytorch_tanh"))
+        return json_bad(js, "hidden_act", "\"gelu\", \"gelu_new\", \"gelu_fast\" or \"gelu_pytorch_tanh\"", name);
+    *gelu_erf = strcmp(name, "gelu") == 0;
+    if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "attention_bias")))
+        return json_bad(js, "attention_bias", "true (GPT-NeoX without biases is not supported)", "false");
+    *tied = 0; /* GPT-NeoX's head is embed_out, tied or not: bound by its own name */
+    return GPT2_OK;
+}
+
 gpt2_status arch_from_hf_config(const json_src *js, const cJSON *root, const char *model_type, gpt2_config *c,
-                                int *n_ff, int *tied) {
+                                int *n_ff, int *gelu_erf, int *tied) {
     const int fam = arch_hf_family(model_type);
     gpt2_arch *a = &c->arch;
     memset(a, 0, sizeof *a);
+    if (fam == ARCH_NEOX) return neox_config(js, root, c, n_ff, gelu_erf, tied);
     snprintf(a->family, sizeof a->family, "%s", model_type);
     a->rms_norm = a->swiglu = 1;
     a->qk_norm = families[fam].qk_norm;

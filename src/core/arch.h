@@ -6,14 +6,18 @@
 #include "gpt2_model.h"
 #include "json.h"
 
-/* The family a model_type names ("llama", "mistral", "qwen2", "qwen3"), or -1. */
+enum { ARCH_NEOX = 100 };
+
+/* The family a model_type names ("llama", "mistral", "qwen2", "qwen3";
+ * ARCH_NEOX for "gpt_neox"), or -1. */
 int arch_hf_family(const char *model_type);
 
 /* Fills c (shapes, eps, arch) from a config.json of such a family: n_ff gets
- * intermediate_size, tied tie_word_embeddings (-1: not said). Options the
- * engine does not run (another rope scaling, partial rotation, experts, an
- * activation but SiLU) fail naming the key and its value. */
+ * intermediate_size, gelu_erf the GELU's form (GPT-NeoX), tied
+ * tie_word_embeddings (-1: not said). Options the engine does not run
+ * (another rope scaling, partial rotation in Llama's kin, experts, another
+ * activation) fail naming the key and its value. */
 gpt2_status arch_from_hf_config(const json_src *js, const cJSON *root, const char *model_type, gpt2_config *c,
-                                int *n_ff, int *tied);
+                                int *n_ff, int *gelu_erf, int *tied);
 
 #endif

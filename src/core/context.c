@@ -423,8 +423,10 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
         }
         if (ctx->rope_cos) rotate(ctx, L, &v, p0, T);
         attention(ctx, l, &v, p0, T);
+        /* a parallel residual's MLP reads the block's input, before the attention adds to it */
+        if (c->arch.parallel_residual) norm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
         kernel_matmul(ctx->pool, ctx->x, ctx->atty, T, &L->proj_w, L->proj_b, 1, ctx->scratch, ctx->partials);
-        norm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
+        if (!c->arch.parallel_residual) norm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
         if (L->gate_w.data) {
             kernel_matmul(ctx->pool, ctx->gate, ctx->xn, T, &L->gate_w, L->gate_b, 0, ctx->scratch, ctx->partials);
             kernel_matmul(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, 0, ctx->scratch, ctx->partials);

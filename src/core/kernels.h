@@ -33,8 +33,8 @@ typedef struct {
                            matrix only during a load: kernel_pack and
                            kernel_copy_transposed read it so, their copy is not; and a
                            Q8 embedding in panels (kernel_q8_head_packable) */
-    int rope_heads;     /* load only: the outputs lie in llama.cpp's rotary order in this
-                           many heads (st_tensor.rope_heads); 0 once loaded */
+    int rows_order, rows_heads; /* load only: the outputs' order as stored (st_tensor.rows_order);
+                                   ST_ROWS_AS_IS (0) once loaded */
 } gpt2_matrix;
 
 /* The packed layout of a (K, N) matrix: panels of 64 columns, one after

@@ -96,16 +96,33 @@ static gpt2_status missing(binder *b, const char *name) {
  * source (a Llama's optional biases). */
 typedef enum { VEC_REQUIRED, VEC_LINEAR_BIAS, VEC_NORM_BIAS, VEC_IF_PRESENT } vec_kind;
 
-/* Output i of a head of n rows in rotate-half order (HF: the pairs are
- * (j, j + n/2)) is row rope_row(i, n) in llama.cpp's interleaved order (pairs
- * (2j, 2j + 1)): the inverse of convert_hf_to_gguf.py's permute. */
-static int rope_row(int i, int n) { return (i % (n / 2)) * 2 + i / (n / 2); }
+/* The stored row of output i of n, in `heads` heads, for a tensor whose rows
+ * lie in another order (st_tensor.rows_order):
+ *   ST_ROWS_ROPE_PAIRS   rotate-half order (HF: pairs (j, j + hd/2)) from
+ *                        llama.cpp's (pairs (2j, 2j + 1)): the inverse of
+ *                        convert_hf_to_gguf.py's permute, head by head
+ *   ST_ROWS_QKV_BY_HEAD  [all q | all k | all v] from (H, 3, hd) */
+static int stored_row(int order, int heads, int n, int i) {
+    if (order == ST_ROWS_ROPE_PAIRS) {
+        const int hd = n / heads, j = i % hd;
+        return i - j + (j % (hd / 2)) * 2 + j / (hd / 2);
+    }
+    const int third = n / 3, hd = third / heads, part = i / third, h = (i % third) / hd;
+    return (h * 3 + part) * hd + i % hd;
+}
+
+/* Whether n outputs split into `heads` heads as the order needs. */
+static int order_fits(int order, int heads, int64_t n) {
+    if (order == ST_ROWS_AS_IS) return 1;
+    if (heads < 1 || n % heads) return 0;
+    return order == ST_ROWS_ROPE_PAIRS ? (n / heads) % 2 == 0 : n % (3 * heads) == 0;
+}
 
 /* Binds a float vector (or small matrix) of n0 x n1 elements, converted into the arena. */
-static gpt2_status bind_vector(binder *b, const char *name, vec_kind kind, int n_dims, int64_t n0, int64_t n1,
-                               float **out) {
+static gpt2_status bind_vector_t(binder *b, const char *name, const st_tensor *t, vec_kind kind, int n_dims,
+                                 int64_t n0, int64_t n1, float **out) {
     const size_t n = (size_t)n0 * (size_t)(n_dims == 2 ? n1 : 1);
-    const st_tensor *t = find_tensor(b, name);
+    if (!t) t = find_tensor(b, name);
     if (!t && (kind == VEC_IF_PRESENT || (kind != VEC_REQUIRED && b->src->bias_optional))) {
         if (b->dry) return GPT2_OK;
         *out = NULL;
@@ -139,20 +156,24 @@ static gpt2_status bind_vector(binder *b, const char *name, vec_kind kind, int n
             return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s%s' holds %f at element %zu: weights must be finite",
                              b->path, b->prefix, name, dst[i], i);
     }
-    if (t->rope_heads > 0) { /* a permuted bias: back to rotate-half order, head by head */
-        const int hd = (int)(n / (size_t)t->rope_heads);
-        float tmp[1024];
-        if (hd > 1024 || hd % 2 || (size_t)hd * (size_t)t->rope_heads != n)
-            return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s' of %zu values is not %d heads of rotary pairs",
-                             b->path, name, n, t->rope_heads);
-        for (int h = 0; h < t->rope_heads; h++) {
-            float *v = dst + (size_t)h * hd;
-            for (int i = 0; i < hd; i++) tmp[i] = v[rope_row(i, hd)];
-            memcpy(v, tmp, (size_t)hd * sizeof(float));
+    if (t->rows_order) { /* a bias in another order: restored */
+        float *tmp = malloc(n * sizeof(float));
+        if (!order_fits(t->rows_order, t->rows_heads, (int64_t)n) || !tmp) {
+            free(tmp);
+            return gpt2_fail(b->err, tmp ? GPT2_ERR_FORMAT : GPT2_ERR_NOMEM, "%s: tensor '%s' of %zu values: %s",
+                             b->path, name, n, tmp ? "not whole heads" : "out of memory");
         }
+        for (size_t i = 0; i < n; i++) tmp[i] = dst[stored_row(t->rows_order, t->rows_heads, (int)n, (int)i)];
+        memcpy(dst, tmp, n * sizeof(float));
+        free(tmp);
     }
     *out = dst;
     return GPT2_OK;
+}
+
+static gpt2_status bind_vector(binder *b, const char *name, vec_kind kind, int n_dims, int64_t n0, int64_t n1,
+                               float **out) {
+    return bind_vector_t(b, name, NULL, kind, n_dims, n0, n1, out);
 }
 
 /* Binds a weight matrix (rows, cols) where it lies in the map; pack_matrices
@@ -172,10 +193,10 @@ static gpt2_status bind_matrix(binder *b, const char *name, const st_tensor *t, 
     out->data = t->data;
     out->trans = tr;
     out->packed = 0;
-    out->rope_heads = t->rope_heads;
-    if (t->rope_heads > 0 && (cols % t->rope_heads || (cols / t->rope_heads) % 2))
-        return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s' has %lld outputs: not %d heads of rotary pairs",
-                         b->path, name, (long long)cols, t->rope_heads);
+    out->rows_order = t->rows_order, out->rows_heads = t->rows_heads;
+    if (!order_fits(t->rows_order, t->rows_heads, cols))
+        return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: tensor '%s' has %lld outputs: not %d whole heads", b->path, name,
+                         (long long)cols, t->rows_heads);
     b->m->weight_bytes += kernel_matrix_bytes(out);
     if (out == &b->m->wte) b->m->wte_bytes = kernel_matrix_bytes(out);
     return GPT2_OK;
@@ -256,6 +277,51 @@ static gpt2_status bind_layer_llama(binder *b, int l, gpt2_layer *L) {
     return GPT2_OK;
 }
 
+/* One GPT-NeoX block (HF's names under "gpt_neox."): LayerNorms, the fused
+ * query_key_value (HF's rows per head (H, 3, hd), restored to [q | k | v];
+ * a GGUF's are so already), dense, the GELU MLP. */
+static gpt2_status bind_layer_neox(binder *b, int l, gpt2_layer *L) {
+    const int64_t C = b->m->cfg.n_embd, F = b->m->n_inner;
+    static const char *suffix[] = {"input_layernorm.weight",      "input_layernorm.bias",
+                                   "attention.query_key_value.weight", "attention.query_key_value.bias",
+                                   "attention.dense.weight",      "attention.dense.bias",
+                                   "post_attention_layernorm.weight", "post_attention_layernorm.bias",
+                                   "mlp.dense_h_to_4h.weight",    "mlp.dense_h_to_4h.bias",
+                                   "mlp.dense_4h_to_h.weight",    "mlp.dense_4h_to_h.bias"};
+    enum { N = sizeof suffix / sizeof *suffix };
+    char n[N][80];
+    for (int i = 0; i < N; i++) snprintf(n[i], sizeof n[i], "layers.%d.%s", l, suffix[i]);
+    st_tensor qkv[2];
+    for (int i = 0; i < 2; i++) {
+        const st_tensor *t = find_tensor(b, n[2 + i]);
+        if (!t) return missing(b, n[2 + i]);
+        qkv[i] = *t;
+        if (b->src->qkv_by_head) qkv[i].rows_order = ST_ROWS_QKV_BY_HEAD, qkv[i].rows_heads = b->m->cfg.n_head;
+    }
+    gpt2_status st;
+    if ((st = bind_vector(b, n[0], VEC_REQUIRED, 1, C, 0, &L->ln1_g)) ||
+        (st = bind_vector(b, n[1], VEC_REQUIRED, 1, C, 0, &L->ln1_b)) ||
+        (st = bind_matrix(b, n[2], &qkv[0], C, C, 3 * C, 1, &L->attn_w)) ||
+        (st = bind_vector_t(b, n[3], &qkv[1], VEC_REQUIRED, 1, 3 * C, 0, &L->attn_b)) ||
+        (st = bind_matrix(b, n[4], NULL, C, C, C, 1, &L->proj_w)) ||
+        (st = bind_vector(b, n[5], VEC_REQUIRED, 1, C, 0, &L->proj_b)) ||
+        (st = bind_vector(b, n[6], VEC_REQUIRED, 1, C, 0, &L->ln2_g)) ||
+        (st = bind_vector(b, n[7], VEC_REQUIRED, 1, C, 0, &L->ln2_b)) ||
+        (st = bind_matrix(b, n[8], NULL, C, C, F, 1, &L->fc_w)) ||
+        (st = bind_vector(b, n[9], VEC_REQUIRED, 1, F, 0, &L->fc_b)) ||
+        (st = bind_matrix(b, n[10], NULL, F, F, C, 1, &L->fcproj_w)) ||
+        (st = bind_vector(b, n[11], VEC_REQUIRED, 1, C, 0, &L->fcproj_b)))
+        return st;
+    return GPT2_OK;
+}
+
+/* Whose names a model's tensors go by (model_source.h: every format maps onto these) */
+typedef enum { NAMES_GPT2, NAMES_LLAMA, NAMES_NEOX } naming;
+
+static naming naming_of(const gpt2_config *c) {
+    return !strcmp(c->arch.family, "gpt_neox") ? NAMES_NEOX : c->arch.rms_norm ? NAMES_LLAMA : NAMES_GPT2;
+}
+
 /* Llama 3's rope scaling as a divisor per frequency (rope_div), as
  * transformers' _compute_llama3_parameters and llama.cpp's rope_freqs.weight
  * both have it: wavelengths under orig / high kept, over orig / low divided
@@ -278,12 +344,16 @@ static void llama3_rope_div(const gpt2_arch *a, float *div) {
 static gpt2_status bind_pass(gpt2_model *m, binder *b) {
     const gpt2_config *c = &m->cfg;
     const int64_t C = c->n_embd, V = c->n_vocab, VR = b->src->vocab_rows;
-    const int llama = c->arch.rms_norm; /* the families bound by HF Llama's names */
-    const char *embd = llama ? "embed_tokens.weight" : "wte.weight";
+    const naming names = naming_of(c);
+    const char *embd = names == NAMES_LLAMA ? "embed_tokens.weight" : names == NAMES_NEOX ? "embed_in.weight" : "wte.weight";
     const st_tensor *wte = find_tensor(b, embd);
     gpt2_status st = bind_matrix(b, embd, wte, VR, V, C, 0, &m->wte);
     if (st) return st;
-    if (llama) {
+    if (names == NAMES_NEOX) {
+        if ((st = bind_vector(b, "final_layer_norm.weight", VEC_REQUIRED, 1, C, 0, &m->lnf_g)) ||
+            (st = bind_vector(b, "final_layer_norm.bias", VEC_REQUIRED, 1, C, 0, &m->lnf_b)))
+            return st;
+    } else if (names == NAMES_LLAMA) {
         const int half = c->arch.rope_dim / 2;
         const char *prefix = b->prefix;
         if (st_find(&m->st, "rope_freqs.weight")) { /* a GGUF's Llama 3 factors, named without a prefix */
@@ -303,22 +373,25 @@ static gpt2_status bind_pass(gpt2_model *m, binder *b) {
     gpt2_layer unused; /* the dry pass binds nothing, and m->layers is not allocated yet */
     for (int l = 0; l < c->n_layer; l++) {
         gpt2_layer *L = b->dry ? memset(&unused, 0, sizeof unused) : &m->layers[l];
-        if ((st = llama ? bind_layer_llama(b, l, L) : bind_layer_gpt2(b, l, L))) return st;
+        if ((st = names == NAMES_LLAMA ? bind_layer_llama(b, l, L)
+                  : names == NAMES_NEOX ? bind_layer_neox(b, l, L) : bind_layer_gpt2(b, l, L)))
+            return st;
     }
     /* HF names the untied head "lm_head.weight" outside the "transformer." prefix. A head
      * that is wte's own bytes (PyTorch saves a tied head as a second view of one storage)
      * is tied. */
-    const st_tensor *head = st_find(&m->st, "lm_head.weight");
+    const char *head_name = names == NAMES_NEOX ? "embed_out.weight" : "lm_head.weight";
+    const st_tensor *head = st_find(&m->st, head_name);
     if (head && wte && head->data == wte->data && head->n_bytes == wte->n_bytes && !strcmp(head->dtype, wte->dtype))
         head = NULL;
     if (b->src->tied == 1) head = NULL; /* config.json ties it: HF ignores a stored copy */
     if (!head && b->src->tied == 0)
-        return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: missing tensor 'lm_head.weight' (%s says the head is not tied)",
-                         b->path, b->src->cfg_from);
+        return gpt2_fail(b->err, GPT2_ERR_FORMAT, "%s: missing tensor '%s' (%s says the head is not tied)", b->path,
+                         head_name, b->src->cfg_from);
     if (head) {
         binder hb = *b;
         hb.prefix = "";
-        if ((st = bind_matrix(&hb, "lm_head.weight", head, VR, V, C, 0, &m->lm_head))) return st;
+        if ((st = bind_matrix(&hb, head_name, head, VR, V, C, 0, &m->lm_head))) return st;
     } else if (!b->dry) {
         m->lm_head = m->wte;
     }
@@ -351,19 +424,19 @@ static size_t arena_bytes_of(const gpt2_matrix *w) {
 }
 
 /* A copy of w (stored by output: trans, or a block format) with its outputs
- * back in rotate-half order, head by head (rope_row); NULL when out of memory. */
-static void *unpermute(const gpt2_matrix *w, gpt2_matrix *out) {
+ * in the order the forward pass reads (stored_row); NULL when out of memory. */
+static void *reorder(const gpt2_matrix *w, gpt2_matrix *out) {
     const size_t bytes = matrix_bytes(w);
-    const int n_out = w->cols, hd = n_out / w->rope_heads; /* bound as (in, out): cols are outputs */
+    const int n_out = w->cols; /* bound as (in, out): cols are outputs */
     const size_t row = bytes / (size_t)n_out;
     unsigned char *tmp = malloc(bytes);
     if (!tmp) return NULL;
     for (int r = 0; r < n_out; r++)
-        memcpy(tmp + (size_t)r * row, (const unsigned char *)w->data + (size_t)((r / hd) * hd + rope_row(r % hd, hd)) * row,
-               row);
+        memcpy(tmp + (size_t)r * row,
+               (const unsigned char *)w->data + (size_t)stored_row(w->rows_order, w->rows_heads, n_out, r) * row, row);
     *out = *w;
     out->data = tmp;
-    out->rope_heads = 0;
+    out->rows_order = ST_ROWS_AS_IS;
     return tmp;
 }
 
@@ -378,8 +451,8 @@ static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
     (void)n_chunks, (void)ith;
     gpt2_matrix un;
     void *tmp = NULL;
-    if (w->rope_heads > 0) {
-        if (!(tmp = unpermute(w, &un))) {
+    if (w->rows_order) {
+        if (!(tmp = reorder(w, &un))) {
             *j->nomem = 1;
             return;
         }
@@ -443,7 +516,7 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, const gpt2_mod
             w[i]->packed = packs(&job, i) || x8_packs(w[i]);
             w[i]->trans = w[i]->trans && quant_is_block(w[i]->dtype);
             w[i]->data = m->arena + at[i];
-            w[i]->rope_heads = 0;
+            w[i]->rows_order = ST_ROWS_AS_IS;
         }
         if (!untied) m->lm_head = m->wte;
         st_close(&m->st);
@@ -461,7 +534,8 @@ static gpt2_status bind_all(gpt2_model *m, const model_source *src, const gpt2_m
     const char *path = src->path;
     binder b = {.m = m, .src = src, .path = path, .prefix = "", .dry = 1, .err = err};
     if (!st_find(&m->st, "wte.weight") && st_find(&m->st, "transformer.wte.weight")) b.prefix = "transformer.";
-    if (c->arch.rms_norm) b.prefix = "model.";
+    if (naming_of(c) == NAMES_LLAMA) b.prefix = "model.";
+    if (naming_of(c) == NAMES_NEOX) b.prefix = "gpt_neox.";
     /* First check every tensor against the config, then allocate: the sizes in a config are
      * only trustworthy once the file is known to hold tensors that big. A config with huge
      * sizes must be refused for disagreeing with the weights, not run out of memory. */

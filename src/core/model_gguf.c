@@ -56,6 +56,22 @@ static const name_map llama_block_names[] = {
     {"ffn_up.bias", "mlp.up_proj.bias"},              {"ffn_down.bias", "mlp.down_proj.bias"},
 };
 
+/* GPT-NeoX: HF's names under "gpt_neox." but the head; attn_qkv's rows are [q | k | v] */
+static const name_map neox_top_names[] = {
+    {"token_embd.weight", "gpt_neox.embed_in.weight"},
+    {"output_norm.weight", "gpt_neox.final_layer_norm.weight"},
+    {"output_norm.bias", "gpt_neox.final_layer_norm.bias"},
+    {"output.weight", "embed_out.weight"},
+};
+static const name_map neox_block_names[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},   {"attn_norm.bias", "input_layernorm.bias"},
+    {"attn_qkv.weight", "attention.query_key_value.weight"}, {"attn_qkv.bias", "attention.query_key_value.bias"},
+    {"attn_output.weight", "attention.dense.weight"}, {"attn_output.bias", "attention.dense.bias"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"}, {"ffn_norm.bias", "post_attention_layernorm.bias"},
+    {"ffn_up.weight", "mlp.dense_h_to_4h.weight"},    {"ffn_up.bias", "mlp.dense_h_to_4h.bias"},
+    {"ffn_down.weight", "mlp.dense_4h_to_h.weight"},  {"ffn_down.bias", "mlp.dense_4h_to_h.bias"},
+};
+
 /* How one architecture's names map */
 typedef struct {
     const name_map *top, *block;
@@ -68,6 +84,8 @@ static const name_maps gpt2_maps = {top_names, block_names, sizeof top_names / s
 static const name_maps llama_maps = {llama_top_names, llama_block_names,
                                      sizeof llama_top_names / sizeof *llama_top_names,
                                      sizeof llama_block_names / sizeof *llama_block_names, "model.layers.%ld.%s"};
+static const name_maps neox_maps = {neox_top_names, neox_block_names, sizeof neox_top_names / sizeof *neox_top_names,
+                                    sizeof neox_block_names / sizeof *neox_block_names, "gpt_neox.layers.%ld.%s"};
 
 /* The Hugging Face name of a GGUF tensor name into hf (cap bytes); 0 for a
  * name the model does not use. */
@@ -92,14 +110,13 @@ static int hf_name(const name_maps *nm, const char *name, char *hf, size_t cap) 
 }
 
 /* llama.cpp's converter reorders a llama's q and k rows for its rotation (not
- * qwen2's or qwen3's): the heads those rows come in, 0 for any other tensor. */
-static int rope_heads_of(const model_source *m, const char *gguf_name) {
-    if (strcmp(m->cfg.arch.family, "llama") != 0) return 0;
-    const char *dot = strchr(gguf_name + 4, '.');
-    if (strncmp(gguf_name, "blk.", 4) != 0 || !dot) return 0;
-    if (!strncmp(dot, ".attn_q.", 8)) return m->cfg.n_head;
-    if (!strncmp(dot, ".attn_k.", 8)) return gpt2_config_kv_heads(&m->cfg);
-    return 0;
+ * qwen2's or qwen3's): their order and heads, ST_ROWS_AS_IS for any other tensor. */
+static int rows_order_of(const model_source *m, const char *gguf_name, int *heads) {
+    const char *dot = strchr(gguf_name, '.');
+    if (strcmp(m->cfg.arch.family, "llama") != 0 || strncmp(gguf_name, "blk.", 4) != 0 || !(dot = strchr(dot + 1, '.')))
+        return ST_ROWS_AS_IS;
+    *heads = !strncmp(dot, ".attn_q.", 8) ? m->cfg.n_head : !strncmp(dot, ".attn_k.", 8) ? gpt2_config_kv_heads(&m->cfg) : 0;
+    return *heads ? ST_ROWS_ROPE_PAIRS : ST_ROWS_AS_IS;
 }
 
 static int st_cmp_name(const void *a, const void *b) {
@@ -109,7 +126,9 @@ static int st_cmp_name(const void *a, const void *b) {
 /* st = the tensors the model uses, under Hugging Face names, sorted; the
  * mapping moves from g to st. */
 static gpt2_status tensors_to_st(gguf_file *g, const model_source *m, st_file *st, gpt2_error *err) {
-    const name_maps *nm = m->cfg.arch.rms_norm ? &llama_maps : &gpt2_maps;
+    const name_maps *nm = !strcmp(m->cfg.arch.family, "gpt_neox") ? &neox_maps
+                          : m->cfg.arch.rms_norm                 ? &llama_maps
+                                                                 : &gpt2_maps;
     memset(st, 0, sizeof *st);
     st->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *st->tensors);
     if (!st->tensors || !(st->path = strdup(g->path))) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", g->path);
@@ -127,7 +146,7 @@ static gpt2_status tensors_to_st(gguf_file *g, const model_source *m, st_file *s
         for (int d = 0; d < t->n_dims; d++) s->shape[d] = (int64_t)t->ne[t->n_dims - 1 - d];
         s->data = t->data;
         s->n_bytes = t->n_bytes;
-        s->rope_heads = rope_heads_of(m, t->name);
+        s->rows_order = rows_order_of(m, t->name, &s->rows_heads);
     }
     qsort(st->tensors, (size_t)st->n_tensors, sizeof *st->tensors, st_cmp_name);
     for (int i = 1; i < st->n_tensors; i++) /* "blk.01" and "blk.1" are both refused above; this cannot fire */
@@ -203,6 +222,42 @@ static gpt2_status read_llama_config(const gguf_file *g, const char *arch, model
     return GPT2_OK;
 }
 
+/* The gptneox.* keys (Pythia): LayerNorm, partial rotary (no freq_base
+ * written: 10000), parallel residual or not, the exact GELU as HF runs it. */
+static gpt2_status read_neox_config(const gguf_file *g, model_source *m, gpt2_error *err) {
+    gpt2_config *c = &m->cfg;
+    gpt2_arch *a = &c->arch;
+    int64_t v[6];
+    int has_theta;
+    double eps = 1e-5, theta = 10000;
+    gpt2_status st;
+    if ((st = gguf_get_int(g, "gptneox.block_count", 1, 1000, NULL, &v[0], err)) ||
+        (st = gguf_get_int(g, "gptneox.attention.head_count", 1, 4096, NULL, &v[1], err)) ||
+        (st = gguf_get_int(g, "gptneox.embedding_length", 1, 65536, NULL, &v[2], err)) ||
+        (st = gguf_get_int(g, "gptneox.context_length", 1, 1 << 24, NULL, &v[3], err)) ||
+        (st = gguf_get_int(g, "gptneox.feed_forward_length", 1, 1 << 20, NULL, &v[4], err)) ||
+        (st = gguf_get_int(g, "gptneox.rope.dimension_count", 2, 4096, NULL, &v[5], err)) ||
+        (st = gguf_get_float(g, "gptneox.rope.freq_base", 1e-6, 1e12, &has_theta, &theta, err)) ||
+        (st = gguf_get_float(g, "gptneox.attention.layer_norm_epsilon", 0, 1, NULL, &eps, err)))
+        return st;
+    c->n_layer = (int)v[0], c->n_head = (int)v[1], c->n_embd = (int)v[2], c->n_ctx = (int)v[3];
+    m->n_inner = a->n_ff = (int)v[4];
+    m->gelu_erf = 1;
+    snprintf(a->family, sizeof a->family, "gpt_neox");
+    a->rope_dim = (int)v[5];
+    a->rope_theta = (float)theta;
+    c->ln_eps = eps > 0 ? (float)eps : 1e-5f;
+    const gguf_kv *par = gguf_find(g, "gptneox.use_parallel_residual");
+    if (par && par->type != GGUF_BOOL)
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: gptneox.use_parallel_residual: expected a bool", g->path);
+    a->parallel_residual = par ? par->val[0] != 0 : 1;
+    if (c->n_embd % c->n_head || (c->n_embd / c->n_head) < a->rope_dim || a->rope_dim % 2)
+        return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: %d heads of %d and %d rotary dimensions do not fit", g->path,
+                         c->n_head, c->n_embd, a->rope_dim);
+    a->head_dim = c->n_embd / c->n_head;
+    return GPT2_OK;
+}
+
 /* The gpt2.* keys. */
 static gpt2_status read_gpt2_config(const gguf_file *g, model_source *m, gpt2_error *err) {
     gpt2_status st;
@@ -229,7 +284,7 @@ static gpt2_status read_gpt2_config(const gguf_file *g, model_source *m, gpt2_er
 
 /* general.architecture and its keys; n_vocab from token_embd. */
 static gpt2_status read_config(const gguf_file *g, model_source *m, gpt2_error *err) {
-    static const char *const archs[] = {"gpt2", "llama", "qwen2", "qwen3"};
+    static const char *const archs[] = {"gpt2", "llama", "qwen2", "qwen3", "gptneox"};
     const char *arch;
     size_t n;
     char shown[TEXT_SHOW_BUF], name[16];
@@ -239,9 +294,11 @@ static gpt2_status read_config(const gguf_file *g, model_source *m, gpt2_error *
     while (i < sizeof archs / sizeof *archs && !(n == strlen(archs[i]) && !memcmp(arch, archs[i], n))) i++;
     if (i == sizeof archs / sizeof *archs)
         return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: general.architecture is \"%s\", expected \"gpt2\", \"llama\", "
-                         "\"qwen2\" or \"qwen3\"", g->path, text_show(arch, n, shown));
+                         "\"qwen2\", \"qwen3\" or \"gptneox\"", g->path, text_show(arch, n, shown));
     snprintf(name, sizeof name, "%s", archs[i]);
-    if ((st = i == 0 ? read_gpt2_config(g, m, err) : read_llama_config(g, name, m, err))) return st;
+    if ((st = i == 0 ? read_gpt2_config(g, m, err) : i == 4 ? read_neox_config(g, m, err)
+                                                            : read_llama_config(g, name, m, err)))
+        return st;
     gpt2_config *c = &m->cfg;
     for (i = 0; i < g->n_tensors; i++)
         if (strcmp(g->tensors[i].name, "token_embd.weight") == 0 && g->tensors[i].n_dims == 2) {
@@ -419,7 +476,7 @@ static gpt2_status read_tokenizer(const gguf_file *g, model_source *m, gpt2_erro
     if (tokens->n > (uint64_t)m->cfg.n_vocab)
         return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: tokenizer.ggml.tokens has %llu tokens, but token_embd.weight only %d rows",
                          g->path, (unsigned long long)tokens->n, m->cfg.n_vocab);
-    if (m->cfg.arch.rms_norm) { /* the Llama family: its pre-tokenizer and added tokens */
+    if (m->cfg.arch.family[0]) { /* beyond GPT-2: the family's pre-tokenizer and added tokens */
         const char *pre = "default";
         size_t pre_len = 7;
         if (gguf_find(g, "tokenizer.ggml.pre") && (st = gguf_get_str(g, "tokenizer.ggml.pre", &pre, &pre_len, err)))

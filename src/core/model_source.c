@@ -46,14 +46,15 @@ static gpt2_status check_config(const json_src *js, const cJSON *root, model_sou
     if (cJSON_GetObjectItemCaseSensitive(root, "model_type") && (st = json_get_str(js, root, "model_type", &mt)))
         return st;
     if (arch_hf_family(mt) >= 0) { /* Llama and its kin: nn.Linear weights under HF Llama's names */
-        if ((st = arch_from_hf_config(js, root, mt, c, &src->n_inner, &src->tied))) return st;
+        if ((st = arch_from_hf_config(js, root, mt, c, &src->n_inner, &src->gelu_erf, &src->tied))) return st;
         src->vocab_rows = c->n_vocab;
         src->linear_out_in = 1;
+        src->qkv_by_head = strcmp(mt, "gpt_neox") == 0;
         return GPT2_OK;
     }
     if (strcmp(mt, "gpt2") != 0) {
         snprintf(found, sizeof found, "\"%s\"", text_show(mt, strlen(mt), shown));
-        return json_bad(js, "model_type", "\"gpt2\", \"llama\", \"mistral\", \"qwen2\" or \"qwen3\"", found);
+        return json_bad(js, "model_type", "\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\" or \"gpt_neox\"", found);
     }
     /* n_positions, or its older name n_ctx */
     const char *pos = cJSON_GetObjectItemCaseSensitive(root, "n_positions") || !cJSON_GetObjectItemCaseSensitive(root, "n_ctx")

@@ -39,6 +39,8 @@ typedef struct {
     int vocab_rows;           /* rows of wte (and an untied lm_head) stored: >= cfg.n_vocab when padded */
     int linear_out_in;        /* 1: the blocks' four matrices stored (out, in) (nn.Linear) */
     int bias_optional;        /* 1: a missing bias (Linear or LayerNorm) is zero */
+    int qkv_by_head;          /* GPT-NeoX's fused query_key_value rows as (H, 3, hd): HF's (a GGUF's
+                                 are [q | k | v] already) */
     int tied;                 /* tie_word_embeddings: 1 an lm_head.weight is ignored, 0 one is
                                  required; -1 (not said): tied unless the file holds one */
     const char *cfg_from;     /* where the shapes come from, for messages: "config.json", "model_args" */

@@ -27,10 +27,16 @@ typedef struct {
     int64_t shape[ST_MAX_DIMS];
     const void *data;     /* into the mapping */
     size_t n_bytes;
-    int rope_heads;       /* > 0: its rows (outputs) are in llama.cpp's rotary order, in this
-                             many heads (a GGUF llama's attn_q / attn_k): the binder restores
-                             the rotate-half order (model.c) */
+    int rows_order;       /* ST_ROWS_*: its rows (outputs) lie in another order than the forward
+                             pass reads, in rows_heads heads; the binder restores it (model.c) */
+    int rows_heads;
 } st_tensor;
+
+enum {
+    ST_ROWS_AS_IS = 0,
+    ST_ROWS_ROPE_PAIRS,  /* llama.cpp's rotary order (pairs (2j, 2j+1)): a GGUF llama's attn_q/attn_k */
+    ST_ROWS_QKV_BY_HEAD  /* q, k, v per head (H, 3, hd): HF GPT-NeoX's query_key_value */
+};
 
 typedef struct {
     const char *path;     /* owned copy */
