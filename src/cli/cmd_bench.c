@@ -421,7 +421,7 @@ static double time_pass(gpt2_context *ctx, const int32_t *ids, int n_past, int T
 
 static const char usage_text[] =
     "usage: gptscope bench [-m MODEL [--quantize Q]] [--dtype f32|f16|bf16|q8|q4|q8_0|q4_0|q4_k] [--reps N]\n"
-    "                      [--threads N] [--shape gpt2|gpt2-medium|gpt2-large|gpt2-xl] [--positions]\n"
+    "                      [--threads N] [--shape S] [--positions]\n"
     "                      [--gemm own|blas] [--json]\n"
     "       gptscope bench --machine [--reps N] [--threads N] [--json]\n"
     "  Without -m: a GPT-2-124M-shaped model with random weights, built in memory\n"
@@ -437,8 +437,10 @@ static const char usage_text[] =
     "  with fewer than 513 positions skip the 512-token figures. N: --reps, 3.\n"
     "  --machine    only the machine's limits: read bandwidth and FMA peak, N\n"
     "               readings each\n"
-    "  --shape S    the random model in GPT-2's shape S (default gpt2, 124M); its\n"
-    "               load time is the time to make it\n"
+    "  --shape S    the random model's shape: gpt2 (the default, 124M), gpt2-medium,\n"
+    "               gpt2-large, gpt2-xl; smollm2-135m, qwen2.5-0.5b, llama-3.2-1b (their\n"
+    "               architectures: RMSNorm, rotary, grouped-query attention, SwiGLU);\n"
+    "               its load time is the time to make it\n"
     "  --positions  also the cost curve: decode tok/s at positions 32, 128, 256,\n"
     "               512 and 1000 against its floor (the weights and the KV cache\n"
     "               read once per token at the machine's bandwidth), and prefill\n"
@@ -510,13 +512,26 @@ typedef struct {
 } bench_samples;
 
 /* --dtype: the random model's */
-/* --shape: the random model's size, GPT-2's published shapes */
+/* --shape: the random model's size: GPT-2's published shapes, and the small
+ * open models' (their config.json: layers, heads, width, vocabulary, and the
+ * description; a tied head each) */
 typedef struct {
     const char *name;
-    int n_layer, n_head, n_embd;
+    int n_layer, n_head, n_embd, n_vocab;
+    gpt2_arch arch;
 } bench_shape;
+#define LLAMA_ARCH(fam, kv, ff, theta) \
+    {.family = fam, .rms_norm = 1, .swiglu = 1, .n_kv_head = kv, .n_ff = ff, .rope_dim = 64, .rope_theta = theta}
 static const bench_shape shapes[] = {
-    {"gpt2", 12, 12, 768}, {"gpt2-medium", 24, 16, 1024}, {"gpt2-large", 36, 20, 1280}, {"gpt2-xl", 48, 25, 1600}};
+    {"gpt2", 12, 12, 768, 50257, {.family = "gpt2"}},
+    {"gpt2-medium", 24, 16, 1024, 50257, {.family = "gpt2"}},
+    {"gpt2-large", 36, 20, 1280, 50257, {.family = "gpt2"}},
+    {"gpt2-xl", 48, 25, 1600, 50257, {.family = "gpt2"}},
+    {"smollm2-135m", 30, 9, 576, 49152, LLAMA_ARCH("llama", 3, 1536, 100000)},
+    {"qwen2.5-0.5b", 24, 14, 896, 151936, LLAMA_ARCH("qwen2", 2, 4864, 1000000)},
+    {"llama-3.2-1b", 16, 32, 2048, 128256, LLAMA_ARCH("llama", 8, 8192, 500000)},
+};
+#undef LLAMA_ARCH
 
 static int shape_option(const cli_opt *o, const char *arg, void *value) {
     (void)o;
@@ -525,7 +540,8 @@ static int shape_option(const cli_opt *o, const char *arg, void *value) {
             *(const bench_shape **)value = &shapes[i];
             return 1;
         }
-    cli_error("--shape: expected gpt2, gpt2-medium, gpt2-large or gpt2-xl, found '%s'", arg);
+    cli_error("--shape: expected gpt2, gpt2-medium, gpt2-large, gpt2-xl, smollm2-135m, qwen2.5-0.5b or llama-3.2-1b, "
+              "found '%s'", arg);
     return 0;
 }
 
@@ -638,7 +654,7 @@ static int bench_model(const bench_opts *o, bench_result *r) {
     }
     const bench_shape *sh = o->shape ? o->shape : &shapes[0];
     gpt2_config cfg = {.n_layer = sh->n_layer, .n_head = sh->n_head, .n_embd = sh->n_embd, .n_ctx = 1024,
-                       .n_vocab = 50257, .ln_eps = 1e-5f};
+                       .n_vocab = sh->n_vocab, .ln_eps = 1e-5f, .arch = sh->arch};
     double t0 = cli_now();
     if (gpt2_model_new_random(cfg, o->dtype, 1234, &r->m, &err) != GPT2_OK) {
         cli_error("%s", err.msg);

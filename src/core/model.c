@@ -869,7 +869,11 @@ static void random_matrix(gpt2_model *m, int rows, int cols, gpt2_dtype dt, int 
 gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, gpt2_model **out,
                                   gpt2_error *err) {
     *out = NULL;
-    if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_ctx < 1 || c.n_vocab < 1 || c.n_embd % c.n_head)
+    const gpt2_arch *a = &c.arch;
+    if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_ctx < 1 || c.n_vocab < 1 ||
+        (!a->head_dim && c.n_embd % c.n_head) || (a->n_kv_head && c.n_head % a->n_kv_head) ||
+        (a->swiglu && !a->rms_norm) || (a->rms_norm && !a->rope_dim) || a->rope_dim % 2 ||
+        a->rope_dim > gpt2_config_head_dim(&c))
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "random model: invalid config");
     if (dt > GPT2_DTYPE_BF16) {
         gpt2_status st = gpt2_model_new_random(c, GPT2_DTYPE_F32, seed, out, err);
@@ -883,9 +887,11 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
     if (!m) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
     m->cfg = c;
     if (!(m->cfg.ln_eps > 0)) m->cfg.ln_eps = 1e-5f;
-    m->n_inner = 4 * c.n_embd;
+    m->n_inner = gpt2_config_n_ff(&c);
     m->name = strdup("random");
-    const int C = c.n_embd, F = m->n_inner;
+    const int C = c.n_embd, F = m->n_inner, hd = gpt2_config_head_dim(&c), Q = hd * c.n_head,
+              KV = hd * gpt2_config_kv_heads(&c);
+    const int llama = a->rms_norm, learned = !a->rope_dim, qkv_b = !llama || !strcmp(a->family, "qwen2");
     size_t nv = vector_floats(m);
     m->vectors = malloc(nv * sizeof(float));
     m->layers = calloc((size_t)c.n_layer, sizeof *m->layers);
@@ -902,8 +908,10 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
         v += (n);                                          \
     } while (0)
     /* All matrices in one huge-page arena: decode streams them every token. */
-    const size_t per_layer = (size_t)C * 3 * C + (size_t)C * C + 2 * (size_t)C * F;
-    m->arena_bytes = ((size_t)c.n_vocab * C + (size_t)c.n_layer * per_layer) * gpt2_dtype_size(dt) + 64 * (4 * (size_t)c.n_layer + 1);
+    const size_t per_layer = llama ? (size_t)C * (Q + 2 * KV) + (size_t)Q * C + 3 * (size_t)C * F
+                                   : (size_t)C * 3 * C + (size_t)C * C + 2 * (size_t)C * F;
+    m->arena_bytes = ((size_t)c.n_vocab * C + (size_t)c.n_layer * per_layer) * gpt2_dtype_size(dt) +
+                     64 * (LAYER_MATRICES_MAX * (size_t)c.n_layer + 1);
     if (!(m->arena = huge_alloc(m->arena_bytes))) {
         st = gpt2_fail(err, GPT2_ERR_NOMEM, "random model: out of memory for %zu MB of weights", m->arena_bytes >> 20);
         goto fail;
@@ -911,16 +919,35 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
     random_matrix(m, c.n_vocab, C, dt, 0, &seed, &m->wte);
     m->wte_bytes = m->weight_bytes;
     m->lm_head = m->wte;
-    TAKE(m->wpe, (size_t)c.n_ctx * C, rand_normal(&seed, 0.01f));
+    if (learned) TAKE(m->wpe, (size_t)c.n_ctx * C, rand_normal(&seed, 0.01f));
     TAKE(m->lnf_g, C, 1.0f);
-    TAKE(m->lnf_b, C, 0.0f);
+    if (!llama) TAKE(m->lnf_b, C, 0.0f);
     for (int l = 0; l < c.n_layer; l++) {
         gpt2_layer *L = &m->layers[l];
         TAKE(L->ln1_g, C, 1.0f);
+        TAKE(L->ln2_g, C, 1.0f);
+        if (llama) {
+            if (qkv_b) {
+                TAKE(L->q_b, Q, 0.0f);
+                TAKE(L->k_b, KV, 0.0f);
+                TAKE(L->v_b, KV, 0.0f);
+            }
+            if (a->qk_norm) {
+                TAKE(L->q_norm, hd, 1.0f);
+                TAKE(L->k_norm, hd, 1.0f);
+            }
+            random_matrix(m, C, Q, dt, 1, &seed, &L->q_w);
+            random_matrix(m, C, KV, dt, 1, &seed, &L->k_w);
+            random_matrix(m, C, KV, dt, 1, &seed, &L->v_w);
+            random_matrix(m, Q, C, dt, 1, &seed, &L->proj_w);
+            random_matrix(m, C, F, dt, 1, &seed, &L->gate_w);
+            random_matrix(m, C, F, dt, 1, &seed, &L->fc_w);
+            random_matrix(m, F, C, dt, 1, &seed, &L->fcproj_w);
+            continue;
+        }
         TAKE(L->ln1_b, C, 0.0f);
         TAKE(L->attn_b, 3 * C, 0.0f);
         TAKE(L->proj_b, C, 0.0f);
-        TAKE(L->ln2_g, C, 1.0f);
         TAKE(L->ln2_b, C, 0.0f);
         TAKE(L->fc_b, F, 0.0f);
         TAKE(L->fcproj_b, C, 0.0f);
@@ -930,7 +957,7 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
         random_matrix(m, F, C, dt, 1, &seed, &L->fcproj_w);
     }
 #undef TAKE
-    m->vector_bytes = nv * sizeof(float) - (size_t)c.n_ctx * C * sizeof(float);
+    m->vector_bytes = (size_t)(v - m->vectors) * sizeof(float) - (learned ? (size_t)c.n_ctx * C * sizeof(float) : 0);
     m->weight_bytes += m->vector_bytes;
     *out = m;
     return GPT2_OK;

@@ -805,7 +805,7 @@ def bad_cases(good):
         ("duplicate_tensor", "appears twice", edit(lambda g: g.tensors.append(dict(tensor(g, "output_norm.bias"))))),
         ("name_too_long", "over the limit", edit(lambda g: tensor(g, "output_norm.bias").update(name="x" * 300))),
         ("name_nul", "NUL", edit(lambda g: tensor(g, "output_norm.bias").update(name="output_norm\0bias"))),
-        ("arch_llama", "expected \"gpt2\"", edit(lambda g: set_kv(g, "general.architecture", STRING, "llama"))),
+        ("arch_phi3", "expected \"gpt2\"", edit(lambda g: set_kv(g, "general.architecture", STRING, "phi3"))),
         ("arch_missing", "general.architecture' is missing", edit(lambda g: drop_kv(g, "general.architecture"))),
         ("arch_not_string", "expected a string", edit(lambda g: set_kv(g, "general.architecture", U32, 2))),
         ("block_count_missing", "gpt2.block_count' is missing", edit(lambda g: drop_kv(g, "gpt2.block_count"))),
