@@ -136,10 +136,64 @@ static void test_gguf_files(void **state) {
     assert_true(seen >= 8);
 }
 
+/* A config.json the engine does not run is refused with one line naming
+ * the key and what it holds; nothing is loaded. */
+static void test_refusals(void **state) {
+    (void)state;
+    static const struct {
+        const char *old, *new, *says;
+    } cases[] = {
+        {"\"model_type\": \"llama\"", "\"model_type\": \"mixtral\"", "model_type: expected \"gpt2\", \"llama\""},
+        {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}",
+         "rope_scaling.rope_type: expected \"llama3\" or \"default\", found \"yarn\" (not supported)"},
+        {"\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", "hidden_act: expected \"silu\", found \"gelu\""},
+        {"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3", "not a multiple of num_key_value_heads 3"},
+        {"\"pretraining_tp\": 1", "\"num_local_experts\": 8", "num_local_experts: expected at most 1 (mixture-of-experts models are not supported), found 8"},
+        {"\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false",
+         "missing tensor 'lm_head.weight' (config.json says the head is not tied)"},
+        {"\"max_position_embeddings\": 128", "\"max_position_embeddings\": 128, \"partial_rotary_factor\": 0.5",
+         "partial_rotary_factor: expected 1 (partial rotation is not supported for this family), found 0.5"},
+    };
+    char dir[] = "/tmp/gptscope-arch-XXXXXX", path[4200], from[4200];
+    assert_non_null(mkdtemp(dir));
+    static const char *files[] = {"model.safetensors", "tokenizer.json"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        snprintf(from, sizeof from, "%s", fixture_path("arch/models/llama-gqa/%s", files[i]));
+        copy_file_edited(from, path, NULL, NULL);
+    }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    snprintf(from, sizeof from, "%s", fixture_path("arch/models/llama-gqa/config.json"));
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        copy_file_edited(from, path, cases[i].old, cases[i].new);
+        gpt2_model *m = NULL;
+        gpt2_error err;
+        const gpt2_status st = gpt2_model_load(dir, &m, &err);
+        print_message("  %s\n", err.msg);
+        assert_int_not_equal(st, GPT2_OK);
+        assert_null(m);
+        if (!strstr(err.msg, cases[i].says)) fail_msg("expected \"%s\" in: %s", cases[i].says, err.msg);
+        assert_null(strchr(err.msg, '\n'));
+    }
+    copy_file_edited(from, path, NULL, NULL); /* the control: the same directory unedited loads */
+    gpt2_model *m;
+    gpt2_error err;
+    assert_int_equal(gpt2_model_load(dir, &m, &err), GPT2_OK);
+    gpt2_model_free(m);
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_directories),
         cmocka_unit_test(test_gguf_files),
+        cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,18 +56,28 @@ static gpt2_status rope_scaling(const json_src *js, const cJSON *root, gpt2_arch
 /* Keys that would change the computation in ways the engine does not run:
  * refused with their value rather than ignored. */
 static gpt2_status refuse_options(const json_src *js, const cJSON *root) {
+    char found[TEXT_SHOW_BUF + 8], shown[TEXT_SHOW_BUF];
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
-    if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
-        return json_bad(js, "hidden_act", "\"silu\"", cJSON_IsString(act) ? act->valuestring : json_type_name(act));
+    if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0)) {
+        if (cJSON_IsString(act))
+            snprintf(found, sizeof found, "\"%s\"", text_show(act->valuestring, strlen(act->valuestring), shown));
+        return json_bad(js, "hidden_act", "\"silu\"", cJSON_IsString(act) ? found : json_type_name(act));
+    }
     const cJSON *prf = cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor");
-    if (prf && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0))
+    if (prf && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0)) {
+        snprintf(found, sizeof found, "%g", prf->valuedouble);
         return json_bad(js, "partial_rotary_factor", "1 (partial rotation is not supported for this family)",
-                        "another value");
+                        cJSON_IsNumber(prf) ? found : json_type_name(prf));
+    }
     static const char *moe[] = {"num_local_experts", "num_experts", "n_routed_experts"};
-    for (size_t i = 0; i < sizeof moe / sizeof *moe; i++)
-        if (json_has(root, moe[i]) && !(cJSON_IsNumber(cJSON_GetObjectItem(root, moe[i])) &&
-                                        cJSON_GetObjectItem(root, moe[i])->valuedouble <= 1))
-            return json_bad(js, moe[i], "no experts (mixture-of-experts models are not supported)", "experts");
+    for (size_t i = 0; i < sizeof moe / sizeof *moe; i++) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, moe[i]);
+        if (e && !cJSON_IsNull(e) && !(cJSON_IsNumber(e) && e->valuedouble <= 1)) {
+            snprintf(found, sizeof found, "%g", e->valuedouble);
+            return json_bad(js, moe[i], "at most 1 (mixture-of-experts models are not supported)",
+                            cJSON_IsNumber(e) ? found : json_type_name(e));
+        }
+    }
     return GPT2_OK;
 }
 
