@@ -105,8 +105,12 @@ void inspector_focus(pane *p, inspect_focus *f) {
 }
 
 void inspector_head_name(const app *a, const inspect_focus *f, char *buf, size_t cap) {
+    const int H = a->cfg->n_head, KV = gpt2_config_kv_heads(a->cfg);
+    char kv[24] = ""; /* grouped-query attention: the key/value head this query head reads */
+    if (KV < H) snprintf(kv, sizeof kv, " (KV %d)", f->head / (H / KV));
     if (f->head >= 0)
-        snprintf(buf, cap, "L%d H%d%s", f->layer, f->head, gpt2_session_ablated(a->s, f->layer, f->head) ? " (ablated)" : "");
+        snprintf(buf, cap, "L%d H%d%s%s", f->layer, f->head, kv,
+                 gpt2_session_ablated(a->s, f->layer, f->head) ? " (ablated)" : "");
     else
         snprintf(buf, cap, "L%d %s of heads", f->layer, f->head == ISTORE_MAX ? "max" : "mean");
 }

@@ -298,8 +298,11 @@ static void draw_footer(app *a, WINDOW *w) {
     char buf[256], ind[16];
     if (s->induction == s->induction) snprintf(ind, sizeof ind, "%.2f", s->induction);
     else snprintf(ind, sizeof ind, "n/a");
-    snprintf(buf, sizeof buf, " L%d H%d%s  prev %.2f first %.2f self %.2f entropy %.2f induction %s", mv->layer,
-             mv->head, gpt2_session_ablated(a->s, mv->layer, mv->head) ? " (ablated)" : "", s->prev_token,
+    const int H = a->cfg->n_head, KV = gpt2_config_kv_heads(a->cfg);
+    char kv[24] = ""; /* grouped-query attention: the key/value head it reads */
+    if (KV < H) snprintf(kv, sizeof kv, " (KV %d)", mv->head / (H / KV));
+    snprintf(buf, sizeof buf, " L%d H%d%s%s  prev %.2f first %.2f self %.2f entropy %.2f induction %s", mv->layer,
+             mv->head, kv, gpt2_session_ablated(a->s, mv->layer, mv->head) ? " (ablated)" : "", s->prev_token,
              s->first_token, s->self, s->entropy, ind);
     term_fill(w, LINES - 1, 0, COLS, at);
     int c = term_put(w, LINES - 1, 0, buf, strlen(buf), COLS, at);
