@@ -24,7 +24,8 @@ static const char *hf_dir(const char *name) {
 static gpt2_tokenizer *load_ok(const char *dir) {
     gpt2_tokenizer *t;
     gpt2_error err;
-    if (gpt2_tokenizer_load(dir, &t, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    /* a directory's tokenizer files, or a model file's (a GGUF's tokenizer.ggml.*) */
+    if (gpt2_model_load_tokenizer(dir, gpt2_model_default_params(), &t, &err) != GPT2_OK) fail_msg("%s", err.msg);
     return t;
 }
 
@@ -146,6 +147,19 @@ static void test_qwen3(void **state) {
 static void test_qwen2_5(void **state) {
     (void)state;
     check_against_reference(hf_dir("qwen2_5"), "qwen2_5", 0);
+}
+
+/* The same tokenizers carried by GGUF files as llama.cpp's converter writes them
+ * (tests/ref/make_gguf_tokenizers.py: tokenizer.ggml.pre "llama-bpe" or "qwen2",
+ * added tokens as control or user-defined token types): transformers.js's ids. */
+static void test_gguf(void **state) {
+    (void)state;
+    static const char *names[] = {"llama3", "qwen2_5", "qwen3"};
+    for (int i = 0; i < 3; i++)
+        check_against_reference(fixture_path("hf_gguf/%s.gguf", names[i]), names[i], 0);
+    gpt2_tokenizer *t = load_ok(fixture_path("hf_gguf/llama3.gguf"));
+    assert_int_equal(gpt2_tokenizer_eot(t), 128001); /* tokenizer_config.json's eos_token, <|end_of_text|> */
+    gpt2_tokenizer_free(t);
 }
 
 /* GPT-2's tokenizer as tokenizer.json files of other kinds (tests/ref/make_hf_tokenizers.py):
@@ -367,6 +381,7 @@ int main(void) {
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_qwen2_5),
+        cmocka_unit_test(test_gguf),
         cmocka_unit_test(test_made),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_hostile),
