@@ -120,7 +120,8 @@ static void test_hf_directories(void **state) {
 }
 
 /* GGUF files as llama.cpp writes them, each against the reference on the
- * weights its format holds (F16, Q8_0 dequantized; Mistral's file without
+ * weights its format holds (F16, Q8_0 dequantized; a mix of Q8_0 and F16 whose
+ * q/k/v and gate/up cannot be joined, so run apart; Mistral's file without
  * its window, which llama.cpp's converter does not write). */
 static void test_gguf_files(void **state) {
     (void)state;
@@ -130,7 +131,7 @@ static void test_gguf_files(void **state) {
     for (int i = 0; i < n; i++) {
         /* Q8_0: decode's integer products round the inputs to 8 bits (test_forward's TOL_Q8) */
         check_model(fixture_path("arch/gguf/%s", files[i].a), files[i].c,
-                    TOL_LOGIT * (!strcmp(files[i].d, "Q8_0") ? 25 : 1));
+                    TOL_LOGIT * (!strcmp(files[i].d, "Q8_0") || !strcmp(files[i].d, "MIX") ? 25 : 1));
         seen++;
     }
     assert_true(seen >= 8);

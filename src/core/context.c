@@ -116,10 +116,10 @@ gpt2_status gpt2_context_new(const gpt2_model *m, gpt2_context_params p, gpt2_co
     ctx->qkv = malloc(B * QKV * sizeof(float));
     ctx->atty = malloc(B * AY * sizeof(float));
     ctx->hid = malloc(B * F * sizeof(float));
-    int gate_ok = !c->arch.swiglu || (ctx->gate = malloc(B * F * sizeof(float)));
+    int gate_ok = !c->arch.swiglu || (ctx->gate = malloc(B * 2 * F * sizeof(float)));
     ctx->att = malloc((size_t)c->n_head * B * T * sizeof(float));
     ctx->logits = malloc(V * sizeof(float));
-    const size_t small_t = B < KERNEL_SMALL_T ? B : KERNEL_SMALL_T, N_max = QKV > F ? QKV : F;
+    const size_t small_t = B < KERNEL_SMALL_T ? B : KERNEL_SMALL_T, N_max = QKV > 2 * F ? QKV : 2 * F;
     const size_t K_max = C > F ? (C > Q ? C : Q) : (F > Q ? F : Q);
     ctx->partials = malloc((m->layers[0].fcproj_w.dtype == GPT2_DTYPE_Q8 /* its inputs quantized for any B */
                                 ? kernel_work_floats((int)B, (int)K_max, (int)N_max)
@@ -215,8 +215,9 @@ static int any_cancel(const gpt2_context *ctx) {
     return 0;
 }
 
-/* Where a batch's queries, keys and values lie in ctx->qkv: GPT-2's fused
- * rows (3C: q, k, v), or three blocks of rows (q (T, Q), k (T, KV), v (T, KV)). */
+/* Where a batch's queries, keys and values lie in ctx->qkv: rows of one
+ * joined matrix's outputs (Q + 2 KV: q, k, v; GPT-2's 3C), or three blocks of
+ * rows (q (T, Q), k (T, KV), v (T, KV)) from separate ones. */
 typedef struct {
     float *q, *k, *v;
     int ldq, ldkv; /* row strides */
@@ -225,7 +226,8 @@ typedef struct {
 static qkv_view qkv_of(const gpt2_context *ctx, const gpt2_layer *L, int T) {
     const gpt2_config *c = &ctx->m->cfg;
     const int C = c->n_embd, hd = gpt2_config_head_dim(c), Q = hd * c->n_head, KV = hd * gpt2_config_kv_heads(c);
-    if (L->attn_w.data) return (qkv_view){ctx->qkv, ctx->qkv + C, ctx->qkv + 2 * C, 3 * C, 3 * C};
+    (void)C;
+    if (L->attn_w.data) return (qkv_view){ctx->qkv, ctx->qkv + Q, ctx->qkv + Q + KV, Q + 2 * KV, Q + 2 * KV};
     return (qkv_view){ctx->qkv, ctx->qkv + (size_t)T * Q, ctx->qkv + (size_t)T * (Q + KV), Q, KV};
 }
 
@@ -373,17 +375,28 @@ static void norm(gpt2_context *ctx, float *out, const float *in, const float *g,
     else pool_run(ctx->pool, norm_rows, &j, row_chunks(T));
 }
 
-/* hid (T, F) = silu(gate) * hid, rows over the pool past one position. */
+/* hid (T, F) = silu(gate) * up, rows over the pool past one position: gate
+ * and up the halves of one matrix's rows (T, 2F), or gate (T, F) and hid itself. */
+typedef struct {
+    gpt2_context *ctx;
+    int T, joined;
+} swiglu_job;
+
 static void swiglu_rows(void *arg, int chunk, int n_chunks, int ith) {
-    const rows_job *j = arg;
+    const swiglu_job *j = arg;
+    const size_t F = (size_t)j->ctx->m->n_inner;
     int t0, t1;
     (void)ith;
     pool_share(j->T, 1, chunk, n_chunks, &t0, &t1);
-    if (t0 < t1) kernel_swiglu(j->out + (size_t)t0 * j->C, j->in + (size_t)t0 * j->C, (size_t)(t1 - t0) * j->C);
+    for (int t = t0; t < t1; t++) {
+        float *hid = j->ctx->hid + (size_t)t * F;
+        const float *g = j->ctx->gate + (size_t)t * (j->joined ? 2 * F : F);
+        kernel_swiglu(hid, g, j->joined ? g + F : hid, F);
+    }
 }
 
-static void swiglu(gpt2_context *ctx, int T) {
-    rows_job j = {ctx->hid, ctx->gate, NULL, NULL, T, ctx->m->n_inner, 0, 0};
+static void swiglu(gpt2_context *ctx, int T, int joined) {
+    swiglu_job j = {ctx, T, joined};
     if (T == 1) swiglu_rows(&j, 0, 1, 0);
     else pool_run(ctx->pool, swiglu_rows, &j, row_chunks(T));
 }
@@ -427,10 +440,13 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
         if (c->arch.parallel_residual) norm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
         kernel_matmul(ctx->pool, ctx->x, ctx->atty, T, &L->proj_w, L->proj_b, 1, ctx->scratch, ctx->partials);
         if (!c->arch.parallel_residual) norm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
-        if (L->gate_w.data) {
+        if (L->gate_w.data && !L->fc_w.data) { /* gate and up joined: (T, 2F) */
+            kernel_matmul(ctx->pool, ctx->gate, ctx->xn, T, &L->gate_w, L->gate_up_b, 0, ctx->scratch, ctx->partials);
+            swiglu(ctx, T, 1);
+        } else if (L->gate_w.data) {
             kernel_matmul(ctx->pool, ctx->gate, ctx->xn, T, &L->gate_w, L->gate_b, 0, ctx->scratch, ctx->partials);
             kernel_matmul(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, 0, ctx->scratch, ctx->partials);
-            swiglu(ctx, T);
+            swiglu(ctx, T, 0);
         } else {
             kernel_matmul_gelu(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, m->gelu_erf, ctx->scratch,
                                ctx->partials);

@@ -928,11 +928,11 @@ void kernel_rope(float *x, const float *cs, const float *sn, int half) {
     }
 }
 
-void kernel_swiglu(float *hid, const float *gate, size_t n) {
+void kernel_swiglu(float *out, const float *gate, const float *up, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const float g = gate[i], e = fast_exp_nonpos(-fabsf(g)); /* e^-|g|: no overflow either side */
         const float sig = (g >= 0.0f ? 1.0f : e) / (1.0f + e);
-        hid[i] *= g * sig;
+        out[i] = up[i] * (g * sig);
     }
 }
 

@@ -166,8 +166,8 @@ void kernel_rmsnorm(float *out, const float *in, const float *g, int T, int C, f
  * (a, b) -> (a cos - b sin, b cos + a sin); cs, sn: (half) for its position. */
 void kernel_rope(float *x, const float *cs, const float *sn, int half);
 
-/* hid (n) *= silu(gate) = gate * sigmoid(gate): SwiGLU's product. */
-void kernel_swiglu(float *hid, const float *gate, size_t n);
+/* out (n) = up * silu(gate), silu(g) = g * sigmoid(g): SwiGLU's product; out may be up. */
+void kernel_swiglu(float *out, const float *gate, const float *up, size_t n);
 
 /* out (n) = gelu(x): tanh approximation (GPT-2's gelu_new; the forward pass
  * and the trainer both use this one) or exact erf. out may be x. */

@@ -94,7 +94,16 @@ static gpt2_status missing(binder *b, const char *name) {
  * a Linear's bias NULL (the matmuls add nothing, at no cost), a LayerNorm's
  * zeros (exact: x + 0 is x). VEC_IF_PRESENT: NULL when absent from any
  * source (a Llama's optional biases). */
-typedef enum { VEC_REQUIRED, VEC_LINEAR_BIAS, VEC_NORM_BIAS, VEC_IF_PRESENT } vec_kind;
+typedef enum { VEC_REQUIRED, VEC_LINEAR_BIAS, VEC_NORM_BIAS, VEC_IF_PRESENT, VEC_ZERO_IF_ABSENT } vec_kind;
+
+/* Whether n matrices bound by output (nn.Linear's layout, a block format) in
+ * one dtype over the same inputs can run as one, their outputs side by side:
+ * one matmul, one pass of the pool, where there were n. */
+static int fusable(const gpt2_matrix *const *w, int n) {
+    for (int i = 0; i < n; i++)
+        if (!w[i]->data || !w[i]->trans || w[i]->dtype != w[0]->dtype || w[i]->rows != w[0]->rows) return 0;
+    return 1;
+}
 
 /* The stored row of output i of n, in `heads` heads, for a tensor whose rows
  * lie in another order (st_tensor.rows_order):
@@ -103,6 +112,7 @@ typedef enum { VEC_REQUIRED, VEC_LINEAR_BIAS, VEC_NORM_BIAS, VEC_IF_PRESENT } ve
  *                        convert_hf_to_gguf.py's permute, head by head
  *   ST_ROWS_QKV_BY_HEAD  [all q | all k | all v] from (H, 3, hd) */
 static int stored_row(int order, int heads, int n, int i) {
+    if (order == ST_ROWS_AS_IS) return i;
     if (order == ST_ROWS_ROPE_PAIRS) {
         const int hd = n / heads, j = i % hd;
         return i - j + (j % (hd / 2)) * 2 + j / (hd / 2);
@@ -123,10 +133,11 @@ static gpt2_status bind_vector_t(binder *b, const char *name, const st_tensor *t
                                  int64_t n0, int64_t n1, float **out) {
     const size_t n = (size_t)n0 * (size_t)(n_dims == 2 ? n1 : 1);
     if (!t) t = find_tensor(b, name);
-    if (!t && (kind == VEC_IF_PRESENT || (kind != VEC_REQUIRED && b->src->bias_optional))) {
+    if (!t && (kind == VEC_IF_PRESENT || kind == VEC_ZERO_IF_ABSENT ||
+               (kind != VEC_REQUIRED && b->src->bias_optional))) {
         if (b->dry) return GPT2_OK;
         *out = NULL;
-        if (kind == VEC_NORM_BIAS) {
+        if (kind == VEC_NORM_BIAS || kind == VEC_ZERO_IF_ABSENT) {
             *out = memset(b->arena_next, 0, n * sizeof(float));
             b->arena_next += n, b->vec_read += n;
         }
@@ -259,21 +270,33 @@ static gpt2_status bind_layer_llama(binder *b, int l, gpt2_layer *L) {
         (st = bind_matrix(b, n[1], NULL, C, C, Q, 1, &L->q_w)) ||
         (st = bind_matrix(b, n[2], NULL, C, C, KV, 1, &L->k_w)) ||
         (st = bind_matrix(b, n[3], NULL, C, C, KV, 1, &L->v_w)) ||
-        (st = bind_vector(b, n[4], VEC_IF_PRESENT, 1, Q, 0, &L->q_b)) ||
-        (st = bind_vector(b, n[5], VEC_IF_PRESENT, 1, KV, 0, &L->k_b)) ||
-        (st = bind_vector(b, n[6], VEC_IF_PRESENT, 1, KV, 0, &L->v_b)) ||
+        (st = bind_matrix(b, n[12], NULL, C, C, F, 1, &L->gate_w)) ||
+        (st = bind_matrix(b, n[13], NULL, C, C, F, 1, &L->fc_w)))
+        return st;
+    /* q, k, v as one matrix, gate and up as one (pack_matrices joins them), where they
+     * share a dtype: their biases then lie side by side too, zeros for a missing one */
+    const gpt2_matrix *qkv[] = {&L->q_w, &L->k_w, &L->v_w}, *gu[] = {&L->gate_w, &L->fc_w};
+    L->fuse_qkv = !b->dry && fusable(qkv, 3);
+    L->fuse_gate_up = !b->dry && fusable(gu, 2);
+    const vec_kind qkv_kind = L->fuse_qkv && (find_tensor(b, n[4]) || find_tensor(b, n[5]) || find_tensor(b, n[6]))
+                                  ? VEC_ZERO_IF_ABSENT : VEC_IF_PRESENT;
+    const vec_kind gu_kind = L->fuse_gate_up && (find_tensor(b, n[15]) || find_tensor(b, n[16]))
+                                 ? VEC_ZERO_IF_ABSENT : VEC_IF_PRESENT;
+    if ((st = bind_vector(b, n[4], qkv_kind, 1, Q, 0, &L->q_b)) ||
+        (st = bind_vector(b, n[5], qkv_kind, 1, KV, 0, &L->k_b)) ||
+        (st = bind_vector(b, n[6], qkv_kind, 1, KV, 0, &L->v_b)) ||
+        (st = bind_vector(b, n[15], gu_kind, 1, F, 0, &L->gate_b)) ||
+        (st = bind_vector(b, n[16], gu_kind, 1, F, 0, &L->fc_b)) ||
         (c->arch.qk_norm && ((st = bind_vector(b, n[7], VEC_REQUIRED, 1, hd, 0, &L->q_norm)) ||
                              (st = bind_vector(b, n[8], VEC_REQUIRED, 1, hd, 0, &L->k_norm)))) ||
         (st = bind_matrix(b, n[9], NULL, Q, Q, C, 1, &L->proj_w)) ||
         (st = bind_vector(b, n[10], VEC_IF_PRESENT, 1, C, 0, &L->proj_b)) ||
         (st = bind_vector(b, n[11], VEC_REQUIRED, 1, C, 0, &L->ln2_g)) ||
-        (st = bind_matrix(b, n[12], NULL, C, C, F, 1, &L->gate_w)) ||
-        (st = bind_matrix(b, n[13], NULL, C, C, F, 1, &L->fc_w)) ||
         (st = bind_matrix(b, n[14], NULL, F, F, C, 1, &L->fcproj_w)) ||
-        (st = bind_vector(b, n[15], VEC_IF_PRESENT, 1, F, 0, &L->gate_b)) ||
-        (st = bind_vector(b, n[16], VEC_IF_PRESENT, 1, F, 0, &L->fc_b)) ||
         (st = bind_vector(b, n[17], VEC_IF_PRESENT, 1, C, 0, &L->fcproj_b)))
         return st;
+    if (L->fuse_qkv) L->attn_b = L->q_b; /* (Q + 2 KV): q_b, k_b, v_b are consecutive */
+    if (L->fuse_gate_up) L->gate_up_b = L->gate_b; /* (2F) */
     return GPT2_OK;
 }
 
@@ -404,8 +427,16 @@ typedef struct {
     const size_t *at;    /* where each goes, bytes into m->arena */
     int n_plain;
     int base;            /* the first matrix of the group being copied */
+    const struct join_src *src; /* per matrix: the stored matrices it is gathered from, or none */
     int *nomem;          /* set when a copy could not get its scratch */
 } pack_job;
+
+/* A matrix made at load from stored ones by output rows: one whose rows lie
+ * in another order (rows_order), or q, k, v (gate, up) joined side by side. */
+typedef struct join_src {
+    gpt2_matrix part[3]; /* each as bound: by output (trans, or a block format), its own row order */
+    int n;               /* 0: the matrix is copied as it is bound */
+} join_src;
 
 /* Whether chunk i of j is packed: a Conv1D weight kernel_pack takes (wte and
  * the head are read by rows, and stay row-major). */
@@ -423,17 +454,19 @@ static size_t arena_bytes_of(const gpt2_matrix *w) {
     return matrix_bytes(&p);
 }
 
-/* A copy of w (stored by output: trans, or a block format) with its outputs
- * in the order the forward pass reads (stored_row); NULL when out of memory. */
-static void *reorder(const gpt2_matrix *w, gpt2_matrix *out) {
-    const size_t bytes = matrix_bytes(w);
-    const int n_out = w->cols; /* bound as (in, out): cols are outputs */
-    const size_t row = bytes / (size_t)n_out;
-    unsigned char *tmp = malloc(bytes);
+/* w's rows (outputs) gathered from its parts into a new buffer, each part's
+ * in the order the forward pass reads (stored_row); NULL when out of memory.
+ * All parts share w's dtype and inputs, so their rows are equally long. */
+static void *gather(const join_src *js, const gpt2_matrix *w, gpt2_matrix *out) {
+    const size_t bytes = matrix_bytes(w), row = bytes / (size_t)w->cols; /* bound as (in, out): cols are outputs */
+    unsigned char *tmp = malloc(bytes), *at = tmp;
     if (!tmp) return NULL;
-    for (int r = 0; r < n_out; r++)
-        memcpy(tmp + (size_t)r * row,
-               (const unsigned char *)w->data + (size_t)stored_row(w->rows_order, w->rows_heads, n_out, r) * row, row);
+    for (int p = 0; p < js->n; p++) {
+        const gpt2_matrix *q = &js->part[p];
+        for (int r = 0; r < q->cols; r++, at += row)
+            memcpy(at, (const unsigned char *)q->data + (size_t)stored_row(q->rows_order, q->rows_heads, q->cols, r) * row,
+                   row);
+    }
     *out = *w;
     out->data = tmp;
     out->rows_order = ST_ROWS_AS_IS;
@@ -449,21 +482,58 @@ static void pack_one(void *arg, int chunk, int n_chunks, int ith) {
     const gpt2_matrix *w = j->w[chunk];
     unsigned char *dst = j->m->arena + j->at[chunk];
     (void)n_chunks, (void)ith;
-    gpt2_matrix un;
+    const join_src *js = &j->src[chunk];
+    gpt2_matrix gathered;
     void *tmp = NULL;
-    if (w->rows_order) {
-        if (!(tmp = reorder(w, &un))) {
+    if (js->n) {
+        if (!(tmp = gather(js, w, &gathered))) {
             *j->nomem = 1;
             return;
         }
-        w = &un;
+        w = &gathered;
     }
     if (x8_packs(w)) quant_x8_pack(w->dtype, w->data, w->trans ? w->cols : w->rows, w->trans ? w->rows : w->cols, dst);
     else if (packs(j, chunk)) kernel_pack(dst, w);
     else if (w->trans && !quant_is_block(w->dtype)) kernel_copy_transposed(dst, w);
     else memcpy(dst, w->data, matrix_bytes(w));
-    if (tmp) free(tmp);
-    else st_release(&j->m->st, w->data, matrix_bytes(w)); /* no-op off the map */
+    free(tmp);
+    if (!js->n) st_release(&j->m->st, w->data, matrix_bytes(w)); /* no-op off the map */
+    for (int p = 0; p < js->n; p++) st_release(&j->m->st, js->part[p].data, matrix_bytes(&js->part[p]));
+}
+
+/* Joins parts (n of them, bound by output over the same inputs) into *dst, their
+ * outputs side by side; the parts lose their data (layer_matrices skips them). */
+static void join(gpt2_matrix *dst, gpt2_matrix *const *parts, int n, join_src *js) {
+    js->n = n;
+    int cols = 0;
+    for (int i = 0; i < n; i++) js->part[i] = *parts[i], cols += parts[i]->cols;
+    for (int i = 0; i < n; i++) memset(parts[i], 0, sizeof *parts[i]);
+    *dst = js->part[0];
+    dst->cols = cols;
+    dst->rows_order = ST_ROWS_AS_IS;
+}
+
+/* The matrices to copy into w (wte, an untied head, then each layer's), with
+ * how each is gathered into src; the count. */
+static int plan_matrices(gpt2_model *m, gpt2_matrix **w, join_src *src) {
+    int n = 0;
+    w[n++] = &m->wte;
+    if (m->lm_head.data != m->wte.data) w[n++] = &m->lm_head;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        gpt2_layer *L = &m->layers[l];
+        join_src qkv = {0}, gu = {0};
+        if (L->fuse_qkv) join(&L->attn_w, (gpt2_matrix *[]){&L->q_w, &L->k_w, &L->v_w}, 3, &qkv);
+        if (L->fuse_gate_up) join(&L->gate_w, (gpt2_matrix *[]){&L->gate_w, &L->fc_w}, 2, &gu);
+        L->fuse_qkv = L->fuse_gate_up = 0;
+        const int k = layer_matrices(L, w + n);
+        for (int i = n; i < n + k; i++)
+            src[i] = w[i] == &L->attn_w && qkv.n ? qkv
+                     : w[i] == &L->gate_w && gu.n ? gu
+                     : w[i]->rows_order       ? (join_src){{*w[i]}, 1}
+                                              : (join_src){0};
+        n += k;
+    }
+    return n;
 }
 
 /* Copies every weight matrix out of the map into one huge-page arena: the
@@ -494,12 +564,11 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, const gpt2_mod
     const int L = m->cfg.n_layer, untied = m->lm_head.data != m->wte.data;
     gpt2_matrix **w = malloc(((size_t)L * LAYER_MATRICES_MAX + 2) * sizeof *w);
     size_t *at = malloc(((size_t)L * LAYER_MATRICES_MAX + 2) * sizeof *at);
+    join_src *src = calloc((size_t)L * LAYER_MATRICES_MAX + 2, sizeof *src);
     int n = 0, nomem = 0;
     size_t bytes = 0;
-    if (w && at) {
-        w[n++] = &m->wte;
-        if (untied) w[n++] = &m->lm_head;
-        for (int l = 0; l < L; l++) n += layer_matrices(&m->layers[l], w + n);
+    if (w && at && src) {
+        n = plan_matrices(m, w, src);
         for (int i = 0; i < n; i++) {
             at[i] = bytes;
             bytes += (arena_bytes_of(w[i]) + 63) & ~(size_t)63;
@@ -507,9 +576,9 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, const gpt2_mod
     }
     gpt2_pool *pool = NULL;
     gpt2_status st = GPT2_OK;
-    if (w && at && (m->arena = huge_alloc(bytes))) m->arena_bytes = m->arena_used = bytes;
+    if (w && at && src && (m->arena = huge_alloc(bytes))) m->arena_bytes = m->arena_used = bytes;
     if (m->arena && (pool = pool_new(p->n_threads > 0 ? p->n_threads : pool_default_threads()))) {
-        pack_job job = {m, w, at, 1 + untied, 0, &nomem};
+        pack_job job = {m, w, at, 1 + untied, 0, src, &nomem};
         st = pack_groups(pool, &job, n, p, path, err);
         if (!st && nomem) st = gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory reordering a matrix", path);
         for (int i = 0; i < n && !st; i++) {
@@ -521,10 +590,11 @@ static gpt2_status pack_matrices(gpt2_model *m, const char *path, const gpt2_mod
         if (!untied) m->lm_head = m->wte;
         st_close(&m->st);
     }
-    const int failed = !w || !at || !pool;
+    const int failed = !w || !at || !src || !pool;
     pool_free(pool);
     free(w);
     free(at);
+    free(src);
     if (failed) return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for %zu MB of weights", path, bytes >> 20);
     return st;
 }
@@ -926,22 +996,15 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
         gpt2_layer *L = &m->layers[l];
         TAKE(L->ln1_g, C, 1.0f);
         TAKE(L->ln2_g, C, 1.0f);
-        if (llama) {
-            if (qkv_b) {
-                TAKE(L->q_b, Q, 0.0f);
-                TAKE(L->k_b, KV, 0.0f);
-                TAKE(L->v_b, KV, 0.0f);
-            }
+        if (llama) { /* q, k, v joined, gate and up joined: as a load joins them */
+            if (qkv_b) TAKE(L->attn_b, Q + 2 * KV, 0.0f);
             if (a->qk_norm) {
                 TAKE(L->q_norm, hd, 1.0f);
                 TAKE(L->k_norm, hd, 1.0f);
             }
-            random_matrix(m, C, Q, dt, 1, &seed, &L->q_w);
-            random_matrix(m, C, KV, dt, 1, &seed, &L->k_w);
-            random_matrix(m, C, KV, dt, 1, &seed, &L->v_w);
+            random_matrix(m, C, Q + 2 * KV, dt, 1, &seed, &L->attn_w);
             random_matrix(m, Q, C, dt, 1, &seed, &L->proj_w);
-            random_matrix(m, C, F, dt, 1, &seed, &L->gate_w);
-            random_matrix(m, C, F, dt, 1, &seed, &L->fc_w);
+            random_matrix(m, C, 2 * F, dt, 1, &seed, &L->gate_w);
             random_matrix(m, F, C, dt, 1, &seed, &L->fcproj_w);
             continue;
         }

@@ -11,20 +11,23 @@
  * description does not use has no data (rows 0); a vector, NULL. */
 typedef struct {
     float *ln1_g, *ln1_b;       /* (C); ln1_b NULL under RMSNorm */
-    gpt2_matrix attn_w;         /* (C, 3C): GPT-2's fused q, k, v */
-    float *attn_b;              /* (3C) */
-    gpt2_matrix q_w, k_w, v_w;  /* (C, Q), (C, KV), (C, KV): separate projections */
+    gpt2_matrix attn_w;         /* (C, Q + 2 KV): q, k, v side by side (GPT-2's c_attn; the
+                                   others' joined at load where they share a dtype) */
+    float *attn_b;              /* (Q + 2 KV) or NULL */
+    gpt2_matrix q_w, k_w, v_w;  /* (C, Q), (C, KV), (C, KV): separate projections (no data once joined) */
     float *q_b, *k_b, *v_b;     /* (Q), (KV), (KV) or NULL (Qwen2 has them) */
     float *q_norm, *k_norm;     /* (head_dim): per-head RMSNorm weights (Qwen3) */
     gpt2_matrix proj_w;         /* (Q, C) */
     float *proj_b;              /* (C) or NULL */
     float *ln2_g, *ln2_b;       /* (C) */
-    gpt2_matrix gate_w;         /* (C, F): SwiGLU's gate */
+    gpt2_matrix gate_w;         /* (C, F): SwiGLU's gate; (C, 2F) [gate | up] once joined */
     float *gate_b;              /* (F) or NULL (Llama's mlp_bias) */
-    gpt2_matrix fc_w;           /* (C, F): GPT-2's c_fc, SwiGLU's up */
+    float *gate_up_b;           /* (2F) the joined matrix's bias, or NULL */
+    gpt2_matrix fc_w;           /* (C, F): GPT-2's c_fc, SwiGLU's up (no data once joined) */
     float *fc_b;                /* (F) or NULL */
     gpt2_matrix fcproj_w;       /* (F, C) */
     float *fcproj_b;            /* (C) or NULL */
+    unsigned char fuse_qkv, fuse_gate_up; /* load only: pack_matrices joins these (model.c) */
 } gpt2_layer;
 
 enum { LAYER_MATRICES_MAX = 8 };

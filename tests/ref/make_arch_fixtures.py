@@ -140,7 +140,9 @@ def neox_config(V, **kw):
 CASES = [
     ("llama-gqa", llama_config, {}, "F32", 11,
      [("F32", "llama-gqa.gguf", "llama-gqa"), ("F16", "llama-gqa-f16.gguf", "llama-gqa-f16"),
-      ("Q8_0", "llama-gqa-q8_0.gguf", "llama-gqa-q8_0")]),
+      ("Q8_0", "llama-gqa-q8_0.gguf", "llama-gqa-q8_0"),
+      # as llama-quantize's *_M mixes: v and up in another type than q, k and gate
+      ("MIX", "llama-gqa-mix.gguf", "llama-gqa-mix")]),
     # head_dim given (as transformers >= 4.45 writes it); llama3 rope scaling
     # with original_max_position_embeddings 64: at head_dim 16 and theta 5e5 the
     # wavelengths are 6.3 (< 64/4: kept), 32.3 (medium) and 167 .. 6e5 (> 64: / 8)
@@ -239,7 +241,7 @@ def write_ref(rdir, ids, logits):
 # GGUF, as llama.cpp's convert_hf_to_gguf.py writes it
 
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gpt_neox": "gptneox"}
-FILE_TYPE = {"F32": 0, "F16": 1, "Q8_0": 7}
+FILE_TYPE = {"F32": 0, "F16": 1, "Q8_0": 7, "MIX": 7}
 
 LLAMA_NAMES = [("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
                ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
@@ -319,7 +321,8 @@ def llama3_rope_factors(cfg):
 
 def convert(name, cfg, weights, tokens, merges, scheme):
     """HF weights (float32, HF names) -> (Gguf, {HF name: float32 as the file
-    decodes, in HF layout}). scheme: F32, F16 (matrices) or Q8_0 (matrices)."""
+    decodes, in HF layout}). scheme: F32, F16 (matrices), Q8_0 (matrices) or MIX
+    (matrices Q8_0, v_proj and up_proj F16, as llama-quantize mixes types)."""
     mt = cfg["model_type"]
     arch = GGUF_ARCH[mt]
     C, H = cfg["hidden_size"], cfg["num_attention_heads"]
@@ -378,7 +381,9 @@ def convert(name, cfg, weights, tokens, merges, scheme):
             to, back = (lambda x: neox_split_qkv(x, H)), (lambda x: neox_join_qkv(x, H))
         stored = np.ascontiguousarray(to(a))
         typ = "F32"
-        if stored.ndim == 2 and scheme != "F32":
+        if stored.ndim == 2 and scheme == "MIX":   # Q8_0 but v_proj and up_proj, F16
+            typ = "F16" if ".v_proj." in hf or ".up_proj." in hf or stored.shape[1] % 32 else "Q8_0"
+        elif stored.ndim == 2 and scheme != "F32":
             typ = scheme if scheme == "F16" or stored.shape[1] % 32 == 0 else "F16"
         raw = gw.encode_tensor(stored, typ)
         g.add_tensor(gname, list(reversed(stored.shape)), typ, raw)
