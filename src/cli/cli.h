@@ -369,7 +369,8 @@ gpt2_context *cli_context_new_ctx(const gpt2_model *m, int n_threads, int n_ctx)
  * so an eval stops within one layer's work. Returns the flag. */
 volatile sig_atomic_t *cli_watch_interrupt(gpt2_context *ctx, const gpt2_hooks *hooks);
 
-/* The prompt's ids, at least one token; 0 after printing why not. */
+/* The prompt's ids, at least one token, after the tokenizer's BOS where it adds one
+ * (Llama 3); 0 after printing why not. */
 int cli_encode_prompt(const gpt2_model *m, const char *prompt, int flags, int32_t **ids, size_t *n);
 
 /* The prompt's ids through a fresh context with the heads of ablate (an

@@ -101,7 +101,7 @@ static int prompt_ids(const generate_opts *o, const gpt2_model *m, const char *t
                       size_t *n) {
     const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
     const int32_t eot = gpt2_tokenizer_eot(tok);
-    if (!cli_encode(tok, text, len, o->special ? GPT2_ENCODE_SPECIAL : 0, ids, n)) return 0;
+    if (!cli_encode(tok, text, len, (o->special ? GPT2_ENCODE_SPECIAL : 0) | GPT2_ENCODE_BOS, ids, n)) return 0;
     if (*n == 0) { /* GPT-2 conditions unconditional samples on <|endoftext|> */
         if (eot < 0) {
             cli_error("empty prompt, and the vocabulary has no <|endoftext|> to start from");

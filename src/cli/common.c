@@ -335,7 +335,7 @@ volatile sig_atomic_t *cli_watch_interrupt(gpt2_context *ctx, const gpt2_hooks *
 }
 
 int cli_encode_prompt(const gpt2_model *m, const char *prompt, int flags, int32_t **ids, size_t *n) {
-    if (!cli_encode(gpt2_model_tokenizer(m), prompt, strlen(prompt), flags, ids, n)) return 0;
+    if (!cli_encode(gpt2_model_tokenizer(m), prompt, strlen(prompt), flags | GPT2_ENCODE_BOS, ids, n)) return 0;
     if (*n == 0) {
         cli_error("the prompt is empty: at least one token is needed");
         return 0;

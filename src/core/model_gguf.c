@@ -399,7 +399,18 @@ static gpt2_status read_bpe_parts(const gguf_file *g, const char *pre, size_t pr
     const int n = (int)tokens->n, nm = has_merges ? (int)merges->n : 0;
     b->p = (tok_parts){.path = g->path, .n_vocab = n, .pattern = pre_tokenizers[k].pattern,
                        .ignore_merges = pre_tokenizers[k].ignore_merges, .nfc = pre_tokenizers[k].nfc,
-                       .split_digits = pre_tokenizers[k].split_digits, .eot = eos};
+                       .split_digits = pre_tokenizers[k].split_digits, .eot = eos, .bos = -1};
+    /* BOS before a text where the file says so (llama.cpp's add_bos_token) */
+    const gguf_kv *add_bos = gguf_find(g, "tokenizer.ggml.add_bos_token");
+    int64_t bos = -1;
+    int has_bos;
+    if ((st = gguf_get_int(g, "tokenizer.ggml.bos_token_id", 0, n - 1, &has_bos, &bos, err))) return st;
+    if (add_bos && add_bos->type != GGUF_BOOL)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.add_bos_token: expected a bool", g->path);
+    if (add_bos && add_bos->val[0] && !has_bos)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.add_bos_token is true, but there is no "
+                         "tokenizer.ggml.bos_token_id", g->path);
+    if (add_bos && add_bos->val[0]) b->p.bos = (int32_t)bos;
     b->token = calloc((size_t)n + 1, sizeof *b->token);
     b->token_len = calloc((size_t)n + 1, sizeof *b->token_len);
     b->in_model = calloc((size_t)n + 1, 1);

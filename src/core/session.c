@@ -260,7 +260,8 @@ static gpt2_status render_user(gpt2_session *s, const gpt2_chat_template *t, con
     return sb_flush(s, out, err);
 }
 
-/* out = the preamble, then turns [first, n_turns) of c, rendered with t;
+/* out = the tokenizer's BOS if it adds one, the preamble, then turns [first,
+ * n_turns) of c, rendered with t;
  * out->pos says where each reply's tokens went. */
 static gpt2_status render(gpt2_session *s, const gpt2_chat_template *t, const convo *c, int first, int n_turns,
                           tokvec *out, gpt2_error *err) {
@@ -272,6 +273,7 @@ static gpt2_status render(gpt2_session *s, const gpt2_chat_template *t, const co
     }
     out->n_pos = c->n;
     for (int i = 0; i < c->n; i++) out->pos[i] = -1;
+    if (gpt2_tokenizer_bos(s->tok) >= 0) TRY(push_id(out, gpt2_tokenizer_bos(s->tok), err)); /* Llama 3's */
     TRY(tv_encode(s, out, t->preamble, strlen(t->preamble), err));
     for (int i = first; i < n_turns; i++) {
         const turn *u = &c->t[i];

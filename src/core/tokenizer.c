@@ -54,6 +54,7 @@ typedef struct {
 struct gpt2_tokenizer {
     int n_vocab;
     int32_t eot;              /* id of "<|endoftext|>", or -1 */
+    int32_t bos;              /* the id put before a text (GPT2_ENCODE_BOS), or -1 */
     int32_t byte_id[256];     /* id of each single-byte token */
     char *blob;               /* all tokens' raw bytes, back to back */
     uint32_t *tok_off;        /* (n_vocab) offset of each token in blob */
@@ -446,6 +447,7 @@ gpt2_status gpt2_tokenizer_load_files(const char *vocab_json_path, const char *m
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_load_files: NULL argument");
     *out = NULL;
     gpt2_tokenizer *t = calloc(1, sizeof *t);
+    if (t) t->bos = -1; /* none unless a source says */
     if (!t) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
     char *data = NULL;
     size_t len;
@@ -510,6 +512,7 @@ gpt2_status gpt2_tokenizer_new(const char *vocab_source, const char *merges_sour
                                      eot, &blob, &text_len, err);
     if (st0) return st0;
     gpt2_tokenizer *t = calloc(1, sizeof *t);
+    if (t) t->bos = -1; /* none unless a source says */
     char *text = malloc(text_len + 1);
     gpt2_status st = t && text ? tok_reserve(t, n_tokens, (size_t)n_tokens, blob, vocab_source, err)
                                : gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
@@ -600,6 +603,7 @@ int gpt2_tokenizer_n_vocab(const gpt2_tokenizer *t) { return t ? t->n_vocab : 0;
 const char *gpt2_tokenizer_normalizer(const gpt2_tokenizer *t) { return t && t->nfc ? "NFC" : NULL; }
 
 int32_t gpt2_tokenizer_eot(const gpt2_tokenizer *t) { return t ? t->eot : -1; }
+int32_t gpt2_tokenizer_bos(const gpt2_tokenizer *t) { return t ? t->bos : -1; }
 
 const char *gpt2_tokenizer_token_bytes(const gpt2_tokenizer *t, int32_t id, size_t *len) {
     if (!t || id < 0 || id >= t->n_vocab || t->tok_len[id] < 0) {
@@ -933,13 +937,15 @@ static gpt2_status encode(const gpt2_tokenizer *t, const char *text, size_t len,
     if (n_ids) *n_ids = 0;
     if (!t || !ids || !n_ids || (!text && len > 0))
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: NULL argument", fn);
-    if (len == 0) {
+    if (len == 0 && !((flags & GPT2_ENCODE_BOS) && t->bos >= 0)) {
         gpt2_error_clear(err);
         return GPT2_OK;
     }
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(t->re, NULL);
     if (!md) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for regex match data");
-    gpt2_status st = split_added(t, &e, md, text, len, flags, 0, encode_text, err);
+    gpt2_status st = (flags & GPT2_ENCODE_BOS) && t->bos >= 0 && emit(&e, t->bos)
+                         ? gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory encoding text")
+                         : split_added(t, &e, md, text, len, flags, 0, encode_text, err);
     pcre2_match_data_free(md);
     scratch_free(&e);
     if (st != GPT2_OK) {
@@ -1007,6 +1013,7 @@ gpt2_status tok_from_tokens(const char *const *tok, const size_t *len, int n, in
     if (n < 1 || n > MAX_VOCAB)
         return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %d tokens, expected 1 to %d", path, n, MAX_VOCAB);
     gpt2_tokenizer *t = calloc(1, sizeof *t);
+    if (t) t->bos = -1; /* none unless a source says */
     if (!t) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
     size_t blob = 0, n_tok = 0;
     for (int i = 0; i < n; i++) blob += tok[i] ? len[i] : 0, n_tok += tok[i] != NULL;
@@ -1078,6 +1085,7 @@ gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error 
         if (p->token[i]) blob += p->token_len[i], n_tok++;
     if (blob >= MAX_FILE_BYTES) return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokens too long", p->path);
     gpt2_tokenizer *t = calloc(1, sizeof *t);
+    if (t) t->bos = -1; /* none unless a source says */
     if (!t) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
     gpt2_status st = tok_reserve(t, p->n_vocab, n_tok, blob, p->path, err);
     size_t off = 0;
@@ -1096,6 +1104,7 @@ gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error 
     if (!st) {
         t->eot = p->eot >= 0 && p->eot < p->n_vocab && t->tok_len[p->eot] >= 0
                      ? p->eot : gpt2_tokenizer_token_id(t, EOT_TEXT, sizeof EOT_TEXT - 1);
+        t->bos = p->bos >= 0 && p->bos < p->n_vocab && t->tok_len[p->bos] >= 0 ? p->bos : -1;
         t->ignore_merges = p->ignore_merges;
         t->nfc = p->nfc;
         t->pair_at_a_time = 1;

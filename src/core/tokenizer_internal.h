@@ -40,6 +40,7 @@ typedef struct {
     const int32_t *added;           /* (n_added) ids matched whole in text before splitting */
     const unsigned char *added_flags; /* (n_added) TOK_ADDED_* */
     int32_t eot;                    /* the end-of-text id; -1: "<|endoftext|>"'s, if there is one */
+    int32_t bos;                    /* the id put before a text (GPT2_ENCODE_BOS); -1: none */
 } tok_parts;
 
 enum {

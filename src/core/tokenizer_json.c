@@ -280,6 +280,35 @@ static gpt2_status check_model(reader *r, const cJSON *model, const cJSON *root)
     return GPT2_OK;
 }
 
+/* The post-processor's BOS: a TemplateProcessing (alone or in a Sequence)
+ * whose "single" template starts with a special token (Llama 3's
+ * <|begin_of_text|>) puts that token before every text; anything else adds
+ * nothing before it (ByteLevel, Qwen's). A special token after the text ($A
+ * then an EOS) is not added: a prompt to continue must not end in one. */
+static gpt2_status read_post_processor(reader *r, const cJSON *pp) {
+    if (!strcmp(type_of(pp), "Sequence")) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(pp, "processors");
+        for (it = cJSON_IsArray(it) ? it->child : NULL; it; it = it->next)
+            if (!strcmp(type_of(it), "TemplateProcessing")) return read_post_processor(r, it);
+        return GPT2_OK;
+    }
+    if (strcmp(type_of(pp), "TemplateProcessing")) return GPT2_OK;
+    const cJSON *single = cJSON_GetObjectItemCaseSensitive(pp, "single");
+    const cJSON *first = cJSON_IsArray(single) ? single->child : NULL;
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(first, "SpecialToken");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(sp, "id");
+    if (!cJSON_IsString(name)) return GPT2_OK; /* the text comes first */
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pp, "special_tokens"),
+                                                        name->valuestring);
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(tok, "ids");
+    if (cJSON_GetArraySize(ids) != 1 || !cJSON_IsNumber(ids->child) || ids->child->valuedouble < 0 ||
+        ids->child->valuedouble >= r->p.n_vocab)
+        return json_bad(&r->src, "post_processor.special_tokens", "one id in the vocabulary for the token the "
+                        "template starts with", json_type_name(ids));
+    r->p.bos = (int32_t)ids->child->valuedouble;
+    return GPT2_OK;
+}
+
 static void reader_free(reader *r) {
     for (int i = 0; r->token && i < r->p.n_vocab; i++) free(r->token[i]);
     free(r->token), free(r->token_len), free(r->merges), free(r->added), free(r->added_flags), free(r->in_model);
@@ -292,7 +321,7 @@ gpt2_status gpt2_tokenizer_load_json(const char *path, gpt2_tokenizer **out, gpt
     cJSON *root;
     gpt2_status st = json_read_file(path, MAX_JSON_BYTES, GPT2_ERR_TOKENIZER, "tokenizer.json", &root, err);
     if (st) return st;
-    reader r = {.src = {path, NULL, GPT2_ERR_TOKENIZER, err}, .p = {.path = path, .eot = -1}};
+    reader r = {.src = {path, NULL, GPT2_ERR_TOKENIZER, err}, .p = {.path = path, .eot = -1, .bos = -1}};
     const cJSON *model, *vocab, *merges, *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     if (!(st = json_get_object(&r.src, root, "model", &model)) && !(st = check_model(&r, model, root)) &&
         !(st = json_get_object(&r.src, model, "vocab", &vocab)) &&
@@ -303,6 +332,7 @@ gpt2_status gpt2_tokenizer_load_json(const char *path, gpt2_tokenizer **out, gpt
         if (!st) st = read_vocab(&r, vocab);
         if (!st) st = read_merges(&r, vocab, merges);
         if (!st) st = read_added(&r, added);
+        if (!st) st = read_post_processor(&r, cJSON_GetObjectItemCaseSensitive(root, "post_processor"));
     }
     cJSON_Delete(root);
     if (!st) {

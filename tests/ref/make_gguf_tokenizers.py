@@ -3,9 +3,10 @@
 as llama.cpp's convert_hf_to_gguf.py writes them, for the C tests to encode
 with and compare against transformers.js's ids (hf_tok/NAME.json).
 
-    /usr/bin/python3 tests/ref/make_gguf_tokenizers.py --hf DIR --out OUTDIR NAME:PRE ...
+    /usr/bin/python3 tests/ref/make_gguf_tokenizers.py --hf DIR --out OUTDIR NAME:PRE[:bos] ...
 
-For each NAME (a directory DIR/NAME with tokenizer.json) writes OUTDIR/NAME.gguf:
+For each NAME (a directory DIR/NAME with tokenizer.json) writes OUTDIR/NAME.gguf
+(NAME-bos.gguf with :bos, which adds tokenizer.ggml.add_bos_token true):
 a one-layer model of the architecture the tokenizer belongs to (llama for
 "llama-bpe", qwen2 for "qwen2"), hidden size 8, random F16 weights (never
 compared: only the tokenizer is tested), and the tokenizer as convert_hf_to_gguf
@@ -34,7 +35,7 @@ NORMAL, CONTROL, USER_DEFINED = 1, 3, 4
 ARCH = {"llama-bpe": "llama", "qwen2": "qwen2"}
 
 
-def tokenizer_kv(g, tok, cfg, pre):
+def tokenizer_kv(g, tok, cfg, pre, add_bos):
     vocab = tok["model"]["vocab"]
     added = {a["id"]: a for a in tok.get("added_tokens", [])}
     n = max(list(vocab.values()) + list(added)) + 1
@@ -57,10 +58,12 @@ def tokenizer_kv(g, tok, cfg, pre):
         t = t.get("content") if isinstance(t, dict) else t
         if t in content:
             g.add("tokenizer.ggml.%s_token_id" % key, gw.U32, content[t])
+    if add_bos:
+        g.add("tokenizer.ggml.add_bos_token", gw.BOOL, True)
     return n
 
 
-def write(path, name, tok, cfg, pre):
+def write(path, name, tok, cfg, pre, add_bos):
     arch, C, F = ARCH[pre], 8, 16
     g = gw.Gguf()
     g.add("general.architecture", gw.STRING, arch)
@@ -70,7 +73,7 @@ def write(path, name, tok, cfg, pre):
         g.add("%s.%s" % (arch, key), gw.U32, val)
     g.add(arch + ".rope.freq_base", gw.FLOAT32, 10000.0)
     g.add(arch + ".attention.layer_norm_rms_epsilon", gw.FLOAT32, 1e-5)
-    V = tokenizer_kv(g, tok, cfg, pre)
+    V = tokenizer_kv(g, tok, cfg, pre, add_bos)
     rng = np.random.default_rng(7)
 
     def mat(rows, cols):
@@ -95,17 +98,17 @@ def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--hf", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("cases", nargs="+", help="NAME:PRE")
+    ap.add_argument("cases", nargs="+", help="NAME:PRE[:bos]")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     for case in a.cases:
-        name, pre = case.split(":")
+        name, pre, *bos = case.split(":")
         d = os.path.join(a.hf, name)
         with open(os.path.join(d, "tokenizer.json"), encoding="utf-8") as f:
             tok = json.load(f)
         with open(os.path.join(d, "tokenizer_config.json"), encoding="utf-8") as f:
             cfg = json.load(f)
-        write(os.path.join(a.out, name + ".gguf"), name, tok, cfg, pre)
+        write(os.path.join(a.out, name + ("-bos" if bos else "") + ".gguf"), name, tok, cfg, pre, bool(bos))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ judge gptscope on them too:
     OUT/gpt2_bytelevel/   ByteLevel with GPT-2's pattern, <|endoftext|> an added special
                           token (GPT-2's own tokenizer.json)
     OUT/gpt2_digits/      Digits (individual_digits) then ByteLevel: SmolLM's pre-tokenizer
+    OUT/gpt2_bos/         Llama 3's kind of post-processor: <|endoftext|> before every text
     OUT/gpt2_nfc/         an NFC normalizer, and added tokens for runs of 2-4 spaces that are
                           not special and matched on normalized text: GPT-NeoX's kind
 Each directory also gets an empty tokenizer_config.json.
@@ -36,12 +37,21 @@ def main():
         "gpt2_digits": (None, {"type": "Sequence", "pretokenizers": [
             {"type": "Digits", "individual_digits": True}, byte_level]}, [eot]),
         "gpt2_nfc": ({"type": "NFC"}, byte_level, [eot] + spaces),
+        "gpt2_bos": (None, byte_level, [eot]),
     }
+    # Llama 3's kind of post-processor: a special token before every text
+    bos = {"type": "Sequence", "processors": [
+        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+        {"type": "TemplateProcessing",
+         "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+         "pair": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                  {"SpecialToken": {"id": "<|endoftext|>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+         "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [50256], "tokens": ["<|endoftext|>"]}}}]}
     for name, (norm, pre, added) in kinds.items():
         d = os.path.join(a.out, name)
         os.makedirs(d, exist_ok=True)
         doc = {"version": "1.0", "added_tokens": added, "normalizer": norm, "pre_tokenizer": pre,
-               "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": False,
+               "post_processor": bos if name == "gpt2_bos" else None, "decoder": {"type": "ByteLevel", "add_prefix_space": False,
                                                   "trim_offsets": True, "use_regex": True},
                "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
                          "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "vocab": vocab,
