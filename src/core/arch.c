@@ -81,6 +81,20 @@ static gpt2_status refuse_options(const json_src *js, const cJSON *root) {
     return GPT2_OK;
 }
 
+/* The sizes every family's config.json gives under the same keys. */
+static gpt2_status read_shape(const json_src *js, const cJSON *root, gpt2_config *c, int *n_ff) {
+    gpt2_status st;
+    if ((st = json_get_int(js, root, "num_hidden_layers", 1, 1000, &c->n_layer)) ||
+        (st = json_get_int(js, root, "num_attention_heads", 1, 4096, &c->n_head)) ||
+        (st = json_get_int(js, root, "hidden_size", 1, 65536, &c->n_embd)) ||
+        (st = json_get_int(js, root, "intermediate_size", 1, 1 << 20, n_ff)) ||
+        (st = json_get_int(js, root, "max_position_embeddings", 1, 1 << 24, &c->n_ctx)) ||
+        (st = json_get_int(js, root, "vocab_size", 1, 1 << 24, &c->n_vocab)))
+        return st;
+    c->arch.n_ff = *n_ff;
+    return GPT2_OK;
+}
+
 /* GPT-NeoX (Pythia): LayerNorm with biases, rotary on rotary_pct of each
  * head, parallel or sequential residual, the GELU named by hidden_act. */
 static gpt2_status neox_config(const json_src *js, const cJSON *root, gpt2_config *c, int *n_ff, int *gelu_erf,
@@ -89,17 +103,10 @@ static gpt2_status neox_config(const json_src *js, const cJSON *root, gpt2_confi
     snprintf(a->family, sizeof a->family, "gpt_neox");
     gpt2_status st;
     float pct = 1.0f;
-    if ((st = json_get_int(js, root, "num_hidden_layers", 1, 1000, &c->n_layer)) ||
-        (st = json_get_int(js, root, "num_attention_heads", 1, 4096, &c->n_head)) ||
-        (st = json_get_int(js, root, "hidden_size", 1, 65536, &c->n_embd)) ||
-        (st = json_get_int(js, root, "intermediate_size", 1, 1 << 20, n_ff)) ||
-        (st = json_get_int(js, root, "max_position_embeddings", 1, 1 << 24, &c->n_ctx)) ||
-        (st = json_get_int(js, root, "vocab_size", 1, 1 << 24, &c->n_vocab)))
-        return st;
+    if ((st = read_shape(js, root, c, n_ff))) return st;
     if (c->n_embd % c->n_head)
         return gpt2_fail(js->err, js->code, "%s: hidden_size %d is not divisible by num_attention_heads %d", js->path,
                          c->n_embd, c->n_head);
-    a->n_ff = *n_ff;
     a->head_dim = c->n_embd / c->n_head;
     a->rope_theta = 10000.0f;
     c->ln_eps = 1e-5f;
@@ -135,14 +142,7 @@ gpt2_status arch_from_hf_config(const json_src *js, const cJSON *root, const cha
     a->rms_norm = a->swiglu = 1;
     a->qk_norm = families[fam].qk_norm;
     gpt2_status st;
-    if ((st = json_get_int(js, root, "num_hidden_layers", 1, 1000, &c->n_layer)) ||
-        (st = json_get_int(js, root, "num_attention_heads", 1, 4096, &c->n_head)) ||
-        (st = json_get_int(js, root, "hidden_size", 1, 65536, &c->n_embd)) ||
-        (st = json_get_int(js, root, "intermediate_size", 1, 1 << 20, n_ff)) ||
-        (st = json_get_int(js, root, "max_position_embeddings", 1, 1 << 24, &c->n_ctx)) ||
-        (st = json_get_int(js, root, "vocab_size", 1, 1 << 24, &c->n_vocab)))
-        return st;
-    a->n_ff = *n_ff;
+    if ((st = read_shape(js, root, c, n_ff))) return st;
     a->n_kv_head = c->n_head;
     if (json_has(root, "num_key_value_heads") &&
         (st = json_get_int(js, root, "num_key_value_heads", 1, c->n_head, &a->n_kv_head)))
