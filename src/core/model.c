@@ -638,7 +638,11 @@ static gpt2_status model_from_source(gpt2_model *m, model_source *src, const gpt
     m->gelu_erf = src->gelu_erf;
     m->st = src->st;
     memset(&src->st, 0, sizeof src->st);
-    if (!(m->source = strdup(src->desc))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    /* beyond GPT-2 the description names the family: "GGUF v3 (x.gguf), Q4_K, llama" */
+    const char *fam = src->cfg.arch.family;
+    const size_t n = strlen(src->desc) + strlen(fam) + 3;
+    if (!(m->source = malloc(n))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    snprintf(m->source, n, "%s%s%s", src->desc, fam[0] ? ", " : "", fam);
     gpt2_status st = bind_all(m, src, p, err);
     m->tok = src->tok;
     src->tok = NULL;
