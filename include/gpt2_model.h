@@ -210,6 +210,19 @@ const gpt2_config *gpt2_model_config(const gpt2_model *m);
 /* The model's tokenizer, or NULL for a random model. Owned by the model. */
 const gpt2_tokenizer *gpt2_model_tokenizer(const gpt2_model *m);
 
+/* The model's own chat template, Jinja source (tokenizer_config.json's
+ * chat_template or chat_template.jinja beside the weights, a GGUF's
+ * tokenizer.chat_template), or NULL when it has none. Owned by the model. */
+const char *gpt2_model_chat_template(const gpt2_model *m);
+/* The texts the template knows as bos_token and eos_token ("" when none). */
+const char *gpt2_model_bos_text(const gpt2_model *m);
+const char *gpt2_model_eos_text(const gpt2_model *m);
+
+/* Whether id ends a reply: the tokenizer's <|endoftext|>, or one of the
+ * model's end-of-sequence ids (config.json's and generation_config.json's
+ * eos_token_id, an id or a list; a GGUF's eos, eot and eom token ids). */
+int gpt2_model_is_end(const gpt2_model *m, int32_t id);
+
 /* The dtype of the large weight matrices (wte and the blocks' matrices). */
 gpt2_dtype gpt2_model_dtype(const gpt2_model *m);
 

@@ -190,11 +190,41 @@ static void test_refusals(void **state) {
     rmdir(dir);
 }
 
+/* What chatting needs from the files: the template (tokenizer_config.json's
+ * chat_template, a GGUF's tokenizer.chat_template), eos_token's text, and the
+ * ids that end a reply (config.json's eos_token_id and generation_config.json's
+ * list; a GGUF's eos). */
+static void test_chat_metadata(void **state) {
+    (void)state;
+    char *want = read_file(fixture_path("arch/chat_template.jinja"), NULL);
+    static const char *paths[] = {"arch/models/qwen3", "arch/gguf/qwen3.gguf"};
+    for (int i = 0; i < 2; i++) {
+        gpt2_model *m;
+        gpt2_error err;
+        if (gpt2_model_load(fixture_path("%s", paths[i]), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+        assert_non_null(gpt2_model_chat_template(m));
+        assert_string_equal(gpt2_model_chat_template(m), want);
+        assert_string_equal(gpt2_model_eos_text(m), "<|endoftext|>");
+        assert_true(gpt2_model_is_end(m, 296));
+        assert_int_equal(gpt2_model_is_end(m, 5), i == 0); /* generation_config.json's second end id */
+        assert_false(gpt2_model_is_end(m, 6));
+        gpt2_model_free(m);
+    }
+    free(want);
+    /* GPT-2's directories carry none of it */
+    gpt2_model *m;
+    assert_int_equal(gpt2_model_load(fixture_path("models/tiny-f32"), &m, NULL), GPT2_OK);
+    assert_null(gpt2_model_chat_template(m));
+    assert_string_equal(gpt2_model_bos_text(m), "");
+    gpt2_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_directories),
         cmocka_unit_test(test_gguf_files),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_chat_metadata),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,7 +22,7 @@ static const char usage_text[] =
     "  --repeat-last-n N  how many recent tokens the penalty sees (default 64)\n"
     "  --seed S           RNG seed (default: random; -v prints it)\n"
     "  --ids              print generated token ids instead of text\n"
-    "  --no-stop          keep going after <|endoftext|> instead of stopping\n"
+    "  --no-stop          keep going after an end token (<|endoftext|>, the model's eos)\n"
     "  --special          \"<|endoftext|>\" in the prompt is the special token\n"
     "  --quantize q8|q4   run the -m model with 8- or 4-bit weights (converted at load)\n"
     "  --threads N        worker threads (default: one per CPU; the output does not depend\n"
@@ -135,7 +135,7 @@ static int sample_stream(const generate_opts *o, gpt2_context *ctx, gpt2_sampler
     if (st != GPT2_OK) return st == GPT2_CANCELLED ? EXIT_OK : EXIT_ERR;
     for (long i = 0; i < o->n_new && !*stop; i++) {
         int32_t id = gpt2_sampler_sample(smp, gpt2_context_logits(ctx), hist, n_hist);
-        if (id == eot && !o->no_stop) break;
+        if ((id == eot || gpt2_model_is_end(r->m, id)) && !o->no_stop) break;
         hist[n_hist++] = id;
         generate_out_token(&out, id);
         if (cli_stdout_flush() != 0) return EXIT_ERR; /* nowhere to write: main says why */

@@ -646,6 +646,10 @@ static gpt2_status model_from_source(gpt2_model *m, model_source *src, const gpt
     gpt2_status st = bind_all(m, src, p, err);
     m->tok = src->tok;
     src->tok = NULL;
+    m->chat_template = src->chat_template, m->bos_text = src->bos_text, m->eos_text = src->eos_text;
+    src->chat_template = src->bos_text = src->eos_text = NULL;
+    for (int i = 0; i < src->n_end && i < (int)(sizeof m->end_ids / sizeof *m->end_ids); i++)
+        if (src->end_ids[i] < m->cfg.n_vocab) m->end_ids[m->n_end++] = src->end_ids[i];
     return st;
 }
 
@@ -700,6 +704,7 @@ void gpt2_model_free(gpt2_model *m) {
     free(m->layers);
     st_close(&m->st);
     gpt2_tokenizer_free(m->tok);
+    free(m->chat_template), free(m->bos_text), free(m->eos_text);
     free(m->name);
     free(m->source);
     free(m);
@@ -707,6 +712,16 @@ void gpt2_model_free(gpt2_model *m) {
 
 const gpt2_config *gpt2_model_config(const gpt2_model *m) { return &m->cfg; }
 const gpt2_tokenizer *gpt2_model_tokenizer(const gpt2_model *m) { return m->tok; }
+const char *gpt2_model_chat_template(const gpt2_model *m) { return m->chat_template; }
+const char *gpt2_model_bos_text(const gpt2_model *m) { return m->bos_text ? m->bos_text : ""; }
+const char *gpt2_model_eos_text(const gpt2_model *m) { return m->eos_text ? m->eos_text : ""; }
+
+int gpt2_model_is_end(const gpt2_model *m, int32_t id) {
+    if (id >= 0 && id == gpt2_tokenizer_eot(m->tok)) return 1;
+    for (int i = 0; i < m->n_end; i++)
+        if (m->end_ids[i] == id) return 1;
+    return 0;
+}
 gpt2_dtype gpt2_model_dtype(const gpt2_model *m) { return m->wte.dtype; }
 size_t gpt2_model_weight_bytes(const gpt2_model *m) { return m->weight_bytes; }
 

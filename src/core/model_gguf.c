@@ -526,6 +526,39 @@ static void describe_types(const gguf_file *g, char *out, size_t cap) {
     }
 }
 
+/* What chatting needs: tokenizer.chat_template, the texts of the BOS and EOS
+ * tokens (the template's bos_token and eos_token), and the ids that end a
+ * reply (eos, and Llama 3's end of turn and of message). */
+static gpt2_status read_chat(const gguf_file *g, model_source *src, gpt2_error *err) {
+    static const char *const ends[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                                       "tokenizer.ggml.eom_token_id"};
+    const int V = gpt2_tokenizer_n_vocab(src->tok);
+    gpt2_status st;
+    for (int i = 0; i < 3; i++) {
+        int64_t id;
+        int has;
+        if ((st = gguf_get_int(g, ends[i], 0, V - 1, &has, &id, err))) return st;
+        if (has) source_add_end(src, id);
+    }
+    static const char *const texts[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
+    char **out[] = {&src->bos_text, &src->eos_text};
+    for (int i = 0; i < 2; i++) {
+        int64_t id;
+        int has;
+        size_t n;
+        if ((st = gguf_get_int(g, texts[i], 0, V - 1, &has, &id, err))) return st;
+        const char *b = has ? gpt2_tokenizer_token_bytes(src->tok, (int32_t)id, &n) : NULL;
+        if (b && !(*out[i] = strndup(b, n))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    }
+    if (!gguf_find(g, "tokenizer.chat_template")) return GPT2_OK;
+    const char *t;
+    size_t n;
+    if ((st = gguf_get_str(g, "tokenizer.chat_template", &t, &n, err))) return st;
+    if (memchr(t, '\0', n))
+        return gpt2_fail(err, GPT2_ERR_FORMAT, "%s: tokenizer.chat_template holds a NUL byte", g->path);
+    return (src->chat_template = strndup(t, n)) ? GPT2_OK : gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+}
+
 gpt2_status gguf_source_open(model_source *src, void *map, size_t size, gpt2_error *err) {
     gguf_file g;
     gpt2_status st = gguf_open_map(src->path, map, size, &g, err);
@@ -538,7 +571,7 @@ gpt2_status gguf_source_open(model_source *src, void *map, size_t size, gpt2_err
     src->cfg_from = "the metadata";
     char tok_path[SOURCE_PATH_MAX + 32];
     snprintf(tok_path, sizeof tok_path, "%s: tokenizer.ggml.tokens", src->path);
-    if (!(st = read_config(&g, src, err)) && !(st = read_tokenizer(&g, src, err)) &&
+    if (!(st = read_config(&g, src, err)) && !(st = read_tokenizer(&g, src, err)) && !(st = read_chat(&g, src, err)) &&
         !(st = source_fit_vocab(src, tok_path, err)))
         st = tensors_to_st(&g, src, &src->st, err);
     gguf_close(&g);

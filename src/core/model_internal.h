@@ -61,6 +61,10 @@ struct gpt2_model {
     size_t arena_bytes, arena_used;
     st_file st;                 /* the mapping, during load only (empty after) */
     gpt2_tokenizer *tok;
+    char *chat_template;        /* the model's Jinja template, or NULL (model_source.h) */
+    char *bos_text, *eos_text;  /* the template's bos_token and eos_token, or NULL */
+    int32_t end_ids[8];         /* ids that end a reply beside <|endoftext|> */
+    int n_end;
     size_t weight_bytes;        /* gpt2_model_weight_bytes */
     size_t wte_bytes;           /* wte's part of it */
     size_t vector_bytes;        /* the float vectors' part (the position table excluded) */

@@ -37,9 +37,25 @@ source_format source_sniff(const unsigned char *p, size_t n) {
 
 /* --- config.json ---------------------------------------------------------- */
 
+void source_add_end(model_source *src, int64_t id) {
+    if (id < 0 || id > INT32_MAX || src->n_end == SOURCE_END_IDS) return;
+    for (int i = 0; i < src->n_end; i++)
+        if (src->end_ids[i] == id) return;
+    src->end_ids[src->n_end++] = (int32_t)id;
+}
+
+/* eos_token_id: an id, or a list of ids (Llama 3.x's generation_config.json) */
+static void add_end_ids(model_source *src, const cJSON *v) {
+    if (cJSON_IsNumber(v)) source_add_end(src, (int64_t)v->valuedouble);
+    for (const cJSON *it = cJSON_IsArray(v) ? v->child : NULL; it; it = it->next)
+        if (cJSON_IsNumber(it)) source_add_end(src, (int64_t)it->valuedouble);
+}
+
+
 /* config.json's checks, in the order a message should report them. */
 static gpt2_status check_config(const json_src *js, const cJSON *root, model_source *src) {
     gpt2_config *c = &src->cfg;
+    add_end_ids(src, cJSON_GetObjectItemCaseSensitive(root, "eos_token_id"));
     char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
     const char *mt = "gpt2", *act = "gelu_new";
     gpt2_status st = GPT2_OK;
@@ -198,7 +214,10 @@ gpt2_status source_hf_tokenizer(model_source *src, const char *dir, char *tok_pa
     for (int i = 0; i < 3; i++) {
         gpt2_status st = gpt2_fileio_join(tok_path, cap, dir, names[i], err);
         if (st) return st;
-        if (stat(tok_path, &sb) == 0) return gpt2_tokenizer_load(dir, &src->tok, err);
+        if (stat(tok_path, &sb) == 0) {
+            if ((st = gpt2_tokenizer_load(dir, &src->tok, err))) return st;
+            return source_hf_chat(src, dir, err);
+        }
     }
     if (src->cfg.n_vocab == GPT2_BPE_TOKENS)
         return source_gpt2_tokenizer(src, tok_path, cap, "no vocab.json + merges.txt (or encoder.json + vocab.bpe, "
@@ -318,4 +337,58 @@ void source_close(model_source *src) {
     st_close(&src->st);
     gpt2_tokenizer_free(src->tok);
     src->tok = NULL;
+    free(src->chat_template), free(src->bos_text), free(src->eos_text);
+    src->chat_template = src->bos_text = src->eos_text = NULL;
+}
+
+/* A special token in tokenizer_config.json: its text, or {"content": text} */
+static gpt2_status token_text(const json_src *js, const cJSON *root, const char *key, char **out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
+    if (!v || cJSON_IsNull(v)) return GPT2_OK;
+    if (!cJSON_IsString(v)) return json_bad(js, key, "a string, {\"content\": string} or null", json_type_name(v));
+    return (*out = strdup(v->valuestring)) ? GPT2_OK : gpt2_fail(js->err, GPT2_ERR_NOMEM, "out of memory");
+}
+
+/* chat_template: a string, or a list of {name, template} of which "default" (else the first) */
+static gpt2_status chat_template_of(const json_src *js, const cJSON *root, char **out) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "chat_template");
+    if (cJSON_IsArray(t)) {
+        const cJSON *pick = NULL;
+        for (const cJSON *it = t->child; it; it = it->next) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+            if (!pick || (cJSON_IsString(name) && !strcmp(name->valuestring, "default"))) pick = it;
+        }
+        t = cJSON_GetObjectItemCaseSensitive(pick, "template");
+    }
+    if (!t || cJSON_IsNull(t)) return GPT2_OK;
+    if (!cJSON_IsString(t)) return json_bad(js, "chat_template", "a string or a list of {name, template}", json_type_name(t));
+    return (*out = strdup(t->valuestring)) ? GPT2_OK : gpt2_fail(js->err, GPT2_ERR_NOMEM, "out of memory");
+}
+
+gpt2_status source_hf_chat(model_source *src, const char *dir, gpt2_error *err) {
+    char path[SOURCE_PATH_MAX];
+    struct stat sb;
+    cJSON *root;
+    gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "tokenizer_config.json", err);
+    if (!st && stat(path, &sb) == 0 &&
+        !(st = json_read_file(path, (size_t)64 << 20, GPT2_ERR_TOKENIZER, "tokenizer_config.json", &root, err))) {
+        json_src js = {path, NULL, GPT2_ERR_TOKENIZER, err};
+        if (!(st = chat_template_of(&js, root, &src->chat_template)) && !(st = token_text(&js, root, "bos_token", &src->bos_text)))
+            st = token_text(&js, root, "eos_token", &src->eos_text);
+        cJSON_Delete(root);
+    }
+    if (!st && !src->chat_template && !(st = gpt2_fileio_join(path, sizeof path, dir, "chat_template.jinja", err)) &&
+        stat(path, &sb) == 0) {
+        size_t len;
+        if ((st = text_read_file(path, (size_t)1 << 20, GPT2_ERR_TOKENIZER, "chat template", &src->chat_template, &len,
+                                 err)))
+            return st;
+    }
+    if (!st && !(st = gpt2_fileio_join(path, sizeof path, dir, "generation_config.json", err)) && stat(path, &sb) == 0 &&
+        !(st = json_read_file(path, (size_t)1 << 20, GPT2_ERR_CONFIG, "generation_config.json", &root, err))) {
+        add_end_ids(src, cJSON_GetObjectItemCaseSensitive(root, "eos_token_id"));
+        cJSON_Delete(root);
+    }
+    return st;
 }

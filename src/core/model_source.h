@@ -30,7 +30,7 @@
 #include "gpt2_model.h"
 #include "safetensors.h"
 
-enum { SOURCE_DESC_MAX = 256, SOURCE_PATH_MAX = 4096 };
+enum { SOURCE_DESC_MAX = 256, SOURCE_PATH_MAX = 4096, SOURCE_END_IDS = 8 };
 
 typedef struct {
     gpt2_config cfg;          /* n_vocab: the ids the model may produce (the tokenizer's, at most vocab_rows) */
@@ -48,6 +48,11 @@ typedef struct {
     gpt2_tokenizer *tok;      /* owned; NULL once the model takes it */
     const char *gpt2_tok_dir; /* GPT-2's tokenizer for a file that implies it (gpt2_model_params); may be NULL */
     int tok_fallback;         /* 1: tok is GPT-2's from gpt2_tok_dir (the description says so) */
+    /* what chatting needs beyond the tokenizer (owned; NULL / none when the files say nothing) */
+    char *chat_template;      /* Jinja: tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template */
+    char *bos_text, *eos_text; /* the template's bos_token and eos_token */
+    int32_t end_ids[SOURCE_END_IDS]; /* ids that end a reply: eos_token_id (config, generation_config, GGUF) */
+    int n_end;
     char path[SOURCE_PATH_MAX]; /* the weights file */
     char desc[SOURCE_DESC_MAX]; /* "nanoGPT checkpoint (ckpt.pt, iter 5000), bias=False, ..." */
 } model_source;
@@ -92,6 +97,15 @@ gpt2_status source_gpt2_tokenizer(model_source *src, char *tok_path, size_t cap,
  * beside it): vocab.json + merges.txt, encoder.json + vocab.bpe, tokenizer.json,
  * or GPT-2's for 50257 tokens (source_gpt2_tokenizer); tok_path as there. */
 gpt2_status source_hf_tokenizer(model_source *src, const char *dir, char *tok_path, size_t cap, gpt2_error *err);
+/* What a Hugging Face directory says for chatting, into src: tokenizer_config.json's
+ * chat_template (a string, or the "default" of a list of {name, template}) or
+ * chat_template.jinja, its bos_token and eos_token, and generation_config.json's
+ * eos_token_id (an id or a list) as end ids. Files that are absent say nothing;
+ * a file that is not JSON fails, naming it. */
+gpt2_status source_hf_chat(model_source *src, const char *dir, gpt2_error *err);
+/* Adds id to src's end ids (ignored past SOURCE_END_IDS, or when there already). */
+void source_add_end(model_source *src, int64_t id);
+
 /* Reads a Hugging Face config.json into src (cfg, n_inner, gelu_erf, vocab_rows). */
 gpt2_status source_parse_config(const char *path, model_source *src, gpt2_error *err);
 

@@ -810,7 +810,7 @@ gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_err
     const int draft = drafting(s);
     if ((st = next_id(s, out, draft, &id, err)) != GPT2_OK) return st;
     out->id = id;
-    if (id == s->eot) return finish(s, out, GPT2_REPLY_EOT);
+    if (id == s->eot || gpt2_model_is_end(s->model, id)) return finish(s, out, GPT2_REPLY_EOT);
     turn *a = last_turn(s);
     size_t bl = 0;
     const char *b = gpt2_tokenizer_token_bytes(s->tok, id, &bl);

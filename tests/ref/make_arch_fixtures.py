@@ -228,6 +228,13 @@ def write_model(mdir, cfg, weights, dtype, tok_json):
     tensors = [(n, dtype, a.shape, mk.encode_tensor(a, dtype)) for n, a in weights.items()]
     mk.write(os.path.join(mdir, "model.safetensors"), mk.pack(*mk.layout(tensors)))
     mk.write(os.path.join(mdir, "tokenizer.json"), tok_json)
+    # as a chat model's directory has them: its template and special tokens, and
+    # generation_config.json's end ids (an extra one, 5, to be told apart from eos)
+    tcfg = {"chat_template": CHAT_TEMPLATE, "bos_token": None, "eos_token": EOT,
+            "tokenizer_class": "PreTrainedTokenizerFast"}
+    mk.write(os.path.join(mdir, "tokenizer_config.json"), json.dumps(tcfg, indent=2) + "\n")
+    gen = {"bos_token_id": cfg["bos_token_id"], "eos_token_id": [cfg["eos_token_id"], 5]}
+    mk.write(os.path.join(mdir, "generation_config.json"), json.dumps(gen, indent=2) + "\n")
 
 
 def write_ref(rdir, ids, logits):
@@ -241,6 +248,11 @@ def write_ref(rdir, ids, logits):
 # GGUF, as llama.cpp's convert_hf_to_gguf.py writes it
 
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gpt_neox": "gptneox"}
+# ChatML, as Qwen's and SmolLM2's tokenizer_config.json carry it
+CHAT_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+                 "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+                 "{% endif %}")
+
 FILE_TYPE = {"F32": 0, "F16": 1, "Q8_0": 7, "MIX": 7}
 
 LLAMA_NAMES = [("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
@@ -366,6 +378,7 @@ def convert(name, cfg, weights, tokens, merges, scheme):
     g.add("tokenizer.ggml.merges", ARR, (S, [f"{a} {b}" for a, b in merges]))
     g.add("tokenizer.ggml.bos_token_id", U32, cfg["bos_token_id"])
     g.add("tokenizer.ggml.eos_token_id", U32, cfg["eos_token_id"])
+    g.add("tokenizer.chat_template", S, CHAT_TEMPLATE)   # as the converter copies tokenizer_config.json's
 
     decoded = {}
     if (cfg.get("rope_scaling") or {}).get("rope_type") == "llama3":   # generate_extra_tensors comes first
@@ -455,6 +468,7 @@ def main(argv):
         first = ggufs[0] if ggufs else ("-", "-", "-")
         case_lines.append(f"{case}\t{cfg['model_type']}\t{first[1]}\t{first[2]}")
 
+    mk.write(os.path.join(out, "chat_template.jinja"), CHAT_TEMPLATE)   # what the files carry, for the tests
     mk.write(os.path.join(out, "cases.tsv"), "\n".join(case_lines) + "\n")
     mk.write(os.path.join(out, "gguf.tsv"), "\n".join(gguf_lines) + "\n")
     print(f"arch fixtures: {len(CASES)} models, {len(gguf_lines)} GGUF files, tokenizer {V} tokens, "
