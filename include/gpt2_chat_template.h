@@ -14,6 +14,7 @@
 #ifndef GPT2_CHAT_TEMPLATE_H
 #define GPT2_CHAT_TEMPLATE_H
 
+#include "gpt2_model.h"
 #include "gpt2_status.h"
 
 #ifdef __cplusplus
@@ -50,6 +51,15 @@ typedef struct {
     int n_stop;                   /* 0 .. GPT2_TEMPLATE_MAX_STOPS */
     int eot_after_turn;           /* non-zero: <|endoftext|> ends every turn (needs a
                                      vocabulary that has it) */
+    /* The model's own template: Jinja source, as tokenizer_config.json's
+     * chat_template. When set, the strings above (but name and description)
+     * are unused: the conversation is rendered by it as Hugging Face's
+     * apply_chat_template renders it (gpt2_session.h, "Rendering"), and a
+     * reply ends at a token that ends a turn (gpt2_model_is_end, or the
+     * special token the template puts after a reply). */
+    const char *jinja;
+    const char *bos_token;        /* the texts the Jinja template reads as bos_token and */
+    const char *eos_token;        /* eos_token; "" or NULL: none (left undefined) */
 } gpt2_chat_template;
 
 /* A built-in template by name ("transcript", "dialogpt", "raw"), or NULL.
@@ -86,6 +96,19 @@ gpt2_status gpt2_chat_template_load(const char *path, gpt2_chat_template **out, 
  * "transcript". A model file (ckpt.pt, gpt2_124M.bin) asks through its
  * directory. Free with gpt2_chat_template_free. */
 gpt2_status gpt2_chat_template_for_model(const char *model_dir, gpt2_chat_template **out, gpt2_error *err);
+
+/* The model's own template (gpt2_model_chat_template), named "model", with the
+ * model's bos/eos token texts; *out NULL (and GPT2_OK) when the model carries
+ * none. A template Jinja cannot parse fails with GPT2_ERR_FORMAT, naming the
+ * line and column. Free with gpt2_chat_template_free. */
+gpt2_status gpt2_chat_template_from_model(const gpt2_model *m, gpt2_chat_template **out, gpt2_error *err);
+
+/* The template a loaded model asks for: model_path's chat_template.json when
+ * there is one (gptscope's own format, chosen by whoever put it there), else
+ * the model's own Jinja template (gpt2_chat_template_from_model), else a copy
+ * of "transcript". */
+gpt2_status gpt2_chat_template_of_model(const gpt2_model *m, const char *model_path, gpt2_chat_template **out,
+                                        gpt2_error *err);
 
 /* Frees a template from copy, load or for_model; NULL is allowed. */
 void gpt2_chat_template_free(gpt2_chat_template *t);

@@ -501,6 +501,59 @@ static void test_render_bos(void **state) {
     gpt2_model_free(m);
 }
 
+/* A model's own Jinja template (ChatML here, as Qwen's and SmolLM2's carry it):
+ * the conversation is the template's text encoded with its special tokens, a
+ * reply re-rendered inside it on the next turn; the expected texts written out
+ * by hand from ChatML's definition. */
+static void test_render_jinja(void **state) {
+    (void)state;
+    static const char chatml[] =
+        "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+        "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(fixture_path("hf_gguf/qwen2_5.gguf"), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
+    gpt2_chat_template t = {.name = "chatml", .jinja = chatml};
+    gpt2_session_params p = gpt2_session_default_params();
+    p.context.n_ctx = 64;
+    p.context.n_threads = 1;
+    p.sampler = greedy();
+    p.max_new_tokens = 5;
+    p.chat_template = &t;
+    gpt2_session *s;
+    if (gpt2_session_new(m, p, &s, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    send_ok(s, "Hi");
+    buf want = {0};
+    const char *head = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+    buf_add(&want, head, strlen(head));
+    int32_t *ids;
+    size_t n;
+    int k;
+    assert_int_equal(gpt2_tokenizer_encode(tok, want.b, want.n, GPT2_ENCODE_SPECIAL, &ids, &n, NULL), GPT2_OK);
+    const int32_t *got = gpt2_session_tokens(s, &k);
+    assert_int_equal(k, (int)n);
+    assert_memory_equal(got, ids, n * sizeof *ids);
+    assert_int_equal(ids[0], gpt2_tokenizer_token_id(tok, "<|im_start|>", 12)); /* a special token, not text */
+    free(ids);
+    reply r = run_reply(s, 10);
+    send_ok(s, "Next");
+    gpt2_turn reply_turn;
+    turn_of(s, 1, &reply_turn);
+    buf_add(&want, reply_turn.text, reply_turn.len);
+    const char *tail = "<|im_end|>\n<|im_start|>user\nNext<|im_end|>\n<|im_start|>assistant\n";
+    buf_add(&want, tail, strlen(tail));
+    assert_int_equal(gpt2_tokenizer_encode(tok, want.b, want.n, GPT2_ENCODE_SPECIAL, &ids, &n, NULL), GPT2_OK);
+    got = gpt2_session_tokens(s, &k);
+    assert_int_equal(k, (int)n);
+    assert_memory_equal(got, ids, n * sizeof *ids);
+    free(ids);
+    reply_free(&r);
+    free(want.b);
+    gpt2_session_free(s);
+    gpt2_model_free(m);
+}
+
 /* ---- KV reuse ---- */
 
 static void test_kv_reuse(void **state) {
@@ -2368,6 +2421,7 @@ int main(void) {
         cmocka_unit_test(test_render_dialogpt),
         cmocka_unit_test(test_render_raw),
         cmocka_unit_test(test_render_bos),
+        cmocka_unit_test(test_render_jinja),
         cmocka_unit_test(test_kv_reuse),
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_stop_at_token_start),

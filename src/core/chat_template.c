@@ -8,6 +8,7 @@
 
 #include "error.h"
 #include "gpt2_fileio.h"
+#include "jinja.h"
 #include "json.h"
 #include "chat_template_internal.h"
 #include "textio.h"
@@ -80,6 +81,13 @@ static gpt2_status check(const gpt2_chat_template *t, const char *where, gpt2_st
         return gpt2_fail(err, bad, "%sstop: expected 0 to %d stop strings, found %d", where, GPT2_TEMPLATE_MAX_STOPS,
                          t->n_stop);
     if (t->n_stop > 0 && !t->stop) return gpt2_fail(err, bad, "%sstop: %d stop strings but no array", where, t->n_stop);
+    if (t->jinja && t->jinja[0]) { /* parses, or says where it does not */
+        jinja_template *jt;
+        gpt2_error inner;
+        if (jinja_parse("chat_template", t->jinja, strlen(t->jinja), &jt, &inner) != GPT2_OK)
+            return gpt2_fail(err, bad, "%sjinja: %s", where, inner.msg);
+        jinja_free(jt);
+    }
     for (int i = 0; i < t->n_stop; i++) {
         size_t l = t->stop[i] ? strlen(t->stop[i]) : 0;
         if (l == 0) return gpt2_fail(err, bad, "%sstop[%d]: expected a non-empty string, found \"\"", where, i);
@@ -94,19 +102,21 @@ gpt2_status gpt2_chat_template_check(const gpt2_chat_template *t, gpt2_error *er
     return check(t, "chat template: ", GPT2_ERR_INVALID_ARG, err);
 }
 
+enum { N_STRINGS = 10 }; /* the struct's strings, in string_fields' order */
+
 /* Layout of a copy: the struct, the stop pointer array, then every string. */
 static gpt2_chat_template *copy_unchecked(const gpt2_chat_template *t) {
-    const char *f[7] = {t->name, t->description, t->preamble, t->user_prefix, t->user_suffix, t->assistant_prefix,
-                        t->assistant_suffix};
+    const char *f[N_STRINGS] = {t->name, t->description, t->preamble, t->user_prefix, t->user_suffix,
+                                t->assistant_prefix, t->assistant_suffix, t->jinja, t->bos_token, t->eos_token};
     size_t bytes = sizeof(gpt2_chat_template) + (size_t)t->n_stop * sizeof(char *);
-    for (int i = 0; i < 7; i++) bytes += strlen(nz(f[i])) + 1;
+    for (int i = 0; i < N_STRINGS; i++) bytes += strlen(nz(f[i])) + 1;
     for (int i = 0; i < t->n_stop; i++) bytes += strlen(t->stop[i]) + 1;
     gpt2_chat_template *c = malloc(bytes);
     if (!c) return NULL;
     const char **stops = (const char **)(c + 1);
     char *p = (char *)(stops + t->n_stop);
-    const char *g[7];
-    for (int i = 0; i < 7; i++) {
+    const char *g[N_STRINGS];
+    for (int i = 0; i < N_STRINGS; i++) {
         size_t l = strlen(nz(f[i])) + 1;
         memcpy(p, nz(f[i]), l);
         g[i] = p;
@@ -127,7 +137,10 @@ static gpt2_chat_template *copy_unchecked(const gpt2_chat_template *t) {
                               .assistant_suffix = g[6],
                               .stop = t->n_stop ? stops : NULL,
                               .n_stop = t->n_stop,
-                              .eot_after_turn = t->eot_after_turn ? 1 : 0};
+                              .eot_after_turn = t->eot_after_turn ? 1 : 0,
+                              .jinja = g[7],
+                              .bos_token = g[8],
+                              .eos_token = g[9]};
     return c;
 }
 
@@ -141,8 +154,9 @@ gpt2_status gpt2_chat_template_copy(const gpt2_chat_template *t, gpt2_chat_templ
 
 void gpt2_chat_template_free(gpt2_chat_template *t) { free(t); }
 
-static const char *const string_fields[] = {"name", "description", "preamble", "user_prefix", "user_suffix",
-                                            "assistant_prefix", "assistant_suffix"};
+static const char *const string_fields[N_STRINGS] = {"name", "description", "preamble", "user_prefix",
+                                                     "user_suffix", "assistant_prefix", "assistant_suffix",
+                                                     "jinja", "bos_token", "eos_token"};
 
 gpt2_status chat_template_from_json(const cJSON *obj, const json_src *src, gpt2_chat_template **out) {
     *out = NULL;
@@ -152,7 +166,7 @@ gpt2_status chat_template_from_json(const cJSON *obj, const json_src *src, gpt2_
     cJSON_ArrayForEach(item, obj) {
         const char *k = item->string ? item->string : "";
         int known = strcmp(k, "stop") == 0 || strcmp(k, "eot_after_turn") == 0;
-        for (int i = 0; i < 7 && !known; i++) known = strcmp(k, string_fields[i]) == 0;
+        for (int i = 0; i < N_STRINGS && !known; i++) known = strcmp(k, string_fields[i]) == 0;
         if (strcmp(k, "chat_template") == 0)
             return gpt2_fail(src->err, src->code,
                              "%s: %schat_template: a Hugging Face Jinja template, which gptscope does not run; "
@@ -162,12 +176,13 @@ gpt2_status chat_template_from_json(const cJSON *obj, const json_src *src, gpt2_
         if (!known)
             return gpt2_fail(src->err, src->code,
                              "%s: %s%s: unknown field (expected name, description, preamble, user_prefix, "
-                             "user_suffix, assistant_prefix, assistant_suffix, stop, eot_after_turn)",
+                             "user_suffix, assistant_prefix, assistant_suffix, stop, eot_after_turn, jinja, "
+                             "bos_token, eos_token)",
                              src->path, pre, text_show(k, strlen(k), shown));
     }
-    const char *str[7];
+    const char *str[N_STRINGS];
     gpt2_status st = json_get_str(src, obj, "name", &str[0]);
-    for (int i = 1; i < 7 && st == GPT2_OK; i++) {
+    for (int i = 1; i < N_STRINGS && st == GPT2_OK; i++) {
         str[i] = "";
         if (cJSON_GetObjectItemCaseSensitive(obj, string_fields[i]))
             st = json_get_str(src, obj, string_fields[i], &str[i]);
@@ -204,7 +219,10 @@ gpt2_status chat_template_from_json(const cJSON *obj, const json_src *src, gpt2_
                             .assistant_suffix = str[6],
                             .stop = stops,
                             .n_stop = n_stop,
-                            .eot_after_turn = eot};
+                            .eot_after_turn = eot,
+                            .jinja = str[7],
+                            .bos_token = str[8],
+                            .eos_token = str[9]};
     char where[600];
     snprintf(where, sizeof where, "%s: %s", src->path, pre);
     if ((st = check(&t, where, src->code, src->err)) != GPT2_OK) return st;
@@ -213,10 +231,10 @@ gpt2_status chat_template_from_json(const cJSON *obj, const json_src *src, gpt2_
 }
 
 int chat_template_to_json(const gpt2_chat_template *t, cJSON *obj) {
-    const char *f[7] = {t->name, t->description, t->preamble, t->user_prefix, t->user_suffix, t->assistant_prefix,
-                        t->assistant_suffix};
-    for (int i = 0; i < 7; i++)
-        if (!cJSON_AddStringToObject(obj, string_fields[i], nz(f[i]))) return 0;
+    const char *f[N_STRINGS] = {t->name, t->description, t->preamble, t->user_prefix, t->user_suffix,
+                                t->assistant_prefix, t->assistant_suffix, t->jinja, t->bos_token, t->eos_token};
+    for (int i = 0; i < N_STRINGS; i++) /* a Jinja template's fields only where it has them */
+        if ((i < 7 || nz(f[i])[0]) && !cJSON_AddStringToObject(obj, string_fields[i], nz(f[i]))) return 0;
     cJSON *stop = cJSON_AddArrayToObject(obj, "stop");
     if (!stop) return 0;
     for (int i = 0; i < t->n_stop; i++) {
@@ -236,6 +254,38 @@ gpt2_status gpt2_chat_template_load(const char *path, gpt2_chat_template **out, 
     st = chat_template_from_json(root, &src, out);
     cJSON_Delete(root);
     return st;
+}
+
+gpt2_status gpt2_chat_template_from_model(const gpt2_model *m, gpt2_chat_template **out, gpt2_error *err) {
+    *out = NULL;
+    const char *src = gpt2_model_chat_template(m);
+    if (!src) return GPT2_OK;
+    const gpt2_chat_template t = {.name = "model",
+                                  .description = "the model's own chat template (Jinja)",
+                                  .jinja = src,
+                                  .bos_token = gpt2_model_bos_text(m),
+                                  .eos_token = gpt2_model_eos_text(m)};
+    gpt2_status st = check(&t, "the model's chat template: ", GPT2_ERR_FORMAT, err);
+    if (st) return st;
+    return (*out = copy_unchecked(&t)) ? GPT2_OK : gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a chat template");
+}
+
+gpt2_status gpt2_chat_template_of_model(const gpt2_model *m, const char *model_path, gpt2_chat_template **out,
+                                        gpt2_error *err) {
+    *out = NULL;
+    char path[4096], dir[4096];
+    struct stat sb;
+    snprintf(dir, sizeof dir, "%s", model_path);
+    if (stat(model_path, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* a weights file: its directory */
+        char *slash = strrchr(dir, '/');
+        if (slash) slash[slash == dir] = '\0';
+        else snprintf(dir, sizeof dir, ".");
+    }
+    gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "chat_template.json", err);
+    if (st) return st;
+    if ((stat(path, &sb) == 0 || errno != ENOENT) || !gpt2_model_chat_template(m))
+        return gpt2_chat_template_for_model(dir, out, err);
+    return gpt2_chat_template_from_model(m, out, err);
 }
 
 gpt2_status gpt2_chat_template_for_model(const char *model_dir, gpt2_chat_template **out, gpt2_error *err) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "jinja.h"
 #include "gpt2_fileio.h"
 #include "json.h"
 #include "chat_template_internal.h"
@@ -47,6 +48,7 @@ struct gpt2_session {
     gpt2_chat_template *tmpl; /* own copy */
     int n_ctx, n_vocab;
     int32_t eot;              /* -1 if the vocabulary has none */
+    int32_t turn_end;         /* the special token a Jinja template puts after a reply, or -1 */
     int max_new;
     gpt2_session_policy policy;
 
@@ -260,8 +262,106 @@ static gpt2_status render_user(gpt2_session *s, const gpt2_chat_template *t, con
     return sb_flush(s, out, err);
 }
 
+/* The text the Jinja template t makes of turns [first, n) of c (as
+ * apply_chat_template: {role, content} messages, add_generation_prompt when
+ * the last is the user's); *text malloc'd. */
+static gpt2_status jinja_text(const jinja_template *jt, const gpt2_chat_template *t, const convo *c, int first, int n,
+                              char **text, size_t *len, gpt2_error *err) {
+    const int k = n > first ? n - first : 0;
+    const char **roles = malloc((size_t)(k + 1) * sizeof *roles), **contents = malloc((size_t)(k + 1) * sizeof *contents);
+    if (!roles || !contents) {
+        free(roles), free(contents);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory rendering the conversation");
+    }
+    for (int i = 0; i < k; i++) {
+        roles[i] = c->t[first + i].role == GPT2_ROLE_USER ? "user" : "assistant";
+        contents[i] = c->t[first + i].text ? c->t[first + i].text : "";
+    }
+    const int gen = k > 0 && c->t[n - 1].role == GPT2_ROLE_USER;
+    const char *bos = t->bos_token && t->bos_token[0] ? t->bos_token : NULL;
+    const char *eos = t->eos_token && t->eos_token[0] ? t->eos_token : NULL;
+    gpt2_status st = jinja_render_chat(jt, roles, contents, k, gen, bos, eos, NULL, text, len, err);
+    free(roles), free(contents);
+    return st;
+}
+
+/* out = turns [first, n_turns) as the model's Jinja template renders them,
+ * encoded with its special tokens (the template writes them, BOS included).
+ * The last reply is the one the cache continues: the turns before it with the
+ * generation prompt, then its tokens as sampled; an earlier reply is a message
+ * of the text, closed as the template closes it, and its position is where
+ * the template's text for the turns before it, with the generation prompt,
+ * ends, when those tokens begin out's (else -1). */
+static gpt2_status render_jinja(gpt2_session *s, const gpt2_chat_template *t, const convo *c, int first, int n_turns,
+                                tokvec *out, gpt2_error *err) {
+    jinja_template *jt;
+    gpt2_status st = jinja_parse(t->name, t->jinja, strlen(t->jinja), &jt, err);
+    const int open = n_turns > first && c->t[n_turns - 1].role == GPT2_ROLE_ASSISTANT; /* the last reply */
+    const int n_msg = n_turns - open;
+    char *text = NULL;
+    size_t len = 0;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!st) st = jinja_text(jt, t, c, first, n_msg, &text, &len, err);
+    if (!st) st = gpt2_tokenizer_encode(s->tok, text, len, GPT2_ENCODE_SPECIAL, &ids, &n, err);
+    free(text);
+    const int n_reply = open ? c->t[n_turns - 1].n_ids : 0;
+    if (!st && n > (size_t)INT_MAX / 4) st = gpt2_fail(err, GPT2_ERR_CONTEXT_FULL, "a conversation of %zu tokens", n);
+    if (!st && !tv_reserve(out, (int)n + n_reply)) st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for tokens");
+    if (!st) {
+        if (n) memcpy(out->v, ids, n * sizeof *ids);
+        if (n_reply) memcpy(out->v + n, c->t[n_turns - 1].ids, (size_t)n_reply * sizeof *ids);
+        out->n = (int)n + n_reply;
+        if (open) out->pos[n_turns - 1] = (int)n;
+    }
+    for (int i = first; i < n_msg && !st; i++) {
+        if (c->t[i].role != GPT2_ROLE_ASSISTANT) continue;
+        int32_t *p = NULL;
+        size_t k = 0;
+        if (!(st = jinja_text(jt, t, c, first, i, &text, &len, err)) &&
+            !(st = gpt2_tokenizer_encode(s->tok, text, len, GPT2_ENCODE_SPECIAL, &p, &k, err)))
+            out->pos[i] = k <= n && (!k || !memcmp(p, ids, k * sizeof *p)) ? (int)k : -1;
+        free(text), free(p);
+    }
+    free(ids);
+    jinja_free(jt);
+    return st;
+}
+
+/* The special token a Jinja template writes right after a reply (ChatML's
+ * <|im_end|>, Llama 3's <|eot_id|>, Gemma's <end_of_turn>): what ends a turn
+ * when the model emits it; -1 for a template without (it raises, or plain
+ * text follows). */
+static int32_t turn_end_of(const gpt2_session *s, const gpt2_chat_template *t) {
+    if (!t->jinja || !t->jinja[0]) return -1;
+    static const char mark[] = "gptscope-reply-mark";
+    jinja_template *jt;
+    if (jinja_parse(t->name, t->jinja, strlen(t->jinja), &jt, NULL) != GPT2_OK) return -1;
+    const char *roles[] = {"user", "assistant"}, *contents[] = {"Hello", mark};
+    char *text = NULL;
+    size_t len = 0;
+    int32_t end = -1, *sp = NULL, *plain = NULL;
+    size_t n_sp = 0, n_plain = 0;
+    const char *bos = t->bos_token && t->bos_token[0] ? t->bos_token : NULL;
+    const char *eos = t->eos_token && t->eos_token[0] ? t->eos_token : NULL;
+    if (jinja_render_chat(jt, roles, contents, 2, 0, bos, eos, NULL, &text, &len, NULL) == GPT2_OK) {
+        const char *at = strstr(text, mark);
+        if (at) {
+            at += sizeof mark - 1;
+            const size_t rest = len - (size_t)(at - text);
+            if (gpt2_tokenizer_encode(s->tok, at, rest, GPT2_ENCODE_SPECIAL, &sp, &n_sp, NULL) == GPT2_OK &&
+                gpt2_tokenizer_encode(s->tok, at, rest, 0, &plain, &n_plain, NULL) == GPT2_OK && n_sp &&
+                (!n_plain || sp[0] != plain[0]))
+                end = sp[0]; /* a special token there, not text */
+        }
+    }
+    free(text), free(sp), free(plain);
+    jinja_free(jt);
+    return end;
+}
+
 /* out = the tokenizer's BOS if it adds one, the preamble, then turns [first,
- * n_turns) of c, rendered with t;
+ * n_turns) of c, rendered with t (its Jinja, when it has one);
  * out->pos says where each reply's tokens went. */
 static gpt2_status render(gpt2_session *s, const gpt2_chat_template *t, const convo *c, int first, int n_turns,
                           tokvec *out, gpt2_error *err) {
@@ -273,6 +373,7 @@ static gpt2_status render(gpt2_session *s, const gpt2_chat_template *t, const co
     }
     out->n_pos = c->n;
     for (int i = 0; i < c->n; i++) out->pos[i] = -1;
+    if (t->jinja && t->jinja[0]) return render_jinja(s, t, c, first, n_turns, out, err);
     if (gpt2_tokenizer_bos(s->tok) >= 0) TRY(push_id(out, gpt2_tokenizer_bos(s->tok), err)); /* Llama 3's */
     TRY(tv_encode(s, out, t->preamble, strlen(t->preamble), err));
     for (int i = first; i < n_turns; i++) {
@@ -441,6 +542,7 @@ gpt2_status gpt2_session_new(const gpt2_model *model, gpt2_session_params p, gpt
     const gpt2_chat_template *t = p.chat_template ? p.chat_template : gpt2_chat_template_builtin("transcript");
     gpt2_status st = check_for_model(s, t, err);
     if (st == GPT2_OK) st = gpt2_chat_template_copy(t, &s->tmpl, err);
+    if (st == GPT2_OK) s->turn_end = turn_end_of(s, s->tmpl);
     if (st == GPT2_OK) st = gpt2_context_new(model, p.context, &s->ctx, err);
     if (st == GPT2_OK) st = gpt2_sampler_new(p.sampler, s->n_vocab, &s->smp, err);
     if (st == GPT2_OK) {
@@ -810,7 +912,7 @@ gpt2_status gpt2_session_step(gpt2_session *s, gpt2_session_token *out, gpt2_err
     const int draft = drafting(s);
     if ((st = next_id(s, out, draft, &id, err)) != GPT2_OK) return st;
     out->id = id;
-    if (id == s->eot || gpt2_model_is_end(s->model, id)) return finish(s, out, GPT2_REPLY_EOT);
+    if (id == s->eot || id == s->turn_end || gpt2_model_is_end(s->model, id)) return finish(s, out, GPT2_REPLY_EOT);
     turn *a = last_turn(s);
     size_t bl = 0;
     const char *b = gpt2_tokenizer_token_bytes(s->tok, id, &bl);
@@ -977,13 +1079,16 @@ gpt2_status gpt2_session_set_template(gpt2_session *s, const gpt2_chat_template 
         return st;
     }
     gpt2_chat_template *old = s->tmpl;
+    const int32_t old_end = s->turn_end;
     tv_swap(&s->toks, &s->next);
     s->tmpl = nt;
+    s->turn_end = turn_end_of(s, nt);
     s->cv.first = f;
     st = sync_cache(s, 0, progress, user_data, &evaluated, err);
     if (st != GPT2_OK) {
         tv_swap(&s->toks, &s->next);
         s->tmpl = old;
+        s->turn_end = old_end;
         s->cv.first = old_first;
         gpt2_chat_template_free(nt);
         settle(s);
@@ -1762,11 +1867,14 @@ gpt2_status gpt2_session_load(gpt2_session *s, const char *path, gpt2_progress_f
     s->cv = g.cv;
     s->cv.first = f;
     s->tmpl = g.tmpl;
+    const int32_t old_end = s->turn_end;
+    s->turn_end = turn_end_of(s, g.tmpl);
     st = sync_cache(s, g.replying, progress, user_data, &evaluated, err);
     if (st != GPT2_OK) {
         tv_swap(&s->toks, &s->next);
         s->cv = old_cv;
         s->tmpl = old_tmpl;
+        s->turn_end = old_end;
         gpt2_chat_template_free(g.tmpl);
         cv_clear(&g.cv);
         settle(s);

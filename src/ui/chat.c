@@ -50,7 +50,8 @@ static int load_theme(app *a, const chat_options *o, ui_theme *theme) {
     return 0;
 }
 
-/* --template (a built-in or a file), else the model's chat_template.json. */
+/* --template (a built-in or a file), else the model's: its chat_template.json,
+ * its own Jinja template, or transcript. */
 static int load_template(app *a, const chat_options *o, gpt2_chat_template **tmpl) {
     gpt2_error err;
     gpt2_status st;
@@ -58,7 +59,7 @@ static int load_template(app *a, const chat_options *o, gpt2_chat_template **tmp
         const gpt2_chat_template *b = gpt2_chat_template_builtin(o->template_name);
         st = b ? gpt2_chat_template_copy(b, tmpl, &err) : gpt2_chat_template_load(o->template_name, tmpl, &err);
     } else {
-        st = gpt2_chat_template_for_model(a->model_dir, tmpl, &err);
+        st = gpt2_chat_template_of_model(a->model, a->model_dir, tmpl, &err);
     }
     if (st != GPT2_OK) a->host->error("%s", err.msg);
     return st == GPT2_OK ? 0 : -1;

@@ -95,7 +95,7 @@ static void cmd_template(app *a, const char *name) {
         return;
     }
     if (!strcmp(name, "model")) {
-        if (gpt2_chat_template_for_model(a->model_dir, &own, &err) != GPT2_OK) {
+        if (gpt2_chat_template_of_model(a->model, a->model_dir, &own, &err) != GPT2_OK) {
             app_message(a, UI_ROLE_ERROR, "%s", err.msg);
             return;
         }
