@@ -449,6 +449,12 @@ void gpt2_session_set_hooks(gpt2_session *s, const gpt2_hooks *hooks);
 int gpt2_session_n_turns(const gpt2_session *s);
 int gpt2_session_turn(const gpt2_session *s, int i, gpt2_turn *out);
 
+/* The tokens a session with template t would give the model for messages
+ * roles[i], texts[i] (i < n; a reply's tokens being its text encoded), as
+ * "Rendering" says: what `gptscope template` prints. *ids malloc'd (*n_ids of them). */
+gpt2_status gpt2_session_render(const gpt2_model *m, const gpt2_chat_template *t, const gpt2_role *roles,
+                                const char *const *texts, int n, int32_t **ids, int *n_ids, gpt2_error *err);
+
 /* The token sequence of the conversation as rendered (see "Rendering"), which
  * the cache holds: *n tokens, oldest first, at most gpt2_session_n_ctx. Valid
  * until the next call that changes the conversation. */

@@ -20,6 +20,7 @@ static const struct {
 #endif
     {"generate", cmd_generate, "stream a continuation of a prompt"},
     {"tokenize", cmd_tokenize, "print the token ids of text"},
+    {"template", cmd_template, "a conversation as the chat feeds it to the model (its chat template)"},
     {"topk", cmd_topk, "the next-token distribution after a prompt"},
     {"attention", cmd_attention, "one head's attention matrix over a prompt (also as a picture)"},
     {"heads", cmd_heads, "every attention head's scores over a prompt"},

@@ -228,6 +228,38 @@ static void test_tokenize_published(void **state) {
     run_free(&r);
 }
 
+/* `template`: a conversation as the chat feeds it, by the model's own Jinja
+ * template (ChatML in the arch fixtures' tokenizer_config.json), against the
+ * text ChatML defines; the same text from the GGUF file's copy of it; refusals. */
+static void test_template(void **state) {
+    (void)state;
+    const char *msgs = "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Yo\"},"
+                       " {\"role\": \"user\", \"content\": \"Bye\"}]";
+    const char *want = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nYo<|im_end|>\n"
+                       "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n";
+    static const char *models[] = {"arch/models/qwen3", "arch/gguf/qwen3.gguf"};
+    for (int i = 0; i < 2; i++) {
+        run_result r = run(msgs, "template -m %s --messages -", fixture_path("%s", models[i]));
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.out, want);
+        run_free(&r);
+    }
+    run_result r = run(msgs, "template -m %s --messages - --json", fixture_path("arch/models/qwen3"));
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\"template\":\"model\""));
+    run_free(&r);
+    r = run("[{\"role\": \"system\", \"content\": \"x\"}]", "template -m %s --messages -",
+            fixture_path("arch/models/qwen3"));
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "messages[0].role: expected \"user\" or \"assistant\" (gptscope's chat has no system "
+                                  "turn yet)"));
+    run_free(&r);
+    r = run(NULL, "template -m %s --template raw", fixture_path("arch/models/qwen3")); /* the sample, as typed */
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "Hello! Who are you?I am a language model. How can I help?Tell me a short joke.");
+    run_free(&r);
+}
+
 static float *read_f32_file(const char *path, size_t n) {
     size_t len;
     float *v = read_file(path, &len);
@@ -752,6 +784,7 @@ int main(void) {
         cmocka_unit_test(test_quantize_option),
         cmocka_unit_test(test_threads_option),
         cmocka_unit_test(test_tokenize_published),
+        cmocka_unit_test(test_template),
         cmocka_unit_test_prestate(test_topk_json, (void *)f32),
         cmocka_unit_test_prestate(test_topk_json, (void *)bf16),
         cmocka_unit_test_prestate(test_attention_json, (void *)f32),

@@ -24,6 +24,7 @@
 enum { EXIT_OK = 0, EXIT_ERR = 1, EXIT_USAGE = 2 };
 
 int cmd_tokenize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_topk(int argc, char **argv);

@@ -390,6 +390,34 @@ static gpt2_status render(gpt2_session *s, const gpt2_chat_template *t, const co
     return GPT2_OK;
 }
 
+gpt2_status gpt2_session_render(const gpt2_model *m, const gpt2_chat_template *t, const gpt2_role *roles,
+                                const char *const *texts, int n, int32_t **ids, int *n_ids, gpt2_error *err) {
+    *ids = NULL, *n_ids = 0;
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
+    if (!tok) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "render: model '%s' has no tokenizer", gpt2_model_name(m));
+    gpt2_status st = gpt2_chat_template_check(t, err);
+    if (st) return st;
+    gpt2_session s = {.model = m, .tok = tok, .eot = gpt2_tokenizer_eot(tok), .turn_end = -1};
+    if (t->eot_after_turn && s.eot < 0)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "render: template '%s' ends turns with <|endoftext|>, which "
+                         "model '%s' does not have", t->name, gpt2_model_name(m));
+    convo c = {0};
+    tokvec out = {0};
+    for (int i = 0; i < n && !st; i++) { /* a reply's tokens: its text encoded, as a loaded chat has them */
+        if (!cv_push(&c, roles[i], texts[i], strlen(texts[i]))) st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+        turn *u = &c.t[c.n - 1];
+        size_t k = 0;
+        if (!st && roles[i] == GPT2_ROLE_ASSISTANT &&
+            !(st = gpt2_tokenizer_encode(tok, u->text, u->len, 0, &u->ids, &k, err)))
+            u->n_ids = u->cap_ids = (int)k;
+    }
+    if (!st) st = render(&s, t, &c, 0, c.n, &out, err);
+    if (!st) *ids = out.v, *n_ids = out.n, out.v = NULL;
+    free(out.v), free(out.pos), free(s.sb);
+    cv_clear(&c);
+    return st;
+}
+
 /* ---- the cache ---- */
 
 static void note_eval(gpt2_session *s, int k, int *counter) {
