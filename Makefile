@@ -206,8 +206,17 @@ $(FIX)/hf_tok/.done: $(HFTOK)/.done tests/ref/hf_tokenize.js tests/ref/make_hf_t
 	    tests/ref/multiscript.json $(FIX)/hf_tok/$$m.json || exit 1; done
 	touch $@
 
+# Jinja2's renderings of the chat templates (tests/ref/templates/*.jinja and the real ones among
+# the fetched tokenizers) over tests/ref/chat_cases.json and tests/ref/jinja_units.txt: the
+# reference of tests/test_jinja.c
+JINJA_REF := tests/ref/jinja_ref.py tests/ref/chat_cases.json tests/ref/jinja_units.txt $(wildcard tests/ref/templates/*.jinja)
+$(FIX)/jinja/.done: $(JINJA_REF) $(HFTOK)/.done $(FIX)/.done
+	@$(PYTHON) -c 'import jinja2' 2>/dev/null || { echo "python3-jinja2 is needed for the chat template references: apt-get install python3-jinja2" >&2; exit 1; }
+	$(PYTHON) tests/ref/jinja_ref.py --out $(FIX)/jinja --hf $(HFTOK)
+	touch $@
+
 fixtures: $(FIX)/.done
-$(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
+$(FIX)/.done: $(filter-out tests/ref/jinja_ref.py,$(wildcard tests/ref/*.py)) $(TOKDIR)/encoder.json
 	@$(PYTHON) -c 'import numpy, regex' 2>/dev/null || { echo "python3-numpy and python3-regex are needed: apt-get install python3-numpy python3-regex" >&2; exit 1; }
 	rm -rf $(FIX) && mkdir -p $(FIX)
 	$(PYTHON) tests/ref/make_model_fixtures.py --out $(FIX)
@@ -223,7 +232,7 @@ $(FIX)/.done: $(wildcard tests/ref/*.py) $(TOKDIR)/encoder.json
 
 # --- the fuzz harnesses without libFuzzer (tests/fuzz/standalone_main.c), built like the
 # tests: `make test` runs each over its regression inputs and a few seeds (tests/fuzz/regress.sh)
-FUZZ_NAMES := safetensors config vocab merges encode session template theme checkpoint zip pickle llmc gguf tokjson
+FUZZ_NAMES := safetensors config vocab merges encode session template theme checkpoint zip pickle llmc gguf tokjson jinja
 FUZZ_DIR   := $(B)/tests/fuzz
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 FUZZ_MAIN  := $(B)/tests/fuzz/standalone_main.o
@@ -253,8 +262,8 @@ TUI_TEST := $(if $(HAVE_UI),$(if $(shell command -v tmux 2>/dev/null),tests/tui/
 TEST_ALL := $(TEST_BIN) tests/check_layers.sh tests/check_docs.sh tests/check_manpage.sh tests/check_completion.sh \
 	    tests/check_install.sh tests/fuzz/regress.sh $(TUI_TEST)
 TEST_SEL := $(if $(T),$(filter %/$(T) %/$(T).sh,$(TEST_ALL)),$(TEST_ALL))
-test: $(APP) $(if $(T),$(filter $(B)/%,$(TEST_SEL)),$(TEST_BIN)) fixtures $(FIX)/hf_tok/.done $(FUZZ_BIN) \
-      $(FUZZ_DIR)/seeds/.done
+test: $(APP) $(if $(T),$(filter $(B)/%,$(TEST_SEL)),$(TEST_BIN)) fixtures $(FIX)/hf_tok/.done $(FIX)/jinja/.done \
+      $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
 	@[ -n "$(TEST_SEL)" ] || { echo "make test T=$(T): no test of that name (the programs are tests/test_*.c, the suites tests/check_*.sh, fuzz/regress, tui/run)" >&2; exit 2; }
 	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) HF_TOKENIZERS_DIR=$(HFTOK) \
 	    PYTHON=$(PYTHON) \

@@ -31,7 +31,9 @@ typedef enum {
     GPT2_ERR_CONTEXT_FULL, /* more tokens than the context window holds */
     GPT2_ERR_INVALID_ARG,  /* a caller passed a value outside its documented range */
     GPT2_ERR_NOMEM,        /* an allocation failed */
-    GPT2_CANCELLED         /* a cancel callback asked to stop; state is consistent */
+    GPT2_CANCELLED,        /* a cancel callback asked to stop; state is consistent */
+    GPT2_ERR_TEMPLATE      /* a chat template refused to render: its raise_exception, or an error
+                              in running it (an undefined value used, a bound exceeded) */
 } gpt2_status;
 
 enum { GPT2_ERROR_MSG_MAX = 512 };

@@ -6,7 +6,7 @@
 #   sh scripts/deps.sh [--test] [--missing]
 set -eu
 PKGS="make gcc libc6-dev pkg-config libopenblas-dev libpcre2-dev libcjson-dev libutf8proc-dev libncurses-dev libreadline-dev libcairo2-dev"
-TEST_PKGS="libcmocka-dev python3 python3-numpy python3-regex python3-torch tmux groff-base man-db ca-certificates"
+TEST_PKGS="libcmocka-dev python3 python3-numpy python3-regex python3-torch python3-jinja2 tmux groff-base man-db ca-certificates"
 only_list=0
 for a in "$@"; do
     case $a in

@@ -17,6 +17,7 @@ const char *gpt2_status_name(gpt2_status status) {
     case GPT2_ERR_INVALID_ARG: return "invalid argument";
     case GPT2_ERR_NOMEM: return "out of memory";
     case GPT2_CANCELLED: return "cancelled";
+    case GPT2_ERR_TEMPLATE: return "template error";
     }
     return "unknown status";
 }

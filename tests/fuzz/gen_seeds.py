@@ -317,6 +317,7 @@ def main():
         checkpoint_seeds(os.path.join(made, "checkpoint"), os.path.join(seeds, "checkpoint"))
     template_seeds(a.root, os.path.join(seeds, "template"))
     theme_seeds(a.root, os.path.join(seeds, "theme"))
+    jinja_seeds(a.root, os.path.join(seeds, "jinja"))
 
 
 def session_seeds(made, dst):
@@ -389,6 +390,28 @@ def template_seeds(root, dst):
     for k, v in variants.items():
         write(os.path.join(dst, "v-" + k), json.dumps(v, separators=(",", ":"), ensure_ascii=False))
     write(os.path.join(dst, "v-unicode-escaped"), json.dumps(variants["unicode"]))  # \uXXXX, surrogate pairs
+
+
+def jinja_seeds(root, dst):
+    """The chat templates of tests/ref/templates, the real ones when fetched, and each unit of
+    tests/ref/jinja_units.txt (a "## NAME" line, maybe "vars: ...", then its template)."""
+    os.makedirs(dst, exist_ok=True)
+    for p in sorted(glob.glob(os.path.join(root, "tests", "ref", "templates", "*.jinja"))):
+        shutil.copy(p, os.path.join(dst, "tpl-" + os.path.basename(p)[:-6]))
+    for p in sorted(glob.glob(os.path.join(root, ".cache", "hf-tokenizers", "*", "tokenizer_config.json"))):
+        with open(p, encoding="utf-8") as f:
+            tpl = json.load(f).get("chat_template")
+        if isinstance(tpl, str):
+            write(os.path.join(dst, "hf-" + os.path.basename(os.path.dirname(p))), tpl.encode("utf-8"))
+    name, lines = None, []
+    with open(os.path.join(root, "tests", "ref", "jinja_units.txt"), encoding="utf-8") as f:
+        for line in f.read().split("\n") + ["## end"]:
+            if line.startswith("## "):
+                if name:
+                    write(os.path.join(dst, "unit-" + name), "\n".join(lines).encode("utf-8"))
+                name, lines = line.split()[1], []
+            elif name and not (not lines and line.startswith("vars: ")):
+                lines.append(line)
 
 
 def theme_seeds(root, dst):

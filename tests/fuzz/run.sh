@@ -18,6 +18,7 @@ case $name in  # inputs past max_len are cut: keep the seeds whole
     tokjson) maxlen=32768 ;;      # the tiny tokenizer.json seeds are ~15 KB
     zip) maxlen=40960 ;;          # the mini checkpoints are up to 35 KB
     llmc) maxlen=16384 ;;         # the mini llm.c model is 10 KB
+    jinja) maxlen=16384 ;;        # the longest chat templates are 5-6 KB
 esac
 export OPENBLAS_NUM_THREADS=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=1}
