@@ -756,6 +756,30 @@ check "80x24, a random seed: the log names it" sh -c "[ -n '$seed' ]"
 check "80x24, a random seed: shown whole" sh -c "$T capture-pane -p -t app | grep -qE 'seed +$seed\$'"
 quit_app
 
+# a Qwen3-architecture model (random weights, make fixtures) with its own Jinja template
+# (ChatML in tokenizer_config.json): the chat opens on it, a message is sent as ChatML
+# renders it, and every microscope view names the key/value head each query head reads
+QW=${GPTSCOPE_FIXTURES:-build/fixtures}/arch/models/qwen3
+case $QW in /*) ;; *) QW=$ROOT/$QW ;; esac
+if [ -d "$QW" ]; then
+    rm -f "$TMP/log"
+    $T kill-server >/dev/null 2>&1; sleep 0.2
+    $T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' chat -m '$QW' --temperature 0 --seed 1 -n 4 --log '$TMP/log'; sleep 60"
+    wait_for "sampling" 10
+    check "the model's own template: the log names it" wait_log "template model"
+    keys "hi" Enter
+    n=$("$BIN" template -m "$QW" --messages - --ids <<'EOF2' | wc -w
+[{"role": "user", "content": "hi"}]
+EOF2
+)
+    check "the model's own template: the message is sent as ChatML renders it ($n tokens)" wait_log "send: prefill $n tokens"
+    keys "/template" Enter
+    check "/template names the model's" wait_for "template: model"
+    keys F9
+    check "model view: a head reads a key/value head of its group" wait_for "L0 H0 (KV 0)"
+    quit_app
+fi
+
 echo
 echo "tui: $pass passed, $fail failed"
 # cmocka-style lines, so that tests/run_tests.sh counts these checks too
