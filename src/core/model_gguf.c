@@ -366,12 +366,13 @@ typedef struct {
     int32_t *merges, *added;
     unsigned char *added_flags, *in_model;
     tok_named *names;
+    float *scores; /* a "llama" vocabulary's */
 } gguf_bpe;
 
 static void gguf_bpe_free(gguf_bpe *b) {
     for (int i = 0; b->token && i < b->p.n_vocab; i++) free(b->token[i]);
     free(b->token), free(b->token_len), free(b->merges), free(b->added), free(b->added_flags), free(b->in_model);
-    free(b->names);
+    free(b->names), free(b->scores);
 }
 
 static gpt2_status read_bpe_parts(const gguf_file *g, const char *pre, size_t pre_len, int32_t eos, gguf_bpe *b,
@@ -465,6 +466,93 @@ static gpt2_status read_bpe_parts(const gguf_file *g, const char *pre, size_t pr
     return GPT2_OK;
 }
 
+/* A bool key, or def when absent. */
+static gpt2_status get_bool(const gguf_file *g, const char *key, int def, int *out, gpt2_error *err) {
+    const gguf_kv *kv = gguf_find(g, key);
+    *out = def;
+    if (kv && kv->type != GGUF_BOOL) return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: %s: expected a bool", g->path, key);
+    *out = kv ? kv->val[0] != 0 : def;
+    return GPT2_OK;
+}
+
+/* An id key in [0, n) (another value refused), or when absent def (llama.cpp's default) if in range, else -1. */
+static gpt2_status get_id(const gguf_file *g, const char *key, int n, int32_t def, int32_t *out, gpt2_error *err) {
+    int64_t v;
+    int has;
+    gpt2_status st = gguf_get_int(g, key, 0, n - 1, &has, &v, err);
+    *out = has ? (int32_t)v : def < n ? def : -1;
+    return st;
+}
+
+/* Whether s is a byte token's piece, "<0xNN>". */
+static int byte_piece(const char *s, size_t n) {
+    static const char hex[] = "0123456789ABCDEFabcdef";
+    return n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' && s[3] && s[4] && strchr(hex, s[3]) && strchr(hex, s[4]);
+}
+
+/* A "llama" vocabulary: SentencePiece's BPE as llama.cpp runs it (llm_tokenizer_spm). Its
+ * tokens are pieces ("▁the", "<0x0A>") with a score and a type (1 normal, 2 unknown,
+ * 3 control, 4 user-defined, 5 unused, 6 byte; all normal when there are none, but for
+ * "<0xNN>" pieces): normal tokens are merged from a section's characters, the highest-scored
+ * merge first (tokenizer.ggml.scores; none: all equal), byte tokens are the fallback for a
+ * character that is no normal token; control and unknown tokens are matched whole as special
+ * tokens, user-defined ones always; each section of text gets a U+2581 before it
+ * (tokenizer.ggml.add_space_prefix, default true) and for each space. llama.cpp's defaults:
+ * bos 1, eos 2, add_bos_token true. */
+static gpt2_status read_spm_parts(const gguf_file *g, gguf_bpe *b, gpt2_error *err) {
+    const gguf_kv *tokens, *types, *scores;
+    gpt2_status st;
+    if ((st = gguf_get_str_array(g, "tokenizer.ggml.tokens", NULL, &tokens, err))) return st;
+    const int n = (int)tokens->n;
+    types = gguf_find(g, "tokenizer.ggml.token_type");
+    if (types && (types->type != GGUF_ARRAY || types->n != tokens->n || types->elem_type == GGUF_STRING ||
+                  types->elem_type == GGUF_F32 || types->elem_type == GGUF_F64 || types->elem_type == GGUF_BOOL ||
+                  types->elem_type == GGUF_ARRAY))
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.token_type: expected an integer per token", g->path);
+    scores = gguf_find(g, "tokenizer.ggml.scores");
+    if (scores && (scores->type != GGUF_ARRAY || scores->elem_type != GGUF_F32 || scores->n != tokens->n))
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.scores: expected a float32 per token", g->path);
+    int add_prefix = 1, add_bos = 1;
+    int32_t eos = -1, bos = -1;
+    if ((st = get_bool(g, "tokenizer.ggml.add_space_prefix", 1, &add_prefix, err)) ||
+        (st = get_bool(g, "tokenizer.ggml.add_bos_token", 1, &add_bos, err)) ||
+        (st = get_id(g, "tokenizer.ggml.eos_token_id", n, 2, &eos, err)) ||
+        (st = get_id(g, "tokenizer.ggml.bos_token_id", n, 1, &bos, err)))
+        return st;
+    b->p = (tok_parts){.path = g->path, .n_vocab = n, .eot = eos, .bos = add_bos ? bos : -1, .spm = 1,
+                       .spm_prepend = add_prefix ? TOK_SPM_LEGACY : TOK_SPM_NONE, .spm_replace = 1};
+    b->token = calloc((size_t)n + 1, sizeof *b->token);
+    b->token_len = calloc((size_t)n + 1, sizeof *b->token_len);
+    b->in_model = calloc((size_t)n + 1, 1);
+    b->added = malloc(((size_t)n + 1) * sizeof *b->added);
+    b->added_flags = malloc((size_t)n + 1);
+    b->scores = calloc((size_t)n + 1, sizeof *b->scores);
+    if (!b->token || !b->token_len || !b->in_model || !b->added || !b->added_flags || !b->scores)
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory for the tokenizer", g->path);
+    const uint8_t *at = tokens->val;
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        const char *s = gguf_str_next(&at, &len);
+        int64_t type = types ? int_at(types, (uint64_t)i) : byte_piece(s, len) ? TT_BYTE : TT_NORMAL;
+        if (scores) {
+            uint32_t u = 0;
+            for (int k = 3; k >= 0; k--) u = u << 8 | scores->val[4 * (uint64_t)i + (uint64_t)k];
+            memcpy(&b->scores[i], &u, sizeof u);
+        }
+        if (!(b->token[i] = malloc(len ? len : 1))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+        memcpy(b->token[i], s, len);
+        b->token_len[i] = len;
+        b->in_model[i] = type == TT_NORMAL;
+        if (type == TT_CONTROL || type == TT_UNKNOWN || type == TT_USER) {
+            b->added_flags[b->p.n_added] = type == TT_USER ? 0 : TOK_ADDED_SPECIAL;
+            b->added[b->p.n_added++] = i;
+        }
+    }
+    b->p.token = (const char *const *)b->token, b->p.token_len = b->token_len, b->p.scores = b->scores;
+    b->p.in_model = b->in_model, b->p.added = b->added, b->p.added_flags = b->added_flags;
+    return GPT2_OK;
+}
+
 static gpt2_status read_tokenizer(const gguf_file *g, model_source *m, gpt2_error *err) {
     const gguf_kv *tokens, *merges;
     const char *model;
@@ -474,9 +562,19 @@ static gpt2_status read_tokenizer(const gguf_file *g, model_source *m, gpt2_erro
     int64_t eos = -1;
     gpt2_status st = gguf_get_str(g, "tokenizer.ggml.model", &model, &n, err);
     if (st) return st;
+    if (n == 5 && !memcmp(model, "llama", 5)) { /* SentencePiece's BPE */
+        if ((st = gguf_get_str_array(g, "tokenizer.ggml.tokens", NULL, &tokens, err))) return st;
+        if (tokens->n > (uint64_t)m->cfg.n_vocab)
+            return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: tokenizer.ggml.tokens has %llu tokens, but token_embd.weight only "
+                             "%d rows", g->path, (unsigned long long)tokens->n, m->cfg.n_vocab);
+        gguf_bpe b = {0};
+        if (!(st = read_spm_parts(g, &b, err))) st = tok_from_parts(&b.p, &m->tok, err);
+        gguf_bpe_free(&b);
+        return st;
+    }
     if (n != 4 || memcmp(model, "gpt2", 4) != 0)
-        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.model is \"%s\", expected \"gpt2\" (byte-level BPE)",
-                         g->path, text_show(model, n, shown));
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.model is \"%s\", expected \"gpt2\" (byte-level "
+                         "BPE) or \"llama\" (SentencePiece's BPE)", g->path, text_show(model, n, shown));
     if ((st = gguf_get_str_array(g, "tokenizer.ggml.tokens", NULL, &tokens, err)) ||
         (st = gguf_get_str_array(g, "tokenizer.ggml.merges", &has_merges, &merges, err)) ||
         (st = gguf_get_int(g, "tokenizer.ggml.eos_token_id", 0, (int64_t)tokens->n - 1, &has_eos, &eos, err)))

@@ -1,4 +1,6 @@
-/* tokenizer.c — GPT-2's byte-level BPE: loading vocab.json + merges.txt, encoding, lookups.
+/* tokenizer.c — GPT-2's byte-level BPE: loading vocab.json + merges.txt, encoding, lookups;
+ * and SentencePiece-style BPE (tok_parts.spm: Llama 2, Mistral, Gemma), whose tokens are
+ * pieces ("▁the", "<0x0A>") rather than bytes, encoded as Hugging Face and llama.cpp do.
  *
  * Encoding is OpenAI's encoder.py, exactly: a regex splits the text into pieces, and each
  * piece's bytes are merged by BPE rank (the regex lives in core/pretokenize.c, shared with the
@@ -72,12 +74,30 @@ struct gpt2_tokenizer {
     pcre2_code *digits_re;    /* \p{N}, when each digit is a piece of its own (tok_parts); else NULL */
     pcre2_code *re;
     /* Tokens matched whole in the text before it is split (tokenizer.json's added tokens;
-     * else "<|endoftext|>"), longest first; flags TOK_ADDED_* (tokenizer_internal.h). */
+     * else "<|endoftext|>"), grouped by whether they are matched on normalized text, then by
+     * first byte, longest first; flags TOK_ADDED_* (tokenizer_internal.h). Those of group
+     * g (1: normalized) starting with byte b are added[added_at_byte[g][b], ...[g][b + 1]). */
     int32_t *added;
     unsigned char *added_flags;
     int n_added;
-    unsigned char added_first[256]; /* 1: some added token starts with this byte */
+    uint32_t added_at_byte[2][257];
+    /* SentencePiece-style BPE (tok_parts.spm): blob holds each id's piece (U+2581 for a space,
+     * "<0xNN>" for a byte), which the ids table and the merges are keyed by; byte_id[] holds the
+     * byte tokens, the fallback of a character that is no model token; dec, dec_off and dec_len
+     * what each id decodes to (gpt2_tokenizer_token_bytes): its piece with each U+2581 a space,
+     * a byte token's byte. NULL dec: a token's bytes are its piece. */
+    int spm, spm_prepend, spm_replace, spm_metaspace, spm_split; /* tok_parts' */
+    char *dec;
+    uint32_t *dec_off;        /* (n_vocab) */
+    int32_t *dec_len;         /* (n_vocab) */
 };
+
+static const char SPACE_MARK[] = "\xE2\x96\x81"; /* U+2581, SentencePiece's stand-in for a space */
+
+static int is_mark(const unsigned char *s, size_t n) { return n >= 3 && !memcmp(s, SPACE_MARK, 3); }
+
+/* Internal flag of encode's sections (beside GPT2_ENCODE_*): this one starts the text */
+#define TOK_AT_START (1 << 30)
 
 /* Decodes one strictly valid UTF-8 character (no overlongs, surrogates or > U+10FFFF).
  * Returns its length, or 0 if s does not start with one. */
@@ -151,6 +171,17 @@ static const pair_slot *pair_find(const gpt2_tokenizer *t, int32_t left, int32_t
         if (p->key == key) return p;
         if (p->key == PAIR_EMPTY) return NULL;
     }
+}
+
+/* A token's piece: its bytes, or for a SentencePiece vocabulary its string ("\xE2\x96\x81the"). */
+static const char *piece(const gpt2_tokenizer *t, int32_t id, size_t *len) {
+    *len = (size_t)t->tok_len[id];
+    return t->blob + t->tok_off[id];
+}
+
+/* The id of a piece, or -1. */
+static int32_t piece_id(const gpt2_tokenizer *t, const char *s, size_t n) {
+    return n ? t->ids[ids_slot(t, s, n)] : -1;
 }
 
 /* ---- loading -------------------------------------------------------------------------- */
@@ -402,16 +433,20 @@ static gpt2_status settle_alphabet(gpt2_tokenizer *t, const char *vocab_path, gp
 
 typedef struct {
     int32_t len, id;
-    unsigned char flags;
+    unsigned char flags, first;
 } added_tok;
 
 static int longer_first(const void *a, const void *b) {
     const added_tok *x = a, *y = b;
+    const int gx = !!(x->flags & TOK_ADDED_NORMALIZED), gy = !!(y->flags & TOK_ADDED_NORMALIZED);
+    if (gx != gy) return gx - gy;
+    if (x->first != y->first) return x->first - y->first;
     return x->len != y->len ? (y->len > x->len) - (y->len < x->len) : (x->id > y->id) - (x->id < y->id);
 }
 
 /* The added tokens (ids, TOK_ADDED_* flags; NULL: "<|endoftext|>", special,
- * when the vocabulary has it), longest first so that the longest match wins. */
+ * when the vocabulary has it), indexed by group and first byte, longest first so that the
+ * longest match wins (Gemma has 6,415 of them). */
 static gpt2_status set_added(gpt2_tokenizer *t, const int32_t *ids, const unsigned char *flags, int n,
                              gpt2_error *err) {
     static const unsigned char special = TOK_ADDED_SPECIAL;
@@ -423,12 +458,16 @@ static gpt2_status set_added(gpt2_tokenizer *t, const int32_t *ids, const unsign
         free(a);
         return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
     }
-    for (int i = 0; i < n; i++) a[i] = (added_tok){t->tok_len[ids[i]], ids[i], flags[i]};
+    for (int i = 0; i < n; i++)
+        a[i] = (added_tok){t->tok_len[ids[i]], ids[i], flags[i], (unsigned char)t->blob[t->tok_off[ids[i]]]};
     qsort(a, (size_t)n, sizeof *a, longer_first);
-    for (int i = 0; i < n; i++) {
-        t->added[i] = a[i].id, t->added_flags[i] = a[i].flags;
-        t->added_first[(unsigned char)t->blob[t->tok_off[a[i].id]]] = 1;
-    }
+    int i = 0;
+    for (int g = 0; g < 2; g++)
+        for (int b = 0; b <= 256; b++) {
+            t->added_at_byte[g][b] = (uint32_t)i; /* the first of group g with a first byte >= b */
+            while (i < n && b < 256 && !!(a[i].flags & TOK_ADDED_NORMALIZED) == g && a[i].first == b) i++;
+        }
+    for (i = 0; i < n; i++) t->added[i] = a[i].id, t->added_flags[i] = a[i].flags;
     free(a);
     t->n_added = n;
     return GPT2_OK;
@@ -588,6 +627,7 @@ void gpt2_tokenizer_free(gpt2_tokenizer *t) {
     free(t->added);
     free(t->added_flags);
     free(t->in_model);
+    free(t->dec), free(t->dec_off), free(t->dec_len);
     free(t->pairs);
     free(t->ids);
     free(t->tok_len);
@@ -605,18 +645,100 @@ const char *gpt2_tokenizer_normalizer(const gpt2_tokenizer *t) { return t && t->
 int32_t gpt2_tokenizer_eot(const gpt2_tokenizer *t) { return t ? t->eot : -1; }
 int32_t gpt2_tokenizer_bos(const gpt2_tokenizer *t) { return t ? t->bos : -1; }
 
+const char *gpt2_tokenizer_kind(const gpt2_tokenizer *t) {
+    return !t ? NULL : t->chars ? "characters" : t->spm ? "SentencePiece BPE" : "byte-level BPE";
+}
+
+int gpt2_tokenizer_space_prefix(const gpt2_tokenizer *t) { return t && t->spm && t->spm_prepend != TOK_SPM_NONE; }
+
 const char *gpt2_tokenizer_token_bytes(const gpt2_tokenizer *t, int32_t id, size_t *len) {
     if (!t || id < 0 || id >= t->n_vocab || t->tok_len[id] < 0) {
         if (len) *len = 0;
         return NULL;
     }
-    if (len) *len = (size_t)t->tok_len[id];
-    return t->blob + t->tok_off[id];
+    if (len) *len = (size_t)(t->dec ? t->dec_len[id] : t->tok_len[id]);
+    return t->dec ? t->dec + t->dec_off[id] : t->blob + t->tok_off[id];
+}
+
+const char *gpt2_tokenizer_token_piece(const gpt2_tokenizer *t, int32_t id, size_t *len) {
+    if (!t || id < 0 || id >= t->n_vocab || t->tok_len[id] < 0) {
+        if (len) *len = 0;
+        return NULL;
+    }
+    size_t n;
+    const char *s = piece(t, id, &n);
+    if (len) *len = n;
+    return s;
+}
+
+int32_t gpt2_tokenizer_piece_id(const gpt2_tokenizer *t, const char *s, size_t len) {
+    return t && s ? piece_id(t, s, len) : -1;
+}
+
+/* Whether id is one of the byte tokens (of a SentencePiece vocabulary: "<0xNN>"). */
+static int is_byte_token(const gpt2_tokenizer *t, int32_t id) {
+    return t->dec && t->dec_len[id] == 1 && t->byte_id[(unsigned char)t->dec[t->dec_off[id]]] == id;
+}
+
+/* Whether id decodes to bytes[0, len). */
+static int decodes_to(const gpt2_tokenizer *t, int32_t id, const char *bytes, size_t len) {
+    return id >= 0 && (size_t)t->dec_len[id] == len && !memcmp(t->dec + t->dec_off[id], bytes, len);
+}
+
+/* SentencePiece: the token that decodes to bytes[0, len), a byte token only when no other
+ * does: the piece with U+2581 for each space (or, failing that, the bytes as a piece). */
+static int32_t spm_token_id(const gpt2_tokenizer *t, const char *bytes, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (is_mark((const unsigned char *)bytes + i, len - i)) return -1; /* U+2581 decodes to a space */
+        n += bytes[i] == ' ' ? 3 : 1;
+    }
+    char small[256], *s = n <= sizeof small ? small : malloc(n);
+    if (!s) return -1;
+    for (size_t i = 0, k = 0; i < len; i++)
+        if (bytes[i] == ' ') memcpy(s + k, SPACE_MARK, 3), k += 3;
+        else s[k++] = bytes[i];
+    int32_t id = piece_id(t, s, n);
+    if (s != small) free(s);
+    if (!decodes_to(t, id, bytes, len) || is_byte_token(t, id)) id = piece_id(t, bytes, len);
+    if (decodes_to(t, id, bytes, len) && !is_byte_token(t, id)) return id;
+    return len == 1 ? t->byte_id[(unsigned char)bytes[0]] : -1;
 }
 
 int32_t gpt2_tokenizer_token_id(const gpt2_tokenizer *t, const char *bytes, size_t len) {
     if (!t || !bytes || len == 0) return -1;
+    if (t->spm) return spm_token_id(t, bytes, len);
     return t->ids[ids_slot(t, bytes, len)];
+}
+
+gpt2_status gpt2_tokenizer_decode(const gpt2_tokenizer *t, const int32_t *ids, size_t n_ids, char **text, size_t *len,
+                                  gpt2_error *err) {
+    if (text) *text = NULL;
+    if (len) *len = 0;
+    if (!t || !text || !len || (!ids && n_ids))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_decode: NULL argument");
+    size_t total = 0, l;
+    for (size_t i = 0; i < n_ids; i++) {
+        if (!gpt2_tokenizer_token_bytes(t, ids[i], &l))
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "gpt2_tokenizer_decode: id %d (at %zu) is not in the %d-id "
+                             "vocabulary", ids[i], i, t->n_vocab);
+        total += l;
+    }
+    char *out = malloc(total + 1);
+    if (!out) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory decoding %zu ids", n_ids);
+    size_t at = 0;
+    for (size_t i = 0; i < n_ids; i++) {
+        const char *b = gpt2_tokenizer_token_bytes(t, ids[i], &l);
+        memcpy(out + at, b, l);
+        at += l;
+    }
+    size_t skip = gpt2_tokenizer_space_prefix(t) && at > 0 && out[0] == ' '; /* HF's Strip, llama.cpp's */
+    memmove(out, out + skip, at - skip);
+    out[at - skip] = '\0';
+    gpt2_error_clear(err);
+    *text = out;
+    *len = at - skip;
+    return GPT2_OK;
 }
 
 /* ---- encoding ------------------------------------------------------------------------- */
@@ -709,9 +831,10 @@ static int cand_live(const encoder *e, const bpe_cand *c) {
     return e->id[i] == c->left && e->next[i] >= 0 && e->id[e->next[i]] == c->right;
 }
 
-/* BPE on one piece of n bytes, as encoder.py's bpe(): each round takes the lowest-ranked
+/* BPE on n symbols, e->id[0, n) (n >= 1), as encoder.py's bpe(): each round takes the lowest-ranked
  * adjacent pair present and merges all its occurrences, left to right, before any pair the
- * round creates is considered. A heap of candidate pairs makes that O(n log n) rather than
+ * round creates is considered (pair_at_a_time: only the leftmost, as Hugging Face's BPE and
+ * llama.cpp's SentencePiece merge). A heap of candidate pairs makes that O(n log n) rather than
  * Python's O(n^2); taking a whole rank at once keeps it exact even for merge tables where a
  * merge creates a pair of lower rank than its own.
  *
@@ -720,16 +843,9 @@ static int cand_live(const encoder *e, const bpe_cand *c) {
  * occurrences of the lowest-ranked kept pair merge, and a step that keeps none ends the piece.
  * Drawn lazily in rank order: a round draws each occurrence of its rank; those skipped wait
  * in e->skip until a merge starts the next step, when they are drawn again. */
-static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s, size_t n) {
-    if (n == 1) return emit(e, t->byte_id[s[0]]);
-    if (t->ignore_merges && !e->drop) { /* a piece that is a token is that token */
-        const int32_t whole = gpt2_tokenizer_token_id(t, (const char *)s, n);
-        if (whole >= 0 && (!t->in_model || t->in_model[whole])) return emit(e, whole);
-    }
-    if (reserve(e, n)) return -1;
+static int bpe_merge(const gpt2_tokenizer *t, encoder *e, size_t n) {
     int32_t *id = e->id, *next = e->next, *prev = e->prev;
     for (size_t i = 0; i < n; i++) {
-        id[i] = t->byte_id[s[i]];
         next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
         prev[i] = (int32_t)i - 1;
     }
@@ -767,6 +883,18 @@ static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s
     for (int32_t i = 0; i >= 0; i = next[i])
         if (emit(e, id[i])) return -1;
     return 0;
+}
+
+/* BPE on one piece of n bytes, each byte's token to start from. */
+static int bpe_piece(const gpt2_tokenizer *t, encoder *e, const unsigned char *s, size_t n) {
+    if (n == 1) return emit(e, t->byte_id[s[0]]);
+    if (t->ignore_merges && !e->drop) { /* a piece that is a token is that token */
+        const int32_t whole = gpt2_tokenizer_token_id(t, (const char *)s, n);
+        if (whole >= 0 && (!t->in_model || t->in_model[whole])) return emit(e, whole);
+    }
+    if (reserve(e, n)) return -1;
+    for (size_t i = 0; i < n; i++) e->id[i] = t->byte_id[s[i]];
+    return bpe_merge(t, e, n);
 }
 
 /* A character-level vocabulary: one token per character, each looked up whole. */
@@ -872,12 +1000,13 @@ static gpt2_status encode_piece_text(const gpt2_tokenizer *t, encoder *e, pcre2_
 /* The longest added token s starts with (n bytes available) whose TOK_ADDED_NORMALIZED flag
  * is `normalized`, special ones only with GPT2_ENCODE_SPECIAL: its id and *len; -1 when none. */
 static int32_t added_at(const gpt2_tokenizer *t, const char *s, size_t n, int flags, int normalized, size_t *len) {
-    for (int i = 0; i < t->n_added; i++) {
+    const int g = !!normalized;
+    for (uint32_t i = t->added_at_byte[g][(unsigned char)s[0]]; i < t->added_at_byte[g][(unsigned char)s[0] + 1]; i++) {
         const int32_t id = t->added[i];
         const size_t m = (size_t)t->tok_len[id];
         const unsigned f = t->added_flags[i];
-        if (m <= n && !(f & TOK_ADDED_NORMALIZED) == !normalized &&
-            (!(f & TOK_ADDED_SPECIAL) || (flags & GPT2_ENCODE_SPECIAL)) && memcmp(s, t->blob + t->tok_off[id], m) == 0) {
+        if (m <= n && (!(f & TOK_ADDED_SPECIAL) || (flags & GPT2_ENCODE_SPECIAL)) &&
+            memcmp(s, t->blob + t->tok_off[id], m) == 0) {
             *len = m;
             return id;
         }
@@ -896,17 +1025,16 @@ static gpt2_status split_added(const gpt2_tokenizer *t, encoder *e, pcre2_match_
     gpt2_status st = GPT2_OK;
     size_t pos = 0, n;
     for (size_t i = 0; i < len && st == GPT2_OK;) {
-        const int32_t id =
-            t->added_first[(unsigned char)text[i]] ? added_at(t, text + i, len - i, flags, normalized, &n) : -1;
+        const int32_t id = added_at(t, text + i, len - i, flags, normalized, &n);
         if (id < 0) {
             i++;
             continue;
         }
-        st = between(t, e, md, text + pos, i - pos, flags, err);
+        st = between(t, e, md, text + pos, i - pos, pos ? flags & ~TOK_AT_START : flags, err);
         if (st == GPT2_OK && emit(e, id)) st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding");
         pos = i += n;
     }
-    return st ? st : between(t, e, md, text + pos, len - pos, flags, err);
+    return st ? st : between(t, e, md, text + pos, len - pos, pos ? flags & ~TOK_AT_START : flags, err);
 }
 
 static gpt2_status pieces(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md, const char *text, size_t len,
@@ -915,12 +1043,90 @@ static gpt2_status pieces(const gpt2_tokenizer *t, encoder *e, pcre2_match_data 
     return encode_piece_text(t, e, md, text, len, err);
 }
 
+/* ---- SentencePiece-style BPE ---------------------------------------------------------- */
+
+/* BPE on one word of a SentencePiece vocabulary (HF's BPE with byte_fallback): its symbols
+ * are its characters' model tokens, or where a character is none (or the bytes are not
+ * UTF-8), each byte's byte token; then the merges, as for byte-level BPE. */
+static int spm_word(const gpt2_tokenizer *t, encoder *e, const unsigned char *s, size_t n) {
+    if (reserve(e, n)) return -1;
+    size_t m = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        const int k = utf8_decode(s + i, n - i, &cp);
+        const int32_t id = k ? piece_id(t, (const char *)s + i, (size_t)k) : -1;
+        if (id >= 0 && (!t->in_model || t->in_model[id])) {
+            e->id[m++] = id;
+            i += (size_t)k;
+            continue;
+        }
+        for (size_t j = 0; j < (k ? (size_t)k : 1); j++) e->id[m++] = t->byte_id[s[i++]];
+    }
+    return bpe_merge(t, e, m);
+}
+
+/* A piece between the added tokens matched on normalized text: Metaspace's U+2581 for each
+ * space and before the piece (TOK_SPM_ALWAYS; TOK_SPM_FIRST only at the start of the text;
+ * neither when it already starts with one), then BPE, on the piece as one word or, with
+ * Metaspace's split, on each word that a U+2581 starts. */
+static gpt2_status spm_pieces(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md, const char *text, size_t len,
+                              int flags, gpt2_error *err) {
+    (void)md;
+    if (len == 0) return GPT2_OK;
+    char *buf = NULL;
+    const unsigned char *s = (const unsigned char *)text;
+    size_t n = len;
+    if (t->spm_metaspace) {
+        if (!(buf = malloc(3 * len + 3))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding %zu bytes", len);
+        const int prefix = (t->spm_prepend == TOK_SPM_ALWAYS || (t->spm_prepend == TOK_SPM_FIRST && (flags & TOK_AT_START))) &&
+                           text[0] != ' ' && !is_mark(s, len);
+        n = 0;
+        if (prefix) memcpy(buf, SPACE_MARK, 3), n = 3;
+        for (size_t i = 0; i < len; i++)
+            if (text[i] == ' ') memcpy(buf + n, SPACE_MARK, 3), n += 3;
+            else buf[n++] = text[i];
+        s = (const unsigned char *)buf;
+    }
+    int bad = 0;
+    if (!t->spm_split) {
+        bad = spm_word(t, e, s, n);
+    } else { /* HF's split on U+2581, MergedWithNext: each word from one U+2581 to the next */
+        size_t start = 0;
+        for (size_t i = 1; i < n && !bad; i++)
+            if (is_mark(s + i, n - i)) bad = spm_word(t, e, s + start, i - start), start = i;
+        if (!bad) bad = spm_word(t, e, s + start, n - start);
+    }
+    free(buf);
+    return bad ? gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding %zu bytes", len) : GPT2_OK;
+}
+
+/* A section between the added tokens matched on the raw text, normalized (HF's Prepend and
+ * Replace, llama.cpp's space prefix and escaped spaces), then split on the added tokens
+ * matched on normalized text. */
+static gpt2_status spm_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md, const char *text, size_t len,
+                            int flags, gpt2_error *err) {
+    if (len == 0) return GPT2_OK;
+    if (!t->spm_replace && t->spm_prepend != TOK_SPM_LEGACY)
+        return split_added(t, e, md, text, len, flags, 1, spm_pieces, err);
+    char *norm = malloc(3 * len + 3);
+    if (!norm) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory while encoding %zu bytes", len);
+    size_t n = 0;
+    if (t->spm_prepend == TOK_SPM_LEGACY) memcpy(norm, SPACE_MARK, 3), n = 3;
+    for (size_t i = 0; i < len; i++)
+        if (text[i] == ' ' && t->spm_replace) memcpy(norm + n, SPACE_MARK, 3), n += 3;
+        else norm[n++] = text[i];
+    gpt2_status st = split_added(t, e, md, norm, n, flags, 1, spm_pieces, err);
+    free(norm);
+    return st;
+}
+
 /* Text between the added tokens matched on the raw text: normalized when the tokenizer
  * says so, split on the added tokens matched on normalized text (HF's two passes), and the
  * rest pre-tokenized and BPE'd. */
 static gpt2_status encode_text(const gpt2_tokenizer *t, encoder *e, pcre2_match_data *md, const char *text,
                                size_t len, int flags, gpt2_error *err) {
     if (len == 0) return GPT2_OK;
+    if (t->spm) return spm_text(t, e, md, text, len, flags, err);
     if (!t->nfc) return split_added(t, e, md, text, len, flags, 1, pieces, err);
     char *norm = NULL;
     size_t n = 0;
@@ -941,6 +1147,9 @@ static gpt2_status encode(const gpt2_tokenizer *t, const char *text, size_t len,
         gpt2_error_clear(err);
         return GPT2_OK;
     }
+    if (t->spm && len > MAX_PIECE) /* a SentencePiece section is one word */
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: %zu bytes of text, over the limit of %d", fn, len, MAX_PIECE);
+    flags = (flags & (GPT2_ENCODE_SPECIAL | GPT2_ENCODE_BOS)) | (flags & GPT2_ENCODE_CONTINUE ? 0 : TOK_AT_START);
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(t->re, NULL);
     if (!md) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for regex match data");
     gpt2_status st = (flags & GPT2_ENCODE_BOS) && t->bos >= 0 && emit(&e, t->bos)
@@ -1055,14 +1264,15 @@ static gpt2_status parts_merges(gpt2_tokenizer *t, const tok_parts *p, gpt2_erro
     for (int r = 0; r < p->n_merges && !st; r++) {
         const int32_t a = p->merges[2 * r], b = p->merges[2 * r + 1];
         size_t na, nb;
-        const char *sa = gpt2_tokenizer_token_bytes(t, a, &na), *sb = gpt2_tokenizer_token_bytes(t, b, &nb);
+        const int ok_a = a >= 0 && a < t->n_vocab && t->tok_len[a] >= 0, ok_b = b >= 0 && b < t->n_vocab && t->tok_len[b] >= 0;
+        const char *sa = ok_a ? piece(t, a, &na) : NULL, *sb = ok_b ? piece(t, b, &nb) : NULL;
         if (!sa || !sb) {
             st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: merge %d names id %d, which the vocabulary lacks", p->path, r,
                            sa ? b : a);
             break;
         }
         memcpy(joined, sa, na), memcpy(joined + na, sb, nb);
-        const int32_t merged = gpt2_tokenizer_token_id(t, joined, na + nb);
+        const int32_t merged = piece_id(t, joined, na + nb);
         char shown[TEXT_SHOW_BUF];
         if (merged < 0 || (p->in_model && !p->in_model[merged])) /* an added token is never made by BPE */
             st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: merge %d makes \"%s\", which is not in the vocabulary",
@@ -1072,6 +1282,118 @@ static gpt2_status parts_merges(gpt2_tokenizer *t, const tok_parts *p, gpt2_erro
     }
     t->n_merges = p->n_merges;
     free(joined);
+    return st;
+}
+
+/* SentencePiece: each byte's token "<0xNN>", the fallback of a character that is no model token. */
+static gpt2_status spm_byte_ids(gpt2_tokenizer *t, const char *path, gpt2_error *err) {
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        if ((t->byte_id[b] = piece_id(t, name, 6)) < 0)
+            return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: no byte token <0x%02X>: a SentencePiece-style vocabulary "
+                             "needs all 256 (<0x00> to <0xFF>), the fallback of characters it lacks", path, b);
+    }
+    return GPT2_OK;
+}
+
+/* SentencePiece: what each id decodes to: a byte token its byte, any other its piece with
+ * each U+2581 a space (HF's Replace and ByteFallback decoders, llama.cpp's token_to_piece). */
+static gpt2_status spm_decoded(gpt2_tokenizer *t, gpt2_error *err) {
+    size_t total = 0;
+    for (int32_t id = 0; id < t->n_vocab; id++) total += t->tok_len[id] > 0 ? (size_t)t->tok_len[id] : 0;
+    t->dec = malloc(total + 1);
+    t->dec_off = calloc((size_t)t->n_vocab, sizeof *t->dec_off);
+    t->dec_len = malloc((size_t)t->n_vocab * sizeof *t->dec_len);
+    int16_t *byte_of = malloc((size_t)t->n_vocab * sizeof *byte_of);
+    if (!t->dec || !t->dec_off || !t->dec_len || !byte_of) {
+        free(byte_of);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
+    }
+    for (int32_t id = 0; id < t->n_vocab; id++) byte_of[id] = -1;
+    for (int b = 0; b < 256; b++) byte_of[t->byte_id[b]] = (int16_t)b;
+    size_t k = 0;
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        t->dec_off[id] = (uint32_t)k;
+        t->dec_len[id] = -1;
+        if (t->tok_len[id] < 0) continue;
+        if (byte_of[id] >= 0) {
+            t->dec[k++] = (char)byte_of[id];
+        } else {
+            size_t n;
+            const unsigned char *s = (const unsigned char *)piece(t, id, &n);
+            for (size_t i = 0; i < n; i++)
+                if (is_mark(s + i, n - i)) t->dec[k++] = ' ', i += 2;
+                else t->dec[k++] = (char)s[i];
+        }
+        t->dec_len[id] = (int32_t)(k - t->dec_off[id]);
+    }
+    free(byte_of);
+    return GPT2_OK;
+}
+
+typedef struct {
+    float score;
+    int32_t id;
+} scored;
+
+static int higher_score(const void *a, const void *b) {
+    const scored *x = a, *y = b;
+    return x->score != y->score ? (x->score < y->score) - (x->score > y->score) : (x->id > y->id) - (x->id < y->id);
+}
+
+/* Whether BPE may make or merge id: a model token other than a byte token. */
+static int mergeable(const gpt2_tokenizer *t, const unsigned char *in_model, const unsigned char *is_byte, int32_t id) {
+    return id >= 0 && t->tok_len[id] >= 0 && (!in_model || in_model[id]) && !is_byte[id];
+}
+
+/* The pair table of a vocabulary with scores and no merges (a GGUF's SentencePiece BPE, as
+ * llama.cpp runs it): each model token that two model tokens make up is their merge, ranked
+ * by its score, highest first; equal scores share a rank, so that of two such pairs the
+ * leftmost merges first, as in llama.cpp. */
+static gpt2_status score_merges(gpt2_tokenizer *t, const tok_parts *p, gpt2_error *err) {
+    const int n = t->n_vocab;
+    scored *order = malloc((size_t)n * sizeof *order);
+    int32_t *rank = malloc((size_t)n * sizeof *rank);
+    unsigned char *is_byte = calloc((size_t)n, 1);
+    gpt2_status st = order && rank && is_byte ? GPT2_OK : gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
+    for (int b = 0; !st && b < 256; b++) is_byte[t->byte_id[b]] = 1;
+    int m = 0;
+    for (int32_t id = 0; !st && id < n; id++) {
+        if (!mergeable(t, p->in_model, is_byte, id)) continue;
+        if (p->scores[id] != p->scores[id])
+            st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: the score of token %d is not a number", p->path, id);
+        order[m++] = (scored){p->scores[id], id};
+    }
+    if (!st) qsort(order, (size_t)m, sizeof *order, higher_score);
+    for (int i = 0, r = 0; !st && i < m; i++) rank[order[i].id] = r += i > 0 && order[i].score != order[i - 1].score;
+    /* two passes over every split of every mergeable token at a character boundary: count, then put */
+    size_t n_pairs = 0;
+    for (int pass = 0; !st && pass < 2; pass++) {
+        if (pass == 1) {
+            uint32_t size = table_size(n_pairs);
+            if (!(t->pairs = malloc(size * sizeof *t->pairs))) {
+                st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
+                break;
+            }
+            t->pairs_mask = size - 1;
+            for (uint32_t i = 0; i < size; i++) t->pairs[i].key = PAIR_EMPTY;
+        }
+        for (int i = 0; i < m; i++) {
+            size_t len;
+            const int32_t id = order[i].id;
+            const char *s = piece(t, id, &len);
+            for (size_t k = 1; k < len; k++) {
+                if (((unsigned char)s[k] & 0xC0) == 0x80) continue; /* inside a character */
+                const int32_t a = piece_id(t, s, k), b = piece_id(t, s + k, len - k);
+                if (!mergeable(t, p->in_model, is_byte, a) || !mergeable(t, p->in_model, is_byte, b)) continue;
+                if (pass == 0) n_pairs++;
+                else pair_put(t, a, b, rank[id], id);
+            }
+        }
+    }
+    t->n_merges = (int32_t)n_pairs;
+    free(order), free(rank), free(is_byte);
     return st;
 }
 
@@ -1085,8 +1407,10 @@ gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error 
         if (p->token[i]) blob += p->token_len[i], n_tok++;
     if (blob >= MAX_FILE_BYTES) return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokens too long", p->path);
     gpt2_tokenizer *t = calloc(1, sizeof *t);
-    if (t) t->bos = -1; /* none unless a source says */
     if (!t) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
+    t->bos = -1; /* none unless a source says */
+    t->spm = p->spm, t->spm_prepend = p->spm_prepend, t->spm_replace = p->spm_replace;
+    t->spm_metaspace = p->spm_metaspace, t->spm_split = p->spm_split;
     gpt2_status st = tok_reserve(t, p->n_vocab, n_tok, blob, p->path, err);
     size_t off = 0;
     for (int32_t id = 0; id < p->n_vocab && !st; id++) {
@@ -1095,8 +1419,9 @@ gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error 
         memcpy(t->blob + off, p->token[id], p->token_len[id]);
         st = tok_add(t, id, p->token_len[id], &off, p->path, text_show(p->token[id], p->token_len[id], shown), err);
     }
-    if (!st) st = vocab_byte_ids(t, p->path, err);
-    if (!st) st = parts_merges(t, p, err);
+    if (!st) st = p->spm ? spm_byte_ids(t, p->path, err) : vocab_byte_ids(t, p->path, err);
+    if (!st) st = p->spm && p->scores && !p->n_merges ? score_merges(t, p, err) : parts_merges(t, p, err);
+    if (!st && p->spm) st = spm_decoded(t, err);
     for (int i = 0; i < p->n_added && !st; i++)
         if (p->added[i] < 0 || p->added[i] >= p->n_vocab || t->tok_len[p->added[i]] < 0)
             st = gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: added token id %d is not in the vocabulary", p->path,
@@ -1208,6 +1533,9 @@ static int by_rank(const void *a, const void *b) {
 }
 
 gpt2_status tok_save(const gpt2_tokenizer *t, const char *dir, gpt2_error *err) {
+    if (t->spm)
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: a SentencePiece-style tokenizer cannot be written as GPT-2's "
+                         "vocab.json + merges.txt", dir);
     tok_saver sv = {t, NULL};
     size_t n = 0;
     if (t->pairs) {

@@ -22,12 +22,13 @@
 gpt2_status tok_from_tokens(const char *const *tok, const size_t *len, int n, int32_t eot, int chars, const char *path,
                             gpt2_tokenizer **out, gpt2_error *err);
 
-/* A byte-level BPE tokenizer from its parts (a tokenizer.json's, tokenizer_json.c), merging
- * one pair at a time (lowest rank, then leftmost), as Hugging Face's BPE does. */
+/* A BPE tokenizer from its parts (a tokenizer.json's, tokenizer_json.c; a GGUF's, model_gguf.c):
+ * byte-level, or SentencePiece-style (spm), merging one pair at a time (lowest rank, then
+ * leftmost), as Hugging Face's BPE does. */
 typedef struct {
     const char *path;               /* the file, for messages */
     int n_vocab;                    /* ids 0 .. n_vocab - 1 */
-    const char *const *token;       /* (n_vocab) each id's raw bytes; NULL: no such id */
+    const char *const *token;       /* (n_vocab) each id's raw bytes (spm: its piece); NULL: no such id */
     const size_t *token_len;        /* (n_vocab) */
     int n_merges;
     const int32_t *merges;          /* (n_merges, 2) each merge's two parts, in rank order */
@@ -41,7 +42,33 @@ typedef struct {
     const unsigned char *added_flags; /* (n_added) TOK_ADDED_* */
     int32_t eot;                    /* the end-of-text id; -1: "<|endoftext|>"'s, if there is one */
     int32_t bos;                    /* the id put before a text (GPT2_ENCODE_BOS); -1: none */
+    /* SentencePiece-style BPE (spm = 1: Llama 2, Mistral, Gemma): token[] holds each id's
+     * piece as the vocabulary writes it (U+2581 for a space, "<0xNN>" for byte NN), not its
+     * bytes; pattern, ignore_merges, nfc and split_digits are unused. Each section of text
+     * between added tokens is normalized (spm_prepend, spm_replace, spm_metaspace) and merged
+     * from its characters as one word (with spm_split, one word per U+2581); a character that
+     * is no model token becomes its UTF-8 bytes' byte tokens, all 256 of which must be there. */
+    int spm;
+    int spm_prepend;                /* TOK_SPM_*: where a U+2581 goes before a section */
+    int spm_replace;                /* 1: the normalizer makes each ' ' a U+2581 (before the added
+                                     * tokens matched on normalized text are split off) */
+    int spm_metaspace;              /* 1: a Metaspace pre-tokenizer does it (after them), and adds
+                                     * TOK_SPM_ALWAYS's or TOK_SPM_FIRST's U+2581 */
+    int spm_split;                  /* 1: Metaspace's split: a word starts at each U+2581 */
+    const float *scores;            /* (n_vocab) with no merges: two adjacent model tokens merge when
+                                     * their concatenation is a model token, the highest score first,
+                                     * ties leftmost (llama.cpp's SentencePiece BPE; a GGUF's scores) */
 } tok_parts;
+
+/* Where a SentencePiece-style tokenizer puts a U+2581 before a section of text (HF's
+ * Prepend normalizer and Metaspace pre-tokenizer, llama.cpp's add_space_prefix) */
+enum {
+    TOK_SPM_NONE = 0,
+    TOK_SPM_LEGACY,  /* the normalizer's, before every non-empty section: Prepend(U+2581), a GGUF's
+                        add_space_prefix */
+    TOK_SPM_ALWAYS,  /* Metaspace "always": before every section that does not start with one */
+    TOK_SPM_FIRST    /* Metaspace "first": so, only before the one at the start of the text */
+};
 
 enum {
     TOK_ADDED_SPECIAL = 1,    /* matched only with GPT2_ENCODE_SPECIAL */

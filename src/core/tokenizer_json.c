@@ -1,23 +1,26 @@
 /* tokenizer_json.c — Hugging Face's tokenizer.json, the byte-level BPE kind (Llama 3, GPT-2,
- * GPT-NeoX, SmolLM-style files without a Digits step): the model's vocabulary and merges,
- * its pre-tokenizer's split pattern and its added tokens, read into tok_parts
- * (tokenizer_internal.h). What the file asks for that gptscope does not do yet (a
- * normalizer other than NFC, SentencePiece-style byte fallback, another pre-tokenizer, added tokens that
- * strip spaces) is refused by name, never approximated.
+ * GPT-NeoX, SmolLM) and the SentencePiece-style BPE kind (Llama 2, TinyLlama, Mistral): the
+ * model's vocabulary and merges, its normalizer and pre-tokenizer and its added tokens, read
+ * into tok_parts (tokenizer_internal.h). What the file asks for that gptscope does not do yet
+ * (another normalizer or pre-tokenizer, a BPE whose unknown characters become <unk>, added
+ * tokens that strip spaces) is refused by name, never approximated.
  *
  * The parts of the file read:
  *     model            {"type": "BPE", "vocab": {token: id}, "merges": ["a b", ...] or
- *                      [["a", "b"], ...], "ignore_merges", "byte_fallback": false, ...}
+ *                      [["a", "b"], ...], "ignore_merges", "byte_fallback", ...}
  *     pre_tokenizer    ByteLevel with use_regex (GPT-2's pattern), or Sequence of
  *                      Split {"pattern": {"Regex"}, "behavior": "Isolated"} and ByteLevel
  *                      without use_regex (Llama 3, Qwen), or of Digits with
  *                      individual_digits and ByteLevel with use_regex (SmolLM)
  *     normalizer       null or NFC (applied to the text between added tokens)
+ *   a SentencePiece-style BPE (byte_fallback, or one of the steps below): read_spm
+ *     normalizer       null, Prepend("▁"), Replace(" ", "▁"), or a Sequence of both
+ *     pre_tokenizer    null or Metaspace
  *     added_tokens     [{"id", "content", "special", "normalized", "lstrip", "rstrip",
  *                      "single_word"}]: those not normalized matched first on the raw text,
  *                      then the normalized ones on the normalized text, as HF does
- * Token strings of the vocabulary and merges are in GPT-2's byte alphabet; added tokens'
- * contents are raw text. */
+ * Token strings of the vocabulary and merges are in GPT-2's byte alphabet (SentencePiece's:
+ * pieces, kept as written); added tokens' contents are raw text. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +134,15 @@ static gpt2_status count_ids(reader *r, const cJSON *vocab, const cJSON *added) 
 }
 
 static gpt2_status read_vocab(reader *r, const cJSON *vocab) {
+    if (r->p.spm) { /* SentencePiece pieces, kept as written */
+        gpt2_status st = GPT2_OK;
+        for (const cJSON *it = vocab->child; it && !st; it = it->next)
+            if (!it->string[0])
+                st = gpt2_fail(r->src.err, GPT2_ERR_TOKENIZER, "%s: model.vocab: the empty string is a token", r->src.path);
+            else if (!(st = put_token(r, (int32_t)it->valuedouble, it->string, strlen(it->string), "model.vocab")))
+                r->in_model[(int32_t)it->valuedouble] = 1;
+        return st;
+    }
     char *raw = NULL;
     size_t cap = 0;
     gpt2_status st = GPT2_OK;
@@ -247,6 +259,9 @@ static gpt2_status read_added(reader *r, const cJSON *added) {
                                             (normalized ? TOK_ADDED_NORMALIZED : 0));
         if (normalized && r->p.nfc && !nfc_invariant(content->valuestring))
             return refuse(r, "an added token matched on normalized text whose content NFC changes");
+        /* HF matches it as the normalizer writes it: after a U+2581, with U+2581 for spaces */
+        if (normalized && (r->p.spm_prepend == TOK_SPM_LEGACY || (r->p.spm_replace && strchr(content->valuestring, ' '))))
+            return refuse(r, "an added token matched on normalized text that a Prepend or Replace normalizer changes");
         gpt2_status st = put_token(r, r->added[i], content->valuestring, strlen(content->valuestring),
                                    "added_tokens");
         if (st) return st;
@@ -255,21 +270,97 @@ static gpt2_status read_added(reader *r, const cJSON *added) {
     return GPT2_OK;
 }
 
-/* The model part: a byte-level BPE and nothing SentencePiece-like. */
+static const char MARK[] = "\xE2\x96\x81"; /* U+2581 */
+
+static int str_is(const cJSON *o, const char *key, const char *want) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) && !strcmp(v->valuestring, want);
+}
+
+/* Whether n is one of a SentencePiece-style normalizer's steps (or a Sequence with one). */
+static int spm_step(const cJSON *n) {
+    if (!strcmp(type_of(n), "Prepend") || !strcmp(type_of(n), "Replace")) return 1;
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
+    if (strcmp(type_of(n), "Sequence") || !cJSON_IsArray(list)) return 0;
+    for (const cJSON *it = list->child; it; it = it->next)
+        if (spm_step(it)) return 1;
+    return 0;
+}
+
+/* A SentencePiece-style BPE (Llama 2, Mistral, Gemma): byte_fallback; a normalizer of
+ * Prepend("▁") (before every section) and Replace(" ", "▁"), or a Metaspace pre-tokenizer
+ * (replacement "▁", prepend_scheme "always", "first" or "never", or older files'
+ * add_prefix_space; split), or after Replace Gemma's Split on " " (of which none is left);
+ * no other normalizer or pre-tokenizer. The decoder is not read: the pieces say how to
+ * decode. */
+static gpt2_status read_spm(reader *r, const cJSON *model, const cJSON *norm, const cJSON *pre) {
+    char what[200];
+    if (!flag(model, "byte_fallback"))
+        return refuse(r, "a SentencePiece-style BPE without byte_fallback (characters it lacks would be <unk>)");
+    r->p.spm = 1;
+    const cJSON *list = !strcmp(type_of(norm), "Sequence") ? cJSON_GetObjectItemCaseSensitive(norm, "normalizers") : NULL;
+    if (list && !cJSON_IsArray(list)) return json_bad(&r->src, "normalizer.normalizers", "an array", json_type_name(list));
+    for (const cJSON *it = list ? list->child : cJSON_IsObject(norm) ? norm : NULL; it; it = list ? it->next : NULL) {
+        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(it, "pattern");
+        if (!strcmp(type_of(it), "Prepend") && str_is(it, "prepend", MARK) && !r->p.spm_prepend) {
+            r->p.spm_prepend = TOK_SPM_LEGACY;
+        } else if (!strcmp(type_of(it), "Replace") && str_is(pat, "String", " ") && str_is(it, "content", MARK) &&
+                   !r->p.spm_replace) {
+            r->p.spm_replace = 1;
+        } else {
+            snprintf(what, sizeof what, "the normalizer %.60s with a SentencePiece-style BPE (gptscope runs "
+                     "Prepend(\"▁\") and Replace(\" \", \"▁\"), once each)", cJSON_IsObject(it) ? type_of(it) : "step");
+            return refuse(r, what);
+        }
+    }
+    if (!pre || cJSON_IsNull(pre)) return GPT2_OK;
+    /* Gemma's Split on " " after a normalizer that left no " ": it splits nothing */
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(pre, "pattern");
+    if (!strcmp(type_of(pre), "Split") && str_is(pat, "String", " ") && r->p.spm_replace && !flag(pre, "invert"))
+        return GPT2_OK;
+    if (strcmp(type_of(pre), "Metaspace")) {
+        snprintf(what, sizeof what, "a %.60s pre-tokenizer with a SentencePiece-style BPE (gptscope runs Metaspace)",
+                 cJSON_IsObject(pre) ? type_of(pre) : "non-object");
+        return refuse(r, what);
+    }
+    const cJSON *scheme = cJSON_GetObjectItemCaseSensitive(pre, "prepend_scheme"),
+                *add = cJSON_GetObjectItemCaseSensitive(pre, "add_prefix_space"),
+                *split = cJSON_GetObjectItemCaseSensitive(pre, "split");
+    if (!str_is(pre, "replacement", MARK)) return refuse(r, "a Metaspace pre-tokenizer whose replacement is not \"▁\"");
+    int prepend = TOK_SPM_ALWAYS; /* HF's defaults: "always", split */
+    if (str_is(pre, "prepend_scheme", "first")) prepend = TOK_SPM_FIRST;
+    else if (str_is(pre, "prepend_scheme", "never")) prepend = TOK_SPM_NONE;
+    else if (scheme && !str_is(pre, "prepend_scheme", "always"))
+        return refuse(r, "a Metaspace pre-tokenizer whose prepend_scheme is not always, first or never");
+    if (cJSON_IsFalse(add)) prepend = TOK_SPM_NONE;
+    if (prepend != TOK_SPM_NONE && r->p.spm_prepend)
+        return refuse(r, "both a Prepend normalizer and a Metaspace pre-tokenizer that prepends");
+    r->p.spm_metaspace = 1;
+    r->p.spm_split = !cJSON_IsFalse(split);
+    if (prepend != TOK_SPM_NONE) r->p.spm_prepend = prepend;
+    return GPT2_OK;
+}
+
+/* The model part: a BPE, byte-level or SentencePiece-style, and its normalizer. */
 static gpt2_status check_model(reader *r, const cJSON *model, const cJSON *root) {
     if (strcmp(type_of(model), "BPE")) {
         char what[120];
         snprintf(what, sizeof what, "a %.60s model (gptscope runs BPE)", cJSON_IsObject(model) ? type_of(model) : "missing");
         return refuse(r, what);
     }
-    if (flag(model, "byte_fallback")) return refuse(r, "a SentencePiece-style BPE with byte_fallback");
+    const cJSON *normalizer = cJSON_GetObjectItemCaseSensitive(root, "normalizer"),
+                *pre_tok = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+    if (normalizer && !cJSON_IsNull(normalizer) && !cJSON_IsObject(normalizer))
+        return json_bad(&r->src, "normalizer", "null or an object", json_type_name(normalizer));
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(model, "continuing_subword_prefix"),
                 *suf = cJSON_GetObjectItemCaseSensitive(model, "end_of_word_suffix");
     if ((cJSON_IsString(pre) && pre->valuestring[0]) || (cJSON_IsString(suf) && suf->valuestring[0]))
         return refuse(r, "a BPE with a subword prefix or suffix");
-    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-    if (norm && !cJSON_IsNull(norm) && !cJSON_IsObject(norm))
-        return json_bad(&r->src, "normalizer", "null or an object", json_type_name(norm));
+    if (flag(model, "byte_fallback") || !strcmp(type_of(pre_tok), "Metaspace") || spm_step(normalizer)) {
+        if (!strcmp(type_of(pre_tok), "ByteLevel")) return refuse(r, "a ByteLevel pre-tokenizer with byte_fallback");
+        return read_spm(r, model, normalizer, pre_tok);
+    }
+    const cJSON *norm = normalizer;
     if (!strcmp(type_of(norm), "NFC")) r->p.nfc = 1;
     else if (norm && !cJSON_IsNull(norm)) {
         char what[120];
@@ -326,7 +417,7 @@ gpt2_status gpt2_tokenizer_load_json(const char *path, gpt2_tokenizer **out, gpt
     if (!(st = json_get_object(&r.src, root, "model", &model)) && !(st = check_model(&r, model, root)) &&
         !(st = json_get_object(&r.src, model, "vocab", &vocab)) &&
         !(st = json_get_array(&r.src, model, "merges", "an array of merges", &merges)) &&
-        !(st = read_pre_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer")))) {
+        (r.p.spm || !(st = read_pre_tokenizer(&r, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"))))) {
         if (added && !cJSON_IsArray(added)) st = json_bad(&r.src, "added_tokens", "an array", json_type_name(added));
         if (!st) st = count_ids(&r, vocab, added);
         if (!st) st = read_vocab(&r, vocab);

