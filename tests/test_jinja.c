@@ -2,7 +2,7 @@
  *
  * Every expected text here comes from Python's Jinja2 with Hugging Face's
  * settings (tests/ref/jinja_ref.py writes $GPTSCOPE_FIXTURES/jinja/cases.json):
- * real chat templates (Llama 2/3/3.1/3.2, Qwen 2.5/3, Mistral, Gemma, Phi,
+ * real chat templates (Llama 2/3/3.1/3.2, Qwen 2.5/3, Mistral, Gemma 2/3, Phi,
  * SmolLM2, Zephyr, DeepSeek, Hermes, ChatML) over the conversations of
  * tests/ref/chat_cases.json, and the units of tests/ref/jinja_units.txt
  * (whitespace control, scoping, loops, macros, arithmetic, filters, tests,

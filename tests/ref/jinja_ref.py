@@ -39,6 +39,7 @@ TOKENS = {
     "mistral_v01": ("<s>", "</s>"),
     "mistral_v03": ("<s>", "</s>"),
     "gemma": ("<bos>", "<eos>"),
+    "gemma3": ("<bos>", "<eos>"),
     "phi3": ("<s>", "<|endoftext|>"),
     "phi4": ("<|endoftext|>", "<|im_end|>"),
     "deepseek_llm": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
