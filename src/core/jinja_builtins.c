@@ -558,13 +558,15 @@ static jv call_range(jrun *r, const jnode *at, jv *args, int n, int nkw) {
     else start = need_int(r, at, args[0]), stop = need_int(r, at, args[1]);
     if (n == 3) step = need_int(r, at, args[2]);
     if (step == 0) jfail(r, at, GPT2_ERR_TEMPLATE, "range() arg 3 must not be zero");
-    /* the length, in floating point: no overflow on the way (the sandbox's bound is small) */
-    double len = step > 0 ? (start < stop ? floor(((double)stop - (double)start - 1) / (double)step) + 1 : 0)
-                          : (stop < start ? floor(((double)start - (double)stop - 1) / (double)-step) + 1 : 0);
+    /* the length, exact in unsigned 64 bits; every item lies between start and stop */
+    uint64_t mag = step > 0 ? (uint64_t)step : (uint64_t)0 - (uint64_t)step, len = 0;
+    if (step > 0 && start < stop) len = ((uint64_t)stop - (uint64_t)start - 1) / mag + 1;
+    if (step < 0 && stop < start) len = ((uint64_t)start - (uint64_t)stop - 1) / mag + 1;
     if (len > 100000)
         jfail(r, at, GPT2_ERR_TEMPLATE, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     jv l = jv_list(r, (size_t)len, 0);
-    for (size_t i = 0; i < (size_t)len; i++) l.l->v[i] = jv_int(start + (int64_t)i * step);
+    for (size_t i = 0; i < (size_t)len; i++) /* i * step alone may pass 64 bits, the sum never does */
+        l.l->v[i] = jv_int((int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)step));
     return l;
 }
 
@@ -675,6 +677,16 @@ static jv py_format(jrun *r, const jnode *at, jv fmt, jv *args, int n, const cha
     return jsb_value(r, &b);
 }
 
+static _Noreturn void int_overflow(jrun *r, const jnode *at);
+
+/* int(f): Python's, within 64 bits. */
+static int64_t float_to_int(jrun *r, const jnode *at, double f) {
+    if (isnan(f)) jfail(r, at, GPT2_ERR_TEMPLATE, "cannot convert float NaN to integer");
+    if (isinf(f)) jfail(r, at, GPT2_ERR_TEMPLATE, "cannot convert float infinity to integer");
+    if (!(fabs(f) < 9.2233720368547758e18)) int_overflow(r, at);
+    return (int64_t)f;
+}
+
 /* fmt % args, printf-style: %s %r %d %i %% (and %(key)s from a dict), with
  * Python's rules for what args are (a tuple; a dict or list, which may go
  * unused; anything else, one value). Widths, precisions and other
@@ -712,7 +724,7 @@ jv jb_printf(jrun *r, const jnode *at, jv fmt, jv args) {
         else if (conv == 's') jv_str_to(r, at, &b, v);
         else if (conv == 'r') jv_repr_to(r, at, &b, v, 0);
         else if (conv == 'd' || conv == 'i') {
-            if (v.t == JV_FLOAT) v = jv_int((int64_t)v.f);
+            if (v.t == JV_FLOAT) v = jv_int(float_to_int(r, at, v.f));
             if (v.t != JV_INT && v.t != JV_BOOL)
                 jfail(r, at, GPT2_ERR_TEMPLATE, "%%%c format: a real number is required, not %s", conv, jv_typename(v));
             jv_str_to(r, at, &b, jv_int(v.t == JV_BOOL ? v.b : v.i));
@@ -1256,9 +1268,7 @@ static jv filter_int(jrun *r, const jnode *at, jv x, jv *a, int *has) {
     if (x.t == JV_STR && parse_int(r, at, x, base, &v)) return jv_int(v);
     if (x.t == JV_STR) x = filter_float(r, at, x, jv_none()); /* "42.23"|int is 42: int(float(s)) */
     if (x.t != JV_FLOAT || isnan(x.f)) return dflt;
-    if (isinf(x.f)) jfail(r, at, GPT2_ERR_TEMPLATE, "cannot convert float infinity to integer");
-    if (fabs(x.f) >= 9.2233720368547758e18) int_overflow(r, at);
-    return jv_int((int64_t)x.f);
+    return jv_int(float_to_int(r, at, x.f));
 }
 
 static jv filter_float(jrun *r, const jnode *at, jv x, jv dflt) {

@@ -245,6 +245,11 @@ static int compare(jrun *r, const jnode *at, int cmp, jv a, jv b) {
     }
 }
 
+/* Item i of a slice from start by step (in range, though i * step alone may not be). */
+static int64_t slice_at(int64_t start, int64_t step, size_t i) {
+    return (int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)step);
+}
+
 /* Python's slice indices (PySlice_AdjustIndices) over len items: the count. */
 static size_t slice_indices(int64_t len, jv *bounds, int64_t *start, int64_t *step) {
     int64_t st = bounds[2].t == JV_NONE ? 1 : as_int(bounds[2]);
@@ -265,8 +270,9 @@ static size_t slice_indices(int64_t len, jv *bounds, int64_t *start, int64_t *st
     }
     *start = b[0];
     *step = st;
-    if (st > 0) return b[0] < b[1] ? (size_t)((b[1] - b[0] - 1) / st + 1) : 0;
-    return b[1] < b[0] ? (size_t)((b[0] - b[1] - 1) / (-st) + 1) : 0;
+    uint64_t mag = st > 0 ? (uint64_t)st : (uint64_t)0 - (uint64_t)st; /* -INT64_MIN does not fit */
+    if (st > 0) return b[0] < b[1] ? (size_t)(((uint64_t)b[1] - (uint64_t)b[0] - 1) / mag + 1) : 0;
+    return b[1] < b[0] ? (size_t)(((uint64_t)b[0] - (uint64_t)b[1] - 1) / mag + 1) : 0;
 }
 
 /* x[a:b:c]: Python's own subscript (Jinja's slices bypass its forgiving getitem). */
@@ -297,14 +303,14 @@ static jv eval_slice(jrun *r, const jnode *n, jv x, jscope *s) {
         }
         jsb b = {0};
         for (size_t i = 0; i < k; i++) {
-            jv c = chars[start + (int64_t)i * step];
+            jv c = chars[slice_at(start, step, i)];
             jsb_put(r, &b, c.s.p, c.s.n);
         }
         return jsb_value(r, &b);
     }
     size_t k = slice_indices((int64_t)x.l->n, bounds, &start, &step);
     jv l = jv_list(r, k, x.flags & JV_TUPLE);
-    for (size_t i = 0; i < k; i++) l.l->v[i] = x.l->v[start + (int64_t)i * step];
+    for (size_t i = 0; i < k; i++) l.l->v[i] = x.l->v[slice_at(start, step, i)];
     return l;
 }
 
