@@ -17,6 +17,7 @@
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
+#include <locale.h>
 
 static cJSON *g_ref;           /* cases.json */
 static struct tm g_now;        /* the reference's clock */
@@ -374,11 +375,36 @@ static void test_api(void **state) {
     jinja_free(t);
 }
 
+/* Numbers read and print as Python's whatever LC_NUMERIC the application set
+ * (the chat sets the user's locale): tried with a decimal-comma locale when
+ * one is installed, skipped otherwise. The caller's locale is left as it was. */
+static void test_decimal_comma_locale(void **state) {
+    (void)state;
+    static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "ru_RU.UTF-8", "nl_NL.UTF-8"};
+    const char *got = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof *names && !got; i++) got = setlocale(LC_ALL, names[i]);
+    if (!got || strcmp(localeconv()->decimal_point, ",") != 0) {
+        setlocale(LC_ALL, "C");
+        print_message("  no decimal-comma locale installed: skipped\n");
+        skip();
+    }
+    char *out;
+    gpt2_error err;
+    assert_int_equal(render_str("{{ 1.5 }} {{ '2.5'|float }} {{ 0.1 + 0.2 }} {{ 1e-7 }} {{ [0.5] }} {{ {'f': 2.25}|tojson }} "
+                                "{{ '3.5'|int }}",
+                                NULL, NULL, &out, &err),
+                     GPT2_OK);
+    assert_string_equal(out, "1.5 2.5 0.30000000000000004 1e-07 [0.5] {\"f\": 2.25} 3");
+    free(out);
+    assert_string_equal(localeconv()->decimal_point, ",");
+    setlocale(LC_ALL, "C");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference),  cmocka_unit_test(test_render_chat), cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_runtime_errors), cmocka_unit_test(test_bounds), cmocka_unit_test(test_deepest_allowed),
-        cmocka_unit_test(test_api),
+        cmocka_unit_test(test_api), cmocka_unit_test(test_decimal_comma_locale),
     };
     return cmocka_run_group_tests(tests, load_reference, free_reference);
 }

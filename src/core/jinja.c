@@ -1634,7 +1634,10 @@ gpt2_status jinja_parse(const char *name, const char *src, size_t len, jinja_tem
     P->t = t;
     P->err = err;
     P->line = 1;
+    jlocale loc;
+    jlocale_enter(&loc); /* number literals read as Python reads them */
     gpt2_status st = parse_all(P, src ? src : "", len);
+    jlocale_leave(&loc);
     free(P);
     if (st != GPT2_OK) {
         jinja_free(t);

@@ -18,6 +18,8 @@
  *     jinja_free(t);
  *
  * A parsed template is immutable: several threads may render it at once.
+ * Numbers read and print as Python's whatever LC_NUMERIC the application set:
+ * a parse and a render switch their own thread to the C locale (uselocale).
  * Every render is bounded (jinja_opts: output, memory, steps, call depth), so
  * a hostile template fails with a message instead of hanging or exhausting
  * memory; parsing bounds the template's nesting (JINJA_MAX_NESTING).

@@ -6,7 +6,6 @@
  * jinja2/sandbox.py, CPython's str), messages included where they can be. */
 #include "jinja_internal.h"
 
-#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -612,9 +611,7 @@ static jv call_strftime(jrun *r, const jnode *at, jv fmt) {
     char f[257], buf[4096];
     memcpy(f, fmt.s.p, fmt.s.n);
     f[fmt.s.n] = '\0';
-    locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0); /* Python's time formats in the C locale */
-    size_t n = c ? strftime_l(buf, sizeof buf, f, &now, c) : strftime(buf, sizeof buf, f, &now);
-    if (c) freelocale(c);
+    size_t n = strftime(buf, sizeof buf, f, &now); /* in the C locale, as Python's (jlocale_enter) */
     if (n == 0 && fmt.s.n) buf[0] = '\0';
     char *p = jalloc(r, n + 1);
     memcpy(p, buf, n);
@@ -657,12 +654,14 @@ static jv py_format(jrun *r, const jnode *at, jv fmt, jv *args, int n, const cha
         int digits = fl > 0;
         for (size_t k = 0; k < fl; k++) digits &= p[k] >= '0' && p[k] <= '9';
         if (fl == 0 || digits) {
-            int idx = fl == 0 ? auto_idx++ : atoi(p);
+            int idx = 0;
+            for (size_t k = 0; k < fl && idx < 1000000; k++) idx = idx * 10 + (p[k] - '0'); /* p is not NUL-terminated */
+            if (fl == 0) idx = auto_idx++;
             if (fl == 0) automatic = 1;
             else manual = 1;
             if (automatic && manual)
                 jfail(r, at, GPT2_ERR_TEMPLATE, "cannot switch from automatic field numbering to manual field specification");
-            if (idx >= n || fl > 6) jfail(r, at, GPT2_ERR_TEMPLATE, "Replacement index %d out of range for positional args tuple", idx);
+            if (idx >= n) jfail(r, at, GPT2_ERR_TEMPLATE, "Replacement index %d out of range for positional args tuple", idx);
             v = args[idx];
         } else {
             int k = 0;
@@ -918,7 +917,11 @@ static jv attr_path(jrun *r, const jnode *at, jv item, jv attribute, jv dflt) {
         jv part = jv_str(p, (size_t)(e - p));
         int digits = e > p;
         for (const char *q = p; q < e && digits; q++) digits = *q >= '0' && *q <= '9';
-        if (digits && e - p < 18) part = jv_int(strtoll(p, NULL, 10));
+        if (digits && e - p < 18) { /* x.isdigit() parts are indices; p is not NUL-terminated */
+            int64_t v = 0;
+            for (const char *q = p; q < e; q++) v = v * 10 + (*q - '0');
+            part = jv_int(v);
+        }
         item = jb_getitem(r, at, item, part);
         if (dflt.t != JV_UNDEF && dflt.t != JV_NONE && item.t == JV_UNDEF) item = dflt;
         if (!dot) return item;

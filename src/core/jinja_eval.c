@@ -668,8 +668,10 @@ gpt2_status jinja_render(const jinja_template *t, const cJSON *vars, const jinja
     r->opts = opts ? *opts : jinja_default_opts();
     r->arena.limit = r->opts.max_memory;
     r->out.heap = 1;
+    jlocale_enter(&r->loc);
     if (setjmp(r->jmp)) {
         gpt2_status st = r->status;
+        jlocale_leave(&r->loc);
         free(r->out.p);
         jarena_free(&r->arena);
         free(r);
@@ -682,6 +684,7 @@ gpt2_status jinja_render(const jinja_template *t, const cJSON *vars, const jinja
     jsb_put(r, &r->out, "", 1); /* the NUL after the text */
     *out = r->out.p;
     if (len) *len = r->out.n - 1;
+    jlocale_leave(&r->loc);
     jarena_free(&r->arena);
     free(r);
     return GPT2_OK;

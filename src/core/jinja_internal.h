@@ -11,11 +11,21 @@
 #ifndef GPT2_CORE_JINJA_INTERNAL_H
 #define GPT2_CORE_JINJA_INTERNAL_H
 
+#include <locale.h>
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "jinja.h"
+
+/* Python reads and writes numbers the same in every locale; strtod and
+ * printf follow LC_NUMERIC, which an application may have set ("1,5"). A
+ * parse and a render run in the C locale, on the calling thread alone. */
+typedef struct {
+    locale_t c, prev;
+} jlocale;
+void jlocale_enter(jlocale *l);
+void jlocale_leave(jlocale *l);
 
 /* ---- arena ---- */
 typedef struct jarena_chunk jarena_chunk;
@@ -211,6 +221,7 @@ typedef struct {
     long steps;
     int calls, depth;
     jdict *vars;             /* the caller's variables */
+    jlocale loc;
     const jv *block_text;    /* the input of a filter chain on NULL */
     int fatal;               /* the failure is a bound or out of memory: nothing may catch it */
     char msg[GPT2_ERROR_MSG_MAX]; /* the latest failure's message (also in *err) */

@@ -13,6 +13,18 @@
 
 #include "error.h"
 
+void jlocale_enter(jlocale *l) {
+    l->c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    l->prev = l->c ? uselocale(l->c) : (locale_t)0;
+}
+
+void jlocale_leave(jlocale *l) {
+    if (!l->c) return;
+    uselocale(l->prev);
+    freelocale(l->c);
+    l->c = (locale_t)0;
+}
+
 /* ---- arena ---- */
 struct jarena_chunk {
     jarena_chunk *next;
