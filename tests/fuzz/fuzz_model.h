@@ -42,26 +42,41 @@ static inline void fuzz_check_matrix(const gpt2_model *m, const char *what, cons
 
 static inline void fuzz_check_model(const gpt2_model *m) {
     const gpt2_config *c = gpt2_model_config(m);
+    const int hd = gpt2_config_head_dim(c), KVH = gpt2_config_kv_heads(c);
     FUZZ_CHECK(c->n_layer >= 1 && c->n_head >= 1 && c->n_embd >= 1 && c->n_ctx >= 1 && c->n_vocab >= 1 &&
-                   c->n_embd % c->n_head == 0 && m->n_inner >= 1,
-               "accepted config: L=%d H=%d C=%d T=%d V=%d F=%d", c->n_layer, c->n_head, c->n_embd,
-               c->n_ctx, c->n_vocab, m->n_inner);
+                   hd >= 1 && KVH >= 1 && c->n_head % KVH == 0 && m->n_inner >= 1 && c->arch.rope_dim <= hd &&
+                   c->arch.rope_dim % 2 == 0,
+               "accepted config: L=%d H=%d KV=%d hd=%d C=%d T=%d V=%d F=%d rope %d", c->n_layer, c->n_head, KVH, hd,
+               c->n_embd, c->n_ctx, c->n_vocab, m->n_inner, c->arch.rope_dim);
     FUZZ_CHECK(m->st.map == NULL, "the file is still mapped after load");
-    const int C = c->n_embd, F = m->n_inner, V = c->n_vocab;
+    const int C = c->n_embd, F = m->n_inner, V = c->n_vocab, Q = hd * c->n_head, KV = hd * KVH;
     fuzz_check_matrix(m, "wte", &m->wte, V, C);
     fuzz_check_matrix(m, "lm_head", &m->lm_head, V, C);
-    const gpt2_matrix *all[2 + 4 * 64];
+    const gpt2_matrix *all[2 + LAYER_MATRICES_MAX * 64];
     int n = 0;
     all[n++] = &m->wte;
     if (m->lm_head.data != m->wte.data) all[n++] = &m->lm_head;
     for (int l = 0; l < c->n_layer; l++) {
-        const gpt2_layer *L = &m->layers[l];
-        fuzz_check_matrix(m, "attn_w", &L->attn_w, C, 3 * C);
-        fuzz_check_matrix(m, "proj_w", &L->proj_w, C, C);
-        fuzz_check_matrix(m, "fc_w", &L->fc_w, C, F);
-        fuzz_check_matrix(m, "fcproj_w", &L->fcproj_w, F, C);
-        const gpt2_matrix *four[4] = {&L->attn_w, &L->proj_w, &L->fc_w, &L->fcproj_w};
-        for (int i = 0; i < 4 && n < (int)(sizeof all / sizeof *all); i++) all[n++] = four[i];
+        gpt2_layer *L = &m->layers[l];
+        /* each matrix the layer holds, at the shape its place says (q, k, v joined or
+           apart; gate and up joined or apart) */
+        const struct {
+            const char *what;
+            const gpt2_matrix *w;
+            int rows, cols;
+        } want[] = {{"attn_w", &L->attn_w, C, Q + 2 * KV}, {"q_w", &L->q_w, C, Q},   {"k_w", &L->k_w, C, KV},
+                    {"v_w", &L->v_w, C, KV},                {"proj_w", &L->proj_w, Q, C},
+                    {"gate_w", &L->gate_w, C, L->fc_w.data ? F : 2 * F},
+                    {"fc_w", &L->fc_w, C, F},               {"fcproj_w", &L->fcproj_w, F, C}};
+        FUZZ_CHECK(!!L->attn_w.data != !!L->q_w.data && !!L->q_w.data == !!L->k_w.data && !!L->k_w.data == !!L->v_w.data,
+                   "layer %d: q, k, v neither joined nor apart", l);
+        FUZZ_CHECK(L->proj_w.data && L->fcproj_w.data && (L->fc_w.data || L->gate_w.data),
+                   "layer %d: a projection is missing", l);
+        for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+            if (!want[i].w->data) continue;
+            fuzz_check_matrix(m, want[i].what, want[i].w, want[i].rows, want[i].cols);
+            if (n < (int)(sizeof all / sizeof *all)) all[n++] = want[i].w;
+        }
     }
     for (int i = 0; i < n; i++) /* quadratic, but the fuzz models are small */
         for (int j = 0; j < i; j++) {

@@ -222,6 +222,11 @@ def main():
         for f in sorted(os.listdir(os.path.join(gdir, "bad"))):
             if f.endswith(".gguf"):
                 shutil.copy(os.path.join(gdir, "bad", f), os.path.join(gg, "bad-" + f))
+    adir = os.path.join(a.fixtures, "arch", "gguf")   # the Llama family and GPT-NeoX (make_arch_fixtures.py)
+    if os.path.isdir(adir):
+        for f in ("llama-gqa-q8_0.gguf", "llama-gqa-mix.gguf", "llama-bias.gguf", "qwen3.gguf", "neox.gguf"):
+            if os.path.exists(os.path.join(adir, f)):
+                shutil.copy(os.path.join(adir, f), os.path.join(gg, "arch-" + f))
 
     # --- config.json ---
     cf = os.path.join(seeds, "config")

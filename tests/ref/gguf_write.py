@@ -821,7 +821,7 @@ def bad_cases(good):
         ("bias_as_q8_0_matrix", "has shape", edit(lambda g: tensor(g, "blk.0.attn_qkv.bias").update(ne=[64, 3]))),
         ("tokens_missing", "tokenizer.ggml.tokens' is missing", edit(lambda g: drop_kv(g, "tokenizer.ggml.tokens"))),
         ("tokens_not_strings", "array of int32", edit(lambda g: set_kv(g, "tokenizer.ggml.tokens", ARRAY, (I32, [1, 2])))),
-        ("tokenizer_llama", "tokenizer.ggml.model", edit(lambda g: set_kv(g, "tokenizer.ggml.model", STRING, "llama"))),
+        ("tokenizer_llama", "no byte token <0x00>", edit(lambda g: set_kv(g, "tokenizer.ggml.model", STRING, "llama"))),
         ("token_outside_alphabet", "byte alphabet",
          edit(lambda g: set_kv(g, "tokenizer.ggml.tokens", ARRAY, (STRING, ["\t"] + good_tokens[1:])))),
         ("merge_unknown", "not in the vocabulary",
