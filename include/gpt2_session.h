@@ -44,6 +44,14 @@
  * it plus the re-encoded text that preceded the stop within its token); they
  * decode to exactly the reply's text.
  *
+ * The system message (gpt2_session_set_system), when there is one, comes
+ * first and stays through turn drops and reset: a Jinja template gets it as
+ * the first message, {"role": "system"}, as Hugging Face's apply_chat_template
+ * does (a template that has no system turn may fold it into the first user
+ * message, or refuse it with its own message); with a plain template it is
+ * encoded, followed by a blank line ("\n\n"), after the BOS and before
+ * T.preamble.
+ *
  * The cache. Every operation computes the new token sequence, then brings the
  * cache in line with it: it keeps the longest common prefix of what the cache
  * holds and what is wanted, rewinds to it and evaluates only the rest. So send
@@ -179,7 +187,9 @@ extern "C" {
 
 /* ---- session ----------------------------------------------------------- */
 
-typedef enum { GPT2_ROLE_USER = 0, GPT2_ROLE_ASSISTANT } gpt2_role;
+/* A turn's speaker. SYSTEM is the system message (gpt2_session_set_system),
+ * never a turn of the conversation; gpt2_session_render takes it first. */
+typedef enum { GPT2_ROLE_USER = 0, GPT2_ROLE_ASSISTANT, GPT2_ROLE_SYSTEM } gpt2_role;
 
 typedef enum {
     GPT2_SESSION_DROP_OLDEST = 0, /* drop whole exchanges, oldest first, and post a notice */
@@ -249,7 +259,11 @@ typedef struct {
     size_t len;
     size_t shown;       /* bytes of text given to the UI so far: len, except for a
                            reply in progress, whose last len - shown bytes are held
-                           back as a possible stop string. Redraw text[0, shown) */
+                           back as a possible stop string. Redraw text[start, shown) */
+    size_t start;       /* bytes before the text a reader sees: 1 for a reply that
+                           starts with the space a tokenizer's space prefix puts
+                           before its first word (SentencePiece's '▁Hello', shown as
+                           "Hello", as gpt2_tokenizer_decode gives it), else 0 */
     int in_context;     /* 0 once dropped from the model's context (context full) */
     int replying;       /* 1 for the reply still being written */
     const int32_t *ids; /* an assistant turn's reply tokens (n_ids); NULL for a user turn */
@@ -344,6 +358,16 @@ gpt2_status gpt2_session_undo(gpt2_session *s, gpt2_error *err);
 /* Empties the conversation (dropped turns too), keeping the template, the
  * parameters, the RNG and the cached preamble. */
 gpt2_status gpt2_session_reset(gpt2_session *s, gpt2_error *err);
+
+/* Sets the system message (len bytes of text, copied; len 0 removes it),
+ * re-renders the conversation with it and recomputes the cache from where it
+ * changes (the context policy applies if it no longer fits). Not while a reply
+ * is in progress (GPT2_ERR_INVALID_ARG), nor with a NUL byte in it; a template
+ * that refuses a system message fails with its message (GPT2_ERR_TEMPLATE). */
+gpt2_status gpt2_session_set_system(gpt2_session *s, const char *text, size_t len, gpt2_progress_fn progress,
+                                    void *user_data, gpt2_error *err);
+/* The system message, "" when none. Valid until it changes. */
+const char *gpt2_session_system(const gpt2_session *s);
 
 /* Switches to template t (copied), re-renders the conversation with it and
  * recomputes the cache (the context policy applies if it no longer fits). Not
@@ -450,7 +474,8 @@ int gpt2_session_n_turns(const gpt2_session *s);
 int gpt2_session_turn(const gpt2_session *s, int i, gpt2_turn *out);
 
 /* The tokens a session with template t would give the model for messages
- * roles[i], texts[i] (i < n; a reply's tokens being its text encoded), as
+ * roles[i], texts[i] (i < n; a reply's tokens being its text encoded; a
+ * GPT2_ROLE_SYSTEM message only first, as the system message), as
  * "Rendering" says: what `gptscope template` prints. *ids malloc'd (*n_ids of them). */
 gpt2_status gpt2_session_render(const gpt2_model *m, const gpt2_chat_template *t, const gpt2_role *roles,
                                 const char *const *texts, int n, int32_t **ids, int *n_ids, gpt2_error *err);

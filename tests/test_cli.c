@@ -248,11 +248,17 @@ static void test_template(void **state) {
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "\"template\":\"model\""));
     run_free(&r);
-    r = run("[{\"role\": \"system\", \"content\": \"x\"}]", "template -m %s --messages -",
-            fixture_path("arch/models/qwen3"));
+    /* a system message first, as ChatML writes it; anywhere else refused */
+    r = run("[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"Hi\"}]",
+            "template -m %s --messages -", fixture_path("arch/models/qwen3"));
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                               "<|im_start|>assistant\n");
+    run_free(&r);
+    r = run("[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"system\", \"content\": \"x\"}]",
+            "template -m %s --messages -", fixture_path("arch/models/qwen3"));
     assert_int_equal(r.status, 1);
-    assert_non_null(strstr(r.err, "messages[0].role: expected \"user\" or \"assistant\" (gptscope's chat has no system "
-                                  "turn yet)"));
+    assert_non_null(strstr(r.err, "messages[1].role: expected \"user\" or \"assistant\" (a system message only first)"));
     run_free(&r);
     r = run(NULL, "template -m %s --template raw", fixture_path("arch/models/qwen3")); /* the sample, as typed */
     assert_int_equal(r.status, 0);

@@ -554,6 +554,223 @@ static void test_render_jinja(void **state) {
     gpt2_model_free(m);
 }
 
+/* A model whose greedy reply is "Hi" then ChatML's <|im_end|>
+ * (tests/ref/make_chat_fixtures.py, checked there against the float64
+ * reference): the reply ends at the template's end of turn, though the
+ * tokenizer's end of text and the config's end ids are another token; the
+ * next message renders it closed as the template closes it. */
+static void test_turn_end_token(void **state) {
+    (void)state;
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(fixture_path("chat/turn-end"), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
+    const int32_t im_end = gpt2_tokenizer_token_id(tok, "<|im_end|>", 10);
+    assert_true(im_end >= 0);
+    assert_int_not_equal(im_end, gpt2_tokenizer_eot(tok));
+    assert_false(gpt2_model_is_end(m, im_end));
+    gpt2_chat_template *t;
+    if (gpt2_chat_template_from_model(m, &t, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    gpt2_session_params p = gpt2_session_default_params();
+    p.context.n_ctx = 128;
+    p.context.n_threads = 1;
+    p.sampler = greedy();
+    p.max_new_tokens = 20;
+    p.chat_template = t;
+    gpt2_session *s;
+    if (gpt2_session_new(m, p, &s, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    send_ok(s, "Hello");
+    reply r = run_reply(s, 30);
+    assert_int_equal(r.end, GPT2_REPLY_EOT);
+    assert_int_equal(r.ids.n, 3);
+    assert_int_equal(r.ids.v[2], im_end);
+    assert_int_equal(r.kept.n, 2);
+    assert_int_equal(r.shown.n, 2);
+    assert_memory_equal(r.shown.b, "Hi", 2);
+    send_ok(s, "Next");
+    static const char want[] = "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi<|im_end|>\n"
+                               "<|im_start|>user\nNext<|im_end|>\n<|im_start|>assistant\n";
+    int32_t *ids;
+    size_t n;
+    int k;
+    assert_int_equal(gpt2_tokenizer_encode(tok, want, strlen(want), GPT2_ENCODE_SPECIAL, &ids, &n, NULL), GPT2_OK);
+    const int32_t *got = gpt2_session_tokens(s, &k);
+    assert_int_equal(k, (int)n);
+    assert_memory_equal(got, ids, n * sizeof *ids);
+    free(ids);
+    reply_free(&r);
+    gpt2_session_free(s);
+    gpt2_chat_template_free(t);
+    gpt2_model_free(m);
+}
+
+/* A SentencePiece tokenizer's space prefix: a reply's first token carries
+ * the '▁' it puts before the first word ("▁I"), which decoding drops. What
+ * the session streams, what a turn shows (text from .start) and what a Jinja
+ * template gets as the reply's content are the reply's ids decoded by
+ * gpt2_tokenizer_decode (checked against transformers.js in test_tokenizer_json),
+ * while the turn's raw text keeps the token bytes. Sampled replies from the
+ * Llama 2 vocabulary until one starts with such a token. */
+static void test_reply_space_prefix(void **state) {
+    (void)state;
+    static const char tmpl[] = "{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}"
+                               "{% if add_generation_prompt %}[assistant:{% endif %}";
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(fixture_path("hf_gguf/llama2.gguf"), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
+    assert_true(gpt2_tokenizer_space_prefix(tok));
+    gpt2_chat_template t = {.name = "brackets", .jinja = tmpl};
+    int seen = 0;
+    for (uint64_t seed = 1; seed <= 20 && !seen; seed++) {
+        gpt2_session_params p = gpt2_session_default_params();
+        p.context.n_ctx = 64;
+        p.context.n_threads = 1;
+        p.sampler = hot(seed, 1.0f);
+        p.max_new_tokens = 4;
+        p.chat_template = &t;
+        gpt2_session *s;
+        if (gpt2_session_new(m, p, &s, &err) != GPT2_OK) fail_msg("%s", err.msg);
+        send_ok(s, "Hello");
+        reply r = run_reply(s, 10);
+        gpt2_turn a;
+        turn_of(s, 1, &a);
+        size_t l0 = 0;
+        const char *b0 = r.kept.n ? gpt2_tokenizer_token_bytes(tok, r.kept.v[0], &l0) : NULL;
+        if (r.end == GPT2_REPLY_MAX_TOKENS && b0 && l0 > 1 && b0[0] == ' ') {
+            seen = 1;
+            char *dec;
+            size_t dl;
+            assert_int_equal(gpt2_tokenizer_decode(tok, r.kept.v, (size_t)r.kept.n, &dec, &dl, NULL), GPT2_OK);
+            assert_true(dl > 0 && dec[0] != ' ');
+            buf shown = {0};
+            shown_of(dec, dl, &shown);
+            assert_int_equal(r.shown.n, shown.n);
+            assert_memory_equal(r.shown.b, shown.b, shown.n);
+            assert_int_equal(a.start, 1);
+            assert_int_equal(a.len - a.start, dl);
+            assert_memory_equal(a.text + a.start, dec, dl);
+            send_ok(s, "More");
+            buf want = {0};
+            buf_adds(&want, "[user:Hello][assistant:");
+            buf_add(&want, dec, dl);
+            buf_adds(&want, "][user:More][assistant:");
+            int32_t *ids;
+            size_t n;
+            int k;
+            assert_int_equal(gpt2_tokenizer_encode(tok, want.b, want.n, GPT2_ENCODE_SPECIAL, &ids, &n, NULL), GPT2_OK);
+            const int32_t *got = gpt2_session_tokens(s, &k);
+            assert_int_equal(k, (int)n);
+            assert_memory_equal(got, ids, n * sizeof *ids);
+            free(ids), free(dec), free(shown.b), free(want.b);
+        }
+        reply_free(&r);
+        gpt2_session_free(s);
+    }
+    assert_true(seen);
+    gpt2_model_free(m);
+}
+
+/* The system message: first in a Jinja template's messages (the ChatML text
+ * written out by hand), a blank line before a plain template's preamble; it
+ * survives reset, turn drops and a save/load; a template that refuses it
+ * fails with its own message and changes nothing. */
+static void test_system_message(void **state) {
+    (void)state;
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(fixture_path("chat/turn-end"), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
+    gpt2_chat_template *t;
+    if (gpt2_chat_template_from_model(m, &t, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    gpt2_session_params p = gpt2_session_default_params();
+    p.context.n_ctx = 128;
+    p.context.n_threads = 1;
+    p.sampler = greedy();
+    p.chat_template = t;
+    gpt2_session *s;
+    if (gpt2_session_new(m, p, &s, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    assert_string_equal(gpt2_session_system(s), "");
+    assert_int_equal(gpt2_session_set_system(s, "Be brief.", 9, NULL, NULL, &err), GPT2_OK);
+    assert_string_equal(gpt2_session_system(s), "Be brief.");
+    send_ok(s, "Hello");
+    static const char want1[] = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+                                "<|im_start|>assistant\n";
+    int32_t *ids;
+    size_t n;
+    int k;
+    assert_int_equal(gpt2_tokenizer_encode(tok, want1, strlen(want1), GPT2_ENCODE_SPECIAL, &ids, &n, NULL), GPT2_OK);
+    const int32_t *got = gpt2_session_tokens(s, &k);
+    assert_int_equal(k, (int)n);
+    assert_memory_equal(got, ids, n * sizeof *ids);
+    free(ids);
+    reply r = run_reply(s, 10);
+    reply_free(&r);
+    /* not while replying; a NUL byte refused */
+    send_ok(s, "Again");
+    assert_int_equal(gpt2_session_set_system(s, "x", 1, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    r = run_reply(s, 10);
+    reply_free(&r);
+    assert_int_equal(gpt2_session_set_system(s, "a\0b", 3, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    /* changing it re-renders from the start, and the cache holds the new tokens */
+    assert_int_equal(gpt2_session_set_system(s, "Talk like a pirate.", 19, NULL, NULL, &err), GPT2_OK);
+    static const char want2[] = "<|im_start|>system\nTalk like a pirate.<|im_end|>\n<|im_start|>user\nHello"
+                                "<|im_end|>\n<|im_start|>assistant\nHi<|im_end|>\n<|im_start|>user\nAgain<|im_end|>\n"
+                                "<|im_start|>assistant\nHi";
+    assert_int_equal(gpt2_tokenizer_encode(tok, want2, strlen(want2), GPT2_ENCODE_SPECIAL, &ids, &n, NULL), GPT2_OK);
+    got = gpt2_session_tokens(s, &k);
+    assert_int_equal(k, (int)n);
+    assert_memory_equal(got, ids, n * sizeof *ids);
+    assert_int_equal(gpt2_context_n_past(gpt2_session_context(s)), k);
+    assert_memory_equal(gpt2_context_tokens(gpt2_session_context(s)), ids, n * sizeof *ids);
+    free(ids);
+    /* saved and loaded with the conversation */
+    const char *path = tmp_path("system.json");
+    assert_int_equal(gpt2_session_save(s, path, &err), GPT2_OK);
+    gpt2_session *b;
+    if (gpt2_session_new(m, p, &b, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    assert_int_equal(gpt2_session_load(b, path, NULL, NULL, &err), GPT2_OK);
+    assert_string_equal(gpt2_session_system(b), "Talk like a pirate.");
+    got = gpt2_session_tokens(s, &k);
+    int kb;
+    const int32_t *gb = gpt2_session_tokens(b, &kb);
+    assert_int_equal(kb, k);
+    assert_memory_equal(gb, got, (size_t)k * sizeof *got);
+    gpt2_session_free(b);
+    /* reset keeps it */
+    assert_int_equal(gpt2_session_reset(s, &err), GPT2_OK);
+    assert_string_equal(gpt2_session_system(s), "Talk like a pirate.");
+    /* a template that refuses a system message: its error, nothing changed */
+    gpt2_chat_template strict = {.name = "strict",
+                                 .jinja = "{% if messages and messages[0]['role'] == 'system' %}{{ raise_exception('System role "
+                                          "not supported') }}{% endif %}{% for m in messages %}{{ m.content }}"
+                                          "{% endfor %}"};
+    assert_int_equal(gpt2_session_set_template(s, &strict, NULL, NULL, &err), GPT2_ERR_TEMPLATE);
+    assert_non_null(strstr(err.msg, "System role not supported"));
+    assert_int_equal(gpt2_session_set_system(s, "", 0, NULL, NULL, &err), GPT2_OK);
+    assert_string_equal(gpt2_session_system(s), "");
+    assert_int_equal(gpt2_session_set_template(s, &strict, NULL, NULL, &err), GPT2_OK);
+    got = gpt2_session_tokens(s, &k);
+    assert_int_equal(k, 0);
+    assert_int_equal(gpt2_session_set_system(s, "No.", 3, NULL, NULL, &err), GPT2_ERR_TEMPLATE);
+    assert_string_equal(gpt2_session_system(s), "");
+    gpt2_session_free(s);
+    gpt2_chat_template_free(t);
+    gpt2_model_free(m);
+    /* a plain template: the text and a blank line before the preamble */
+    gpt2_chat_template pt = short_tmpl();
+    gpt2_session *q = mk(&pt, 64, 256, 3, greedy(), GPT2_SESSION_DROP_OLDEST);
+    assert_int_equal(gpt2_session_set_system(q, "Sys", 3, NULL, NULL, &err), GPT2_OK);
+    send_ok(q, "one");
+    ivec w = {0};
+    iv_encs(&w, "Sys\n\n");
+    iv_encs(&w, "Hi.\n");
+    iv_encs(&w, "U:one\nA:");
+    assert_tokens(q, &w);
+    free(w.v);
+    gpt2_session_free(q);
+}
+
 /* ---- KV reuse ---- */
 
 static void test_kv_reuse(void **state) {
@@ -1570,7 +1787,7 @@ static void test_load_errors(void **state) {
          "found \"user\""},
         {"\"rng_state\":\t\"", "\"rng_state\":\t7, \"x\": \"", "rng_state: expected a string of decimal digits",
          "found a number"},
-        {"\"version\":\t2", "\"version\":\t3", "version: expected 1 or 2", "found 3"},
+        {"\"version\":\t2", "\"version\":\t4", "version: expected 1, 2 or 3", "found 4"},
         {"\"format\":\t\"gptscope-session\"", "\"format\":\t\"other\"", "format: expected \"gptscope-session\"",
          "found \"other\""},
         {"\"context_policy\":\t\"drop-oldest\"", "\"context_policy\":\t\"lru\"", "context_policy: expected",
@@ -2422,6 +2639,9 @@ int main(void) {
         cmocka_unit_test(test_render_raw),
         cmocka_unit_test(test_render_bos),
         cmocka_unit_test(test_render_jinja),
+        cmocka_unit_test(test_turn_end_token),
+        cmocka_unit_test(test_reply_space_prefix),
+        cmocka_unit_test(test_system_message),
         cmocka_unit_test(test_kv_reuse),
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_stop_at_token_start),

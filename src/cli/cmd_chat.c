@@ -14,7 +14,8 @@
 /* --help: on stdout, status 0; a usage error: on stderr, EXIT_USAGE */
 static int usage(int help) {
     return cli_usage(help,
-                     "usage: gptscope chat [-m DIR] [--continue] [--template NAME|FILE] [--theme NAME|PATH] [--log FILE]\n"
+                     "usage: gptscope chat [-m DIR] [--template NAME|FILE] [--system TEXT]\n"
+                     "                     [--continue] [--theme NAME|PATH] [--log FILE]\n"
                      "                     [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]\n"
                      "                     [--repeat-penalty R] [--repeat-last-n N] [--seed S]\n"
                      "                     [--draft DIR [--draft-k K]] [--quantize q8|q4] [--threads N]\n"
@@ -24,6 +25,7 @@ static int usage(int help) {
                      "                     kept in ~/.local/state/gptscope/chats/ as it goes and at exit)\n"
                      "  --template NAME    transcript, dialogpt, raw, or a chat_template.json file\n"
                      "                     (default: the model's chat_template.json, else transcript)\n"
+                     "  --system TEXT      the system message, first in the conversation (/system in the chat)\n"
                      "  --theme NAME|PATH  dark (default), light, high-contrast, or a theme file\n"
                      "  --log FILE         append what each turn computed (prefill/reply tokens, tok/s)\n"
                      "  -n N               max new tokens per reply, 0 = until the context is full (default 256)\n"
@@ -35,7 +37,7 @@ static int usage(int help) {
                      "  sampling options as for generate (default seed: random)\n");
 }
 
-enum { O_TEMPLATE = 256, O_THEME, O_LOG, O_DRAFT, O_DRAFT_K, O_CONTINUE };
+enum { O_TEMPLATE = 256, O_THEME, O_LOG, O_DRAFT, O_DRAFT_K, O_CONTINUE, O_SYSTEM };
 
 /* One option into o: 1 taken, 0 not one of chat's own, -1 a bad value (message printed). */
 static int chat_option(int c, const char *arg, chat_options *o, int *draft_k_given) {
@@ -44,6 +46,7 @@ static int chat_option(int c, const char *arg, chat_options *o, int *draft_k_giv
     case 'm': o->model_dir = arg; return 1;
     case 'n': return cli_parse_int("-n", arg, 0, 1 << 20, &v) ? (o->n_new = (int)v, 1) : -1;
     case O_TEMPLATE: o->template_name = arg; return 1;
+    case O_SYSTEM: o->system = arg; return 1;
     case O_THEME: o->theme_name = arg; return 1;
     case O_LOG: o->log_path = arg; return 1;
     case O_CONTINUE: o->resume_last = 1; return 1;
@@ -64,6 +67,7 @@ static int chat_parse(int argc, char **argv, chat_options *o) {
                                          {"n-tokens", required_argument, 0, 'n'},
                                          CLI_SAMPLING_OPTIONS,
                                          {"template", required_argument, 0, O_TEMPLATE},
+                                         {"system", required_argument, 0, O_SYSTEM},
                                          {"theme", required_argument, 0, O_THEME},
                                          {"log", required_argument, 0, O_LOG},
                                          {"continue", no_argument, 0, O_CONTINUE},

@@ -11,6 +11,7 @@ static const char usage_text[] =
     "  chat template (its Jinja, from tokenizer_config.json or the GGUF file), or its\n"
     "  chat_template.json, or --template's; special tokens shown as their text.\n"
     "  --messages F  a JSON list of {\"role\": \"user\" | \"assistant\", \"content\": \"...\"}\n"
+    "                (the first may be {\"role\": \"system\", ...})\n"
     "                (default: a short sample of three turns); '-' reads stdin\n"
     "  --ids         the token ids instead, on one line\n"
     "  --json        {\"template\", \"text\", \"ids\", \"tokens\"}\n";
@@ -45,7 +46,7 @@ static int template_parse(int argc, char **argv, template_opts *o) {
     return rc;
 }
 
-/* --messages: a list of {role, content}, roles user and assistant */
+/* --messages: a list of {role, content}, roles user and assistant, a system message first */
 static int read_messages(const char *path, template_result *r) {
     size_t len;
     char *text = strcmp(path, "-") ? cli_read_all(NULL, path, CLI_TEXT_MAX, &len) : cli_read_all(stdin, NULL, CLI_TEXT_MAX, &len);
@@ -59,11 +60,11 @@ static int read_messages(const char *path, template_result *r) {
     for (const cJSON *it = r->doc->child; it; it = it->next) {
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
-        const int user = cJSON_IsString(role) && !strcmp(role->valuestring, "user");
-        if (!user && !(cJSON_IsString(role) && !strcmp(role->valuestring, "assistant"))) {
+        const char *name = cJSON_IsString(role) ? role->valuestring : "";
+        const int user = !strcmp(name, "user"), system = !strcmp(name, "system") && r->n == 0;
+        if (!user && !system && strcmp(name, "assistant")) {
             cli_error("%s: messages[%d].role: expected \"user\" or \"assistant\"%s", path, r->n,
-                      cJSON_IsString(role) && !strcmp(role->valuestring, "system")
-                          ? " (gptscope's chat has no system turn yet)" : "");
+                      r->n == 0 ? ", or \"system\"" : !strcmp(name, "system") ? " (a system message only first)" : "");
             return 0;
         }
         if (!cJSON_IsString(content)) {
@@ -74,7 +75,7 @@ static int read_messages(const char *path, template_result *r) {
             cli_error("%s: more than %d messages", path, MAX_MESSAGES);
             return 0;
         }
-        r->roles[r->n] = user ? GPT2_ROLE_USER : GPT2_ROLE_ASSISTANT;
+        r->roles[r->n] = user ? GPT2_ROLE_USER : system ? GPT2_ROLE_SYSTEM : GPT2_ROLE_ASSISTANT;
         r->texts[r->n++] = content->valuestring;
     }
     return 1;

@@ -31,6 +31,7 @@ typedef struct {
     turn *t;   /* (cap) turns, n in use: user, assistant, user, ... */
     int n, cap;
     int first; /* the first turn in the context (even: a user turn) */
+    char *system; /* the system message, rendered before every turn (never dropped); NULL: none */
 } convo;
 
 typedef struct {
@@ -146,6 +147,7 @@ static void turn_free(turn *u) {
 static void cv_clear(convo *c) {
     for (int i = 0; i < c->n; i++) turn_free(&c->t[i]);
     free(c->t);
+    free(c->system);
     memset(c, 0, sizeof *c);
 }
 
@@ -239,6 +241,14 @@ static gpt2_status sb_text(gpt2_session *s, const char *p, size_t n, gpt2_error 
     return GPT2_OK;
 }
 
+/* Bytes at the start of turn u that a reader does not see: the space a
+ * tokenizer with a space prefix (SentencePiece's '▁') puts before a reply's
+ * first word, which its decode drops (gpt2_tokenizer_decode), so that the
+ * reply reads as Hugging Face and llama.cpp show it and as a template gets it. */
+static size_t reply_lead(const gpt2_tokenizer *tok, const turn *u) {
+    return u->role == GPT2_ROLE_ASSISTANT && u->len > 0 && u->text[0] == ' ' && gpt2_tokenizer_space_prefix(tok);
+}
+
 /* A user turn's block: [assistant_suffix (+EOT)] user_prefix text user_suffix
  * (+EOT) assistant_prefix; the previous reply's close only after_reply. */
 static gpt2_status render_user(gpt2_session *s, const gpt2_chat_template *t, const turn *u, int after_reply,
@@ -265,22 +275,23 @@ static gpt2_status render_user(gpt2_session *s, const gpt2_chat_template *t, con
 /* The text the Jinja template t makes of turns [first, n) of c (as
  * apply_chat_template: {role, content} messages, add_generation_prompt when
  * the last is the user's); *text malloc'd. */
-static gpt2_status jinja_text(const jinja_template *jt, const gpt2_chat_template *t, const convo *c, int first, int n,
-                              char **text, size_t *len, gpt2_error *err) {
-    const int k = n > first ? n - first : 0;
-    const char **roles = malloc((size_t)(k + 1) * sizeof *roles), **contents = malloc((size_t)(k + 1) * sizeof *contents);
+static gpt2_status jinja_text(const gpt2_tokenizer *tok, const jinja_template *jt, const gpt2_chat_template *t,
+                              const convo *c, int first, int n, char **text, size_t *len, gpt2_error *err) {
+    const int k = n > first ? n - first : 0, sys = c->system != NULL;
+    const char **roles = malloc((size_t)(k + 2) * sizeof *roles), **contents = malloc((size_t)(k + 2) * sizeof *contents);
     if (!roles || !contents) {
         free(roles), free(contents);
         return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory rendering the conversation");
     }
+    if (sys) roles[0] = "system", contents[0] = c->system;
     for (int i = 0; i < k; i++) {
-        roles[i] = c->t[first + i].role == GPT2_ROLE_USER ? "user" : "assistant";
-        contents[i] = c->t[first + i].text ? c->t[first + i].text : "";
+        roles[sys + i] = c->t[first + i].role == GPT2_ROLE_USER ? "user" : "assistant";
+        contents[sys + i] = c->t[first + i].text ? c->t[first + i].text + reply_lead(tok, &c->t[first + i]) : "";
     }
     const int gen = k > 0 && c->t[n - 1].role == GPT2_ROLE_USER;
     const char *bos = t->bos_token && t->bos_token[0] ? t->bos_token : NULL;
     const char *eos = t->eos_token && t->eos_token[0] ? t->eos_token : NULL;
-    gpt2_status st = jinja_render_chat(jt, roles, contents, k, gen, bos, eos, NULL, text, len, err);
+    gpt2_status st = jinja_render_chat(jt, roles, contents, sys + k, gen, bos, eos, NULL, text, len, err);
     free(roles), free(contents);
     return st;
 }
@@ -302,7 +313,7 @@ static gpt2_status render_jinja(gpt2_session *s, const gpt2_chat_template *t, co
     size_t len = 0;
     int32_t *ids = NULL;
     size_t n = 0;
-    if (!st) st = jinja_text(jt, t, c, first, n_msg, &text, &len, err);
+    if (!st) st = jinja_text(s->tok, jt, t, c, first, n_msg, &text, &len, err);
     if (!st) st = gpt2_tokenizer_encode(s->tok, text, len, GPT2_ENCODE_SPECIAL, &ids, &n, err);
     free(text);
     const int n_reply = open ? c->t[n_turns - 1].n_ids : 0;
@@ -318,7 +329,7 @@ static gpt2_status render_jinja(gpt2_session *s, const gpt2_chat_template *t, co
         if (c->t[i].role != GPT2_ROLE_ASSISTANT) continue;
         int32_t *p = NULL;
         size_t k = 0;
-        if (!(st = jinja_text(jt, t, c, first, i, &text, &len, err)) &&
+        if (!(st = jinja_text(s->tok, jt, t, c, first, i, &text, &len, err)) &&
             !(st = gpt2_tokenizer_encode(s->tok, text, len, GPT2_ENCODE_SPECIAL, &p, &k, err)))
             out->pos[i] = k <= n && (!k || !memcmp(p, ids, k * sizeof *p)) ? (int)k : -1;
         free(text), free(p);
@@ -375,6 +386,12 @@ static gpt2_status render(gpt2_session *s, const gpt2_chat_template *t, const co
     for (int i = 0; i < c->n; i++) out->pos[i] = -1;
     if (t->jinja && t->jinja[0]) return render_jinja(s, t, c, first, n_turns, out, err);
     if (gpt2_tokenizer_bos(s->tok) >= 0) TRY(push_id(out, gpt2_tokenizer_bos(s->tok), err)); /* Llama 3's */
+    if (c->system) { /* a plain template has no system turn: the text, a blank line, then the preamble */
+        s->sb_len = 0;
+        TRY(sb_text(s, c->system, strlen(c->system), err));
+        TRY(sb_text(s, "\n\n", 2, err));
+        TRY(sb_flush(s, out, err));
+    }
     TRY(tv_encode(s, out, t->preamble, strlen(t->preamble), err));
     for (int i = first; i < n_turns; i++) {
         const turn *u = &c->t[i];
@@ -403,7 +420,13 @@ gpt2_status gpt2_session_render(const gpt2_model *m, const gpt2_chat_template *t
                          "model '%s' does not have", t->name, gpt2_model_name(m));
     convo c = {0};
     tokvec out = {0};
-    for (int i = 0; i < n && !st; i++) { /* a reply's tokens: its text encoded, as a loaded chat has them */
+    for (int i = 0; i < n; i++)
+        if (roles[i] == GPT2_ROLE_SYSTEM && i > 0)
+            return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "render: message %d is a system message, which only the "
+                             "first may be", i + 1);
+    const int sys = n > 0 && roles[0] == GPT2_ROLE_SYSTEM;
+    if (sys && texts[0][0] && !(c.system = strdup(texts[0]))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    for (int i = sys; i < n && !st; i++) { /* a reply's tokens: its text encoded, as a loaded chat has them */
         if (!cv_push(&c, roles[i], texts[i], strlen(texts[i]))) st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
         turn *u = &c.t[c.n - 1];
         size_t k = 0;
@@ -636,10 +659,15 @@ static void start_reply(gpt2_session *s) {
     ids_reserve(a, a->n_ids + (s->n_ctx - s->toks.n) + 1);
 }
 
-/* Gives out n bytes through the UTF-8 stream, appended to out->text. */
-static void emit(gpt2_session *s, gpt2_session_token *out, const char *bytes, size_t n) {
-    if (out_reserve(s, out->len + 3 * (n + 4) + 16)) {
-        out->len += gpt2_utf8_stream_push(&s->utf8, bytes, n, s->out + out->len);
+/* Gives out bytes [from, to) of the reply through the UTF-8 stream, appended
+ * to out->text (less its lead). */
+static void emit(gpt2_session *s, gpt2_session_token *out, size_t from, size_t to) {
+    const turn *a = &s->cv.t[s->cv.n - 1];
+    const size_t lead = reply_lead(s->tok, a);
+    if (from < lead) from = lead;
+    const size_t n = to > from ? to - from : 0;
+    if (n && out_reserve(s, out->len + 3 * (n + 4) + 16)) {
+        out->len += gpt2_utf8_stream_push(&s->utf8, a->text + from, n, s->out + out->len);
         s->out[out->len] = '\0';
     }
     out->text = s->out;
@@ -649,7 +677,7 @@ static void emit(gpt2_session *s, gpt2_session_token *out, const char *bytes, si
 static gpt2_status finish(gpt2_session *s, gpt2_session_token *out, gpt2_reply_end end) {
     if (s->replying) {
         turn *a = last_turn(s);
-        if (a->len > s->held) emit(s, out, a->text + s->held, a->len - s->held);
+        if (a->len > s->held) emit(s, out, s->held, a->len);
         s->held = a->len;
         if (out_reserve(s, out->len + 16)) {
             out->len += gpt2_utf8_stream_flush(&s->utf8, s->out + out->len);
@@ -754,7 +782,7 @@ static gpt2_status finish_stop(gpt2_session *s, gpt2_session_token *out, size_t 
         nt = 0;
         m = off;
     }
-    if (m > s->held) emit(s, out, a->text + s->held, m - s->held);
+    if (m > s->held) emit(s, out, s->held, m);
     if (nt) memcpy(a->ids + k, tail, nt * sizeof *tail);
     if (nt) memset(a->cands + k, 0, nt * sizeof *a->cands); /* re-encoded, never sampled */
     free(tail);
@@ -922,7 +950,7 @@ static void commit_token(gpt2_session *s, turn *a, gpt2_session_token *out, int3
     s->n_sampled++;
     out->kept = 1;
     size_t h = hold_point(s, a, s->held);
-    if (h > s->held) emit(s, out, a->text + s->held, h - s->held);
+    if (h > s->held) emit(s, out, s->held, h);
     s->held = h;
 }
 
@@ -1081,11 +1109,34 @@ gpt2_status gpt2_session_reset(gpt2_session *s, gpt2_error *err) {
     s->stats.last_call = 0;
     TRY(render(s, s->tmpl, &s->cv, 0, 0, &s->next, err));
     tv_swap(&s->toks, &s->next);
+    char *system = s->cv.system; /* a new conversation keeps its instructions */
+    s->cv.system = NULL;
     cv_clear(&s->cv);
+    s->cv.system = system;
     s->replying = 0;
     s->reply_drafted = 0;
     drop_queue(s);
     settle(s);
+    return GPT2_OK;
+}
+
+/* Renders the conversation again as it now stands (s->tmpl, s->cv), dropping
+ * the oldest exchanges under the drop-oldest policy, and brings the cache in
+ * line; on failure the tokens and cache are as before (the caller restores
+ * what it changed). */
+static gpt2_status rerender(gpt2_session *s, gpt2_progress_fn progress, void *user_data, gpt2_error *err) {
+    int old_first = s->cv.first, f, evaluated = 0;
+    TRY(fit(s, s->tmpl, &s->cv, 0, s->policy == GPT2_SESSION_DROP_OLDEST, s->max_new, "the last exchange", &f, err));
+    tv_swap(&s->toks, &s->next);
+    s->cv.first = f;
+    gpt2_status st = sync_cache(s, 0, progress, user_data, &evaluated, err);
+    if (st != GPT2_OK) {
+        tv_swap(&s->toks, &s->next);
+        s->cv.first = old_first;
+        settle(s);
+        return st;
+    }
+    if (f != old_first) post_drop_notice(s, f - old_first, evaluated);
     return GPT2_OK;
 }
 
@@ -1099,33 +1150,45 @@ gpt2_status gpt2_session_set_template(gpt2_session *s, const gpt2_chat_template 
     TRY(check_for_model(s, t, err));
     gpt2_chat_template *nt;
     TRY(gpt2_chat_template_copy(t, &nt, err));
-    int old_first = s->cv.first, f, evaluated = 0;
-    gpt2_status st = fit(s, nt, &s->cv, 0, s->policy == GPT2_SESSION_DROP_OLDEST, s->max_new,
-                         "the last exchange", &f, err);
-    if (st != GPT2_OK) {
-        gpt2_chat_template_free(nt);
-        return st;
-    }
     gpt2_chat_template *old = s->tmpl;
     const int32_t old_end = s->turn_end;
-    tv_swap(&s->toks, &s->next);
     s->tmpl = nt;
     s->turn_end = turn_end_of(s, nt);
-    s->cv.first = f;
-    st = sync_cache(s, 0, progress, user_data, &evaluated, err);
+    gpt2_status st = rerender(s, progress, user_data, err);
     if (st != GPT2_OK) {
-        tv_swap(&s->toks, &s->next);
         s->tmpl = old;
         s->turn_end = old_end;
-        s->cv.first = old_first;
         gpt2_chat_template_free(nt);
-        settle(s);
         return st;
     }
     gpt2_chat_template_free(old);
-    if (f != old_first) post_drop_notice(s, f - old_first, evaluated);
     return GPT2_OK;
 }
+
+gpt2_status gpt2_session_set_system(gpt2_session *s, const char *text, size_t len, gpt2_progress_fn progress,
+                                    void *user_data, gpt2_error *err) {
+    if (!s || (!text && len)) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "set_system: NULL argument");
+    s->stats.last_call = 0;
+    if (s->replying)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "set_system: the assistant is still replying; stop the reply first");
+    if (len && memchr(text, '\0', len))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "set_system: the system message holds a NUL byte");
+    char *nsys = NULL;
+    if (len && !(nsys = malloc(len + 1))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for the system message");
+    if (nsys) memcpy(nsys, text, len), nsys[len] = '\0';
+    char *old = s->cv.system;
+    s->cv.system = nsys;
+    gpt2_status st = rerender(s, progress, user_data, err);
+    if (st != GPT2_OK) {
+        s->cv.system = old;
+        free(nsys);
+        return st;
+    }
+    free(old);
+    return GPT2_OK;
+}
+
+const char *gpt2_session_system(const gpt2_session *s) { return s && s->cv.system ? s->cv.system : ""; }
 
 /* ---- interventions ---- */
 
@@ -1308,6 +1371,7 @@ int gpt2_session_turn(const gpt2_session *s, int i, gpt2_turn *out) {
                        .text = u->text,
                        .len = u->len,
                        .shown = live ? s->held : u->len,
+                       .start = reply_lead(s->tok, u),
                        .in_context = i >= s->cv.first,
                        .replying = live,
                        .ids = u->role == GPT2_ROLE_ASSISTANT ? u->ids : NULL,
@@ -1536,7 +1600,7 @@ static cJSON *session_json(const gpt2_session *s) {
     cJSON *root = cJSON_CreateObject(), *tm, *turns;
     if (!root) return NULL;
     int ok = cJSON_AddStringToObject(root, "format", "gptscope-session") &&
-             cJSON_AddNumberToObject(root, "version", 2) &&
+             cJSON_AddNumberToObject(root, "version", s->cv.system ? 3 : 2) &&
              cJSON_AddStringToObject(root, "model", gpt2_model_name(s->model)) &&
              cJSON_AddNumberToObject(root, "n_vocab", s->n_vocab) && (tm = cJSON_AddObjectToObject(root, "template")) &&
              chat_template_to_json(s->tmpl, tm) && add_sampler(root, gpt2_sampler_get_params(s->smp)) &&
@@ -1545,7 +1609,9 @@ static cJSON *session_json(const gpt2_session *s) {
              cJSON_AddStringToObject(root, "context_policy",
                                      s->policy == GPT2_SESSION_REFUSE ? "refuse" : "drop-oldest") &&
              cJSON_AddNumberToObject(root, "first_in_context", s->cv.first) &&
-             cJSON_AddBoolToObject(root, "replying", s->replying) && (turns = cJSON_AddArrayToObject(root, "turns"));
+             cJSON_AddBoolToObject(root, "replying", s->replying) &&
+             (!s->cv.system || cJSON_AddStringToObject(root, "system", s->cv.system)) &&
+             (turns = cJSON_AddArrayToObject(root, "turns"));
     for (int i = 0; ok && i < s->cv.n; i++) ok = add_turn(turns, &s->cv.t[i]);
     if (!ok) {
         cJSON_Delete(root);
@@ -1780,7 +1846,8 @@ static gpt2_status check_reply_in_progress(const json_src *L, const staged *g) {
 static gpt2_status parse_session(gpt2_session *s, const json_src *L, const cJSON *root, staged *g) {
     static const char *const top[] = {"format",        "version",        "model",          "n_vocab",
                                       "template",      "sampler",        "rng_state",      "max_new_tokens",
-                                      "context_policy", "first_in_context", "replying",     "turns"};
+                                      "context_policy", "first_in_context", "replying",     "turns",
+                                      "system"};
     static const char *const skeys[] = {"temperature",    "top_k",         "top_p", "min_p",
                                         "repeat_penalty", "repeat_last_n", "seed"};
     char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 32];
@@ -1792,9 +1859,9 @@ static gpt2_status parse_session(gpt2_session *s, const json_src *L, const cJSON
     }
     int version, n_vocab;
     TRY(json_get_int(L, root, "version", 0, INT_MAX, &version));
-    if (version != 1 && version != 2) { /* 2 added the turns' candidates */
+    if (version < 1 || version > 3) { /* 2 added the turns' candidates, 3 the system message */
         snprintf(found, sizeof found, "%d (written by a newer gptscope?)", version);
-        return json_bad(L, "version", "1 or 2", found);
+        return json_bad(L, "version", "1, 2 or 3", found);
     }
     TRY(json_get_str(L, root, "model", &model));
     TRY(json_get_int(L, root, "n_vocab", 1, INT_MAX, &n_vocab));
@@ -1840,6 +1907,11 @@ static gpt2_status parse_session(gpt2_session *s, const json_src *L, const cJSON
         return json_bad(L, "first_in_context", "an even turn index (a user turn)", found);
     }
     TRY(json_get_bool(L, root, "replying", &g->replying));
+    if (version >= 3 && json_has(root, "system")) {
+        const char *sys;
+        TRY(json_get_str(L, root, "system", &sys));
+        if (*sys && !(g->cv.system = strdup(sys))) return gpt2_fail(L->err, GPT2_ERR_NOMEM, "out of memory");
+    }
     if (g->replying && first >= n_turns)
         return json_bad(L, "replying", "false when the context holds no exchange", "true");
     int same_model = strcmp(model, gpt2_model_name(s->model)) == 0 && n_vocab == s->n_vocab;
@@ -1847,7 +1919,7 @@ static gpt2_status parse_session(gpt2_session *s, const json_src *L, const cJSON
     if (g->replying) TRY(check_reply_in_progress(L, g));
     g->cv.first = first;
     /* Unknown fields last: a misspelt required field is reported as missing. */
-    return json_only_keys(L, root, top, 12);
+    return json_only_keys(L, root, top, version >= 3 ? 13 : 12);
 }
 
 /* A conversation's file is far smaller: the size is checked before anything

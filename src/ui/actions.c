@@ -175,7 +175,7 @@ static void finish_reply(app *a, const gpt2_session_token *t) {
         app_message(a, UI_ROLE_NOTICE, "the context window of %d tokens is full: the reply ends here, perhaps before "
                     "the model would have ended it (the next message drops the oldest turns; /undo or /reset make "
                     "room now)", a->n_ctx);
-    log_reply_text(a, tr.text, tr.len);
+    log_reply_text(a, tr.text + tr.start, tr.len - tr.start);
     app_after_change(a);
     app_keep(a);
 }

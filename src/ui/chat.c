@@ -93,6 +93,14 @@ static int open_session(app *a, const chat_options *o, const gpt2_chat_template 
     return 0;
 }
 
+/* --system, after --continue: it replaces the continued chat's. */
+static int set_system(app *a, const char *text) {
+    gpt2_error err;
+    if (gpt2_session_set_system(a->s, text, strlen(text), NULL, NULL, &err) == GPT2_OK) return 0;
+    a->host->error("--system: %s", err.msg);
+    return -1;
+}
+
 /* --draft: a bad or mismatched draft fails here, before the terminal is touched. */
 static int open_draft(app *a, const chat_options *o) {
     gpt2_error err;
@@ -177,6 +185,7 @@ static int open_app(app *a, const chat_options *o, gpt2_chat_template **tmpl) {
     }
     if (load_template(a, o, tmpl) || open_session(a, o, *tmpl) || open_draft(a, o) || open_store(a)) return -1;
     if (o->resume_last && continue_last(a)) return -1;
+    if (o->system && set_system(a, o->system)) return -1;
     app_log(a, "start: model %s (%s), %s, template %s, n_ctx %d%s%s, seed %llu", a->model_name,
             gpt2_dtype_name(gpt2_model_dtype(a->model)), src, gpt2_session_template(a->s)->name, a->n_ctx,
             a->draft ? ", draft " : "", a->draft ? a->draft_name : "",

@@ -22,6 +22,7 @@
 typedef struct {
     const char *model_dir;     /* the model (already resolved: -m, $GPTSCOPE_MODEL or the bundled one) */
     const char *template_name; /* --template: a built-in name or a file; NULL: the model's own */
+    const char *system;        /* --system: the system message; NULL: none (or the continued chat's) */
     const char *theme_name;    /* --theme: a name or a path; NULL: dark */
     const char *themes_dir;    /* where the bundled themes are; NULL: ./themes */
     const char *log_path;      /* --log; NULL: none */

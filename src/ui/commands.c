@@ -387,6 +387,37 @@ static void c_theme(app *a, char *arg, char *y) {
 }
 
 static void c_template(app *a, char *arg, char *y) { (void)y, cmd_template(a, arg); }
+
+/* /system TEXT sets the system message, /system off removes it, /system shows it. */
+static void c_system(app *a, char *text, char *y) {
+    (void)y;
+    if (!text) {
+        const char *cur = gpt2_session_system(a->s);
+        if (cur[0]) app_message(a, UI_ROLE_TEXT, "system: %s", cur);
+        else app_message(a, UI_ROLE_TEXT, "no system message (/system TEXT sets one)");
+        return;
+    }
+    if (a->prompt_mode) {
+        app_message(a, UI_ROLE_ERROR, "prompt mode has no system message: /chat first");
+        return;
+    }
+    if (a->generating) {
+        app_message(a, UI_ROLE_ERROR, "stop the reply first (Esc)");
+        return;
+    }
+    if (!strcmp(text, "off")) text = "";
+    gpt2_error err;
+    gpt2_status st = gpt2_session_set_system(a->s, text, strlen(text), app_progress, a, &err);
+    a->prefill_msg[0] = '\0';
+    if (st != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "system message change cancelled" : err.msg);
+    } else {
+        app_forget_latest(a);
+        app_message(a, UI_ROLE_TEXT, text[0] ? "system message set" : "system message removed");
+        app_log(a, "system message: evaluated %d", gpt2_session_get_stats(a->s).last_call);
+    }
+    app_after_change(a);
+}
 static void c_draft(app *a, char *arg, char *y) { (void)y, cmd_draft(a, arg); }
 
 static void c_save(app *a, char *path, char *y) {
@@ -449,6 +480,7 @@ static const app_command commands[] = {
     {"/conf", NULL, "", "confidence view on/off (as F2)", 0, c_conf, 0},
     {"/theme", NULL, "NAME|PATH", "dark light high-contrast, or a .theme file", 1, c_theme, 0},
     {"/template", NULL, "NAME|PATH", "transcript dialogpt raw model, or a chat_template.json", 1, c_template, 0},
+    {"/system", NULL, "TEXT|off", "the system message the template puts first (kept by /reset)", 0, c_system, 1},
     {"/save", NULL, "FILE", "the session as JSON (~ is your home directory)", 1, c_save, 0},
     {"/load", NULL, "FILE", "a saved session (another model's: asks first)", 1, c_load, 0},
     {"/draft", NULL, "on|off|DIR", "speculative sampling with a draft model", 1, c_draft, 0},

@@ -12,10 +12,12 @@
 
 #include "ui/app.h"
 
-enum { LINE_BLANK = -1000000 }; /* conv_line.turn of the blank line after a turn */
+/* conv_line.turn of the blank line after a turn, and of the system message's
+ * label and text lines (which come first) */
+enum { LINE_BLANK = -1000000, LINE_SYSTEM_LABEL = -1000001, LINE_SYSTEM = -1000002 };
 
 typedef struct {
-    int turn;       /* -1 - t: the label line of turn t; LINE_BLANK */
+    int turn;       /* -1 - t: the label line of turn t; LINE_BLANK, LINE_SYSTEM_LABEL, LINE_SYSTEM */
     size_t start, end;
     int label_role; /* for label lines */
     int indent;
@@ -57,19 +59,33 @@ static int conv_layout(conv_pane *cp, int width) {
     app *a = cp->base.a;
     int n_turns = gpt2_session_n_turns(a->s), n = 0;
     int tw = width - 2 > 1 ? width - 2 : 1;
+    const char *sys = gpt2_session_system(a->s);
+    if (sys[0]) { /* the system message, dim, above the turns */
+        int need = ui_wrap(sys, strlen(sys), tw, NULL, 0);
+        if (!reserve((void **)&cp->lines, &cp->cap, need + 2, sizeof *cp->lines) ||
+            !reserve((void **)&cp->wrap, &cp->wrap_cap, need, sizeof *cp->wrap))
+            return 0;
+        cp->lines[n++] = (conv_line){.turn = LINE_SYSTEM_LABEL};
+        int k = ui_wrap(sys, strlen(sys), tw, cp->wrap, need);
+        for (int j = 0; j < k; j++)
+            cp->lines[n++] = (conv_line){.turn = LINE_SYSTEM, .start = cp->wrap[j].start, .end = cp->wrap[j].end,
+                                         .indent = 2};
+        cp->lines[n++] = (conv_line){.turn = LINE_BLANK};
+    }
     for (int i = 0; i < n_turns; i++) {
         gpt2_turn t;
         if (!gpt2_session_turn(a->s, i, &t)) continue;
-        size_t len = t.role == GPT2_ROLE_ASSISTANT ? t.shown : t.len;
-        int need = ui_wrap(t.text, len, tw, NULL, 0);
+        size_t end = t.role == GPT2_ROLE_ASSISTANT ? t.shown : t.len, len = end > t.start ? end - t.start : 0;
+        int need = ui_wrap(t.text + t.start, len, tw, NULL, 0);
         if (!reserve((void **)&cp->lines, &cp->cap, n + need + 2, sizeof *cp->lines) ||
             !reserve((void **)&cp->wrap, &cp->wrap_cap, need, sizeof *cp->wrap))
             break;
         cp->lines[n++] = (conv_line){.turn = -1 - i,
                                      .label_role = t.role == GPT2_ROLE_USER ? UI_ROLE_USER : UI_ROLE_ASSISTANT};
-        int k = ui_wrap(t.text, len, tw, cp->wrap, need);
+        int k = ui_wrap(t.text + t.start, len, tw, cp->wrap, need);
         for (int j = 0; j < k; j++)
-            cp->lines[n++] = (conv_line){.turn = i, .start = cp->wrap[j].start, .end = cp->wrap[j].end, .indent = 2};
+            cp->lines[n++] = (conv_line){.turn = i, .start = t.start + cp->wrap[j].start,
+                                         .end = t.start + cp->wrap[j].end, .indent = 2};
         cp->lines[n++] = (conv_line){.turn = LINE_BLANK};
     }
     return n;
@@ -311,6 +327,16 @@ static void conv_draw(pane *p) {
     for (int r = 0; r < h && first + r < n; r++) {
         const conv_line *l = &cp->lines[first + r];
         if (l->turn == LINE_BLANK) continue;
+        if (l->turn == LINE_SYSTEM_LABEL) {
+            int c = term_printf(p->win, r, 0, p->w - 1, term_attr(UI_ROLE_DIM) | A_BOLD, "system");
+            term_printf(p->win, r, c, p->w - 1 - c, term_attr(UI_ROLE_DIM), " (/system changes it)");
+            continue;
+        }
+        if (l->turn == LINE_SYSTEM) {
+            term_put(p->win, r, l->indent, gpt2_session_system(p->a->s) + l->start, l->end - l->start,
+                     p->w - 1 - l->indent, term_attr(UI_ROLE_DIM));
+            continue;
+        }
         if (l->turn < 0) {
             draw_label(p, r, l);
             continue;
