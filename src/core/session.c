@@ -58,6 +58,10 @@ struct gpt2_session {
     tokvec next; /* a new rendering being built; the old one after a swap */
     char *sb;    /* text builder for rendering, (sb_cap) bytes */
     size_t sb_len, sb_cap;
+    /* the last Jinja template parsed, and its source: a conversation is
+       rendered many times (each reply's place, each fit), the source rarely changes */
+    jinja_template *jt;
+    char *jt_src;
 
     /* The reply in progress: the last turn. */
     int replying;
@@ -296,6 +300,24 @@ static gpt2_status jinja_text(const gpt2_tokenizer *tok, const jinja_template *j
     return st;
 }
 
+/* t's Jinja parsed: the cached parse when t's source is the one parsed last. */
+static gpt2_status parsed(gpt2_session *s, const gpt2_chat_template *t, jinja_template **out, gpt2_error *err) {
+    if (!s->jt || strcmp(s->jt_src, t->jinja) != 0) {
+        jinja_template *jt;
+        char *src = strdup(t->jinja);
+        if (!src) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for the chat template");
+        gpt2_status st = jinja_parse(t->name, t->jinja, strlen(t->jinja), &jt, err);
+        if (st) {
+            free(src);
+            return st;
+        }
+        jinja_free(s->jt), free(s->jt_src);
+        s->jt = jt, s->jt_src = src;
+    }
+    *out = s->jt;
+    return GPT2_OK;
+}
+
 /* out = turns [first, n_turns) as the model's Jinja template renders them,
  * encoded with its special tokens (the template writes them, BOS included).
  * The last reply is the one the cache continues: the turns before it with the
@@ -306,7 +328,7 @@ static gpt2_status jinja_text(const gpt2_tokenizer *tok, const jinja_template *j
 static gpt2_status render_jinja(gpt2_session *s, const gpt2_chat_template *t, const convo *c, int first, int n_turns,
                                 tokvec *out, gpt2_error *err) {
     jinja_template *jt;
-    gpt2_status st = jinja_parse(t->name, t->jinja, strlen(t->jinja), &jt, err);
+    gpt2_status st = parsed(s, t, &jt, err);
     const int open = n_turns > first && c->t[n_turns - 1].role == GPT2_ROLE_ASSISTANT; /* the last reply */
     const int n_msg = n_turns - open;
     char *text = NULL;
@@ -335,7 +357,6 @@ static gpt2_status render_jinja(gpt2_session *s, const gpt2_chat_template *t, co
         free(text), free(p);
     }
     free(ids);
-    jinja_free(jt);
     return st;
 }
 
@@ -343,11 +364,11 @@ static gpt2_status render_jinja(gpt2_session *s, const gpt2_chat_template *t, co
  * <|im_end|>, Llama 3's <|eot_id|>, Gemma's <end_of_turn>): what ends a turn
  * when the model emits it; -1 for a template without (it raises, or plain
  * text follows). */
-static int32_t turn_end_of(const gpt2_session *s, const gpt2_chat_template *t) {
+static int32_t turn_end_of(gpt2_session *s, const gpt2_chat_template *t) {
     if (!t->jinja || !t->jinja[0]) return -1;
     static const char mark[] = "gptscope-reply-mark";
     jinja_template *jt;
-    if (jinja_parse(t->name, t->jinja, strlen(t->jinja), &jt, NULL) != GPT2_OK) return -1;
+    if (parsed(s, t, &jt, NULL) != GPT2_OK) return -1;
     const char *roles[] = {"user", "assistant"}, *contents[] = {"Hello", mark};
     char *text = NULL;
     size_t len = 0;
@@ -367,7 +388,6 @@ static int32_t turn_end_of(const gpt2_session *s, const gpt2_chat_template *t) {
         }
     }
     free(text), free(sp), free(plain);
-    jinja_free(jt);
     return end;
 }
 
@@ -437,6 +457,7 @@ gpt2_status gpt2_session_render(const gpt2_model *m, const gpt2_chat_template *t
     if (!st) st = render(&s, t, &c, 0, c.n, &out, err);
     if (!st) *ids = out.v, *n_ids = out.n, out.v = NULL;
     free(out.v), free(out.pos), free(s.sb);
+    jinja_free(s.jt), free(s.jt_src);
     cv_clear(&c);
     return st;
 }
@@ -634,6 +655,7 @@ void gpt2_session_free(gpt2_session *s) {
     free(s->next.pos);
     free(s->sb);
     free(s->out);
+    jinja_free(s->jt), free(s->jt_src);
     free(s);
 }
 
@@ -1125,7 +1147,7 @@ gpt2_status gpt2_session_reset(gpt2_session *s, gpt2_error *err) {
  * line; on failure the tokens and cache are as before (the caller restores
  * what it changed). */
 static gpt2_status rerender(gpt2_session *s, gpt2_progress_fn progress, void *user_data, gpt2_error *err) {
-    int old_first = s->cv.first, f, evaluated = 0;
+    int old_first = s->cv.first, f = old_first, evaluated = 0;
     TRY(fit(s, s->tmpl, &s->cv, 0, s->policy == GPT2_SESSION_DROP_OLDEST, s->max_new, "the last exchange", &f, err));
     tv_swap(&s->toks, &s->next);
     s->cv.first = f;

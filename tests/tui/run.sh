@@ -780,6 +780,33 @@ EOF2
     quit_app
 fi
 
+# a model made to answer "Hi" and end its turn with ChatML's <|im_end|>, which is neither
+# its end of text nor an end id of its config (tests/ref/make_chat_fixtures.py): the reply
+# stops there, the log says why; a system message given with --system is shown above the
+# conversation and sent first, as ChatML renders it; /system off removes it
+TE=${GPTSCOPE_FIXTURES:-build/fixtures}/chat/turn-end
+case $TE in /*) ;; *) TE=$ROOT/$TE ;; esac
+if [ -d "$TE" ]; then
+    rm -f "$TMP/log"
+    $T kill-server >/dev/null 2>&1; sleep 0.2
+    $T new-session -d -s app -x 80 -y 24 "env XDG_STATE_HOME='$TMP/state' '$BIN' chat -m '$TE' --temperature 0 --system 'Be brief.' --log '$TMP/log'; sleep 60"
+    wait_for "sampling" 10
+    check "--system: shown above the conversation" wait_for "(/system changes it)"
+    check "--system: its text" wait_for "Be brief."
+    keys "Hello" Enter
+    n=$("$BIN" template -m "$TE" --messages - --ids <<'EOF2' | wc -w
+[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]
+EOF2
+)
+    check "the system message is sent first ($n tokens)" wait_log "send: prefill [0-9]+ tokens, context $n/"
+    check "the reply ends at the template's end of turn" wait_log "reply: 2 tokens \(end of text\)"
+    check "the reply reads Hi" sh -c "$T capture-pane -p -t app | grep -qE '^ *Hi *(│|$)'"
+    keys "/system off" Enter
+    check "/system off" wait_for "system message removed"
+    check "/system off: the system message is gone" sh -c "! $T capture-pane -p -t app | grep -qF 'Be brief.'"
+    quit_app
+fi
+
 echo
 echo "tui: $pass passed, $fail failed"
 # cmocka-style lines, so that tests/run_tests.sh counts these checks too
