@@ -124,7 +124,8 @@ static inline const char *gpt2_config_family(const gpt2_config *c) {
 typedef enum {
     GPT2_DTYPE_F32 = 0, GPT2_DTYPE_F16, GPT2_DTYPE_BF16, GPT2_DTYPE_Q8,
     GPT2_DTYPE_Q8_0, GPT2_DTYPE_Q4_0, GPT2_DTYPE_Q4_1, GPT2_DTYPE_Q5_0, GPT2_DTYPE_Q5_1,
-    GPT2_DTYPE_Q4_K, GPT2_DTYPE_Q5_K, GPT2_DTYPE_Q6_K
+    GPT2_DTYPE_Q4_K, GPT2_DTYPE_Q5_K, GPT2_DTYPE_Q6_K,
+    GPT2_N_DTYPES /* how many there are */
 } gpt2_dtype;
 
 typedef struct gpt2_model gpt2_model;
@@ -225,6 +226,12 @@ int gpt2_model_is_end(const gpt2_model *m, int32_t id);
 
 /* The dtype of the large weight matrices (wte and the blocks' matrices). */
 gpt2_dtype gpt2_model_dtype(const gpt2_model *m);
+
+/* How the weight matrices (wte, an untied head, every layer's) are held:
+ * bytes[d] of them in dtype d (as in memory: a block format's rows padded to
+ * a multiple of 8), for each d < GPT2_N_DTYPES; returns how many
+ * dtypes hold any (more than 1 for a llama-quantize mix such as Q4_K_M). */
+int gpt2_model_dtype_bytes(const gpt2_model *m, size_t bytes[GPT2_N_DTYPES]);
 
 /* Bytes of weights the model holds in memory: every matrix (wte and an
  * untied LM head both in full) and the float vectors but the position

@@ -219,12 +219,36 @@ static void test_chat_metadata(void **state) {
     gpt2_model_free(m);
 }
 
+/* A mix of types, as llama-quantize writes a *_M file: the mix fixture's
+ * matrices are Q8_0 but v_proj and up_proj, F16 (make_arch_fixtures.py, MIX);
+ * the bytes each type holds, from the formats' definitions (Q8_0: 34 bytes a
+ * block of 32; F16: 2 a weight) and the llama-gqa case's shapes, the
+ * embedding's 297 rows held as 304 (a block format's rows in groups of 8). */
+static void test_dtype_mix(void **state) {
+    (void)state;
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(fixture_path("arch/gguf/llama-gqa-mix.gguf"), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    const size_t C = 64, KV = 32, F = 160, L = 2;
+    const size_t q8 = 304 * C / 32 * 34 + L * (C * C + KV * C + F * C + C * C + C * F) / 32 * 34, f16 = L * (KV * C + F * C) * 2;
+    size_t bytes[GPT2_N_DTYPES];
+    assert_int_equal(gpt2_model_dtype_bytes(m, bytes), 2);
+    assert_int_equal(bytes[GPT2_DTYPE_Q8_0], q8);
+    assert_int_equal(bytes[GPT2_DTYPE_F16], f16);
+    gpt2_model_free(m);
+    if (gpt2_model_load(fixture_path("arch/gguf/llama-gqa-f16.gguf"), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    assert_int_equal(gpt2_model_dtype_bytes(m, bytes), 1);
+    assert_int_equal(bytes[GPT2_DTYPE_F16], gpt2_model_weight_bytes(m) - 2 * L * C * 4 - C * 4); /* less the norms */
+    gpt2_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_directories),
         cmocka_unit_test(test_gguf_files),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_chat_metadata),
+        cmocka_unit_test(test_dtype_mix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

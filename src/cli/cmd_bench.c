@@ -971,6 +971,28 @@ static int machine_only_json(const bench_result *f) {
     return cli_json_print(root);
 }
 
+/* The model's dtypes by share of the matrices' bytes, largest first: "f16",
+ * or for a mix "q5_0 62% + q6_k 25% + q8_0 13%". */
+static void dtype_text(const gpt2_model *m, char *buf, size_t cap) {
+    size_t bytes[GPT2_N_DTYPES], total = 0;
+    if (gpt2_model_dtype_bytes(m, bytes) <= 1) {
+        snprintf(buf, cap, "%s", gpt2_dtype_name(gpt2_model_dtype(m)));
+        return;
+    }
+    for (int d = 0; d < GPT2_N_DTYPES; d++) total += bytes[d];
+    size_t k = 0;
+    buf[0] = '\0';
+    for (;;) {
+        int best = -1;
+        for (int d = 0; d < GPT2_N_DTYPES; d++)
+            if (bytes[d] && (best < 0 || bytes[d] > bytes[best])) best = d;
+        if (best < 0 || k >= cap) break;
+        k += (size_t)snprintf(buf + k, cap - k, "%s%s %.0f%%", k ? " + " : "", gpt2_dtype_name((gpt2_dtype)best),
+                              100.0 * (double)bytes[best] / (double)total);
+        bytes[best] = 0;
+    }
+}
+
 static int bench_json(const bench_result *f) {
     cJSON *root = cJSON_CreateObject(), *pass = cJSON_CreateObject();
     char random_name[64];
@@ -980,6 +1002,13 @@ static int bench_json(const bench_result *f) {
     const int probe_ok = f->n_ok > 0;
     viz_json_text(root, "model", model, strlen(model));
     viz_json_text(root, "dtype", dtype, strlen(dtype));
+    size_t bytes[GPT2_N_DTYPES], total = 0;
+    if (gpt2_model_dtype_bytes(f->m, bytes) > 1) { /* a mix: each dtype's share of the matrices' bytes */
+        cJSON *mix = cJSON_AddObjectToObject(root, "dtypes");
+        for (int d = 0; d < GPT2_N_DTYPES; d++) total += bytes[d];
+        for (int d = 0; d < GPT2_N_DTYPES; d++)
+            if (bytes[d]) viz_json_number(mix, gpt2_dtype_name((gpt2_dtype)d), (double)bytes[d] / (double)total);
+    }
     viz_json_number(root, "threads", f->threads);
     viz_json_text(root, "gemm", gemm_name(), strlen(gemm_name()));
     viz_json_number(root, "reps", f->reps);
@@ -1038,9 +1067,11 @@ static int bench_report(const bench_result *r, int json) {
     }
     if (json) return bench_json(r);
     const gpt2_config *cfg = gpt2_model_config(r->m);
+    char dt[160];
+    dtype_text(r->m, dt, sizeof dt);
     printf("model        %s (%s, %d layers, %d embd, %d ctx), %d threads, median of %d\n",
-           r->loaded ? cli_show(gpt2_model_name(r->m)) : r->shape ? r->shape : "random GPT-2 124M shape",
-           gpt2_dtype_name(gpt2_model_dtype(r->m)), cfg->n_layer, cfg->n_embd, cfg->n_ctx, r->threads, r->reps);
+           r->loaded ? cli_show(gpt2_model_name(r->m)) : r->shape ? r->shape : "random GPT-2 124M shape", dt,
+           cfg->n_layer, cfg->n_embd, cfg->n_ctx, r->threads, r->reps);
     printf("gemm         %s (prefill's matrix products; --gemm own|blas)\n", gemm_name());
     if (r->load_s >= 0) printf("load         %.3f s\n", r->load_s);
     printf("prefill 128  %.1f tok/s = %.1f GFLOP/s (runs %.1f-%.1f, after a warm-up)\n", r->prefill_128,

@@ -36,6 +36,7 @@ const char *gpt2_dtype_name(gpt2_dtype dtype) {
     case GPT2_DTYPE_Q4_K: return "q4_k";
     case GPT2_DTYPE_Q5_K: return "q5_k";
     case GPT2_DTYPE_Q6_K: return "q6_k";
+    case GPT2_N_DTYPES: break;
     }
     return "?";
 }
@@ -723,6 +724,19 @@ int gpt2_model_is_end(const gpt2_model *m, int32_t id) {
     return 0;
 }
 gpt2_dtype gpt2_model_dtype(const gpt2_model *m) { return m->wte.dtype; }
+
+int gpt2_model_dtype_bytes(const gpt2_model *m, size_t bytes[GPT2_N_DTYPES]) {
+    memset(bytes, 0, GPT2_N_DTYPES * sizeof *bytes);
+    bytes[m->wte.dtype] += matrix_bytes(&m->wte);
+    if (m->lm_head.data != m->wte.data) bytes[m->lm_head.dtype] += matrix_bytes(&m->lm_head);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        gpt2_matrix *w[8];
+        for (int i = 0, n = layer_matrices(&m->layers[l], w); i < n; i++) bytes[w[i]->dtype] += matrix_bytes(w[i]);
+    }
+    int n = 0;
+    for (int d = 0; d < GPT2_N_DTYPES; d++) n += bytes[d] > 0;
+    return n;
+}
 size_t gpt2_model_weight_bytes(const gpt2_model *m) { return m->weight_bytes; }
 
 size_t gpt2_model_token_bytes(const gpt2_model *m) {
