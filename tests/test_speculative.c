@@ -351,6 +351,30 @@ static void test_greedy_equals_target(void **state) {
     assert_true(mixed); /* some run went through both accepts and rejections */
 }
 
+/* The other families draft for each other (make_arch_fixtures.py: one
+ * tokenizer, random weights): a Llama for its own Q8_0 file, a Mistral whose
+ * window (8) the 44 tokens pass, a Qwen3 (q/k norms, head_dim apart) drafted
+ * by a GPT-NeoX (parallel residual, partial rotary) — greedy as the target's. */
+static void test_greedy_other_families(void **state) {
+    (void)state;
+    loaded t = load("../arch/models/llama-gqa");
+    int32_t *ids;
+    size_t n;
+    gpt2_error err;
+    assert_int_equal(gpt2_tokenizer_encode(gpt2_model_tokenizer(t.m), "The quick brown fox", 19, 0, &ids, &n, &err),
+                     GPT2_OK);
+    g_prompt = ids;
+    g_n_prompt = (int)n;
+    int mixed = greedy_case("../arch/models/llama-gqa", "../arch/gguf/llama-gqa-q8_0.gguf");
+    mixed |= greedy_case("../arch/models/mistral", "../arch/models/llama-gqa");
+    mixed |= greedy_case("../arch/models/qwen3", "../arch/models/neox");
+    assert_true(mixed);
+    g_prompt = PROMPT;
+    g_n_prompt = N_PROMPT;
+    free(ids);
+    unload(&t);
+}
+
 /* ---- sampling: the distribution of the first two tokens ---- */
 
 enum { RUNS = 3000, NV_MAX = 512 };
@@ -842,6 +866,7 @@ int main(void) {
         cmocka_unit_test(test_accept_step_chi_square),
         cmocka_unit_test(test_filter_matches_sampler),
         cmocka_unit_test(test_greedy_equals_target),
+        cmocka_unit_test(test_greedy_other_families),
         cmocka_unit_test(test_sampling_distribution),
         cmocka_unit_test(test_kv_consistency),
         cmocka_unit_test(test_tokenizer_mismatch),
