@@ -214,6 +214,12 @@ $(FIX)/hf_tok/.done: $(HFTOK)/.done tests/ref/hf_tokenize.js tests/ref/make_hf_t
 	    tests/ref/spm_special.json $(FIX)/hf_tok/$$(basename $$d)-special.json || exit 1; done
 	touch $@
 
+# chat models with real tokenizers and templates whose greedy reply is known (the tmux tests
+# chat with each, as a Hugging Face directory and as a GGUF file)
+$(FIX)/chat/real/.done: $(HFTOK)/.done tests/ref/make_chat_fixtures.py $(FIX)/.done
+	$(PYTHON) tests/ref/make_chat_fixtures.py --fixtures $(FIX) --hf $(HFTOK)
+	touch $@
+
 # Jinja2's renderings of the chat templates (tests/ref/templates/*.jinja and the real ones among
 # the fetched tokenizers) over tests/ref/chat_cases.json and tests/ref/jinja_units.txt: the
 # reference of tests/test_jinja.c
@@ -272,6 +278,7 @@ TEST_ALL := $(TEST_BIN) tests/check_layers.sh tests/check_docs.sh tests/check_ma
 	    tests/check_install.sh tests/fuzz/regress.sh $(TUI_TEST)
 TEST_SEL := $(if $(T),$(filter %/$(T) %/$(T).sh,$(TEST_ALL)),$(TEST_ALL))
 test: $(APP) $(if $(T),$(filter $(B)/%,$(TEST_SEL)),$(TEST_BIN)) fixtures $(FIX)/hf_tok/.done $(FIX)/jinja/.done \
+      $(FIX)/chat/real/.done \
       $(FUZZ_BIN) $(FUZZ_DIR)/seeds/.done
 	@[ -n "$(TEST_SEL)" ] || { echo "make test T=$(T): no test of that name (the programs are tests/test_*.c, the suites tests/check_*.sh, fuzz/regress, tui/run)" >&2; exit 2; }
 	@GPTSCOPE_FIXTURES=$(FIX) GPTSCOPE_BIN=$(CURDIR)/$(APP) GPT2_TOKENIZER_DIR=$(TOKDIR) HF_TOKENIZERS_DIR=$(HFTOK) \

@@ -771,6 +771,42 @@ static void test_system_message(void **state) {
     gpt2_session_free(q);
 }
 
+/* Qwen2.5's template reads messages[0], which fails on no messages (in
+ * Jinja2 too): an empty conversation renders as nothing, so a session opens
+ * on it, and the first message renders whole. */
+static void test_template_needs_a_message(void **state) {
+    (void)state;
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(fixture_path("chat/turn-end"), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    gpt2_chat_template t = {.name = "first",
+                            .jinja = "{% if messages[0]['role'] != 'system' %}[default system]{% endif %}"
+                                     "{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}"};
+    gpt2_session_params p = gpt2_session_default_params();
+    p.context.n_ctx = 128;
+    p.context.n_threads = 1;
+    p.chat_template = &t;
+    gpt2_session *s;
+    if (gpt2_session_new(m, p, &s, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    int k;
+    gpt2_session_tokens(s, &k);
+    assert_int_equal(k, 0);
+    send_ok(s, "Hi");
+    static const char want[] = "[default system][user:Hi]";
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(gpt2_tokenizer_encode(gpt2_model_tokenizer(m), want, strlen(want), 0, &ids, &n, NULL), GPT2_OK);
+    const int32_t *got = gpt2_session_tokens(s, &k);
+    assert_int_equal(k, (int)n);
+    assert_memory_equal(got, ids, n * sizeof *ids);
+    free(ids);
+    assert_int_equal(gpt2_session_reset(s, &err), GPT2_OK);
+    gpt2_session_tokens(s, &k);
+    assert_int_equal(k, 0);
+    gpt2_session_free(s);
+    gpt2_model_free(m);
+}
+
 /* ---- KV reuse ---- */
 
 static void test_kv_reuse(void **state) {
@@ -2642,6 +2678,7 @@ int main(void) {
         cmocka_unit_test(test_turn_end_token),
         cmocka_unit_test(test_reply_space_prefix),
         cmocka_unit_test(test_system_message),
+        cmocka_unit_test(test_template_needs_a_message),
         cmocka_unit_test(test_kv_reuse),
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_stop_at_token_start),

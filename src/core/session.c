@@ -282,6 +282,11 @@ static gpt2_status render_user(gpt2_session *s, const gpt2_chat_template *t, con
 static gpt2_status jinja_text(const gpt2_tokenizer *tok, const jinja_template *jt, const gpt2_chat_template *t,
                               const convo *c, int first, int n, char **text, size_t *len, gpt2_error *err) {
     const int k = n > first ? n - first : 0, sys = c->system != NULL;
+    if (k + sys == 0) { /* nothing to render: apply_chat_template is never given no messages, and
+                           templates that read messages[0] (Qwen2.5's) fail on none */
+        *text = calloc(1, 1), *len = 0;
+        return *text ? GPT2_OK : gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory rendering the conversation");
+    }
     const char **roles = malloc((size_t)(k + 2) * sizeof *roles), **contents = malloc((size_t)(k + 2) * sizeof *contents);
     if (!roles || !contents) {
         free(roles), free(contents);

@@ -1,20 +1,34 @@
 #!/usr/bin/python3
-"""make_chat_fixtures.py - a Llama-family chat model whose greedy reply is known:
-it answers "Hi" and ends its turn with ChatML's <|im_end|>, a special token that
-is neither the tokenizer's <|endoftext|> nor an end id in its config, so only
-the chat template says it ends a turn.
+"""make_chat_fixtures.py - chat models whose greedy reply is known: each answers
+"Hi" and ends its turn.
 
-    /usr/bin/python3 tests/ref/make_chat_fixtures.py --fixtures DIR
+    /usr/bin/python3 tests/ref/make_chat_fixtures.py --fixtures DIR [--hf TOKDIR]
 
-Writes DIR/chat/turn-end/: config.json, model.safetensors, tokenizer.json,
-tokenizer_config.json (ChatML template), generation_config.json.
+Writes DIR/chat/turn-end/ (config.json, model.safetensors, tokenizer.json,
+tokenizer_config.json with ChatML, generation_config.json): a Llama with a
+byte-level tokenizer of 259 tokens that ends its turn with <|im_end|>, a special
+token that is neither its <|endoftext|> nor an end id in its config, so only the
+chat template says it ends a turn.
 
-How the reply is made: o_proj and down_proj are zero, so the final residual
-is the token's own embedding and the model is a bigram table. The embeddings
-of "\\n", "H" and "i" are made orthogonal, and the head's rows of "H", "i" and
-<|im_end|> point along the normalised embedding of the token before them, so
-that after "assistant\\n" the greedy choice is "H", then "i", then <|im_end|>
-with a margin of LOGIT. The float64 reference (decoder_ref.py) confirms it.
+With --hf (the fetched real tokenizers, scripts/fetch-hf-tokenizers.sh), also
+DIR/chat/real/NAME/ and DIR/chat/real/NAME.gguf for each family with a real
+tokenizer and its chat template (REAL below): the same reply, ended by the token
+the template closes a reply with, as a Hugging Face directory (F16) and as the
+GGUF file llama.cpp's converter would write (F16, the tokenizer as
+make_gguf_tokenizers.py writes it); DIR/chat/real/cases.tsv lists
+NAME<TAB>family<TAB>end token.
+
+How the reply is made: the attention and MLP outputs are zero (o_proj,
+down_proj and their biases), so the final residual is the token's own
+embedding and the model is a bigram table. turn-end: the embeddings of "\\n",
+"H" and "i" are made orthogonal, and the head's rows of "H", "i" and <|im_end|>
+point along the normalised embedding of the token before them, so that after
+"assistant\\n" the greedy choice is "H", then "i", then <|im_end|> with a margin
+of LOGIT. The real ones: every ordinary token's embedding is one direction u
+plus a little noise, the reply's tokens and the end token are orthogonal to u
+and to each other, so that after any ordinary token (whatever the template's
+generation prompt ends with) comes "Hi", then the end. The float64 reference
+(decoder_ref.py) confirms each.
 Fixed seed: two runs write identical bytes.
 """
 
@@ -27,6 +41,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decoder_ref  # noqa: E402
+import gguf_write as gw  # noqa: E402
+import make_arch_fixtures as arch  # noqa: E402
+import make_gguf_tokenizers as gt  # noqa: E402
 import make_model_fixtures as mk  # noqa: E402
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -48,10 +65,7 @@ def tokenizer_json(vocab):
     return json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
 
 
-def main(argv):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fixtures", required=True)
-    args = ap.parse_args(argv)
+def turn_end_model(fixtures):
     b2u = mk.bytes_to_unicode()
     vocab = {b2u[b]: b for b in range(256)}
     for i, s in enumerate(SPECIALS):
@@ -87,7 +101,7 @@ def main(argv):
          "model.layers.0.mlp.down_proj.weight": np.zeros((C, F), np.float32),
          "model.norm.weight": np.ones(C, np.float32),
          "lm_head.weight": head}
-    d = os.path.join(args.fixtures, "chat", "turn-end")
+    d = os.path.join(fixtures, "chat", "turn-end")
     os.makedirs(d, exist_ok=True)
     mk.write(os.path.join(d, "config.json"), json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     tensors = [(n, "F32", a.shape, mk.encode_tensor(a, "F32")) for n, a in w.items()]
@@ -109,6 +123,128 @@ def main(argv):
             sys.exit(f"make_chat_fixtures: the reference's next token is {int(np.argmax(z))}, not {want} "
                      f"(margin {top2[1] - top2[0]:.2f})")
         ids.append(want)
+
+
+# name, model_type, tokenizer directory, GGUF pre-tokenizer ("llama": SentencePiece),
+# the template (None: tokenizer_config.json's), the token that ends a reply, config.json's eos
+REAL = [("llama", "llama", "llama3", "llama-bpe", None, "<|eot_id|>", "<|end_of_text|>"),
+        ("qwen2", "qwen2", "qwen2_5", "qwen2", None, "<|im_end|>", "<|endoftext|>"),
+        ("qwen3", "qwen3", "qwen3", "qwen2", None, "<|im_end|>", "<|endoftext|>"),
+        ("mistral", "mistral", "llama2", "llama", "mistral_v01.jinja", "</s>", "</s>"),
+        ("neox", "gpt_neox", "qwen2_5", "qwen2", None, "<|im_end|>", "<|endoftext|>")]
+RC = 32  # hidden size: the embedding and head of a 150k vocabulary stay small
+
+
+def token_ids(tok):
+    ids = dict(tok["model"]["vocab"])
+    ids.update({a["content"]: a["id"] for a in tok.get("added_tokens", [])})
+    return ids
+
+
+def real_weights(cfg, reply, end, seed):
+    """random_weights with the attention and MLP outputs zero and an untied head
+    that answers `reply` (ids) then `end` after any ordinary token."""
+    w = arch.random_weights(cfg, seed)
+    rng = np.random.default_rng(seed + 1)
+    C, V = cfg["hidden_size"], cfg["vocab_size"]
+    for n in w:
+        if n.endswith(".bias") or any(k in n for k in ("o_proj", "down_proj", "attention.dense.", "dense_4h_to_h")):
+            w[n] = np.zeros_like(w[n])
+    chain = list(reply) + [end]
+    # zero-mean directions (a LayerNorm then scales without shifting): u, then the chain's
+    basis = rng.standard_normal((C, len(chain) + 1))
+    basis -= basis.mean(axis=0)
+    q, _ = np.linalg.qr(basis)
+    u, dirs = q[:, 0], q[:, 1:].T
+    noise = rng.standard_normal((V, C)) * 0.1
+    noise -= noise.mean(axis=1, keepdims=True)
+    emb = np.sqrt(C) * u[None, :] + noise
+    for t, d in zip(chain, dirs):
+        emb[t] = np.sqrt(C) * d
+    head = rng.standard_normal((V, C)) * 0.02
+    # x^ = emb / rms(emb) (final norm weight 1, bias 0): about sqrt(C) u for an ordinary token
+    head[chain[0]] = LOGIT * u / np.sqrt(C)
+    for prev, nxt in zip(chain, chain[1:]):
+        x = emb[prev] / np.sqrt(np.mean(emb[prev] ** 2))
+        head[nxt] = LOGIT * x / np.dot(x, x)
+    neox = cfg["model_type"] == "gpt_neox"
+    w["gpt_neox.embed_in.weight" if neox else "model.embed_tokens.weight"] = emb.astype(np.float32)
+    w["embed_out.weight" if neox else "lm_head.weight"] = head.astype(np.float32)
+    w["gpt_neox.final_layer_norm.weight" if neox else "model.norm.weight"] = np.ones(C, np.float32)
+    return w
+
+
+def check_reply(d, prompt, chain):
+    hp, params = decoder_ref.load_model(d)
+    ids = list(prompt)
+    for want in chain:
+        z = decoder_ref.forward(hp, params, ids)[-1]
+        top2 = np.sort(z)[-2:]
+        if int(np.argmax(z)) != want or top2[1] - top2[0] < 5:
+            sys.exit(f"make_chat_fixtures: {d}: the reference's next token is {int(np.argmax(z))}, not {want} "
+                     f"(margin {top2[1] - top2[0]:.2f})")
+        ids.append(want)
+
+
+def real_model(out, name, mt, tokdir, pre, template, end_text, eos_text, seed):
+    with open(os.path.join(tokdir, "tokenizer.json"), encoding="utf-8") as f:
+        tok_text = f.read()
+    with open(os.path.join(tokdir, "tokenizer_config.json"), encoding="utf-8") as f:
+        tcfg = json.load(f)
+    tok = json.loads(tok_text)
+    ids = token_ids(tok)
+    V = max(ids.values()) + 1
+    spm = pre == "llama"
+    reply = [ids["\u2581Hi" if spm else "Hi"]]
+    end, eos = ids[end_text], ids[eos_text]
+    if template:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates", template), encoding="utf-8") as f:
+            tcfg["chat_template"] = f.read()
+    build = {"llama": arch.llama_config, "mistral": arch.mistral_config, "qwen2": arch.qwen2_config,
+             "qwen3": arch.qwen3_config, "gpt_neox": arch.neox_config}[mt]
+    small = {"hidden_size": RC, "intermediate_size": 2 * RC, "num_attention_heads": 2, "num_hidden_layers": 1,
+             "tie_word_embeddings": False, "bos_token_id": eos, "eos_token_id": eos, "torch_dtype": "float16"}
+    if mt != "gpt_neox":
+        small["num_key_value_heads"] = 1
+    if mt == "qwen3":
+        small["head_dim"] = 16
+    cfg = build(V, **small)
+    w = real_weights(cfg, reply, end, seed)
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    mk.write(os.path.join(d, "config.json"), json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    tensors = [(n, "F16", a.shape, mk.encode_tensor(a, "F16")) for n, a in w.items()]
+    mk.write(os.path.join(d, "model.safetensors"), mk.pack(*mk.layout(tensors)))
+    mk.write(os.path.join(d, "tokenizer.json"), tok_text)
+    mk.write(os.path.join(d, "tokenizer_config.json"), json.dumps(tcfg, indent=2, ensure_ascii=False) + "\n")
+    mk.write(os.path.join(d, "generation_config.json"), json.dumps({"eos_token_id": eos}, indent=2) + "\n")
+    prompt = [int(i) for i in np.random.default_rng(seed).integers(1000, 20000, size=5)]
+    check_reply(d, prompt, reply + [end])
+    # the GGUF file: the model as the converter writes it, the real tokenizer in place of the fixtures'
+    g, _ = arch.convert(name, cfg, w, ["x"] * V, [], "F16")
+    g.kv = [kv for kv in g.kv if not kv[0].startswith("tokenizer.")]
+    if spm:
+        gt.spm_kv(g, tok, tcfg, "")
+    else:
+        gt.tokenizer_kv(g, tok, tcfg, pre, bool(tcfg.get("add_bos_token")))
+    g.add("tokenizer.chat_template", gw.STRING, tcfg["chat_template"])
+    mk.write(os.path.join(out, name + ".gguf"), g.to_bytes())
+    return f"{name}\t{mt}\t{end_text}\n"
+
+
+def main(argv):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fixtures", required=True)
+    ap.add_argument("--hf", help="the fetched Hugging Face tokenizers (a directory per model)")
+    args = ap.parse_args(argv)
+    if not args.hf:
+        turn_end_model(args.fixtures)
+        return
+    out = os.path.join(args.fixtures, "chat", "real")
+    os.makedirs(out, exist_ok=True)
+    lines = [real_model(out, name, mt, os.path.join(args.hf, tokdir), pre, template, end, eos, 100 + i)
+             for i, (name, mt, tokdir, pre, template, end, eos) in enumerate(REAL)]
+    mk.write(os.path.join(out, "cases.tsv"), "".join(lines))
 
 
 if __name__ == "__main__":

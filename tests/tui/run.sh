@@ -807,6 +807,28 @@ EOF2
     quit_app
 fi
 
+# every family with a real tokenizer and its own chat template, as a Hugging Face directory and
+# as a GGUF file (tests/ref/make_chat_fixtures.py: random weights made to answer "Hi" and end
+# the turn): the chat renders the message with the template, streams "Hi" and stops at the
+# template's end-of-turn token
+RD=${GPTSCOPE_FIXTURES:-build/fixtures}/chat/real
+case $RD in /*) ;; *) RD=$ROOT/$RD ;; esac
+if [ -f "$RD/cases.tsv" ]; then
+    while IFS="$(printf '\t')" read -r name family endtok; do
+        for m in "$RD/$name" "$RD/$name.gguf"; do
+            rm -f "$TMP/log"
+            $T kill-server >/dev/null 2>&1; sleep 0.2
+            $T new-session -d -s app -x 80 -y 24 "env XDG_STATE_HOME='$TMP/state' '$BIN' chat -m '$m' --temperature 0 -n 8 --log '$TMP/log'; sleep 60"
+            wait_for "sampling" 10
+            keys "Hello" Enter
+            what="$family, $(basename "$m"), its own template"
+            check "$what: the reply ends at $endtok" wait_log "reply: 1 tokens \\(end of text\\)"
+            check "$what: the reply reads Hi" sh -c "$T capture-pane -p -t app | grep -qE '^ *Hi *(│|\$)'"
+            quit_app
+        done
+    done < "$RD/cases.tsv"
+fi
+
 echo
 echo "tui: $pass passed, $fail failed"
 # cmocka-style lines, so that tests/run_tests.sh counts these checks too
