@@ -292,22 +292,32 @@ static void test_convert_cases(void **state) {
     }
 }
 
-/* convert of a safetensors model in its own dtype: every tensor (buffers aside)
- * byte for byte the original's, names without the prefix. */
+/* convert of a safetensors model (one file, or sharded) in its own dtype: every
+ * tensor (buffers aside) byte for byte the original's, names without the
+ * prefix; the conversion loads to the same logits; convert says what it read. */
 static void test_convert_bit_identical(void **state) {
     (void)state;
-    static const char *const models[] = {"tiny-f32", "tiny-f16", "tiny-bf16", "tiny-prefix-lmhead"};
-    for (int i = 0; i < 4; i++) {
-        const char *dir = tmp_dir();
-        run_result r = run(NULL, "convert %s %s", sq(fixture_path("models/%s", models[i])), dir);
-        if (r.status) fail_msg("convert %s: %s", models[i], r.err);
+    static const struct {
+        const char *in, *original, *says;
+    } models[] = {
+        {"models/tiny-f32", "tiny-f32", "(model.safetensors)"},
+        {"models/tiny-f16", "tiny-f16", "(model.safetensors)"},
+        {"models/tiny-bf16", "tiny-bf16", "(model.safetensors)"},
+        {"models/tiny-prefix-lmhead", "tiny-prefix-lmhead", "(model.safetensors)"},
+        {"shards/gpt2-3", "tiny-f32", "(3 shards, model.safetensors.index.json)"},
+    };
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        const char *dir = tmp_dir(), *in = models[i].in;
+        run_result r = run(NULL, "convert %s %s", sq(fixture_path("%s", in)), dir);
+        if (r.status) fail_msg("convert %s: %s", in, r.err);
         assert_non_null(strstr(r.out, "model.safetensors"));
+        if (!strstr(r.out, models[i].says)) fail_msg("convert %s says: %s", in, r.out);
         run_free(&r);
         st_file a, b;
         gpt2_error err;
         char path[4200];
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        if (st_open(fixture_path("models/%s/model.safetensors", models[i]), &a, &err)) fail_msg("%s", err.msg);
+        if (st_open(fixture_path("models/%s/model.safetensors", models[i].original), &a, &err)) fail_msg("%s", err.msg);
         if (st_open(path, &b, &err)) fail_msg("%s", err.msg);
         int compared = 0;
         for (int k = 0; k < a.n_tensors; k++) {
@@ -316,17 +326,24 @@ static void test_convert_bit_identical(void **state) {
             if (strstr(name, "attn.bias") && !strstr(name, "c_attn") && t->n_dims != 1) continue; /* the mask */
             if (strstr(name, "masked_bias")) continue;
             const st_tensor *u = st_find(&b, name);
-            if (!u) fail_msg("%s: %s missing from the conversion", models[i], name);
+            if (!u) fail_msg("%s: %s missing from the conversion", in, name);
             assert_string_equal(t->dtype, u->dtype);
             assert_int_equal(t->n_dims, u->n_dims);
             assert_int_equal(t->n_bytes, u->n_bytes);
-            if (memcmp(t->data, u->data, t->n_bytes)) fail_msg("%s: %s differs", models[i], name);
+            if (memcmp(t->data, u->data, t->n_bytes)) fail_msg("%s: %s differs", in, name);
             compared++;
         }
-        print_message("%-18s: %d tensors bit-identical after convert\n", models[i], compared);
         assert_int_equal(compared, b.n_tensors);
         st_close(&a);
         st_close(&b);
+        gpt2_model *m = load_ok(fixture_path("%s", in)), *c = load_ok(dir);
+        const int V = gpt2_model_config(m)->n_vocab;
+        const int32_t ids[6] = {5, 42, 300, 7, 506, 11};
+        float *x = all_logits(m, ids, 6), *y = all_logits(c, ids, 6);
+        assert_memory_equal(x, y, 6 * (size_t)V * sizeof(float));
+        print_message("%-26s: %d tensors bit-identical after convert, the same logits\n", in, compared);
+        free(x), free(y);
+        gpt2_model_free(m), gpt2_model_free(c);
         rm_dir(dir);
     }
 }
@@ -638,41 +655,6 @@ static void test_shard_release(void **state) {
     free(text);
 }
 
-/* convert from a sharded GPT-2 directory writes one model.safetensors: every
- * tensor the original's bytes, and the same logits. */
-static void test_shard_convert(void **state) {
-    (void)state;
-    const char *dir = tmp_dir();
-    run_result r = run(NULL, "convert %s %s", sq(fixture_path("shards/gpt2-3")), dir);
-    if (r.status) fail_msg("convert: %s", r.err);
-    assert_non_null(strstr(r.out, "3 shards"));
-    run_free(&r);
-    st_file a, b;
-    gpt2_error err;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (st_open(fixture_path("models/tiny-f32/model.safetensors"), &a, &err)) fail_msg("%s", err.msg);
-    if (st_open(path, &b, &err)) fail_msg("%s", err.msg);
-    int compared = 0;
-    for (int k = 0; k < b.n_tensors; k++) {
-        const st_tensor *u = &b.tensors[k], *t = st_find(&a, u->name);
-        if (!t) fail_msg("%s: not in the original", u->name);
-        assert_int_equal(t->n_bytes, u->n_bytes);
-        if (memcmp(t->data, u->data, t->n_bytes)) fail_msg("%s differs", u->name);
-        compared++;
-    }
-    assert_true(compared >= 26);
-    st_close(&a), st_close(&b);
-    gpt2_model *m = load_ok(dir), *o = load_ok(fixture_path("shards/gpt2-3"));
-    int32_t *ids = some_ids(gpt2_model_config(o)->n_vocab, 8);
-    float *x = all_logits(m, ids, 8), *y = all_logits(o, ids, 8);
-    assert_memory_equal(x, y, 8 * (size_t)gpt2_model_config(o)->n_vocab * sizeof(float));
-    print_message("convert of 3 shards: %d tensors bit-identical, the same logits\n", compared);
-    free(ids), free(x), free(y);
-    gpt2_model_free(m), gpt2_model_free(o);
-    rm_dir(dir);
-}
-
 /* A directory whose only weights are a sharded PyTorch checkpoint still gives
  * its tokenizer (tokenize needs no weights); loading the model is refused. */
 static void test_torch_shards_tokenizer(void **state) {
@@ -708,7 +690,6 @@ int main(void) {
     for (int i = 0; i < ns; i++)
         tests[k++] = (struct CMUnitTest){.name = shards[i].name, .test_func = test_shard_case, .initial_state = &shards[i]};
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_shard_release);
-    tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_shard_convert);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_torch_shards_tokenizer);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_descriptions);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_gpt2_merges_recovered);
