@@ -242,12 +242,13 @@ $(FIX)/.done: $(filter-out tests/ref/jinja_ref.py,$(wildcard tests/ref/*.py)) $(
 	$(PYTHON) tests/ref/gguf_write.py --fixtures $(FIX) --tokenizer $(TOKDIR)
 	$(PYTHON) tests/ref/make_arch_fixtures.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/make_chat_fixtures.py --fixtures $(FIX)
+	$(PYTHON) tests/ref/make_shard_fixtures.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/torch_real.py --fixtures $(FIX)
 	touch $@
 
 # --- the fuzz harnesses without libFuzzer (tests/fuzz/standalone_main.c), built like the
 # tests: `make test` runs each over its regression inputs and a few seeds (tests/fuzz/regress.sh)
-FUZZ_NAMES := safetensors config vocab merges encode session template theme checkpoint zip pickle llmc gguf tokjson jinja
+FUZZ_NAMES := safetensors shards config vocab merges encode session template theme checkpoint zip pickle llmc gguf tokjson jinja
 FUZZ_DIR   := $(B)/tests/fuzz
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 FUZZ_MAIN  := $(B)/tests/fuzz/standalone_main.o

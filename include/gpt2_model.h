@@ -3,8 +3,11 @@
  * Model sources: gpt2_model_load takes a directory or a file and tells the
  * format from the file's bytes, not its name:
  *     Hugging Face     a directory with config.json + model.safetensors (below),
- *                      or + pytorch_model.bin (PyTorch zip, same names and layout);
- *                      a .safetensors file names its directory
+ *                      or its shards + model.safetensors.index.json (the index
+ *                      names each tensor's shard; model.safetensors wins when
+ *                      both are there), or + pytorch_model.bin (PyTorch zip,
+ *                      same names and layout); a .safetensors file or the index
+ *                      names its directory
  *     nanoGPT          ckpt.pt (or its directory): model_args give the config,
  *                      nn.Linear weights (out, in), exact GELU, bias=False means
  *                      no biases, the vocabulary padded (50304): only the
@@ -248,7 +251,8 @@ size_t gpt2_model_token_bytes(const gpt2_model *m);
 const char *gpt2_model_name(const gpt2_model *m);
 
 /* What was loaded and how, one line for -v and the chat: "Hugging Face
- * safetensors (model.safetensors)", "nanoGPT checkpoint (ckpt.pt, iter 5000),
+ * safetensors (model.safetensors)", "Hugging Face safetensors (3 shards,
+ * model.safetensors.index.json)", "nanoGPT checkpoint (ckpt.pt, iter 5000),
  * bias=False, vocab padded 50304 → 50257", "random weights". */
 const char *gpt2_model_source(const gpt2_model *m);
 

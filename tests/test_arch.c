@@ -119,6 +119,24 @@ static void test_hf_directories(void **state) {
     }
 }
 
+/* The same models sharded as transformers shards them (model.safetensors.index.json
+ * and its shards, tests/ref/make_shard_fixtures.py), against the same references. */
+static void test_sharded_directories(void **state) {
+    (void)state;
+    char *tsv = read_file(fixture_path("shards/cases.tsv"), NULL);
+    int seen = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(tsv, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char name[64], path[256], original[128], ref[64];
+        if (sscanf(line, "%63[^\t]\t%255[^\t]\t%127[^\t]\t%63[^\t]", name, path, original, ref) != 4 || !strcmp(ref, "-"))
+            continue;
+        check_model(fixture_path("%s", path), ref, TOL_LOGIT);
+        seen++;
+    }
+    free(tsv);
+    assert_true(seen >= 2);
+}
+
 /* GGUF files as llama.cpp writes them, each against the reference on the
  * weights its format holds (F16, Q8_0 dequantized; a mix of Q8_0 and F16 whose
  * q/k/v and gate/up cannot be joined, so run apart; Mistral's file without
@@ -245,6 +263,7 @@ static void test_dtype_mix(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_directories),
+        cmocka_unit_test(test_sharded_directories),
         cmocka_unit_test(test_gguf_files),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_chat_metadata),

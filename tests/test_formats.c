@@ -182,7 +182,7 @@ static void test_bad(void **state) {
     const bad_case *c = *state;
     gpt2_model *m = (gpt2_model *)0x1;
     gpt2_error err;
-    const char *path = fixture_path("formats/bad/%s", c->path);
+    const char *path = fixture_path("%s", c->path);
     gpt2_status st = gpt2_model_load(path, &m, &err);
     print_message("%-20s -> %s\n", c->name, err.msg);
     assert_null(m);
@@ -201,14 +201,18 @@ static void test_bad(void **state) {
     run_free(&r);
 }
 
-static int read_bad(const char *tsv_path, bad_case *cases, int max) {
+/* A table of hostile cases; each path is prefix + the table's (relative to the fixtures). */
+static int read_bad(const char *tsv_path, const char *prefix, bad_case *cases, int max) {
     char *tsv = read_file(tsv_path, NULL);
     int n = 0;
     for (char *line = strtok(tsv, "\n"); line && n < max; line = strtok(NULL, "\n")) {
         bad_case *c = &cases[n];
-        if (sscanf(line, "%63[^\t]\t%15[^\t]\t%255[^\t]\t%63[^\t]\t%199[^\n]", c->name, c->status, c->path, c->file,
-                   c->keyword) == 5)
+        char rel[200];
+        if (sscanf(line, "%63[^\t]\t%15[^\t]\t%199[^\t]\t%63[^\t]\t%199[^\n]", c->name, c->status, rel, c->file,
+                   c->keyword) == 5) {
+            snprintf(c->path, sizeof c->path, "%s%s", prefix, rel);
             n++;
+        }
     }
     free(tsv);
     return n;
@@ -288,22 +292,32 @@ static void test_convert_cases(void **state) {
     }
 }
 
-/* convert of a safetensors model in its own dtype: every tensor (buffers aside)
- * byte for byte the original's, names without the prefix. */
+/* convert of a safetensors model (one file, or sharded) in its own dtype: every
+ * tensor (buffers aside) byte for byte the original's, names without the
+ * prefix; the conversion loads to the same logits; convert says what it read. */
 static void test_convert_bit_identical(void **state) {
     (void)state;
-    static const char *const models[] = {"tiny-f32", "tiny-f16", "tiny-bf16", "tiny-prefix-lmhead"};
-    for (int i = 0; i < 4; i++) {
-        const char *dir = tmp_dir();
-        run_result r = run(NULL, "convert %s %s", sq(fixture_path("models/%s", models[i])), dir);
-        if (r.status) fail_msg("convert %s: %s", models[i], r.err);
+    static const struct {
+        const char *in, *original, *says;
+    } models[] = {
+        {"models/tiny-f32", "tiny-f32", "(model.safetensors)"},
+        {"models/tiny-f16", "tiny-f16", "(model.safetensors)"},
+        {"models/tiny-bf16", "tiny-bf16", "(model.safetensors)"},
+        {"models/tiny-prefix-lmhead", "tiny-prefix-lmhead", "(model.safetensors)"},
+        {"shards/gpt2-3", "tiny-f32", "(3 shards, model.safetensors.index.json)"},
+    };
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        const char *dir = tmp_dir(), *in = models[i].in;
+        run_result r = run(NULL, "convert %s %s", sq(fixture_path("%s", in)), dir);
+        if (r.status) fail_msg("convert %s: %s", in, r.err);
         assert_non_null(strstr(r.out, "model.safetensors"));
+        if (!strstr(r.out, models[i].says)) fail_msg("convert %s says: %s", in, r.out);
         run_free(&r);
         st_file a, b;
         gpt2_error err;
         char path[4200];
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        if (st_open(fixture_path("models/%s/model.safetensors", models[i]), &a, &err)) fail_msg("%s", err.msg);
+        if (st_open(fixture_path("models/%s/model.safetensors", models[i].original), &a, &err)) fail_msg("%s", err.msg);
         if (st_open(path, &b, &err)) fail_msg("%s", err.msg);
         int compared = 0;
         for (int k = 0; k < a.n_tensors; k++) {
@@ -312,17 +326,24 @@ static void test_convert_bit_identical(void **state) {
             if (strstr(name, "attn.bias") && !strstr(name, "c_attn") && t->n_dims != 1) continue; /* the mask */
             if (strstr(name, "masked_bias")) continue;
             const st_tensor *u = st_find(&b, name);
-            if (!u) fail_msg("%s: %s missing from the conversion", models[i], name);
+            if (!u) fail_msg("%s: %s missing from the conversion", in, name);
             assert_string_equal(t->dtype, u->dtype);
             assert_int_equal(t->n_dims, u->n_dims);
             assert_int_equal(t->n_bytes, u->n_bytes);
-            if (memcmp(t->data, u->data, t->n_bytes)) fail_msg("%s: %s differs", models[i], name);
+            if (memcmp(t->data, u->data, t->n_bytes)) fail_msg("%s: %s differs", in, name);
             compared++;
         }
-        print_message("%-18s: %d tensors bit-identical after convert\n", models[i], compared);
         assert_int_equal(compared, b.n_tensors);
         st_close(&a);
         st_close(&b);
+        gpt2_model *m = load_ok(fixture_path("%s", in)), *c = load_ok(dir);
+        const int V = gpt2_model_config(m)->n_vocab;
+        const int32_t ids[6] = {5, 42, 300, 7, 506, 11};
+        float *x = all_logits(m, ids, 6), *y = all_logits(c, ids, 6);
+        assert_memory_equal(x, y, 6 * (size_t)V * sizeof(float));
+        print_message("%-26s: %d tensors bit-identical after convert, the same logits\n", in, compared);
+        free(x), free(y);
+        gpt2_model_free(m), gpt2_model_free(c);
         rm_dir(dir);
     }
 }
@@ -524,10 +545,133 @@ static void test_real_torch(void **state) {
     free(tsv);
 }
 
+/* --- sharded safetensors (tests/ref/make_shard_fixtures.py) ---------------- */
+
+/* A row of shards/cases.tsv: the sharded set, the directory it was split from,
+ * the arch reference (test_arch.c's; "-") and the description's start. */
+typedef struct {
+    char name[64], path[256], original[128], ref[64], desc[160];
+} shard_case;
+
+static int read_shard_cases(shard_case *c, int max) {
+    char *tsv = read_file(fixture_path("shards/cases.tsv"), NULL);
+    int n = 0;
+    for (char *line = strtok(tsv, "\n"); line && n < max; line = strtok(NULL, "\n"))
+        if (sscanf(line, "%63[^\t]\t%255[^\t]\t%127[^\t]\t%63[^\t]\t%159[^\n]", c[n].name, c[n].path, c[n].original,
+                   c[n].ref, c[n].desc) == 5)
+            n++;
+    free(tsv);
+    assert_true(n >= 6);
+    return n;
+}
+
+/* A few ids inside the vocabulary, spread over it. */
+static int32_t *some_ids(int V, size_t T) {
+    int32_t *ids = malloc(T * sizeof *ids);
+    for (size_t t = 0; t < T; t++) ids[t] = (int32_t)((t * 37 + 5) % (size_t)V);
+    return ids;
+}
+
+/* A sharded set loads to the model it was split from: the same logits bit for
+ * bit (prefill of all positions, then decode), and says what it is. */
+static void test_shard_case(void **state) {
+    const shard_case *c = *state;
+    gpt2_model *m = load_ok(fixture_path("%s", c->path)), *o = load_ok(fixture_path("%s", c->original));
+    const int V = gpt2_model_config(o)->n_vocab;
+    assert_int_equal(gpt2_model_config(m)->n_vocab, V);
+    const size_t T = 12;
+    int32_t *ids = some_ids(V, T);
+    float *got = all_logits(m, ids, T), *want = all_logits(o, ids, T);
+    size_t differ = 0;
+    double scale = 0;
+    for (size_t i = 0; i < T * (size_t)V; i++) differ += got[i] != want[i], scale = fmax(scale, fabs(want[i]));
+    print_message("%-16s %s: %zu of %zu logits differ from %s (logits up to %.2f)\n", c->name, gpt2_model_source(m),
+                  differ, T * (size_t)V, c->original, scale);
+    assert_int_equal(differ, 0);
+    assert_true(scale > 0.1); /* not all zero: the comparison has teeth */
+    if (strncmp(gpt2_model_source(m), c->desc, strlen(c->desc)))
+        fail_msg("%s: described as \"%s\", expected \"%s\"", c->name, gpt2_model_source(m), c->desc);
+    free(ids), free(got), free(want);
+    gpt2_model_free(m);
+    gpt2_model_free(o);
+}
+
+/* This process's resident bytes of the mapping that holds p (/proc/self/smaps), or -1. */
+static long rss_of(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int in = 0;
+    long rss = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's first line */
+            if (in) break;
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        } else if (in && sscanf(line, "Rss: %ld kB", &rss) == 1) {
+            rss *= 1024;
+        }
+    }
+    fclose(f);
+    return rss;
+}
+
+/* st_release on a sharded set drops the pages of the shard that holds the
+ * range, and no other shard's: each shard read whole, then wte released. */
+static void test_shard_release(void **state) {
+    (void)state;
+    const char *index = fixture_path("shards/gpt2-3/model.safetensors.index.json");
+    char *text = read_file(index, NULL);
+    cJSON *root = cJSON_Parse(text);
+    st_file f;
+    gpt2_error err;
+    if (st_open_index(index, root, &f, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(f.n_shards, 3);
+    assert_null(f.map);
+    long before[3];
+    volatile unsigned char sink = 0;
+    for (int i = 0; i < 3; i++) {
+        for (size_t b = 0; b < f.shards[i].map_size; b += 512) sink ^= ((const unsigned char *)f.shards[i].map)[b];
+        before[i] = rss_of(f.shards[i].map);
+        assert_true(before[i] >= (long)(f.shards[i].map_size & ~(size_t)4095));
+    }
+    const st_tensor *wte = st_find(&f, "wte.weight");
+    assert_non_null(wte);
+    int home = -1;
+    for (int i = 0; i < 3; i++)
+        if ((const char *)wte->data >= (const char *)f.shards[i].map &&
+            (const char *)wte->data < (const char *)f.shards[i].map + f.shards[i].map_size)
+            home = i;
+    assert_int_not_equal(home, -1);
+    st_release(&f, wte->data, wte->n_bytes);
+    for (int i = 0; i < 3; i++) {
+        const long after = rss_of(f.shards[i].map);
+        print_message("shard %d: %ld -> %ld resident bytes%s\n", i + 1, before[i], after, i == home ? " (holds wte)" : "");
+        if (i == home) assert_true(before[i] - after >= (long)wte->n_bytes - 2 * 4096);
+        else assert_int_equal(after, before[i]);
+    }
+    st_close(&f);
+    cJSON_Delete(root);
+    free(text);
+}
+
+/* A directory whose only weights are a sharded PyTorch checkpoint still gives
+ * its tokenizer (tokenize needs no weights); loading the model is refused. */
+static void test_torch_shards_tokenizer(void **state) {
+    (void)state;
+    gpt2_tokenizer *t;
+    gpt2_error err;
+    if (gpt2_model_load_tokenizer(fixture_path("shards/bad/torch_sharded"), gpt2_model_default_params(), &t, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(gpt2_tokenizer_n_vocab(t), 507);
+    gpt2_tokenizer_free(t);
+}
+
 int main(void) {
     static format_case cases[32];
     static bad_case bad[96];
-    static struct CMUnitTest tests[160];
+    static shard_case shards[16];
+    static struct CMUnitTest tests[180];
     const int n = read_cases(fixture_path("formats/cases.tsv"), cases, 32);
     int k = 0;
     for (int i = 0; i < n; i++) {
@@ -538,9 +682,15 @@ int main(void) {
         snprintf(cases[i].path, sizeof cases[i].path, "%s", fixture_path("%s", at ? at + 1 : rel));
         tests[k++] = (struct CMUnitTest){.name = cases[i].name, .test_func = test_case, .initial_state = &cases[i]};
     }
-    const int nb = read_bad(fixture_path("formats/bad/cases.tsv"), bad, 96);
+    int nb = read_bad(fixture_path("formats/bad/cases.tsv"), "formats/bad/", bad, 96);
+    nb += read_bad(fixture_path("shards/bad/cases.tsv"), "", bad + nb, 96 - nb);
     for (int i = 0; i < nb; i++)
         tests[k++] = (struct CMUnitTest){.name = bad[i].name, .test_func = test_bad, .initial_state = &bad[i]};
+    const int ns = read_shard_cases(shards, 16);
+    for (int i = 0; i < ns; i++)
+        tests[k++] = (struct CMUnitTest){.name = shards[i].name, .test_func = test_shard_case, .initial_state = &shards[i]};
+    tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_shard_release);
+    tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_torch_shards_tokenizer);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_descriptions);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_gpt2_merges_recovered);
     tests[k++] = (struct CMUnitTest)cmocka_unit_test(test_convert_cases);

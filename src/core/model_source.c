@@ -32,6 +32,9 @@ source_format source_sniff(const unsigned char *p, size_t n) {
         for (int i = 7; i >= 0; i--) h = h << 8 | p[i];
         if (h >= 2 && h <= n - 8 && p[8] == '{') return SOURCE_FMT_SAFETENSORS;
     }
+    size_t i = 0; /* last: a safetensors header length may begin with the byte '{' */
+    while (i < n && i < 64 && p[i] && strchr(" \t\r\n", p[i])) i++;
+    if (i < n && p[i] == '{') return SOURCE_FMT_JSON;
     return SOURCE_FMT_UNKNOWN;
 }
 
@@ -238,24 +241,81 @@ const char *source_base_of(const char *path) {
     return slash ? slash + 1 : path;
 }
 
-/* A Hugging Face directory: config.json, the weights (mapped) and the tokenizer beside them. */
-static gpt2_status safetensors_source_open(model_source *src, void *map, size_t size, gpt2_error *err) {
+/* A Hugging Face directory: config.json, the weights and the tokenizer beside
+ * them. The weights: one file (mapped: map, size), or, when index is given
+ * (src->path is then the index, map NULL), the shards it names. */
+static gpt2_status safetensors_source_open(model_source *src, void *map, size_t size, const cJSON *index,
+                                           gpt2_error *err) {
     char dir[SOURCE_PATH_MAX], path[SOURCE_PATH_MAX];
     source_dir_of(src->path, dir, sizeof dir);
     gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "config.json", err);
     if (st || (st = source_parse_config(path, src, err))) {
-        munmap(map, size);
+        if (map) munmap(map, size);
         return st;
     }
-    if ((st = st_open_map(src->path, map, size, &src->st, err))) return st;
+    if ((st = index ? st_open_index(src->path, index, &src->st, err) : st_open_map(src->path, map, size, &src->st, err)))
+        return st;
     if ((st = source_hf_tokenizer(src, dir, path, sizeof path, err))) return st;
-    snprintf(src->desc, sizeof src->desc, "Hugging Face safetensors (%.200s)", source_base_of(src->path));
+    if (index)
+        snprintf(src->desc, sizeof src->desc, "Hugging Face safetensors (%d shard%s, %.200s)", src->st.n_shards,
+                 src->st.n_shards == 1 ? "" : "s", source_base_of(src->path));
+    else
+        snprintf(src->desc, sizeof src->desc, "Hugging Face safetensors (%.200s)", source_base_of(src->path));
     return source_fit_vocab(src, path, err);
 }
 
-/* The weights file of a directory: the first of these names present. */
+/* Is path named as Hugging Face names a shard index ("model.safetensors.index.json",
+ * "pytorch_model.bin.index.json")? Such a file is read as an index whatever its
+ * bytes, so that a broken one is told what is wrong with it. */
+static int index_named(const char *path) {
+    const size_t n = strlen(path), k = strlen(".index.json");
+    return n > k && strcmp(path + n - k, ".index.json") == 0;
+}
+
+/* A sharded PyTorch checkpoint (pytorch_model.bin.index.json, whose weight_map
+ * names .bin shards): refused, pointing at what loads instead. torch_ckpt.c
+ * reads one zip whose pickle holds the whole state dict; a state dict split
+ * over several is another reader, and a repository with .bin shards often
+ * has safetensors ones beside them. */
+static gpt2_status refuse_sharded_torch(const char *path, const cJSON *root, gpt2_error *err) {
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    for (const cJSON *e = cJSON_IsObject(map) ? map->child : NULL; e; e = e->next) {
+        const size_t n = cJSON_IsString(e) ? strlen(e->valuestring) : 0;
+        if (n > 4 && strcmp(e->valuestring + n - 4, ".bin") == 0)
+            return gpt2_fail(err, GPT2_ERR_FORMAT,
+                             "%s: a sharded PyTorch checkpoint (.bin shards), which gptscope does not read: "
+                             "it reads the same repository's safetensors files (model.safetensors.index.json and "
+                             "its .safetensors shards) when it has them", path);
+    }
+    return GPT2_OK;
+}
+
+static gpt2_status refuse_format(const char *path, source_format fmt, void *map, size_t size, gpt2_error *err);
+
+/* A JSON file (map, size; unmapped here): a shard index when it has a
+ * weight_map or is named as one; any other JSON (a config.json named by -m) is
+ * no model file. */
+static gpt2_status index_source_open(model_source *src, void *map, size_t size, gpt2_error *err) {
+    cJSON *root = NULL;
+    gpt2_status st = size ? json_parse(src->path, map, size, GPT2_ERR_FORMAT, &root, err)
+                          : gpt2_fail(err, GPT2_ERR_FORMAT, "%s: the file is empty, expected a JSON shard index", src->path);
+    if (!st && !cJSON_GetObjectItemCaseSensitive(root, "weight_map") && !index_named(src->path)) {
+        cJSON_Delete(root);
+        return refuse_format(src->path, SOURCE_FMT_JSON, map, size, err);
+    }
+    if (map) munmap(map, size);
+    if (!st && !(st = refuse_sharded_torch(src->path, root, err))) st = safetensors_source_open(src, NULL, 0, root, err);
+    cJSON_Delete(root);
+    return st;
+}
+
+/* The weights file of a directory: the first of these names present. A
+ * single model.safetensors comes before an index: a repository holding both
+ * (some keep the file they had before sharding) means the same weights, and
+ * one file is one mapping. */
 static gpt2_status find_weights(const char *dir, char *out, size_t cap, gpt2_error *err) {
-    static const char *const names[] = {"model.safetensors", "pytorch_model.bin", "ckpt.pt"};
+    static const char *const names[] = {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                                        "pytorch_model.bin.index.json", "ckpt.pt"};
     struct stat sb;
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         gpt2_status st = gpt2_fileio_join(out, cap, dir, names[i], err);
@@ -269,7 +329,8 @@ static gpt2_status find_weights(const char *dir, char *out, size_t cap, gpt2_err
 int source_has_weights(const char *dir) {
     char path[SOURCE_PATH_MAX];
     struct stat sb;
-    return find_weights(dir, path, sizeof path, NULL) == GPT2_OK && lstat(path, &sb) == 0;
+    return find_weights(dir, path, sizeof path, NULL) == GPT2_OK && lstat(path, &sb) == 0 &&
+           strcmp(source_base_of(path), "pytorch_model.bin.index.json") != 0;
 }
 
 /* A file that is no model source: says what it is instead, or how it starts; unmaps it. */
@@ -320,11 +381,16 @@ gpt2_status source_open(const char *path, const char *gpt2_tok_dir, model_source
     case SOURCE_FMT_GGUF: st = gguf_source_open(src, map, size, err); break;
     case SOURCE_FMT_ZIP: st = torch_source_open(src, map, size, err); break;
     case SOURCE_FMT_LLMC: st = llmc_source_open(src, map, size, err); break;
-    case SOURCE_FMT_SAFETENSORS: st = safetensors_source_open(src, map, size, err); break;
+    case SOURCE_FMT_SAFETENSORS: st = safetensors_source_open(src, map, size, NULL, err); break;
+    case SOURCE_FMT_JSON: st = index_source_open(src, map, size, err); break;
     default:
         /* model.safetensors in a directory is read as one, so that its defects get precise messages */
         if (in_dir && strcmp(source_base_of(src->path), "model.safetensors") == 0) {
-            st = safetensors_source_open(src, map, size, err);
+            st = safetensors_source_open(src, map, size, NULL, err);
+            break;
+        }
+        if (index_named(src->path)) { /* the same for an index, in a directory or named */
+            st = index_source_open(src, map, size, err);
             break;
         }
         return refuse_format(src->path, *fmt, map, size, err);

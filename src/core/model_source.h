@@ -17,7 +17,9 @@
  *     a description     one line for -v, the chat and messages
  *
  * Formats (model_source.c dispatches, each reader in its own file):
- *     safetensors       a directory with config.json + model.safetensors + tokenizer
+ *     safetensors       a directory with config.json + model.safetensors + tokenizer,
+ *                       or, sharded, + model.safetensors.index.json and the shards it
+ *                       names (st_open_index: one st_file over every shard's mapping)
  *     PyTorch zip       nanoGPT's ckpt.pt, HF's pytorch_model.bin (torch_ckpt.c:
  *                       zip.c + pickle.c)
  *     llm.c             gpt2_124M.bin / gpt2_124M_bf16.bin (+ gpt2_tokenizer.bin)
@@ -53,7 +55,7 @@ typedef struct {
     char *bos_text, *eos_text; /* the template's bos_token and eos_token */
     int32_t end_ids[SOURCE_END_IDS]; /* ids that end a reply: eos_token_id (config, generation_config, GGUF) */
     int n_end;
-    char path[SOURCE_PATH_MAX]; /* the weights file */
+    char path[SOURCE_PATH_MAX]; /* the weights file (of sharded weights: the index) */
     char desc[SOURCE_DESC_MAX]; /* "nanoGPT checkpoint (ckpt.pt, iter 5000), bias=False, ..." */
 } model_source;
 
@@ -65,7 +67,8 @@ typedef enum {
     SOURCE_FMT_PICKLE,        /* a bare pickle: PyTorch's legacy format, or meta.pkl */
     SOURCE_FMT_LLMC,          /* llm.c model, magic 20240326 */
     SOURCE_FMT_LLMC_TOKENIZER,/* llm.c tokenizer, magic 20240328 */
-    SOURCE_FMT_GGUF
+    SOURCE_FMT_GGUF,
+    SOURCE_FMT_JSON           /* a JSON object: a shard index (model.safetensors.index.json) if it has a weight_map */
 } source_format;
 
 source_format source_sniff(const unsigned char *p, size_t n);
@@ -77,7 +80,8 @@ gpt2_status source_open(const char *path, const char *gpt2_tok_dir, model_source
                         gpt2_error *err);
 void source_close(model_source *src);
 
-/* Whether a directory holds a weights file source_open would take. */
+/* Whether a directory holds a weights file source_open would take (a
+ * sharded PyTorch checkpoint's index is not one: it is refused). */
 int source_has_weights(const char *dir);
 
 /* The directory a file lies in ("." for a bare name, "/" at the root), and its last component. */

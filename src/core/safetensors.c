@@ -294,18 +294,38 @@ fail:
     return st;
 }
 
-void st_release(const st_file *f, const void *p, size_t n) {
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)f->map,
-                    hi = lo + f->map_size;
+/* The whole pages of [p, p + n) that lie in the mapping [map, map + size). */
+static void release_in(const void *map, size_t size, const void *p, size_t n) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)map, hi = lo + size;
     uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
     if (a < lo || b > hi || a >= b) return; /* not in the map, or no whole page */
     madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+void st_release(const st_file *f, const void *p, size_t n) {
+    if (!f->n_shards) {
+        release_in(f->map, f->map_size, p, n);
+        return;
+    }
+    /* a sharded set: the shard whose mapping holds p (a handful of shards: a scan is enough) */
+    for (int i = 0; i < f->n_shards; i++) {
+        const st_shard *s = &f->shards[i];
+        if ((uintptr_t)p >= (uintptr_t)s->map && (uintptr_t)p < (uintptr_t)s->map + s->map_size) {
+            release_in(s->map, s->map_size, p, n);
+            return;
+        }
+    }
 }
 
 void st_close(st_file *f) {
     for (int i = 0; i < f->n_tensors; i++) free(f->tensors[i].name);
     free(f->tensors);
     if (f->map) munmap(f->map, f->map_size);
+    for (int i = 0; i < f->n_shards; i++) {
+        if (f->shards[i].map) munmap(f->shards[i].map, f->shards[i].map_size);
+        free(f->shards[i].path);
+    }
+    free(f->shards);
     free((void *)f->path);
     memset(f, 0, sizeof *f);
 }

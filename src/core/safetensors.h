@@ -38,24 +38,48 @@ enum {
     ST_ROWS_QKV_BY_HEAD  /* q, k, v per head (H, 3, hd): HF GPT-NeoX's query_key_value */
 };
 
+/* One file of a sharded set, mapped whole (st_open_index). */
 typedef struct {
-    const char *path;     /* owned copy */
-    void *map;            /* whole file, read-only */
+    char *path;           /* the index's directory + the shard's name */
+    void *map;
+    size_t map_size;
+} st_shard;
+
+typedef struct {
+    const char *path;     /* owned copy: the file, or a sharded set's index */
+    void *map;            /* whole file, read-only; NULL for a sharded set */
     size_t map_size;
     st_tensor *tensors;   /* sorted by name */
     int n_tensors;
+    st_shard *shards;     /* a sharded set's files, sorted by name; NULL for one file */
+    int n_shards;
 } st_file;
 
 /* Maps and validates path. On failure nothing stays allocated. */
 gpt2_status st_open(const char *path, st_file *f, gpt2_error *err);
+
+/* A sharded set: Hugging Face's model.safetensors.index.json, parsed (root),
+ * {"metadata": {...}, "weight_map": {"tensor name": "shard file name", ...}},
+ * whose shards lie in the index's directory, each mapped and checked as
+ * st_open does, seen as one tensor set: st_find, st_release and st_close work
+ * as for one file. The index is the truth: f holds exactly the tensors
+ * weight_map lists, each from the shard it names (a tensor a shard holds but
+ * the index does not list is ignored: transformers too takes a checkpoint's
+ * keys from the index); a tensor in two shards, or not in the shard named
+ * for it, is refused. Messages name
+ * index_path, or the shard for a defect of the shard itself. On failure
+ * nothing stays allocated. */
+struct cJSON;
+gpt2_status st_open_index(const char *index_path, const struct cJSON *root, st_file *f, gpt2_error *err);
 
 /* The same over a mapping already made (text_map_file): f owns map from here
  * on, and unmaps it on failure too. */
 gpt2_status st_open_map(const char *path, void *map, size_t size, st_file *f, gpt2_error *err);
 void st_close(st_file *f);
 
-/* Drops the whole pages of [p, p + n), a range of f's mapping that will not be
- * read again, from this process's memory (the file's page cache keeps them). */
+/* Drops the whole pages of [p, p + n), a range of f's mapping (of a sharded
+ * set: of the shard's that holds p) that will not be read again, from this
+ * process's memory (the file's page cache keeps them). */
 void st_release(const st_file *f, const void *p, size_t n);
 
 /* The tensor with that exact name, or NULL. */

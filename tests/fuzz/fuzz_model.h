@@ -48,7 +48,7 @@ static inline void fuzz_check_model(const gpt2_model *m) {
                    c->arch.rope_dim % 2 == 0,
                "accepted config: L=%d H=%d KV=%d hd=%d C=%d T=%d V=%d F=%d rope %d", c->n_layer, c->n_head, KVH, hd,
                c->n_embd, c->n_ctx, c->n_vocab, m->n_inner, c->arch.rope_dim);
-    FUZZ_CHECK(m->st.map == NULL, "the file is still mapped after load");
+    FUZZ_CHECK(m->st.map == NULL && m->st.shards == NULL, "the file (or a shard) is still mapped after load");
     const int C = c->n_embd, F = m->n_inner, V = c->n_vocab, Q = hd * c->n_head, KV = hd * KVH;
     fuzz_check_matrix(m, "wte", &m->wte, V, C);
     fuzz_check_matrix(m, "lm_head", &m->lm_head, V, C);

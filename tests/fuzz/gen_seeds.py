@@ -316,6 +316,8 @@ def main():
                 if "_tok_" in name:
                     shutil.copy(tok, os.path.join(seeds, "llmc", "bad-" + name + "-tokenizer"))
 
+    shard_seeds(a.fixtures, os.path.join(seeds, "shards"))
+
     with tempfile.TemporaryDirectory() as made:
         subprocess.run([a.seed_maker, a.fixtures, made], check=True)
         session_seeds(os.path.join(made, "session"), os.path.join(seeds, "session"))
@@ -323,6 +325,29 @@ def main():
     template_seeds(a.root, os.path.join(seeds, "template"))
     theme_seeds(a.root, os.path.join(seeds, "theme"))
     jinja_seeds(a.root, os.path.join(seeds, "jinja"))
+
+
+def shard_seeds(fixtures, dst):
+    """model.safetensors.index.json for fuzz_shards (its directory holds gpt2-3's shards,
+    whole.safetensors and bad.safetensors): gpt2-3's index, the same over the
+    whole file and over a mix, and every index of make_shard_fixtures.py's bad cases (their
+    two shards renamed as two of the three here)."""
+    os.makedirs(dst, exist_ok=True)
+    src = os.path.join(fixtures, "shards")
+    with open(os.path.join(src, "gpt2-3", "model.safetensors.index.json"), "rb") as f:
+        good = f.read()
+    write(os.path.join(dst, "gpt2-3"), good)
+    wm = json.loads(good)["weight_map"]
+    write(os.path.join(dst, "whole"), json.dumps({"weight_map": {k: "whole.safetensors" for k in wm}}))
+    mix = {k: ("bad.safetensors" if i == 3 else v) for i, (k, v) in enumerate(sorted(wm.items()))}
+    write(os.path.join(dst, "with-bad"), json.dumps({"metadata": {"total_size": 1}, "weight_map": mix}))
+    write(os.path.join(dst, "lmhead"), json.dumps({"weight_map": dict(wm, **{"lm_head.weight": wm["wte.weight"]})}))
+    for d in sorted(os.listdir(os.path.join(src, "bad"))):
+        for name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+            p = os.path.join(src, "bad", d, name)
+            if os.path.isfile(p):
+                with open(p, "rb") as f:
+                    write(os.path.join(dst, "bad-" + d), f.read().replace(b"-of-00002.", b"-of-00003."))
 
 
 def session_seeds(made, dst):

@@ -14,7 +14,7 @@ SEEDS=${FUZZ_SEEDS:-build/tests/fuzz/seeds}
 N_SEEDS=${FUZZ_N_SEEDS:-0}
 export OPENBLAS_NUM_THREADS=1
 pass=0; fail=0; bad=""
-for n in safetensors config vocab merges encode session template theme checkpoint zip pickle llmc gguf tokjson jinja; do
+for n in safetensors shards config vocab merges encode session template theme checkpoint zip pickle llmc gguf tokjson jinja; do
     args=""
     [ -d tests/fuzz/regress/$n ] && args=tests/fuzz/regress/$n
     [ -d "$SEEDS/$n" ] && args="$args -n $N_SEEDS $SEEDS/$n"
