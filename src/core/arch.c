@@ -171,7 +171,7 @@ static gpt2_status opt_positive(const json_src *js, const cJSON *root, const cha
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v) return GPT2_OK;
     if (cJSON_IsNull(v)) return (*out = 0), GPT2_OK;
-    return json_get_float(js, root, key, 0, 1, 1e12, out);
+    return json_get_float(js, root, key, 1e-6, 0, 1e12, out);
 }
 
 /* Which layers attend through the window: layer_types (Hugging Face's list, "sliding_attention"

@@ -206,8 +206,8 @@ static gpt2_status read_gemma_config(const gguf_file *g, const char *arch, model
     a->post_norms = 1;
     a->qk_norm = gen == 3;
     if ((st = gguf_get_int(g, key(k, arch, "attention.sliding_window"), 0, 1 << 24, &has_win, &win, err)) ||
-        (st = gguf_get_float(g, key(k, arch, "attn_logit_softcapping"), 0, 1e12, &has_cap, &cap, err)) ||
-        (st = gguf_get_float(g, key(k, arch, "final_logit_softcapping"), 0, 1e12, &has_final, &final, err)))
+        (st = gguf_get_float(g, key(k, arch, "attn_logit_softcapping"), 1e-6, 1e12, &has_cap, &cap, err)) ||
+        (st = gguf_get_float(g, key(k, arch, "final_logit_softcapping"), 1e-6, 1e12, &has_final, &final, err)))
         return st;
     a->sliding_window = (int)(has_win ? win : gen == 2 ? 4096 : 0);
     a->window_period = gen == 2 ? 2 : 6;
