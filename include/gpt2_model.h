@@ -74,9 +74,15 @@ extern "C" {
  *     Mistral                   the same, with a sliding window
  *     Qwen2 / Qwen2.5           the same, with q/k/v biases (present in the file)
  *     Qwen3                     the same, with q/k RMSNorm per head, head_dim set
- *     GPT-NeoX, Pythia          LayerNorm, partial rotary, parallel residual, GELU */
+ *     GPT-NeoX, Pythia          LayerNorm, partial rotary, parallel residual, GELU
+ *     Gemma                     RMSNorm (1 + w), GeGLU, scaled embeddings, wide heads
+ *     Gemma 2                   + norms around attention and MLP outputs, soft-capped
+ *                               scores and logits, a window on every other layer
+ *     Gemma 3                   + q/k norms, a window on 5 layers of 6 with their own
+ *                               rotary base, no soft-capping */
 typedef struct {
-    char family[16];       /* "gpt2", "llama", "qwen2", "qwen3", "mistral", "gpt_neox": for display */
+    char family[16];       /* "gpt2", "llama", "qwen2", "qwen3", "mistral", "gpt_neox", "gemma", "gemma2",
+                              "gemma3_text" (a GGUF's "gemma3"): for display */
     int rms_norm;          /* 1: RMSNorm x / sqrt(mean(x^2) + eps) * w, no bias */
     int n_kv_head;         /* key/value heads; 0: n_head (no grouping) */
     int head_dim;          /* 0: n_embd / n_head */
@@ -91,8 +97,26 @@ typedef struct {
     int rope_orig_ctx;
     int swiglu;            /* 1: down(silu(gate(x)) * up(x)) */
     int qk_norm;           /* 1: RMSNorm over each head's q and k before the rotation (Qwen3) */
-    int sliding_window;    /* > 0: a query sees only its last sliding_window keys (Mistral) */
+    int sliding_window;    /* > 0: a query of a windowed layer sees only its last sliding_window keys */
+    int window_period;     /* which layers are windowed: 0 every one (Mistral); P > 1 all but every
+                              P-th, l % P == P - 1 (Gemma 2: 2, Gemma 3: 6); gpt2_config_windowed */
+    float rope_theta_local;/* > 0: the windowed layers' rotary base (Gemma 3's rope_local_base_freq),
+                              without rope scaling; 0: every layer rotates by rope_theta */
+    float rope_linear;     /* > 0: linear rope scaling, positions / rope_linear, on the layers that
+                              rotate by rope_theta (Gemma 3 4B+'s global layers) */
     int parallel_residual; /* 1: x + attn(ln_1(x)) + mlp(ln_2(x)) (GPT-NeoX) */
+    /* Gemma */
+    int geglu;             /* with swiglu: gelu(gate(x)) * up(x), GELU's tanh form */
+    int norm_plus_one;     /* 1: every RMSNorm weight is stored as w - 1 and applied as (1 + w), computed
+                              at load in float (Gemma's Hugging Face files; its GGUF files hold 1 + w) */
+    int post_norms;        /* 1: the attention's and the MLP's outputs are RMSNormed before they join
+                              the residual: x + norm(attn(ln_1(x))), then x + norm(mlp(ln_2(x))) (Gemma 2, 3) */
+    float embed_scale;     /* > 0: token embeddings multiplied by this (Gemma: sqrt(n_embd), rounded as
+                              the model's own dtype rounds it) */
+    float attn_scale;      /* > 0: attention scores' scale (Gemma 2/3: query_pre_attn_scalar^-1/2);
+                              0: 1 / sqrt(head_dim) */
+    float attn_softcap;    /* > 0: scores s -> cap tanh(s / cap) before the softmax (Gemma 2) */
+    float final_softcap;   /* > 0: logits z -> cap tanh(z / cap) (Gemma 2) */
 } gpt2_arch;
 
 typedef struct {
@@ -113,6 +137,11 @@ static inline int gpt2_config_kv_heads(const gpt2_config *c) {
     return c->arch.n_kv_head ? c->arch.n_kv_head : c->n_head;
 }
 static inline int gpt2_config_n_ff(const gpt2_config *c) { return c->arch.n_ff ? c->arch.n_ff : 4 * c->n_embd; }
+/* Whether layer l attends through the sliding window (and rotates by rope_theta_local). */
+static inline int gpt2_config_windowed(const gpt2_config *c, int l) {
+    const int P = c->arch.window_period;
+    return c->arch.sliding_window > 0 && (P < 2 || l % P != P - 1);
+}
 /* "gpt2" when the description leaves the family empty */
 static inline const char *gpt2_config_family(const gpt2_config *c) {
     return c->arch.family[0] ? c->arch.family : "gpt2";

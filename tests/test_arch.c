@@ -1,11 +1,15 @@
 /* test_arch.c — the decoder families beyond GPT-2 (Llama, Mistral, Qwen2,
- * Qwen3, GPT-NeoX) against tests/ref/decoder_ref.py, a float64 forward pass written from
- * the Hugging Face definitions: random-weight models of every option
+ * Qwen3, GPT-NeoX, Gemma 1/2/3) against tests/ref/decoder_ref.py, a float64 forward
+ * pass written from the Hugging Face definitions: random-weight models of every option
  * (grouped-query and multi-query attention, tied and untied heads, biases,
  * q/k norms, head_dim apart from n_embd / n_head, Llama 3's rope scaling, a
- * sliding window, partial rotation, a parallel residual), as Hugging Face directories and as GGUF files written the
+ * sliding window, partial rotation, a parallel residual; Gemma's (1 + w) norms,
+ * scaled embeddings, GeGLU, norms of the blocks' outputs, soft-capped scores and
+ * logits, windows on a pattern of layers with their own rotary base, linear rope
+ * scaling), as Hugging Face directories and as GGUF files written the
  * way llama.cpp's converter writes them (q/k rows permuted for its rotation,
- * Llama 3's factors as rope_freqs.weight). Fixtures: make_arch_fixtures.py. */
+ * Llama 3's factors as rope_freqs.weight, Gemma's norms as 1 + w). Fixtures:
+ * make_arch_fixtures.py. */
 #include <math.h>
 
 #include "gpt2.h"
@@ -155,35 +159,24 @@ static void test_gguf_files(void **state) {
     assert_true(seen >= 8);
 }
 
-/* A config.json the engine does not run is refused with one line naming
- * the key and what it holds; nothing is loaded. */
-static void test_refusals(void **state) {
-    (void)state;
-    static const struct {
-        const char *old, *new, *says;
-    } cases[] = {
-        {"\"model_type\": \"llama\"", "\"model_type\": \"mixtral\"", "model_type: expected \"gpt2\", \"llama\""},
-        {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}",
-         "rope_scaling.rope_type: expected \"llama3\" or \"default\", found \"yarn\" (not supported)"},
-        {"\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", "hidden_act: expected \"silu\", found \"gelu\""},
-        {"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3", "not a multiple of num_key_value_heads 3"},
-        {"\"pretraining_tp\": 1", "\"num_local_experts\": 8", "num_local_experts: expected at most 1 (mixture-of-experts models are not supported), found 8"},
-        {"\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false",
-         "missing tensor 'lm_head.weight' (config.json says the head is not tied)"},
-        {"\"max_position_embeddings\": 128", "\"max_position_embeddings\": 128, \"partial_rotary_factor\": 0.5",
-         "partial_rotary_factor: expected 1 (partial rotation is not supported for this family), found 0.5"},
-    };
+typedef struct {
+    const char *old, *new, *says;
+} config_edit;
+
+/* Each edit of fixture model `base`'s config.json is refused with one line
+ * holding `says`; nothing is loaded. The unedited copy loads. */
+static void check_refusals(const char *base, const config_edit *cases, size_t n_cases) {
     char dir[] = "/tmp/gptscope-arch-XXXXXX", path[4200], from[4200];
     assert_non_null(mkdtemp(dir));
     static const char *files[] = {"model.safetensors", "tokenizer.json"};
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        snprintf(from, sizeof from, "%s", fixture_path("arch/models/llama-gqa/%s", files[i]));
+        snprintf(from, sizeof from, "%s", fixture_path("arch/models/%s/%s", base, files[i]));
         copy_file_edited(from, path, NULL, NULL);
     }
     snprintf(path, sizeof path, "%s/config.json", dir);
-    snprintf(from, sizeof from, "%s", fixture_path("arch/models/llama-gqa/config.json"));
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    snprintf(from, sizeof from, "%s", fixture_path("arch/models/%s/config.json", base));
+    for (size_t i = 0; i < n_cases; i++) {
         copy_file_edited(from, path, cases[i].old, cases[i].new);
         gpt2_model *m = NULL;
         gpt2_error err;
@@ -197,7 +190,7 @@ static void test_refusals(void **state) {
     copy_file_edited(from, path, NULL, NULL); /* the control: the same directory unedited loads */
     gpt2_model *m;
     gpt2_error err;
-    assert_int_equal(gpt2_model_load(dir, &m, &err), GPT2_OK);
+    if (gpt2_model_load(dir, &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
     gpt2_model_free(m);
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
@@ -206,6 +199,118 @@ static void test_refusals(void **state) {
     snprintf(path, sizeof path, "%s/config.json", dir);
     unlink(path);
     rmdir(dir);
+}
+
+/* A config.json the engine does not run is refused with one line naming
+ * the key and what it holds; nothing is loaded. */
+static void test_refusals(void **state) {
+    (void)state;
+    static const config_edit cases[] = {
+        {"\"model_type\": \"llama\"", "\"model_type\": \"mixtral\"", "model_type: expected \"gpt2\", \"llama\""},
+        {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}",
+         "rope_scaling.rope_type: expected \"llama3\" or \"default\", found \"yarn\" (not supported)"},
+        {"\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", "hidden_act: expected \"silu\", found \"gelu\""},
+        {"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3", "not a multiple of num_key_value_heads 3"},
+        {"\"pretraining_tp\": 1", "\"num_local_experts\": 8", "num_local_experts: expected at most 1 (mixture-of-experts models are not supported), found 8"},
+        {"\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false",
+         "missing tensor 'lm_head.weight' (config.json says the head is not tied)"},
+        {"\"max_position_embeddings\": 128", "\"max_position_embeddings\": 128, \"partial_rotary_factor\": 0.5",
+         "partial_rotary_factor: expected 1 (partial rotation is not supported for this family), found 0.5"},
+        {"\"max_position_embeddings\": 128", "\"max_position_embeddings\": 128, \"use_sliding_window\": true, "
+         "\"sliding_window\": 4, \"max_window_layers\": 1",
+         "max_window_layers: expected 0 or at least num_hidden_layers (a window from some layer on is not supported"},
+    };
+    check_refusals("llama-gqa", cases, sizeof cases / sizeof *cases);
+}
+
+/* What of Gemma is not run: its multimodal and 3n models, EmbeddingGemma's
+ * bidirectional attention, another activation, a layer pattern that is no
+ * period, another rope scaling, transformers 5's rope_parameters. */
+static void test_gemma_refusals(void **state) {
+    (void)state;
+    static const char *const not_periodic =
+        "\"layer_types\": [\"sliding_attention\", \"full_attention\", \"full_attention\", \"sliding_attention\", "
+        "\"sliding_attention\", \"sliding_attention\", \"full_attention\"]";
+    static const config_edit cases[] = {
+        {"\"model_type\": \"gemma3_text\"", "\"model_type\": \"gemma3\"",
+         "model_type: expected \"gemma3_text\" (Gemma 3's multimodal model, a vision tower beside the text model, is not "
+         "supported; its 1B and 270M text-only models are), found \"gemma3\""},
+        {"\"model_type\": \"gemma3_text\"", "\"model_type\": \"gemma3n\"",
+         "model_type: expected \"gemma3_text\" (Gemma 3n's per-layer embeddings and AltUp are not supported), found \"gemma3n\""},
+        {"\"use_cache\": true", "\"use_cache\": true, \"use_bidirectional_attention\": true",
+         "use_bidirectional_attention: expected false (EmbeddingGemma's bidirectional attention is not supported), found true"},
+        {"\"hidden_activation\": \"gelu_pytorch_tanh\"", "\"hidden_activation\": \"silu\"",
+         "hidden_activation: expected \"gelu_pytorch_tanh\" (GELU's tanh form), found \"silu\""},
+        {"\"sliding_window_pattern\": 6", not_periodic,
+         "layer_types: expected windows in all layers but every P-th (the pattern the engine runs), found layer 2 "
+         "\"full_attention\""},
+        {"\"sliding_window_pattern\": 6", "\"layer_types\": [\"full_attention\"]",
+         "layer_types: expected a list of num_hidden_layers strings, found 1 entries"},
+        {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}",
+         "rope_scaling.rope_type: expected \"linear\", \"llama3\" or \"default\", found \"yarn\" (not supported)"},
+        {"\"rope_scaling\": null", "\"rope_scaling\": null, \"rope_parameters\": {\"rope_theta\": 10000}",
+         "rope_parameters: expected rope_theta and rope_scaling (transformers 5's rope_parameters are not read yet)"},
+    };
+    check_refusals("gemma3", cases, sizeof cases / sizeof *cases);
+}
+
+/* every row on_attention reports, as (L, H, T, T) */
+typedef struct {
+    float *rows;
+    int H, T;
+} att_capture;
+
+static void on_attention(void *ud, int l, int h, int pos, const float *probs, int n) {
+    att_capture *a = ud;
+    assert_int_equal(n, pos + 1);
+    memcpy(a->rows + (((size_t)l * a->H + h) * a->T + pos) * a->T, probs, (size_t)n * sizeof(float));
+}
+
+/* The microscope's rows are the probabilities the attention used: Gemma 2's
+ * soft-capped scores and its windowed layers' zeros, every layer and head,
+ * from a batch and from single steps, against decoder_ref's probabilities. */
+static void test_attention_rows(void **state) {
+    (void)state;
+    reference r;
+    ref_load("gemma2", &r);
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(fixture_path("arch/models/gemma2"), &m, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    const gpt2_config *c = gpt2_model_config(m);
+    const int L = c->n_layer, H = c->n_head, T = r.T;
+    size_t len;
+    float *want = read_file(fixture_path("arch/ref/gemma2/attn.f32"), &len);
+    assert_int_equal(len, (size_t)L * H * T * T * sizeof(float));
+    assert_true(c->arch.attn_softcap > 0 && c->arch.sliding_window > 0 && c->arch.sliding_window < T);
+    gpt2_context *ctx;
+    assert_int_equal(gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err), GPT2_OK);
+    att_capture cap = {calloc((size_t)L * H * T * T, sizeof(float)), H, T};
+    gpt2_hooks hooks = {.on_attention = on_attention, .user_data = &cap};
+    gpt2_context_set_hooks(ctx, &hooks);
+    for (int pass = 0; pass < 2; pass++) { /* one batch, then token by token */
+        memset(cap.rows, 0, (size_t)L * H * T * T * sizeof(float));
+        gpt2_context_reset(ctx);
+        for (int t = 0; t < T; t += pass ? 1 : T)
+            assert_int_equal(gpt2_context_eval(ctx, r.ids + t, pass ? 1 : T, &err), GPT2_OK);
+        double d = 0;
+        int zeros = 0;
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < H; h++)
+                for (int t = 0; t < T; t++) {
+                    const size_t at = (((size_t)l * H + h) * T + t) * T;
+                    d = fmax(d, max_diff(cap.rows + at, want + at, (size_t)t + 1));
+                    for (int j = 0; j <= t; j++) zeros += want[at + j] == 0.0f && cap.rows[at + j] == 0.0f;
+                }
+        print_message("  gemma2 attention rows (%s): max |p - ref| %.2e, %d keys outside the windows at 0\n",
+                      pass ? "decode" : "batch", d, zeros);
+        assert_true(d < 2e-5);
+        assert_true(zeros > 0);
+    }
+    free(cap.rows);
+    free(want);
+    gpt2_context_free(ctx);
+    gpt2_model_free(m);
+    ref_free(&r);
 }
 
 /* What chatting needs from the files: the template (tokenizer_config.json's
@@ -266,6 +371,8 @@ int main(void) {
         cmocka_unit_test(test_sharded_directories),
         cmocka_unit_test(test_gguf_files),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_gemma_refusals),
+        cmocka_unit_test(test_attention_rows),
         cmocka_unit_test(test_chat_metadata),
         cmocka_unit_test(test_dtype_mix),
     };

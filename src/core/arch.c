@@ -1,9 +1,13 @@
 /* arch.c — the decoder families beyond GPT-2 as descriptions (gpt2_arch):
- * what a Hugging Face config.json says of a Llama, Mistral, Qwen2 or Qwen3
- * model, checked and turned into the one description the forward pass runs.
- * GGUF's metadata says the same under other keys (model_gguf.c). */
+ * what a Hugging Face config.json says of a Llama, Mistral, Qwen2, Qwen3,
+ * GPT-NeoX or Gemma (1, 2, 3) model, checked and turned into the one
+ * description the forward pass runs. GGUF's metadata says the same under
+ * other keys (model_gguf.c). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "kernels.h"
 
 #include "arch.h"
 #include "error.h"
@@ -20,14 +24,34 @@ static const struct {
     {"qwen3", 1, 0},
 };
 
+/* Gemma's model_types: each generation, or (refused, with a line of their own) what is
+ * not a text-only decoder the engine runs */
+static const struct {
+    const char *model_type;
+    int gen;             /* 1, 2, 3; 0: refused */
+    const char *refusal; /* why, for gen 0 */
+} gemmas[] = {
+    {"gemma", 1, NULL},
+    {"gemma2", 2, NULL},
+    {"gemma3_text", 3, NULL},
+    {"gemma3", 0, "\"gemma3_text\" (Gemma 3's multimodal model, a vision tower beside the text model, is not supported; "
+                  "its 1B and 270M text-only models are)"},
+    {"gemma3n", 0, "\"gemma3_text\" (Gemma 3n's per-layer embeddings and AltUp are not supported)"},
+    {"gemma3n_text", 0, "\"gemma3_text\" (Gemma 3n's per-layer embeddings and AltUp are not supported)"},
+};
+enum { N_GEMMAS = sizeof gemmas / sizeof *gemmas };
+
 int arch_hf_family(const char *model_type) {
     for (int i = 0; i < (int)(sizeof families / sizeof *families); i++)
         if (strcmp(model_type, families[i].model_type) == 0) return i;
+    for (int i = 0; i < N_GEMMAS; i++)
+        if (strcmp(model_type, gemmas[i].model_type) == 0) return ARCH_GEMMA + i;
     return strcmp(model_type, "gpt_neox") == 0 ? ARCH_NEOX : -1;
 }
 
-/* rope_scaling: null, or Llama 3's; other kinds are refused by name. */
-static gpt2_status rope_scaling(const json_src *js, const cJSON *root, gpt2_arch *a) {
+/* rope_scaling: null, or Llama 3's (linear too where allowed: Gemma 3); other kinds are
+ * refused by name. */
+static gpt2_status rope_scaling(const json_src *js, const cJSON *root, gpt2_arch *a, int linear) {
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
     if (!rs || cJSON_IsNull(rs)) return GPT2_OK;
     if (!cJSON_IsObject(rs)) return json_bad(js, "rope_scaling", "an object or null", json_type_name(rs));
@@ -38,10 +62,11 @@ static gpt2_status rope_scaling(const json_src *js, const cJSON *root, gpt2_arch
     gpt2_status st = json_get_str(&in, rs, key, &kind);
     if (st) return st;
     if (strcmp(kind, "default") == 0) return GPT2_OK;
+    if (linear && strcmp(kind, "linear") == 0) return json_get_float(&in, rs, "factor", 1, 0, 1e6, &a->rope_linear);
     if (strcmp(kind, "llama3") != 0) {
         char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 32];
         snprintf(found, sizeof found, "\"%s\" (not supported)", text_show(kind, strlen(kind), shown));
-        return json_bad(&in, key, "\"llama3\" or \"default\"", found);
+        return json_bad(&in, key, linear ? "\"linear\", \"llama3\" or \"default\"" : "\"llama3\" or \"default\"", found);
     }
     if ((st = json_get_float(&in, rs, "factor", 1, 0, 1e6, &a->rope_factor)) ||
         (st = json_get_float(&in, rs, "low_freq_factor", 0, 1, 1e6, &a->rope_low_freq)) ||
@@ -53,16 +78,24 @@ static gpt2_status rope_scaling(const json_src *js, const cJSON *root, gpt2_arch
     return GPT2_OK;
 }
 
+/* An activation key, when present and not null, must name one of ok[0..n) (the first is
+ * what the message expects). */
+static gpt2_status activation(const json_src *js, const cJSON *root, const char *key, const char *const *ok, int n,
+                              const char *expected) {
+    char found[TEXT_SHOW_BUF + 8], shown[TEXT_SHOW_BUF];
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!act || cJSON_IsNull(act)) return GPT2_OK;
+    for (int i = 0; cJSON_IsString(act) && i < n; i++)
+        if (strcmp(act->valuestring, ok[i]) == 0) return GPT2_OK;
+    if (cJSON_IsString(act))
+        snprintf(found, sizeof found, "\"%s\"", text_show(act->valuestring, strlen(act->valuestring), shown));
+    return json_bad(js, key, expected, cJSON_IsString(act) ? found : json_type_name(act));
+}
+
 /* Keys that would change the computation in ways the engine does not run:
  * refused with their value rather than ignored. */
 static gpt2_status refuse_options(const json_src *js, const cJSON *root) {
-    char found[TEXT_SHOW_BUF + 8], shown[TEXT_SHOW_BUF];
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
-    if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0)) {
-        if (cJSON_IsString(act))
-            snprintf(found, sizeof found, "\"%s\"", text_show(act->valuestring, strlen(act->valuestring), shown));
-        return json_bad(js, "hidden_act", "\"silu\"", cJSON_IsString(act) ? found : json_type_name(act));
-    }
+    char found[TEXT_SHOW_BUF + 8];
     const cJSON *prf = cJSON_GetObjectItemCaseSensitive(root, "partial_rotary_factor");
     if (prf && !(cJSON_IsNumber(prf) && prf->valuedouble == 1.0)) {
         snprintf(found, sizeof found, "%g", prf->valuedouble);
@@ -115,7 +148,7 @@ static gpt2_status neox_config(const json_src *js, const cJSON *root, gpt2_confi
         (json_has(root, "rotary_emb_base") && (st = json_get_float(js, root, "rotary_emb_base", 0, 1, 1e12, &a->rope_theta))) ||
         (json_has(root, "layer_norm_eps") && (st = json_get_float(js, root, "layer_norm_eps", 0, 1, 1, &c->ln_eps))) ||
         (json_has(root, "use_parallel_residual") && (st = json_get_bool(js, root, "use_parallel_residual", &a->parallel_residual))) ||
-        (st = rope_scaling(js, root, a)))
+        (st = rope_scaling(js, root, a, 0)))
         return st;
     a->rope_dim = (int)(a->head_dim * pct); /* HF: int(head_size * rotary_pct) */
     if (a->rope_dim < 2 || a->rope_dim % 2)
@@ -132,12 +165,147 @@ static gpt2_status neox_config(const json_src *js, const cJSON *root, gpt2_confi
     return GPT2_OK;
 }
 
+/* A float key that may be null or absent (then def): a positive value, or 0 for none. */
+static gpt2_status opt_positive(const json_src *js, const cJSON *root, const char *key, float def, float *out) {
+    *out = def;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v) return GPT2_OK;
+    if (cJSON_IsNull(v)) return (*out = 0), GPT2_OK;
+    return json_get_float(js, root, key, 1e-6, 0, 1e12, out);
+}
+
+/* Which layers attend through the window: layer_types (Hugging Face's list, "sliding_attention"
+ * or "full_attention" each) where given, else every P-th layer full (Gemma 2: 2; Gemma 3:
+ * sliding_window_pattern, default 6). The list must be such a period; all "sliding_attention"
+ * is every layer windowed, all "full_attention" none. */
+static gpt2_status window_layers(const json_src *js, const cJSON *root, int gen, gpt2_config *c) {
+    gpt2_arch *a = &c->arch;
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    gpt2_status st;
+    if (!types || cJSON_IsNull(types)) {
+        a->window_period = gen == 2 ? 2 : 6;
+        const char *key = json_has(root, "sliding_window_pattern") ? "sliding_window_pattern" : "_sliding_window_pattern";
+        if (gen == 3 && json_has(root, key) && (st = json_get_int(js, root, key, 1, 1 << 20, &a->window_period)))
+            return st;
+        if (a->window_period == 1) a->sliding_window = a->window_period = 0; /* every layer global */
+        return GPT2_OK;
+    }
+    const int n = cJSON_IsArray(types) ? cJSON_GetArraySize(types) : -1;
+    char found[64];
+    if (n != c->n_layer) {
+        if (n < 0) snprintf(found, sizeof found, "%s", json_type_name(types));
+        else snprintf(found, sizeof found, "%d entries", n);
+        return json_bad(js, "layer_types", "a list of num_hidden_layers strings", found);
+    }
+    int first_full = -1, l = 0;
+    for (const cJSON *t = types->child; t; t = t->next, l++) {
+        const int full = cJSON_IsString(t) && !strcmp(t->valuestring, "full_attention");
+        if (!full && !(cJSON_IsString(t) && !strcmp(t->valuestring, "sliding_attention")))
+            return json_bad(js, "layer_types", "\"sliding_attention\" or \"full_attention\" each", "another value");
+        if (full && first_full < 0) first_full = l;
+    }
+    a->window_period = first_full + 1; /* 0: every layer windowed; 1: none */
+    l = 0;
+    for (const cJSON *t = types->child; t; t = t->next, l++) {
+        const int full = !strcmp(t->valuestring, "full_attention");
+        if (a->window_period == 1 ? !full : full != (l % a->window_period == a->window_period - 1)) {
+            snprintf(found, sizeof found, "layer %d \"%s\"", l, t->valuestring);
+            return json_bad(js, "layer_types", "windows in all layers but every P-th (the pattern the engine runs)",
+                            found);
+        }
+    }
+    if (a->window_period == 1) a->sliding_window = a->window_period = 0;
+    return GPT2_OK;
+}
+
+/* sqrt(n) as the model's dtype rounds it (config.json's torch_dtype, or dtype):
+ * Hugging Face multiplies the embeddings by torch.tensor(sqrt(hidden_size), dtype). */
+static float embed_normalizer(const cJSON *root, int n) {
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(root, "torch_dtype");
+    if (!cJSON_IsString(dt)) dt = cJSON_GetObjectItemCaseSensitive(root, "dtype");
+    const float f = (float)sqrt((double)n);
+    if (cJSON_IsString(dt) && !strcmp(dt->valuestring, "bfloat16")) return gpt2_bf16_to_f32(gpt2_f32_to_bf16(f));
+    if (cJSON_IsString(dt) && !strcmp(dt->valuestring, "float16")) return gpt2_f16_to_f32(gpt2_f32_to_f16(f));
+    return f;
+}
+
+/* Gemma 1, 2 and 3 (text): RMSNorm (1 + w), GeGLU, embeddings times sqrt(hidden_size),
+ * head_dim 256 unless given; Gemma 2 and 3: norms of the attention's and MLP's outputs,
+ * query_pre_attn_scalar, a sliding window on a pattern of layers; Gemma 2's soft-capping
+ * (Gemma 3's too, where its config sets it); Gemma 3's q/k norms and its windowed layers'
+ * own rotary base. */
+static gpt2_status gemma_config(const json_src *js, const cJSON *root, int g, gpt2_config *c, int *n_ff, int *tied) {
+    gpt2_arch *a = &c->arch;
+    const int gen = gemmas[g].gen;
+    char found[TEXT_SHOW_BUF + 8], shown[TEXT_SHOW_BUF];
+    if (!gen) {
+        snprintf(found, sizeof found, "\"%s\"", text_show(gemmas[g].model_type, strlen(gemmas[g].model_type), shown));
+        return json_bad(js, "model_type", gemmas[g].refusal, found);
+    }
+    gpt2_status st;
+    snprintf(a->family, sizeof a->family, "%s", gemmas[g].model_type);
+    a->rms_norm = a->swiglu = a->geglu = a->norm_plus_one = 1;
+    a->post_norms = gen >= 2;
+    a->qk_norm = gen == 3;
+    if ((st = read_shape(js, root, c, n_ff))) return st;
+    a->n_kv_head = c->n_head;
+    a->head_dim = 256;
+    a->rope_theta = gen == 3 ? 1e6f : 1e4f;
+    c->ln_eps = 1e-6f;
+    float qpas = 256, local = 1e4f;
+    if ((json_has(root, "num_key_value_heads") &&
+         (st = json_get_int(js, root, "num_key_value_heads", 1, c->n_head, &a->n_kv_head))) ||
+        (json_has(root, "head_dim") && (st = json_get_int(js, root, "head_dim", 2, 4096, &a->head_dim))) ||
+        (json_has(root, "rope_theta") && (st = json_get_float(js, root, "rope_theta", 0, 1, 1e12, &a->rope_theta))) ||
+        (json_has(root, "rms_norm_eps") && (st = json_get_float(js, root, "rms_norm_eps", 0, 1, 1, &c->ln_eps))) ||
+        (gen >= 2 && json_has(root, "query_pre_attn_scalar") &&
+         (st = json_get_float(js, root, "query_pre_attn_scalar", 0, 1, 1e12, &qpas))) ||
+        (gen == 3 && json_has(root, "rope_local_base_freq") &&
+         (st = json_get_float(js, root, "rope_local_base_freq", 0, 1, 1e12, &local))) ||
+        (gen >= 2 && (st = opt_positive(js, root, "attn_logit_softcapping", gen == 2 ? 50 : 0, &a->attn_softcap))) ||
+        (gen >= 2 && (st = opt_positive(js, root, "final_logit_softcapping", gen == 2 ? 30 : 0, &a->final_softcap))) ||
+        (st = rope_scaling(js, root, a, gen == 3)) || (st = refuse_options(js, root)) ||
+        (st = activation(js, root, "hidden_activation",
+                         (const char *const[]){"gelu_pytorch_tanh", "gelu_new", "gelu_fast"}, 3,
+                         "\"gelu_pytorch_tanh\" (GELU's tanh form)")))
+        return st;
+    if (c->n_head % a->n_kv_head)
+        return gpt2_fail(js->err, js->code, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                         js->path, c->n_head, a->n_kv_head);
+    if (a->head_dim % 2)
+        return gpt2_fail(js->err, js->code, "%s: head_dim %d is odd: rotary positions need pairs", js->path, a->head_dim);
+    if (a->rope_factor > 0 && gen == 3) /* Llama 3's scaling would reach the local layers' table too */
+        return json_bad(js, "rope_scaling", "\"linear\" or null for Gemma 3", "\"llama3\"");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "use_bidirectional_attention")))
+        return json_bad(js, "use_bidirectional_attention", "false (EmbeddingGemma's bidirectional attention is not "
+                        "supported)", "true");
+    if (json_has(root, "rope_parameters"))
+        return json_bad(js, "rope_parameters", "rope_theta and rope_scaling (transformers 5's rope_parameters are "
+                        "not read yet)", "an object");
+    a->rope_dim = a->head_dim;
+    if (gen >= 2) a->attn_scale = (float)(1.0 / sqrt((double)qpas));
+    if (gen == 3) a->rope_theta_local = local;
+    a->embed_scale = embed_normalizer(root, c->n_embd);
+    if (gen >= 2) { /* 4096 unless said (null: none) */
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+        a->sliding_window = w && cJSON_IsNull(w) ? 0 : 4096;
+        if (w && !cJSON_IsNull(w) && (st = json_get_int(js, root, "sliding_window", 1, 1 << 24, &a->sliding_window)))
+            return st;
+        if (a->sliding_window && (st = window_layers(js, root, gen, c))) return st;
+    }
+    *tied = 1; /* Gemma ties its head unless the config says otherwise */
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    if (tie && (st = json_get_bool(js, root, "tie_word_embeddings", tied))) return st;
+    return GPT2_OK;
+}
+
 gpt2_status arch_from_hf_config(const json_src *js, const cJSON *root, const char *model_type, gpt2_config *c,
                                 int *n_ff, int *gelu_erf, int *tied) {
     const int fam = arch_hf_family(model_type);
     gpt2_arch *a = &c->arch;
     memset(a, 0, sizeof *a);
     if (fam == ARCH_NEOX) return neox_config(js, root, c, n_ff, gelu_erf, tied);
+    if (fam >= ARCH_GEMMA) return gemma_config(js, root, fam - ARCH_GEMMA, c, n_ff, tied);
     snprintf(a->family, sizeof a->family, "%s", model_type);
     a->rms_norm = a->swiglu = 1;
     a->qk_norm = families[fam].qk_norm;
@@ -166,7 +334,8 @@ gpt2_status arch_from_hf_config(const json_src *js, const cJSON *root, const cha
     c->ln_eps = 1e-6f;
     if ((json_has(root, "rope_theta") && (st = json_get_float(js, root, "rope_theta", 0, 1, 1e12, &a->rope_theta))) ||
         (json_has(root, "rms_norm_eps") && (st = json_get_float(js, root, "rms_norm_eps", 0, 1, 1, &c->ln_eps))) ||
-        (st = rope_scaling(js, root, a)) || (st = refuse_options(js, root)))
+        (st = rope_scaling(js, root, a, 0)) || (st = refuse_options(js, root)) ||
+        (st = activation(js, root, "hidden_act", (const char *const[]){"silu"}, 1, "\"silu\"")))
         return st;
     /* a window counts where the family always applies it (Mistral), or where the config
      * switches it on (Qwen2/3: then for the layers from max_window_layers on) */
@@ -176,8 +345,8 @@ gpt2_status arch_from_hf_config(const json_src *js, const cJSON *root, const cha
         (st = json_get_int(js, root, "max_window_layers", 0, 1000, &from)))
         return st;
     if (from > 0 && from < c->n_layer)
-        return json_bad(js, "max_window_layers", "0 or at least num_hidden_layers (a window in some layers only "
-                        "is not supported)", "a layer in between");
+        return json_bad(js, "max_window_layers", "0 or at least num_hidden_layers (a window from some layer on is "
+                        "not supported; windows every layer but each P-th are)", "a layer in between");
     if (json_has(root, "sliding_window") && (families[fam].window || (cJSON_IsTrue(use) && from == 0)) &&
         (st = json_get_int(js, root, "sliding_window", 1, 1 << 24, &a->sliding_window)))
         return st;

@@ -6,10 +6,12 @@
 #include "gpt2_model.h"
 #include "json.h"
 
-enum { ARCH_NEOX = 100 };
+enum { ARCH_NEOX = 100, ARCH_GEMMA = 200 };
 
 /* The family a model_type names ("llama", "mistral", "qwen2", "qwen3";
- * ARCH_NEOX for "gpt_neox"), or -1. */
+ * ARCH_NEOX for "gpt_neox"; ARCH_GEMMA + i for "gemma", "gemma2",
+ * "gemma3_text", and for Gemma's other model_types, "gemma3" (multimodal) and
+ * "gemma3n", which arch_from_hf_config refuses with a line of their own), or -1. */
 int arch_hf_family(const char *model_type);
 
 /* Fills c (shapes, eps, arch) from a config.json of such a family: n_ff gets

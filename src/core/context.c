@@ -27,6 +27,7 @@ struct gpt2_context {
     float *hid;               /* (B, F) MLP hidden */
     float *gate;              /* (B, F) SwiGLU's gate, or NULL */
     float *rope_cos, *rope_sin; /* (n_ctx, rope_dim / 2) rotary angles' cosines and sines, or NULL */
+    float *rope_cos_local, *rope_sin_local; /* the same for the windowed layers' own base, or NULL */
     float *att;               /* (H, B, n_ctx) scores / probabilities, per head */
     float *logits;            /* (V) of the last position */
     float *logits_all;        /* (B, V), only while an on_logits hook is set */
@@ -58,29 +59,39 @@ static int needs_scratch(const gpt2_model *m) {
     return 0;
 }
 
-/* cos and sin of every position's rotary angles, pos x theta^(-2i/d) / div[i],
- * in double and rounded once. */
-static int rope_tables(gpt2_context *ctx) {
-    const gpt2_model *m = ctx->m;
-    const gpt2_arch *a = &m->cfg.arch;
-    const int half = a->rope_dim / 2;
-    if (!half) return 1;
-    ctx->rope_cos = malloc((size_t)ctx->n_ctx * half * sizeof(float));
-    ctx->rope_sin = malloc((size_t)ctx->n_ctx * half * sizeof(float));
+/* cos and sin of every position's rotary angles, pos x theta^(-2i/d) / div[i]
+ * (/ linear), in double and rounded once. */
+static int rope_table(gpt2_context *ctx, double theta, const float *div, double linear, float **cs, float **sn) {
+    const int half = ctx->m->cfg.arch.rope_dim / 2, d = ctx->m->cfg.arch.rope_dim;
+    *cs = malloc((size_t)ctx->n_ctx * half * sizeof(float));
+    *sn = malloc((size_t)ctx->n_ctx * half * sizeof(float));
     double *inv = malloc((size_t)half * sizeof(double));
-    if (!ctx->rope_cos || !ctx->rope_sin || !inv) {
+    if (!*cs || !*sn || !inv) {
         free(inv);
         return 0;
     }
-    for (int i = 0; i < half; i++)
-        inv[i] = pow((double)a->rope_theta, -2.0 * i / a->rope_dim) / (m->rope_div ? m->rope_div[i] : 1.0);
+    for (int i = 0; i < half; i++) {
+        inv[i] = pow(theta, -2.0 * i / d) / (div ? div[i] : 1.0);
+        if (linear > 0) inv[i] /= linear;
+    }
     for (int p = 0; p < ctx->n_ctx; p++)
         for (int i = 0; i < half; i++) {
-            ctx->rope_cos[(size_t)p * half + i] = (float)cos(p * inv[i]);
-            ctx->rope_sin[(size_t)p * half + i] = (float)sin(p * inv[i]);
+            (*cs)[(size_t)p * half + i] = (float)cos(p * inv[i]);
+            (*sn)[(size_t)p * half + i] = (float)sin(p * inv[i]);
         }
     free(inv);
     return 1;
+}
+
+/* The rotary tables: every layer's, and the windowed layers' own where
+ * their base differs (Gemma 3's local layers: no scaling either). */
+static int rope_tables(gpt2_context *ctx) {
+    const gpt2_model *m = ctx->m;
+    const gpt2_arch *a = &m->cfg.arch;
+    if (!a->rope_dim) return 1;
+    if (!rope_table(ctx, a->rope_theta, m->rope_div, a->rope_linear, &ctx->rope_cos, &ctx->rope_sin)) return 0;
+    return !(a->rope_theta_local > 0) ||
+           rope_table(ctx, a->rope_theta_local, NULL, 0, &ctx->rope_cos_local, &ctx->rope_sin_local);
 }
 
 /* Its complexity is its allocation checks: one straight path, every buffer
@@ -159,6 +170,8 @@ void gpt2_context_free(gpt2_context *ctx) {
     free(ctx->gate);
     free(ctx->rope_cos);
     free(ctx->rope_sin);
+    free(ctx->rope_cos_local);
+    free(ctx->rope_sin_local);
     free(ctx->att);
     free(ctx->logits);
     free(ctx->logits_all);
@@ -243,17 +256,19 @@ enum { ATTN_ROWS = 64 };
 /* Query heads [h0, h1) of causal self-attention, each reading key/value head
  * h / (H / KVH) of the cache (keys 0 .. p0+T-1, the new ones appended
  * already): probabilities into att[h] (T, P), output into atty (T, Q). A
- * sliding window of W keys: a query sees its last W keys, the rest of its
- * row zero. */
+ * windowed layer's sliding window of W keys: a query sees its last W keys,
+ * the rest of its row zero. Soft-capped scores are capped before the
+ * softmax: att holds the probabilities the output used. */
 static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
     const attention_job *j = arg;
     gpt2_context *ctx = j->ctx;
     const gpt2_config *c = &ctx->m->cfg;
     const int H = c->n_head, KVH = gpt2_config_kv_heads(c), hd = gpt2_config_head_dim(c), Q = H * hd;
-    const int p0 = j->p0, T = j->T, P = p0 + T, W = c->arch.sliding_window;
+    const int p0 = j->p0, T = j->T, P = p0 + T, W = gpt2_config_windowed(c, j->l) ? c->arch.sliding_window : 0;
     const float *kc = ctx->k_cache + (size_t)j->l * ctx->n_ctx * KVH * hd; /* (KVH, n_ctx, hd) */
     const float *vc = ctx->v_cache + (size_t)j->l * ctx->n_ctx * KVH * hd;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = c->arch.attn_scale > 0 ? c->arch.attn_scale : 1.0f / sqrtf((float)hd);
+    const float cap = c->arch.attn_softcap;
     int h0, h1;
     (void)ith;
     pool_share(H, 1, chunk, n_chunks, &h0, &h1);
@@ -271,7 +286,7 @@ static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
                 const int n_keys = p0 + t + 1, first = W && n_keys > W ? n_keys - W : 0;
                 memset(row, 0, (size_t)first * sizeof(float));
                 kernel_attention_row(y + (size_t)t * Q, row + first, q + (size_t)t * j->v.ldq, k + (size_t)first * hd,
-                                     v + (size_t)first * hd, n_keys - first, hd, hd, scale);
+                                     v + (size_t)first * hd, n_keys - first, hd, hd, scale, cap);
                 memset(row + n_keys, 0, (size_t)(P - n_keys) * sizeof(float));
             }
         } else {
@@ -287,6 +302,7 @@ static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
                 for (int t = t0; t < t1; t++) {
                     float *row = att + (size_t)t * P;
                     const int n_keys = p0 + t + 1;
+                    if (cap > 0) kernel_softcap(row, (size_t)n_keys, cap);
                     kernel_softmax(row, n_keys);
                     memset(row + n_keys, 0, (size_t)(P - n_keys) * sizeof(float));
                 }
@@ -297,14 +313,15 @@ static void attention_heads(void *arg, int chunk, int n_chunks, int ith) {
     }
 }
 
-/* Rotary positions, after Qwen3's per-head q/k norm: every query and key
- * head of the T new positions, in place. */
-static void rotate(gpt2_context *ctx, const gpt2_layer *L, const qkv_view *v, int p0, int T) {
+/* Rotary positions of layer l, after Qwen3's and Gemma 3's per-head q/k
+ * norm: every query and key head of the T new positions, in place. */
+static void rotate(gpt2_context *ctx, int l, const gpt2_layer *L, const qkv_view *v, int p0, int T) {
     const gpt2_config *c = &ctx->m->cfg;
     const int H = c->n_head, KVH = gpt2_config_kv_heads(c), hd = gpt2_config_head_dim(c);
-    const int half = c->arch.rope_dim / 2;
+    const int half = c->arch.rope_dim / 2, local = ctx->rope_cos_local && gpt2_config_windowed(c, l);
+    const float *cos_tab = local ? ctx->rope_cos_local : ctx->rope_cos, *sin_tab = local ? ctx->rope_sin_local : ctx->rope_sin;
     for (int t = 0; t < T; t++) {
-        const float *cs = ctx->rope_cos + (size_t)(p0 + t) * half, *sn = ctx->rope_sin + (size_t)(p0 + t) * half;
+        const float *cs = cos_tab + (size_t)(p0 + t) * half, *sn = sin_tab + (size_t)(p0 + t) * half;
         for (int h = 0; h < H + KVH; h++) {
             float *x = h < H ? v->q + (size_t)t * v->ldq + h * hd : v->k + (size_t)t * v->ldkv + (h - H) * hd;
             const float *g = h < H ? L->q_norm : L->k_norm;
@@ -352,6 +369,7 @@ typedef struct {
     int T, C;
     float eps;
     int rms;
+    float *sum; /* (T, C) or NULL: out's rows then added into it (a residual) */
 } rows_job;
 
 /* Row blocks: enough chunks to balance two threads, few enough to be cheap. */
@@ -366,17 +384,32 @@ static void norm_rows(void *arg, int chunk, int n_chunks, int ith) {
     if (t0 >= t1) return;
     if (j->rms) kernel_rmsnorm(j->out + (size_t)t0 * j->C, j->in + (size_t)t0 * j->C, j->g, t1 - t0, j->C, j->eps);
     else kernel_layernorm(j->out + (size_t)t0 * j->C, j->in + (size_t)t0 * j->C, j->g, j->b, t1 - t0, j->C, j->eps);
+    if (j->sum)
+        for (size_t i = (size_t)t0 * j->C; i < (size_t)t1 * j->C; i++) j->sum[i] += j->out[i];
+}
+
+static void run_rows(gpt2_context *ctx, rows_job *j) {
+    if (j->T == 1) norm_rows(j, 0, 1, 0);
+    else pool_run(ctx->pool, norm_rows, j, row_chunks(j->T));
 }
 
 static void norm(gpt2_context *ctx, float *out, const float *in, const float *g, const float *b, int T) {
     const gpt2_config *c = &ctx->m->cfg;
-    rows_job j = {out, in, g, b, T, c->n_embd, c->ln_eps, c->arch.rms_norm};
-    if (T == 1) norm_rows(&j, 0, 1, 0);
-    else pool_run(ctx->pool, norm_rows, &j, row_chunks(T));
+    rows_job j = {out, in, g, b, T, c->n_embd, c->ln_eps, c->arch.rms_norm, NULL};
+    run_rows(ctx, &j);
 }
 
-/* hid (T, F) = silu(gate) * up, rows over the pool past one position: gate
- * and up the halves of one matrix's rows (T, 2F), or gate (T, F) and hid itself. */
+/* x (T, C) += rmsnorm(y) * g, y normed in place: a block's output joining
+ * the residual through its own norm (gpt2_arch.post_norms). */
+static void norm_into(gpt2_context *ctx, float *x, float *y, const float *g, int T) {
+    const gpt2_config *c = &ctx->m->cfg;
+    rows_job j = {y, y, g, NULL, T, c->n_embd, c->ln_eps, 1, x};
+    run_rows(ctx, &j);
+}
+
+/* hid (T, F) = silu(gate) * up (gelu(gate) * up: GeGLU), rows over the pool
+ * past one position: gate and up the halves of one matrix's rows (T, 2F), or
+ * gate (T, F) and hid itself. */
 typedef struct {
     gpt2_context *ctx;
     int T, joined;
@@ -391,7 +424,8 @@ static void swiglu_rows(void *arg, int chunk, int n_chunks, int ith) {
     for (int t = t0; t < t1; t++) {
         float *hid = j->ctx->hid + (size_t)t * F;
         const float *g = j->ctx->gate + (size_t)t * (j->joined ? 2 * F : F);
-        kernel_swiglu(hid, g, j->joined ? g + F : hid, F);
+        if (j->ctx->m->cfg.arch.geglu) kernel_geglu(hid, g, j->joined ? g + F : hid, F);
+        else kernel_swiglu(hid, g, j->joined ? g + F : hid, F);
     }
 }
 
@@ -415,11 +449,14 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
     const gpt2_model *m = ctx->m;
     const gpt2_config *c = &m->cfg;
     const int C = c->n_embd, V = c->n_vocab, p0 = ctx->n_past;
+    const float embed_scale = c->arch.embed_scale;
     for (int t = 0; t < T; t++) {
         float *x = ctx->x + (size_t)t * C;
         kernel_row(x, &m->wte, tokens[t]);
         if (m->wpe)
             for (int i = 0; i < C; i++) x[i] += m->wpe[(size_t)(p0 + t) * C + i];
+        if (embed_scale > 0)
+            for (int i = 0; i < C; i++) x[i] *= embed_scale;
     }
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
@@ -434,11 +471,16 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
             kernel_matmul(ctx->pool, v.k, ctx->xn, T, &L->k_w, L->k_b, 0, ctx->scratch, ctx->partials);
             kernel_matmul(ctx->pool, v.v, ctx->xn, T, &L->v_w, L->v_b, 0, ctx->scratch, ctx->partials);
         }
-        if (ctx->rope_cos) rotate(ctx, L, &v, p0, T);
+        if (ctx->rope_cos) rotate(ctx, l, L, &v, p0, T);
         attention(ctx, l, &v, p0, T);
         /* a parallel residual's MLP reads the block's input, before the attention adds to it */
         if (c->arch.parallel_residual) norm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
-        kernel_matmul(ctx->pool, ctx->x, ctx->atty, T, &L->proj_w, L->proj_b, 1, ctx->scratch, ctx->partials);
+        if (L->attn_out_norm) { /* the output normed on its own, then added: xn is free until ln_2 */
+            kernel_matmul(ctx->pool, ctx->xn, ctx->atty, T, &L->proj_w, L->proj_b, 0, ctx->scratch, ctx->partials);
+            norm_into(ctx, ctx->x, ctx->xn, L->attn_out_norm, T);
+        } else {
+            kernel_matmul(ctx->pool, ctx->x, ctx->atty, T, &L->proj_w, L->proj_b, 1, ctx->scratch, ctx->partials);
+        }
         if (!c->arch.parallel_residual) norm(ctx, ctx->xn, ctx->x, L->ln2_g, L->ln2_b, T);
         if (L->gate_w.data && !L->fc_w.data) { /* gate and up joined: (T, 2F) */
             kernel_matmul(ctx->pool, ctx->gate, ctx->xn, T, &L->gate_w, L->gate_up_b, 0, ctx->scratch, ctx->partials);
@@ -451,14 +493,19 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
             kernel_matmul_gelu(ctx->pool, ctx->hid, ctx->xn, T, &L->fc_w, L->fc_b, m->gelu_erf, ctx->scratch,
                                ctx->partials);
         }
-        kernel_matmul(ctx->pool, ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch, ctx->partials);
+        if (L->mlp_out_norm) { /* as the attention's: xn is read no more once hid is made */
+            kernel_matmul(ctx->pool, ctx->xn, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 0, ctx->scratch, ctx->partials);
+            norm_into(ctx, ctx->x, ctx->xn, L->mlp_out_norm, T);
+        } else {
+            kernel_matmul(ctx->pool, ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch, ctx->partials);
+        }
         for (int i = 0; i < ctx->n_hooks; i++) {
             const gpt2_hooks *hk = &ctx->hooks[i];
             if (hk->on_residual && (!hk->want_residual || hk->want_residual(hk->user_data, l)))
                 for (int t = 0; t < T; t++) hk->on_residual(hk->user_data, l, p0 + t, ctx->x + (size_t)t * C, C);
         }
     }
-    const float *rows = ctx->logits; /* (T or 1, V): what gets checked */
+    float *rows = ctx->logits; /* (T or 1, V): what gets checked */
     int n_rows = 1;
     if (ctx->want_logits && ctx->logits_all) {
         norm(ctx, ctx->xn, ctx->x, m->lnf_g, m->lnf_b, T);
@@ -469,6 +516,7 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
         norm(ctx, ctx->xn, last, m->lnf_g, m->lnf_b, 1);
         kernel_matmul_t(ctx->pool, ctx->logits, V, ctx->xn, 1, &m->lm_head, ctx->scratch, ctx->partials);
     }
+    if (c->arch.final_softcap > 0) kernel_softcap(rows, (size_t)n_rows * V, c->arch.final_softcap);
     /* NaN or Inf weights make every later result meaningless: stop at the first */
     long bad = first_nonfinite(rows, (size_t)n_rows * V);
     if (bad >= 0) {
@@ -575,5 +623,6 @@ gpt2_status gpt2_context_unembed(gpt2_context *ctx, const float *x, float *logit
      * block's residual gives the model's logits bit for bit */
     norm(ctx, ctx->xn, x, m->lnf_g, m->lnf_b, 1);
     kernel_matmul_t(ctx->pool, logits, m->cfg.n_vocab, ctx->xn, 1, &m->lm_head, ctx->scratch, ctx->partials);
+    if (m->cfg.arch.final_softcap > 0) kernel_softcap(logits, (size_t)m->cfg.n_vocab, m->cfg.arch.final_softcap);
     return GPT2_OK;
 }

@@ -832,7 +832,7 @@ void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int 
 /* --- attention ------------------------------------------------------------ */
 
 void kernel_attention_row(float *y, float *att, const float *q, const float *k, const float *v, int P, int hs,
-                          int ld, float scale) {
+                          int ld, float scale, float softcap) {
 #if defined(__AVX512F__)
     if (hs % 16 == 0 && hs <= 128) { /* GPT-2's heads are 64 wide */
         const int nv = hs / 16;
@@ -844,6 +844,7 @@ void kernel_attention_row(float *y, float *att, const float *q, const float *k, 
             for (int i = 1; i < nv; i++) acc = _mm512_fmadd_ps(qv[i], _mm512_loadu_ps(kt + 16 * i), acc);
             att[t] = _mm512_reduce_add_ps(acc) * scale;
         }
+        if (softcap > 0.0f) kernel_softcap(att, (size_t)P, softcap);
         kernel_softmax(att, P);
         for (int i = 0; i < nv; i++) yv[i] = _mm512_setzero_ps();
         for (int t = 0; t < P; t++) {
@@ -865,6 +866,7 @@ void kernel_attention_row(float *y, float *att, const float *q, const float *k, 
             for (int i = 1; i < nv; i++) acc = _mm256_fmadd_ps(qv[i], _mm256_loadu_ps(kt + 8 * i), acc);
             att[t] = hsum8(acc) * scale;
         }
+        if (softcap > 0.0f) kernel_softcap(att, (size_t)P, softcap);
         kernel_softmax(att, P);
         for (int i = 0; i < nv; i++) yv[i] = _mm256_setzero_ps();
         for (int t = 0; t < P; t++) {
@@ -882,6 +884,7 @@ void kernel_attention_row(float *y, float *att, const float *q, const float *k, 
         for (int i = 0; i < hs; i++) s += q[i] * kt[i];
         att[t] = s * scale;
     }
+    if (softcap > 0.0f) kernel_softcap(att, (size_t)P, softcap);
     kernel_softmax(att, P);
     for (int i = 0; i < hs; i++) y[i] = 0.0f;
     for (int t = 0; t < P; t++) {
@@ -936,12 +939,23 @@ void kernel_swiglu(float *out, const float *gate, const float *up, size_t n) {
     }
 }
 
-void kernel_gelu_tanh(float *out, const float *x, size_t n) {
+/* GELU's tanh form of one value: GPT-2's gelu_new, PyTorch's gelu(approximate="tanh") */
+static inline float gelu_tanh1(float v) {
     const float s = 0.7978845608028654f; /* sqrt(2/pi) */
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        out[i] = 0.5f * v * (1.0f + fast_tanh(s * (v + 0.044715f * v * v * v)));
-    }
+    return 0.5f * v * (1.0f + fast_tanh(s * (v + 0.044715f * v * v * v)));
+}
+
+void kernel_gelu_tanh(float *out, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = gelu_tanh1(x[i]);
+}
+
+void kernel_geglu(float *out, const float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = gelu_tanh1(gate[i]) * up[i];
+}
+
+void kernel_softcap(float *x, size_t n, float cap) {
+    const float inv = 1.0f / cap;
+    for (size_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] * inv);
 }
 
 void kernel_gelu_erf(float *x, size_t n) {

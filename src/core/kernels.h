@@ -152,9 +152,11 @@ void kernel_matmul_t(gpt2_pool *pool, float *out, int ldo, const float *in, int 
 
 /* One query's causal attention in one head: att (P) = softmax(q . k_t * scale)
  * over keys t = 0..P-1, y (hs) = sum_t att[t] v_t. q, y: (hs); k, v: P rows
- * of hs floats, ld floats apart (the KV cache). */
+ * of hs floats, ld floats apart (the KV cache). softcap > 0: the scores are
+ * soft-capped (kernel_softcap) before the softmax, so att holds the
+ * probabilities the output used. */
 void kernel_attention_row(float *y, float *att, const float *q, const float *k, const float *v, int P, int hs,
-                          int ld, float scale);
+                          int ld, float scale, float softcap);
 
 /* out (T, C) = layernorm(in (T, C)) * g + b */
 void kernel_layernorm(float *out, const float *in, const float *g, const float *b, int T, int C, float eps);
@@ -173,6 +175,14 @@ void kernel_swiglu(float *out, const float *gate, const float *up, size_t n);
  * and the trainer both use this one) or exact erf. out may be x. */
 void kernel_gelu_tanh(float *out, const float *x, size_t n);
 void kernel_gelu_erf(float *x, size_t n);
+
+/* out (n) = up * gelu(gate), GELU's tanh form (kernel_gelu_tanh's): GeGLU's
+ * product (Gemma); out may be up. */
+void kernel_geglu(float *out, const float *gate, const float *up, size_t n);
+
+/* x (n) = cap * tanh(x / cap) in place: Gemma 2's soft-capping of attention
+ * scores and logits (tanhf, as PyTorch's float tanh). */
+void kernel_softcap(float *x, size_t n, float cap);
 
 /* x (n) = softmax(x) in place; returns nothing, the row sums to 1. */
 void kernel_softmax(float *x, int n);

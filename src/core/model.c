@@ -219,8 +219,9 @@ static size_t vector_floats(const gpt2_model *m) {
     const gpt2_config *c = &m->cfg;
     const size_t C = (size_t)c->n_embd, F = (size_t)m->n_inner, hd = (size_t)gpt2_config_head_dim(c);
     const size_t qkv = hd * ((size_t)c->n_head + 2 * (size_t)gpt2_config_kv_heads(c));
-    /* per layer: two norms (4C), q/k/v biases, q/k norms (2 hd), proj_b (C), gate_b and fc_b (2F), fcproj_b (C) */
-    const size_t layer = 4 * C + (qkv > 3 * C ? qkv : 3 * C) + 2 * hd + 2 * C + 2 * F;
+    /* per layer: two norms (4C), q/k/v biases, q/k norms (2 hd), proj_b (C), gate_b and fc_b (2F), fcproj_b (C),
+     * the outputs' norms (2C) */
+    const size_t layer = 4 * C + (qkv > 3 * C ? qkv : 3 * C) + 2 * hd + 2 * C + 2 * F + (c->arch.post_norms ? 2 * C : 0);
     return (size_t)c->n_layer * layer + (c->arch.rope_dim ? (size_t)c->arch.rope_dim / 2 : (size_t)c->n_ctx * C) + 2 * C;
 }
 
@@ -250,8 +251,18 @@ static gpt2_status bind_layer_gpt2(binder *b, int l, gpt2_layer *L) {
     return GPT2_OK;
 }
 
+/* A norm's weights as applied: (1 + w) where the file stores w (Gemma's
+ * Hugging Face files), in float as Hugging Face computes it. */
+static void norm_weights(const binder *b, float *w, int64_t n) {
+    if (b->dry || !w || !b->m->cfg.arch.norm_plus_one) return;
+    for (int64_t i = 0; i < n; i++) w[i] = 1.0f + w[i];
+}
+
 /* One Llama-family block (HF's names under "model."): RMSNorms, q/k/v/o
- * projections with optional biases and q/k norms, the SwiGLU MLP. */
+ * projections with optional biases and q/k norms, the SwiGLU (GeGLU) MLP;
+ * Gemma 2/3's norms of the attention's and MLP's outputs (its
+ * post_attention_layernorm is then the attention's, pre_feedforward_layernorm
+ * the MLP's input norm). */
 static gpt2_status bind_layer_llama(binder *b, int l, gpt2_layer *L) {
     const gpt2_config *c = &b->m->cfg;
     const int64_t C = c->n_embd, F = b->m->n_inner, hd = gpt2_config_head_dim(c);
@@ -262,7 +273,8 @@ static gpt2_status bind_layer_llama(binder *b, int l, gpt2_layer *L) {
                                    "self_attn.o_proj.weight", "self_attn.o_proj.bias",
                                    "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
                                    "mlp.down_proj.weight", "mlp.gate_proj.bias", "mlp.up_proj.bias",
-                                   "mlp.down_proj.bias"};
+                                   "mlp.down_proj.bias", "pre_feedforward_layernorm.weight",
+                                   "post_feedforward_layernorm.weight"};
     enum { N = sizeof suffix / sizeof *suffix };
     char n[N][80];
     for (int i = 0; i < N; i++) snprintf(n[i], sizeof n[i], "layers.%d.%s", l, suffix[i]);
@@ -292,10 +304,20 @@ static gpt2_status bind_layer_llama(binder *b, int l, gpt2_layer *L) {
                              (st = bind_vector(b, n[8], VEC_REQUIRED, 1, hd, 0, &L->k_norm)))) ||
         (st = bind_matrix(b, n[9], NULL, Q, Q, C, 1, &L->proj_w)) ||
         (st = bind_vector(b, n[10], VEC_IF_PRESENT, 1, C, 0, &L->proj_b)) ||
-        (st = bind_vector(b, n[11], VEC_REQUIRED, 1, C, 0, &L->ln2_g)) ||
         (st = bind_matrix(b, n[14], NULL, F, F, C, 1, &L->fcproj_w)) ||
         (st = bind_vector(b, n[17], VEC_IF_PRESENT, 1, C, 0, &L->fcproj_b)))
         return st;
+    if (c->arch.post_norms) {
+        if ((st = bind_vector(b, n[11], VEC_REQUIRED, 1, C, 0, &L->attn_out_norm)) ||
+            (st = bind_vector(b, n[18], VEC_REQUIRED, 1, C, 0, &L->ln2_g)) ||
+            (st = bind_vector(b, n[19], VEC_REQUIRED, 1, C, 0, &L->mlp_out_norm)))
+            return st;
+    } else if ((st = bind_vector(b, n[11], VEC_REQUIRED, 1, C, 0, &L->ln2_g))) {
+        return st;
+    }
+    norm_weights(b, L->ln1_g, C), norm_weights(b, L->ln2_g, C);
+    norm_weights(b, L->attn_out_norm, C), norm_weights(b, L->mlp_out_norm, C);
+    norm_weights(b, L->q_norm, hd), norm_weights(b, L->k_norm, hd);
     if (L->fuse_qkv) L->attn_b = L->q_b; /* (Q + 2 KV): q_b, k_b, v_b are consecutive */
     if (L->fuse_gate_up) L->gate_up_b = L->gate_b; /* (2F) */
     return GPT2_OK;
@@ -389,6 +411,7 @@ static gpt2_status bind_pass(gpt2_model *m, binder *b) {
             b->arena_next += half, b->vec_read += half;
         }
         if (st || (st = bind_vector(b, "norm.weight", VEC_REQUIRED, 1, C, 0, &m->lnf_g))) return st;
+        norm_weights(b, m->lnf_g, C);
     } else if ((st = bind_vector(b, "wpe.weight", VEC_REQUIRED, 2, c->n_ctx, C, &m->wpe)) ||
                (st = bind_vector(b, "ln_f.weight", VEC_REQUIRED, 1, C, 0, &m->lnf_g)) ||
                (st = bind_vector(b, "ln_f.bias", VEC_NORM_BIAS, 1, C, 0, &m->lnf_b))) {
@@ -975,7 +998,8 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
     const gpt2_arch *a = &c.arch;
     if (c.n_layer < 1 || c.n_head < 1 || c.n_embd < 1 || c.n_ctx < 1 || c.n_vocab < 1 ||
         (!a->head_dim && c.n_embd % c.n_head) || (a->n_kv_head && c.n_head % a->n_kv_head) ||
-        (a->swiglu && !a->rms_norm) || (a->rms_norm && !a->rope_dim) || a->rope_dim % 2 ||
+        (a->swiglu && !a->rms_norm) || (a->rms_norm && !a->rope_dim) || (a->post_norms && !a->rms_norm) ||
+        a->rope_dim % 2 ||
         a->rope_dim > gpt2_config_head_dim(&c))
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "random model: invalid config");
     if (dt > GPT2_DTYPE_BF16) {
@@ -1029,6 +1053,10 @@ gpt2_status gpt2_model_new_random(gpt2_config c, gpt2_dtype dt, uint64_t seed, g
         gpt2_layer *L = &m->layers[l];
         TAKE(L->ln1_g, C, 1.0f);
         TAKE(L->ln2_g, C, 1.0f);
+        if (a->post_norms) {
+            TAKE(L->attn_out_norm, C, 1.0f);
+            TAKE(L->mlp_out_norm, C, 1.0f);
+        }
         if (llama) { /* q, k, v joined, gate and up joined: as a load joins them */
             if (qkv_b) TAKE(L->attn_b, Q + 2 * KV, 0.0f);
             if (a->qk_norm) {

@@ -1,4 +1,5 @@
-/* model_gguf.c — a GGUF file of architecture "gpt2" (llama.cpp's convert script)
+/* model_gguf.c — a GGUF file of architecture "gpt2" (llama.cpp's convert script),
+ * or of the families beyond it (llama, qwen2, qwen3, gptneox, gemma, gemma2, gemma3),
  * as a model: the config from its metadata, its tensors under the Hugging Face
  * names model.c binds, its tokenizer from tokenizer.ggml.*.
  *
@@ -10,6 +11,7 @@
  * b rows of a: shape (b, a) as stored. The convert script transposes the
  * blocks' Conv1D weights to (out, in), as nn.Linear stores them
  * (model_source.linear_out_in); token_embd is (vocab, C) as in HF. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,18 @@ static const name_map llama_block_names[] = {
     {"ffn_up.bias", "mlp.up_proj.bias"},              {"ffn_down.bias", "mlp.down_proj.bias"},
 };
 
+/* Gemma 2 and 3: four norms a block, ffn_norm the MLP's input norm (HF's
+ * pre_feedforward_layernorm), post_attention_norm the attention output's */
+static const name_map gemma2_block_names[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},      {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},        {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},   {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},   {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_norm.weight", "pre_feedforward_layernorm.weight"}, {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},         {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+
 /* GPT-NeoX: HF's names under "gpt_neox." but the head; attn_qkv's rows are [q | k | v] */
 static const name_map neox_top_names[] = {
     {"token_embd.weight", "gpt_neox.embed_in.weight"},
@@ -84,6 +98,9 @@ static const name_maps gpt2_maps = {top_names, block_names, sizeof top_names / s
 static const name_maps llama_maps = {llama_top_names, llama_block_names,
                                      sizeof llama_top_names / sizeof *llama_top_names,
                                      sizeof llama_block_names / sizeof *llama_block_names, "model.layers.%ld.%s"};
+static const name_maps gemma2_maps = {llama_top_names, gemma2_block_names,
+                                      sizeof llama_top_names / sizeof *llama_top_names,
+                                      sizeof gemma2_block_names / sizeof *gemma2_block_names, "model.layers.%ld.%s"};
 static const name_maps neox_maps = {neox_top_names, neox_block_names, sizeof neox_top_names / sizeof *neox_top_names,
                                     sizeof neox_block_names / sizeof *neox_block_names, "gpt_neox.layers.%ld.%s"};
 
@@ -127,6 +144,7 @@ static int st_cmp_name(const void *a, const void *b) {
  * mapping moves from g to st. */
 static gpt2_status tensors_to_st(gguf_file *g, const model_source *m, st_file *st, gpt2_error *err) {
     const name_maps *nm = !strcmp(m->cfg.arch.family, "gpt_neox") ? &neox_maps
+                          : m->cfg.arch.post_norms               ? &gemma2_maps
                           : m->cfg.arch.rms_norm                 ? &llama_maps
                                                                  : &gpt2_maps;
     memset(st, 0, sizeof *st);
@@ -164,7 +182,43 @@ static const char *key(char *buf, const char *arch, const char *what) {
     return buf;
 }
 
-/* The Llama family's ARCH.* keys (llama, qwen2, qwen3) as a description. */
+/* What sets Gemma apart in its GGUF files (llama.cpp's converter and its
+ * llama-model.cpp): GeGLU, embeddings times sqrtf(n_embd) (not rounded), norm
+ * weights stored as the 1 + w they are applied as; Gemma 2 and 3: the
+ * outputs' norms, a window (Gemma 2's 4096 unless written) on every other
+ * layer (Gemma 2) or five of six (Gemma 3, whose windowed layers rotate by
+ * 10000), Gemma 2's soft-caps (50 and 30 unless written), Gemma 3's final
+ * cap where written, its q/k norms and linear rope scaling; the attention's
+ * scale is 1/sqrt(head_dim) but for the 27B models (46 and 62 layers), whose
+ * query_pre_attn_scalar is n_embd / n_head: the files do not carry it. */
+static gpt2_status read_gemma_config(const gguf_file *g, const char *arch, model_source *m, gpt2_error *err) {
+    gpt2_config *c = &m->cfg;
+    gpt2_arch *a = &c->arch;
+    const int gen = !strcmp(arch, "gemma3") ? 3 : !strcmp(arch, "gemma2") ? 2 : 1;
+    char k[KEY_MAX];
+    int64_t win = 0;
+    int has_win, has_cap, has_final;
+    double cap = 50, final = gen == 2 ? 30 : 0;
+    gpt2_status st;
+    a->geglu = 1;
+    a->embed_scale = sqrtf((float)c->n_embd);
+    if (gen == 1) return GPT2_OK;
+    a->post_norms = 1;
+    a->qk_norm = gen == 3;
+    if ((st = gguf_get_int(g, key(k, arch, "attention.sliding_window"), 0, 1 << 24, &has_win, &win, err)) ||
+        (st = gguf_get_float(g, key(k, arch, "attn_logit_softcapping"), 1e-6, 1e12, &has_cap, &cap, err)) ||
+        (st = gguf_get_float(g, key(k, arch, "final_logit_softcapping"), 1e-6, 1e12, &has_final, &final, err)))
+        return st;
+    a->sliding_window = (int)(has_win ? win : gen == 2 ? 4096 : 0);
+    a->window_period = gen == 2 ? 2 : 6;
+    if (gen == 3 && a->sliding_window) a->rope_theta_local = 10000.0f;
+    a->attn_softcap = gen == 2 ? (float)cap : 0.0f; /* llama.cpp caps no Gemma 3 scores */
+    a->final_softcap = (float)final;
+    if (c->n_layer == (gen == 2 ? 46 : 62)) a->attn_scale = 1.0f / sqrtf((float)(c->n_embd / c->n_head));
+    return GPT2_OK;
+}
+
+/* The Llama family's ARCH.* keys (llama, qwen2, qwen3; gemma, gemma2, gemma3) as a description. */
 static gpt2_status read_llama_config(const gguf_file *g, const char *arch, model_source *m, gpt2_error *err) {
     gpt2_config *c = &m->cfg;
     gpt2_arch *a = &c->arch;
@@ -192,6 +246,7 @@ static gpt2_status read_llama_config(const gguf_file *g, const char *arch, model
     snprintf(a->family, sizeof a->family, "%s", arch);
     a->rms_norm = a->swiglu = 1;
     a->qk_norm = strcmp(arch, "qwen3") == 0;
+    const int gemma = !strncmp(arch, "gemma", 5);
     a->n_kv_head = has_kv ? (int)kv : c->n_head;
     a->head_dim = has_kl ? (int)kl : c->n_embd / c->n_head;
     a->rope_dim = has_rd ? (int)rd : a->head_dim;
@@ -211,14 +266,20 @@ static gpt2_status read_llama_config(const gguf_file *g, const char *arch, model
         return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: heads of %d keys, %lld values and %d rotary dimensions: gptscope "
                          "runs %s with even heads rotated whole", g->path, a->head_dim,
                          (long long)(has_vl ? vl : a->head_dim), a->rope_dim, arch);
+    if (gemma && (st = read_gemma_config(g, arch, m, err))) return st;
     const char *scaling;
     size_t n;
     if (gguf_find(g, key(k, arch, "rope.scaling.type")) &&
         (st = gguf_get_str(g, key(k, arch, "rope.scaling.type"), &scaling, &n, err)))
         return st;
-    if (gguf_find(g, k) && !(n == 4 && !memcmp(scaling, "none", 4)))
+    if (gguf_find(g, k) && n == 6 && !memcmp(scaling, "linear", 6) && !strcmp(arch, "gemma3")) {
+        double factor; /* Gemma 3's global layers' */
+        if ((st = gguf_get_float(g, key(k, arch, "rope.scaling.factor"), 1e-6, 1e6, NULL, &factor, err))) return st;
+        a->rope_linear = (float)factor;
+    } else if (gguf_find(g, k) && !(n == 4 && !memcmp(scaling, "none", 4))) {
         return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: %s is \"%s\": that rope scaling is not supported", g->path, k,
                          text_show(scaling, n, shown));
+    }
     return GPT2_OK;
 }
 
@@ -284,7 +345,7 @@ static gpt2_status read_gpt2_config(const gguf_file *g, model_source *m, gpt2_er
 
 /* general.architecture and its keys; n_vocab from token_embd. */
 static gpt2_status read_config(const gguf_file *g, model_source *m, gpt2_error *err) {
-    static const char *const archs[] = {"gpt2", "llama", "qwen2", "qwen3", "gptneox"};
+    static const char *const archs[] = {"gpt2", "llama", "qwen2", "qwen3", "gptneox", "gemma", "gemma2", "gemma3"};
     const char *arch;
     size_t n;
     char shown[TEXT_SHOW_BUF], name[16];
@@ -294,7 +355,8 @@ static gpt2_status read_config(const gguf_file *g, model_source *m, gpt2_error *
     while (i < sizeof archs / sizeof *archs && !(n == strlen(archs[i]) && !memcmp(arch, archs[i], n))) i++;
     if (i == sizeof archs / sizeof *archs)
         return gpt2_fail(err, GPT2_ERR_CONFIG, "%s: general.architecture is \"%s\", expected \"gpt2\", \"llama\", "
-                         "\"qwen2\", \"qwen3\" or \"gptneox\"", g->path, text_show(arch, n, shown));
+                         "\"qwen2\", \"qwen3\", \"gptneox\", \"gemma\", \"gemma2\" or \"gemma3\"", g->path,
+                         text_show(arch, n, shown));
     snprintf(name, sizeof name, "%s", archs[i]);
     if ((st = i == 0 ? read_gpt2_config(g, m, err) : i == 4 ? read_neox_config(g, m, err)
                                                             : read_llama_config(g, name, m, err)))
@@ -637,6 +699,10 @@ static gpt2_status read_chat(const gguf_file *g, model_source *src, gpt2_error *
         int has;
         if ((st = gguf_get_int(g, ends[i], 0, V - 1, &has, &id, err))) return st;
         if (has) source_add_end(src, id);
+    }
+    if (!strncmp(src->cfg.arch.family, "gemma", 5)) { /* a chat turn's end, which llama.cpp finds by its text */
+        const int32_t turn = gpt2_tokenizer_piece_id(src->tok, "<end_of_turn>", 13);
+        if (turn >= 0) source_add_end(src, turn);
     }
     static const char *const texts[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
     char **out[] = {&src->bos_text, &src->eos_text};

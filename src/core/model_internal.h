@@ -20,6 +20,8 @@ typedef struct {
     gpt2_matrix proj_w;         /* (Q, C) */
     float *proj_b;              /* (C) or NULL */
     float *ln2_g, *ln2_b;       /* (C) */
+    float *attn_out_norm;       /* (C) or NULL: RMSNorm of the attention's output before the residual (Gemma 2/3) */
+    float *mlp_out_norm;        /* (C) or NULL: the same for the MLP's output */
     gpt2_matrix gate_w;         /* (C, F): SwiGLU's gate; (C, 2F) [gate | up] once joined */
     float *gate_b;              /* (F) or NULL (Llama's mlp_bias) */
     float *gate_up_b;           /* (2F) the joined matrix's bias, or NULL */

@@ -73,7 +73,9 @@ static gpt2_status check_config(const json_src *js, const cJSON *root, model_sou
     }
     if (strcmp(mt, "gpt2") != 0) {
         snprintf(found, sizeof found, "\"%s\"", text_show(mt, strlen(mt), shown));
-        return json_bad(js, "model_type", "\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\" or \"gpt_neox\"", found);
+        return json_bad(js, "model_type",
+                        "\"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"gpt_neox\", \"gemma\", \"gemma2\" or "
+                        "\"gemma3_text\"", found);
     }
     /* n_positions, or its older name n_ctx */
     const char *pos = cJSON_GetObjectItemCaseSensitive(root, "n_positions") || !cJSON_GetObjectItemCaseSensitive(root, "n_ctx")

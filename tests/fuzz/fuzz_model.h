@@ -11,6 +11,8 @@
 #ifndef GPTSCOPE_FUZZ_MODEL_H
 #define GPTSCOPE_FUZZ_MODEL_H
 
+#include <math.h>
+
 #include "fuzz_common.h"
 #include "core/model_internal.h"
 
@@ -49,6 +51,15 @@ static inline void fuzz_check_model(const gpt2_model *m) {
                "accepted config: L=%d H=%d KV=%d hd=%d C=%d T=%d V=%d F=%d rope %d", c->n_layer, c->n_head, KVH, hd,
                c->n_embd, c->n_ctx, c->n_vocab, m->n_inner, c->arch.rope_dim);
     FUZZ_CHECK(m->st.map == NULL && m->st.shards == NULL, "the file (or a shard) is still mapped after load");
+    const gpt2_arch *d = &c->arch; /* Gemma's scalars: finite, never negative */
+    FUZZ_CHECK(isfinite(d->embed_scale) && d->embed_scale >= 0 && isfinite(d->attn_scale) && d->attn_scale >= 0 &&
+                   isfinite(d->attn_softcap) && d->attn_softcap >= 0 && isfinite(d->final_softcap) &&
+                   d->final_softcap >= 0 && isfinite(d->rope_linear) && d->rope_linear >= 0 &&
+                   isfinite(d->rope_theta_local) && d->rope_theta_local >= 0 && d->sliding_window >= 0 &&
+                   d->window_period >= 0,
+               "accepted description: embed_scale %g attn_scale %g caps %g %g rope_linear %g local %g window %d/%d",
+               d->embed_scale, d->attn_scale, d->attn_softcap, d->final_softcap, d->rope_linear, d->rope_theta_local,
+               d->sliding_window, d->window_period);
     const int C = c->n_embd, F = m->n_inner, V = c->n_vocab, Q = hd * c->n_head, KV = hd * KVH;
     fuzz_check_matrix(m, "wte", &m->wte, V, C);
     fuzz_check_matrix(m, "lm_head", &m->lm_head, V, C);
@@ -72,6 +83,11 @@ static inline void fuzz_check_model(const gpt2_model *m) {
                    "layer %d: q, k, v neither joined nor apart", l);
         FUZZ_CHECK(L->proj_w.data && L->fcproj_w.data && (L->fc_w.data || L->gate_w.data),
                    "layer %d: a projection is missing", l);
+        /* the vectors the description reads: norms (Gemma 2/3's of the outputs too), q/k norms */
+        FUZZ_CHECK(L->ln1_g && L->ln2_g && !!L->attn_out_norm == !!c->arch.post_norms &&
+                       !!L->mlp_out_norm == !!c->arch.post_norms && (!c->arch.qk_norm || (L->q_norm && L->k_norm)),
+                   "layer %d: a norm the description reads is missing (post_norms %d, qk_norm %d)", l,
+                   c->arch.post_norms, c->arch.qk_norm);
         for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
             if (!want[i].w->data) continue;
             fuzz_check_matrix(m, want[i].what, want[i].w, want[i].rows, want[i].cols);

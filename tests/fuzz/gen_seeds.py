@@ -124,6 +124,16 @@ def gguf_blocks(n_el, typ, rng):
     return bytes(out)
 
 
+def byte_tokens():
+    """tokenizer.ggml.tokens: the 256 bytes in GPT-2's byte alphabet, no merges."""
+    printable = [b for b in range(33, 127)] + [b for b in range(161, 173)] + [b for b in range(174, 256)]
+    table, n = {}, 0
+    for b in range(256):
+        table[b] = chr(b) if b in printable else chr(256 + n)
+        n += b not in printable
+    return ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 256) + b"".join(gguf_str(table[b]) for b in range(256)))
+
+
 def gguf_mini(typ, C=32, L=1, T=8, rng=None):
     """A one-layer GPT-2 GGUF on the 256 byte tokens (no merges)."""
     rng = rng or random.Random(7)
@@ -133,13 +143,7 @@ def gguf_mini(typ, C=32, L=1, T=8, rng=None):
           ("gpt2.attention.head_count", 4, struct.pack("<I", 2)),
           ("gpt2.attention.layer_norm_epsilon", 6, struct.pack("<f", 1e-5)),
           ("tokenizer.ggml.model", 8, gguf_str("gpt2"))]
-    printable = [b for b in range(33, 127)] + [b for b in range(161, 173)] + [b for b in range(174, 256)]
-    table, n = {}, 0
-    for b in range(256):
-        table[b] = chr(b) if b in printable else chr(256 + n)
-        n += b not in printable
-    tokens = [table[b] for b in range(256)]
-    kv.append(("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 256) + b"".join(gguf_str(t) for t in tokens)))
+    kv.append(byte_tokens())
     mat = lambda name, o, i: (name, [i, o], typ, gguf_blocks(o * i, typ, rng))
     vec = lambda name, n: (name, [n], "F32", encode([1.0 if "norm.weight" in name else rng.gauss(0, 0.1)
                                                      for _ in range(n)], "F32"))
@@ -152,6 +156,41 @@ def gguf_mini(typ, C=32, L=1, T=8, rng=None):
             ts += [mat("blk.%d.%s.weight" % (l, g), o, i), vec("blk.%d.%s.bias" % (l, g), o)]
         for g in ("attn_norm", "ffn_norm"):
             ts += [vec("blk.%d.%s.weight" % (l, g), C), vec("blk.%d.%s.bias" % (l, g), C)]
+    return gguf(kv, ts)
+
+
+def gguf_mini_gemma(arch, typ="Q8_0", C=32, L=2, T=8, rng=None):
+    """A two-layer Gemma (gemma, gemma2, gemma3) GGUF on the 256 byte tokens, as
+    llama.cpp's converter names and keys it: 2 heads of 16, 1 key/value head,
+    GeGLU of 64; Gemma 2/3's four norms a block, windows of 4, Gemma 2's caps,
+    Gemma 3's q/k norms and linear rope scaling."""
+    rng = rng or random.Random(11)
+    u32 = lambda k, v: (arch + "." + k, 4, struct.pack("<I", v))
+    f32 = lambda k, v: (arch + "." + k, 6, struct.pack("<f", v))
+    kv = [("general.architecture", 8, gguf_str(arch)), u32("block_count", L), u32("context_length", T),
+          u32("embedding_length", C), u32("feed_forward_length", 2 * C), u32("attention.head_count", 2),
+          u32("attention.head_count_kv", 1), u32("attention.key_length", 16), u32("attention.value_length", 16),
+          f32("attention.layer_norm_rms_epsilon", 1e-6)]
+    if arch != "gemma":
+        kv += [u32("attention.sliding_window", 4)]
+    if arch == "gemma2":
+        kv += [f32("attn_logit_softcapping", 3.0), f32("final_logit_softcapping", 4.0)]
+    if arch == "gemma3":
+        kv += [f32("rope.freq_base", 1e6), (arch + ".rope.scaling.type", 8, gguf_str("linear")),
+               f32("rope.scaling.factor", 4.0)]
+    kv.append(("tokenizer.ggml.model", 8, gguf_str("gpt2")))
+    kv.append(byte_tokens())
+    mat = lambda name, o, i: (name, [i, o], typ, gguf_blocks(o * i, typ, rng))
+    vec = lambda name, n: (name, [n], "F32", encode([1.0 + rng.gauss(0, 0.1) for _ in range(n)], "F32"))
+    ts = [mat("token_embd.weight", 256, C), vec("output_norm.weight", C)]
+    norms = ["attn_norm", "ffn_norm"] + (["post_attention_norm", "post_ffw_norm"] if arch != "gemma" else [])
+    for l in range(L):
+        for g, (o, i) in (("attn_q", (32, C)), ("attn_k", (16, C)), ("attn_v", (16, C)), ("attn_output", (C, 32)),
+                          ("ffn_gate", (2 * C, C)), ("ffn_up", (2 * C, C)), ("ffn_down", (C, 2 * C))):
+            ts.append(mat("blk.%d.%s.weight" % (l, g), o, i))
+        ts += [vec("blk.%d.%s.weight" % (l, g), C) for g in norms]
+        if arch == "gemma3":
+            ts += [vec("blk.%d.attn_q_norm.weight" % l, 16), vec("blk.%d.attn_k_norm.weight" % l, 16)]
     return gguf(kv, ts)
 
 
@@ -214,6 +253,9 @@ def main():
     for typ in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"):
         write(os.path.join(gg, "mini-" + typ.lower()), gguf_mini(typ))
     write(os.path.join(gg, "mini-q4_k"), gguf_mini("Q4_K", C=256, T=2))
+    for arch in ("gemma", "gemma2", "gemma3"):
+        write(os.path.join(gg, "mini-" + arch), gguf_mini_gemma(arch))
+    write(os.path.join(gg, "mini-gemma2-f16"), gguf_mini_gemma("gemma2", "F16", L=1))
     gdir = os.path.join(a.fixtures, "gguf")
     if os.path.isdir(gdir):
         for f in sorted(os.listdir(gdir)):
@@ -222,9 +264,10 @@ def main():
         for f in sorted(os.listdir(os.path.join(gdir, "bad"))):
             if f.endswith(".gguf"):
                 shutil.copy(os.path.join(gdir, "bad", f), os.path.join(gg, "bad-" + f))
-    adir = os.path.join(a.fixtures, "arch", "gguf")   # the Llama family and GPT-NeoX (make_arch_fixtures.py)
+    adir = os.path.join(a.fixtures, "arch", "gguf")   # the Llama family, GPT-NeoX, Gemma (make_arch_fixtures.py)
     if os.path.isdir(adir):
-        for f in ("llama-gqa-q8_0.gguf", "llama-gqa-mix.gguf", "llama-bias.gguf", "qwen3.gguf", "neox.gguf"):
+        for f in ("llama-gqa-q8_0.gguf", "llama-gqa-mix.gguf", "llama-bias.gguf", "qwen3.gguf", "neox.gguf",
+                  "gemma.gguf", "gemma2-q8_0.gguf", "gemma3.gguf"):
             if os.path.exists(os.path.join(adir, f)):
                 shutil.copy(os.path.join(adir, f), os.path.join(gg, "arch-" + f))
 

@@ -1,15 +1,17 @@
 #!/usr/bin/python3
 """decoder_ref.py - an independent reference forward pass in numpy (float64) for
-the decoder families after GPT-2: Llama, Mistral, Qwen2, Qwen3 and GPT-NeoX.
+the decoder families after GPT-2: Llama, Mistral, Qwen2, Qwen3, GPT-NeoX and
+Gemma 1, 2, 3 (text).
 
 Written from the Hugging Face modeling definitions (modeling_llama,
-modeling_mistral, modeling_qwen2, modeling_qwen3, modeling_gpt_neox and
-modeling_rope_utils' _compute_llama3_parameters), in the style of gpt2_ref.py:
-every function is the textbook formula, every array carries its shape.
+modeling_mistral, modeling_qwen2, modeling_qwen3, modeling_gpt_neox,
+modeling_gemma, modeling_gemma2, modeling_gemma3 and modeling_rope_utils'
+_compute_llama3_parameters), in the style of gpt2_ref.py: every function is the
+textbook formula, every array carries its shape.
 
 What it reads (a Hugging Face model directory):
-    config.json        model_type llama | mistral | qwen2 | qwen3 | gpt_neox and
-                       that type's keys (see load_config)
+    config.json        model_type llama | mistral | qwen2 | qwen3 | gpt_neox |
+                       gemma | gemma2 | gemma3_text and that type's keys (see load_config)
     model.safetensors  F32, F16 or BF16, read by gpt2_ref.read_safetensors; HF's
                        names (model.layers.N.self_attn.q_proj.weight, ...,
                        gpt_neox.layers.N.attention.query_key_value.weight, ...)
@@ -34,6 +36,22 @@ Math (nn.Linear weights are (out, in): y = x @ W.T + b):
     query_key_value's output is per head [q | k | v] (HF's interleaved layout);
     rotary on the first int(hd * rotary_pct) dims of q and k only;
     mlp = dense_4h_to_h(act(dense_h_to_4h(x))), act "gelu" = exact erf GELU.
+  Gemma (1, 2, 3)
+    x = embed_tokens[ids] * normalizer, normalizer = sqrt(hidden_size) rounded
+    to the model's dtype (torch.tensor(hidden_size ** 0.5, dtype))
+    RMSNorm(x) = x / sqrt(mean(x^2) + eps) * (1 + w)   (every norm, q/k norms too)
+    mlp = down_proj(gelu_tanh(gate_proj(n)) * up_proj(n))
+    Gemma 1:  as Llama (input_layernorm, post_attention_layernorm before the MLP)
+    Gemma 2/3: h = x + post_attention_layernorm(o_proj(attn(input_layernorm(x))))
+               x = h + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h)))
+    scores * query_pre_attn_scalar^-0.5 (Gemma 1: head_dim^-0.5), then
+    attn_logit_softcapping c: c tanh(s / c), then the mask and softmax;
+    logits -> final_logit_softcapping c: c tanh(z / c).
+    Sliding layers (sliding_window): Gemma 2 every layer l with l % 2 == 0,
+    Gemma 3 those with (l + 1) % sliding_window_pattern != 0 (or as
+    layer_types says); Gemma 3's q_norm / k_norm before the rotary embedding,
+    whose base is rope_local_base_freq on sliding layers (no scaling) and
+    rope_theta with rope_scaling (linear: inv_freq / factor) on the others.
   Rotary (rotate_half form): inv_freq[i] = theta^(-2i/d), i < d/2, d the rotary
   dims; angle = pos * inv_freq; cos, sin = cos/sin(cat(angle, angle));
   x' = x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x[d/2:], x[:d/2]).
@@ -59,7 +77,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2_ref  # noqa: E402
 
 LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3")
-MODEL_TYPES = LLAMA_LIKE + ("gpt_neox",)
+GEMMAS = {"gemma": 1, "gemma2": 2, "gemma3_text": 3}
+MODEL_TYPES = LLAMA_LIKE + ("gpt_neox",) + tuple(GEMMAS)
 
 # ----------------------------------------------------------------------------
 # config
@@ -79,6 +98,8 @@ def rope_inv_freq(theta, dim, scaling=None):
     kind = scaling.get("rope_type", scaling.get("type"))
     if kind in (None, "default"):
         return inv
+    if kind == "linear":                     # _compute_linear_scaling_rope_parameters
+        return inv / float(scaling["factor"])
     if kind != "llama3":
         raise ValueError(f"rope_scaling type {kind!r} is not implemented here")
     factor = float(scaling["factor"])
@@ -119,6 +140,8 @@ def load_config(model_dir=None, cfg=None):
           "tied": bool(cfg.get("tie_word_embeddings", False)),
           "act": cfg.get("hidden_act", "silu" if mt != "gpt_neox" else "gelu"),
           "rope_scaling": cfg.get("rope_scaling")}
+    if mt in GEMMAS:
+        return gemma_config(cfg, hp)
     if mt == "gpt_neox":
         hd = C // H
         pct = cfg.get("rotary_pct", cfg.get("partial_rotary_factor", 1.0))
@@ -143,6 +166,55 @@ def load_config(model_dir=None, cfg=None):
     if hp["n_head"] % hp["n_kv"]:
         raise ValueError("num_attention_heads is not a multiple of num_key_value_heads")
     hp["inv_freq"] = rope_inv_freq(hp["theta"], hp["rot_dim"], hp["rope_scaling"])    # (rot_dim/2,)
+    return hp
+
+
+def round_to_dtype(x, dtype):
+    """x (a Python float) as torch.tensor(x, dtype=dtype) holds it."""
+    f = np.float32(x)
+    if dtype == "bfloat16":       # round to nearest even on the top 16 bits
+        u = int(f.view(np.uint32))
+        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        return float(np.uint32(u).view(np.float32))
+    if dtype == "float16":
+        return float(np.float16(f))
+    return float(f)
+
+
+def gemma_config(cfg, hp):
+    """Gemma 1/2/3's keys, with the defaults of GemmaConfig, Gemma2Config and
+    Gemma3TextConfig."""
+    gen = GEMMAS[cfg["model_type"]]
+    C, H, L = hp["n_embd"], hp["n_head"], hp["n_layer"]
+    hd = int(cfg.get("head_dim") or 256)
+    act = cfg.get("hidden_activation") or "gelu_pytorch_tanh"   # Gemma 1 ignores hidden_act
+    theta = float(cfg.get("rope_theta", 1e6 if gen == 3 else 1e4))
+    hp.update(n_kv=int(cfg.get("num_key_value_heads") or H), head_dim=hd, rot_dim=hd, act=act,
+              eps=float(cfg.get("rms_norm_eps", 1e-6)), theta=theta, gemma=gen,
+              tied=bool(cfg.get("tie_word_embeddings", True)),
+              normalizer=round_to_dtype(C ** 0.5, cfg.get("torch_dtype", cfg.get("dtype", "float32"))))
+    default_cap = lambda k, d: cfg.get(k, d) or None
+    if gen == 1:
+        hp.update(scale=hd ** -0.5, attn_cap=None, final_cap=None, windows=[None] * L)
+    else:
+        hp["scale"] = float(cfg.get("query_pre_attn_scalar", 256)) ** -0.5
+        hp["attn_cap"] = default_cap("attn_logit_softcapping", 50.0 if gen == 2 else None)
+        hp["final_cap"] = default_cap("final_logit_softcapping", 30.0 if gen == 2 else None)
+        W = cfg.get("sliding_window", 4096)
+        if cfg.get("layer_types"):
+            types = cfg["layer_types"]
+        elif gen == 2:
+            types = ["sliding_attention" if (l + 1) % 2 else "full_attention" for l in range(L)]
+        else:
+            P = int(cfg.get("sliding_window_pattern", cfg.get("_sliding_window_pattern", 6)))
+            types = ["sliding_attention" if (l + 1) % P else "full_attention" for l in range(L)]
+        hp["windows"] = [W if t == "sliding_attention" else None for t in types]
+    hp["inv_freq"] = rope_inv_freq(theta, hd, hp["rope_scaling"])
+    if gen == 3:   # sliding layers rotate by rope_local_base_freq, unscaled
+        local = rope_inv_freq(float(cfg.get("rope_local_base_freq", 1e4)), hd)
+        hp["layer_inv_freq"] = [local if w is not None else hp["inv_freq"] for w in hp["windows"]]
+    if hp["n_head"] % hp["n_kv"]:
+        raise ValueError("num_attention_heads is not a multiple of num_key_value_heads")
     return hp
 
 
@@ -193,6 +265,8 @@ def build_params(hp, t):
                 "fc_out": lin(p + "mlp.dense_4h_to_h", C, F, True)})
         return params
 
+    if hp.get("gemma"):
+        return gemma_params(hp, get, lin)
     rms = lambda p: {"w": get(p + ".weight", (C,)), "b": None}
     params["embed"] = get("model.embed_tokens.weight", (V, C))
     params["norm"] = rms("model.norm")
@@ -210,6 +284,33 @@ def build_params(hp, t):
                  "q_norm": opt(a + "q_norm.weight", (hd,)), "k_norm": opt(a + "k_norm.weight", (hd,))}
         if hp["model_type"] == "qwen3" and (layer["q_norm"] is None or layer["k_norm"] is None):
             raise KeyError(f"missing tensor {a}q_norm.weight / k_norm.weight")
+        params["layers"].append(layer)
+    return params
+
+
+def gemma_params(hp, get, lin):
+    """Gemma's tensors; every norm weight w is applied as (1 + w): stored here so."""
+    C, V, F = hp["n_embd"], hp["vocab_size"], hp["n_ff"]
+    H, KV, hd = hp["n_head"], hp["n_kv"], hp["head_dim"]
+    rms = lambda p, n=C: {"w": 1.0 + get(p + ".weight", (n,)), "b": None}
+    params = {"layers": [], "embed": get("model.embed_tokens.weight", (V, C)), "norm": rms("model.norm")}
+    params["lm_head"] = params["embed"] if hp["tied"] else get("lm_head.weight", (V, C))
+    for l in range(hp["n_layer"]):
+        p = f"model.layers.{l}."
+        a = p + "self_attn."
+        layer = {"ln1": rms(p + "input_layernorm"),
+                 "q": lin(a + "q_proj", H * hd, C), "k": lin(a + "k_proj", KV * hd, C),
+                 "v": lin(a + "v_proj", KV * hd, C), "o": lin(a + "o_proj", C, H * hd),
+                 "gate": lin(p + "mlp.gate_proj", F, C), "up": lin(p + "mlp.up_proj", F, C),
+                 "down": lin(p + "mlp.down_proj", C, F), "q_norm": None, "k_norm": None,
+                 "post_attn": None, "post_ff": None}
+        if hp["gemma"] == 1:
+            layer["ln2"] = rms(p + "post_attention_layernorm")
+        else:
+            layer.update(post_attn=rms(p + "post_attention_layernorm"), ln2=rms(p + "pre_feedforward_layernorm"),
+                         post_ff=rms(p + "post_feedforward_layernorm"))
+        if hp["gemma"] == 3:
+            layer.update(q_norm=rms(a + "q_norm", hd)["w"], k_norm=rms(a + "k_norm", hd)["w"])
         params["layers"].append(layer)
     return params
 
@@ -280,19 +381,28 @@ def softmax(x):
     return gpt2_ref.softmax(x)
 
 
-def attend(q, k, v, window):
+def attend(q, k, v, window, scale=None, cap=None, probs_out=None):
     """q: (H, T, hd), k, v: (KV, T, hd) -> (H, T, hd). Causal, with an
-    optional sliding window: query i sees keys j, i - W < j <= i."""
+    optional sliding window: query i sees keys j, i - W < j <= i. scale:
+    1/sqrt(hd) unless given; cap: Gemma 2's soft-capping of the scores
+    before the mask. probs_out: a list the (H, T, T) probabilities go to."""
     H, T, hd = q.shape
     group = H // k.shape[0]
     k = np.repeat(k, group, axis=0)                            # (H, T, hd): head h reads kv h // group
     v = np.repeat(v, group, axis=0)
-    scores = q @ k.transpose(0, 2, 1) / math.sqrt(hd)          # (H, T, T)
+    if scale is None:
+        scores = q @ k.transpose(0, 2, 1) / math.sqrt(hd)      # (H, T, T)
+    else:
+        scores = q @ k.transpose(0, 2, 1) * scale
+    if cap is not None:
+        scores = cap * np.tanh(scores / cap)
     i, j = np.arange(T)[:, None], np.arange(T)[None, :]
     hidden = j > i
     if window is not None:
         hidden = hidden | (i - j >= window)
     probs = softmax(np.where(hidden, -np.inf, scores))        # (H, T, T)
+    if probs_out is not None:
+        probs_out.append(probs)
     return probs @ v                                           # (H, T, hd)
 
 
@@ -317,6 +427,28 @@ def llama_layer(hp, p, x, window):
     return h + linear(silu(linear(n, p["gate"])) * linear(n, p["up"]), p["down"])
 
 
+def gemma_layer(hp, p, x, window, inv_freq, probs_out=None):
+    """x: (T, C) -> (T, C). Norm weights are already (1 + w)."""
+    T = x.shape[0]
+    H, KV, hd = hp["n_head"], hp["n_kv"], hp["head_dim"]
+    pos = np.arange(T, dtype=np.float64)
+    n = norm(hp, x, p["ln1"])
+    heads = lambda a, nh: a.reshape(T, nh, hd).transpose(1, 0, 2)
+    q = heads(linear(n, p["q"]), H)
+    k = heads(linear(n, p["k"]), KV)
+    v = heads(linear(n, p["v"]), KV)
+    if p["q_norm"] is not None:                                # Gemma 3
+        q = rms_norm(q, p["q_norm"], hp["eps"])
+        k = rms_norm(k, p["k_norm"], hp["eps"])
+    q, k = apply_rotary(q, pos, inv_freq), apply_rotary(k, pos, inv_freq)
+    y = attend(q, k, v, window, hp["scale"], hp["attn_cap"], probs_out).transpose(1, 0, 2).reshape(T, H * hd)
+    a = linear(y, p["o"])
+    h = x + (a if p["post_attn"] is None else norm(hp, a, p["post_attn"]))
+    n = norm(hp, h, p["ln2"])
+    m = linear(gpt2_ref.gelu(linear(n, p["gate"])) * linear(n, p["up"]), p["down"])
+    return h + (m if p["post_ff"] is None else norm(hp, m, p["post_ff"]))
+
+
 def neox_layer(hp, p, x):
     """x: (T, C) -> (T, C)."""
     T, C = x.shape
@@ -335,9 +467,10 @@ def neox_layer(hp, p, x):
     return h + mlp(norm(hp, h, p["ln2"]))
 
 
-def forward(hp, params, ids, windows=None):
+def forward(hp, params, ids, windows=None, probs_out=None):
     """ids: T ints -> logits (T, V), float64. windows: per-layer sliding
-    windows overriding hp["windows"] (None entries: full causal)."""
+    windows overriding hp["windows"] (None entries: full causal). probs_out:
+    a list that gets each layer's (H, T, T) attention probabilities (Gemma)."""
     ids = np.asarray(ids, dtype=np.int64)
     T = len(ids)
     if not 1 <= T <= hp["n_ctx"]:
@@ -346,6 +479,13 @@ def forward(hp, params, ids, windows=None):
         raise ValueError("token id out of range")
     windows = hp["windows"] if windows is None else windows
     x = params["embed"][ids]                                   # (T, C)
+    if hp.get("gemma"):
+        x = x * hp["normalizer"]
+        for l, p in enumerate(params["layers"]):
+            inv = hp["layer_inv_freq"][l] if "layer_inv_freq" in hp else hp["inv_freq"]
+            x = gemma_layer(hp, p, x, windows[l], inv, probs_out)
+        logits = norm(hp, x, params["norm"]) @ params["lm_head"].T
+        return logits if hp["final_cap"] is None else hp["final_cap"] * np.tanh(logits / hp["final_cap"])
     for l, p in enumerate(params["layers"]):
         x = neox_layer(hp, p, x) if hp["model_type"] == "gpt_neox" else llama_layer(hp, p, x, windows[l])
     return norm(hp, x, params["norm"]) @ params["lm_head"].T   # (T, V)
@@ -358,9 +498,11 @@ def forward(hp, params, ids, windows=None):
 
 def forward_loops(hp, params, ids):
     H, KV, hd, L = hp["n_head"], hp["n_kv"], hp["head_dim"], hp["n_layer"]
-    eps, neox = hp["eps"], hp["model_type"] == "gpt_neox"
-    inv, half = hp["inv_freq"], len(hp["inv_freq"])
+    eps, neox, gemma = hp["eps"], hp["model_type"] == "gpt_neox", hp.get("gemma", 0)
+    half = len(hp["inv_freq"])
     group = H // KV
+    scale = hp.get("scale") or 1 / math.sqrt(hd)
+    cap = lambda z, c: z if c is None else c * math.tanh(z / c)
 
     def nrm(vec, p):  # vec: (n,)
         n = len(vec)
@@ -375,7 +517,7 @@ def forward_loops(hp, params, ids):
         out = p["w"].dot(vec)
         return out if p["b"] is None else out + p["b"]
 
-    def rotate(vec, t):  # vec: (hd,), rotary on the first 2 * half dims
+    def rotate(vec, t, inv):  # vec: (hd,), rotary on the first 2 * half dims
         out = vec.copy()
         for i in range(half):
             c, s = math.cos(t * inv[i]), math.sin(t * inv[i])
@@ -395,9 +537,10 @@ def forward_loops(hp, params, ids):
     vc = [[] for _ in range(L)]
     logits = np.zeros((len(ids), hp["vocab_size"]))
     for t, tok in enumerate(ids):
-        x = params["embed"][tok].copy()
+        x = params["embed"][tok] * hp.get("normalizer", 1.0)
         for l, p in enumerate(params["layers"]):
             W = hp["windows"][l]
+            inv = hp["layer_inv_freq"][l] if "layer_inv_freq" in hp else hp["inv_freq"]
             n = nrm(x, p["ln1"])
             if neox:
                 qkv = lin(n, p["qkv"])
@@ -412,14 +555,14 @@ def forward_loops(hp, params, ids):
                 if p["q_norm"] is not None:
                     q = [nrm(z, {"w": p["q_norm"], "b": None}) for z in q]
                     k = [nrm(z, {"w": p["k_norm"], "b": None}) for z in k]
-            q = [rotate(z, t) for z in q]
-            kc[l].append([rotate(z, t) for z in k])
+            q = [rotate(z, t, inv) for z in q]
+            kc[l].append([rotate(z, t, inv) for z in k])
             vc[l].append(v)
             y = np.zeros(H * hd)
             for h in range(H):
                 g = h // group
                 js = [j for j in range(t + 1) if W is None or t - j < W]
-                s = [float(np.dot(q[h], kc[l][j][g])) / math.sqrt(hd) for j in js]
+                s = [cap(float(np.dot(q[h], kc[l][j][g])) * scale, hp.get("attn_cap")) for j in js]
                 m = max(s)
                 e = [math.exp(z - m) for z in s]
                 z = sum(e)
@@ -434,17 +577,20 @@ def forward_loops(hp, params, ids):
                     x = x + a
                     x = x + mlp(nrm(x, p["ln2"]))
             else:
-                x = x + lin(y, p["o"])
+                a = lin(y, p["o"])
+                x = x + (nrm(a, p["post_attn"]) if p.get("post_attn") else a)
                 n = nrm(x, p["ln2"])
                 gate, up = lin(n, p["gate"]), lin(n, p["up"])
-                x = x + lin(np.array([f_act(a) * b for a, b in zip(gate, up)]), p["down"])
-        logits[t] = params["lm_head"].dot(nrm(x, params["norm"]))
+                m = lin(np.array([f_act(a) * b for a, b in zip(gate, up)]), p["down"])
+                x = x + (nrm(m, p["post_ff"]) if p.get("post_ff") else m)
+        z = params["lm_head"].dot(nrm(x, params["norm"]))
+        logits[t] = [cap(float(v), hp.get("final_cap")) for v in z] if gemma else z
     return logits
 
 
 def selftest(model_dir, n_tokens=20, seed=0):
-    """forward() against forward_loops(), causality, and for a sliding window
-    that the first token cannot reach past the layers' combined window.
+    """forward() against forward_loops(), causality, and for a sliding window in
+    every layer that the first token cannot reach past the layers' combined window.
     Returns the list of failures."""
     hp, params = load_model(model_dir)
     rng = np.random.default_rng(seed)
@@ -458,8 +604,8 @@ def selftest(model_dir, n_tokens=20, seed=0):
     for t in range(n_tokens):
         if not np.allclose(forward(hp, params, ids[:t + 1]), logits[:t + 1], rtol=0, atol=1e-10):
             fails.append(f"prefix of length {t + 1} disagrees")
-    if any(w is not None for w in hp["windows"]):
-        reach = sum(w - 1 for w in hp["windows"] if w is not None)   # how far back token 0 is seen
+    if hp["windows"] and all(w is not None for w in hp["windows"]):   # a full layer reaches every key
+        reach = sum(w - 1 for w in hp["windows"])                     # how far back token 0 is seen
         other = list(ids)
         other[0] = (ids[0] + 1) % hp["vocab_size"]
         lo = forward(hp, params, other)
@@ -522,7 +668,7 @@ def torch_logits(model_dir, ids):
         z = z * rot[:, None, :]
         return torch.cat([z.real, z.imag, xp], dim=-1)
 
-    def attention(q, k, v, window):
+    def attention(q, k, v, window, scale=None, cap=None):
         """q: (T, H, d), k, v: (T, KV, d) -> (T, H*d)."""
         rep = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
@@ -533,7 +679,12 @@ def torch_logits(model_dir, ids):
         if window is not None:
             allowed = allowed & torch.triu(ones, diagonal=-(window - 1))
         mask = torch.zeros(T, T, dtype=torch.float64).masked_fill(~allowed, float("-inf"))
-        s = torch.baddbmm(mask.expand(qh.shape[0], T, T), qh, kh.transpose(1, 2), alpha=d ** -0.5)
+        if cap is not None:   # capped before the mask is added
+            s = torch.bmm(qh, kh.transpose(1, 2)) * scale
+            s = torch.tanh(s / cap) * cap + mask
+        else:
+            s = torch.baddbmm(mask.expand(qh.shape[0], T, T), qh, kh.transpose(1, 2),
+                              alpha=d ** -0.5 if scale is None else scale)
         return torch.bmm(F.softmax(s, dim=-1), vh).permute(1, 0, 2).reshape(T, -1)
 
     if mt == "gpt_neox":
@@ -559,6 +710,44 @@ def torch_logits(model_dir, ids):
         x = ln(x, "gpt_neox.final_layer_norm")
         head = w["embed_out.weight"] if "embed_out.weight" in w else w["gpt_neox.embed_in.weight"]
         return F.linear(x, head).numpy()
+
+    if mt in GEMMAS:
+        hp = load_config(model_dir)
+        gen = hp["gemma"]
+        hd, KV, eps = hp["head_dim"], hp["n_kv"], hp["eps"]
+        glob = rope_freqs(hp["theta"], hd, None)
+        sc = cfg.get("rope_scaling") or {}
+        if sc.get("rope_type", sc.get("type")) == "linear":
+            glob = glob / sc["factor"]
+        local = rope_freqs(float(cfg.get("rope_local_base_freq", 1e4)), hd, None)
+        g1 = lambda x, n: rms(x, 1 + w[n + ".weight"], eps)
+        x = F.embedding(ids_t, w["model.embed_tokens.weight"]) * hp["normalizer"]
+        for l in range(L):
+            p = f"model.layers.{l}."
+            win = hp["windows"][l]
+            inv = local if gen == 3 and win is not None else glob
+            n = g1(x, p + "input_layernorm")
+            q = lin(n, p + "self_attn.q_proj").view(T, H, hd)
+            k = lin(n, p + "self_attn.k_proj").view(T, KV, hd)
+            v = lin(n, p + "self_attn.v_proj").view(T, KV, hd)
+            if gen == 3:
+                q, k = g1(q, p + "self_attn.q_norm"), g1(k, p + "self_attn.k_norm")
+            a = lin(attention(rotary(q, inv), rotary(k, inv), v, win, hp["scale"], hp["attn_cap"]),
+                    p + "self_attn.o_proj")
+            if gen == 1:
+                x = x + a
+                n = g1(x, p + "post_attention_layernorm")
+            else:
+                x = x + g1(a, p + "post_attention_layernorm")
+                n = g1(x, p + "pre_feedforward_layernorm")
+            m = lin(F.gelu(lin(n, p + "mlp.gate_proj"), approximate="tanh") * lin(n, p + "mlp.up_proj"),
+                    p + "mlp.down_proj")
+            x = x + (m if gen == 1 else g1(m, p + "post_feedforward_layernorm"))
+        head = w["model.embed_tokens.weight"] if hp["tied"] else w["lm_head.weight"]
+        z = F.linear(g1(x, "model.norm"), head)
+        if hp["final_cap"] is not None:
+            z = torch.tanh(z / hp["final_cap"]) * hp["final_cap"]
+        return z.numpy()
 
     hd = cfg.get("head_dim") or C // H
     KV = cfg.get("num_key_value_heads") or H

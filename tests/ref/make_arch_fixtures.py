@@ -1,14 +1,15 @@
 #!/usr/bin/python3
-"""make_arch_fixtures.py - random-weight Llama, Mistral, Qwen2, Qwen3 and GPT-NeoX
-models covering every option the decoder families have, their float64 reference
-logits (decoder_ref.py), and their GGUF conversions as llama.cpp's
+"""make_arch_fixtures.py - random-weight Llama, Mistral, Qwen2, Qwen3, GPT-NeoX and
+Gemma 1/2/3 models covering every option the decoder families have, their float64
+reference logits (decoder_ref.py), and their GGUF conversions as llama.cpp's
 convert_hf_to_gguf.py writes them.
 
     /usr/bin/python3 tests/ref/make_arch_fixtures.py --fixtures DIR
 
 Writes DIR/arch/ (see tests/ref/README.md for the exact formats):
     models/CASE/    config.json, model.safetensors (HF names), tokenizer.json
-    ref/CASE/       ids.txt, logits.f32 (T, V), meta.txt "T V"
+    ref/CASE/       ids.txt, logits.f32 (T, V), meta.txt "T V"; for Gemma 2 also
+                    attn.f32 (L, H, T, T): every layer's and head's probabilities
     gguf/NAME.gguf  GGUF v3 conversions
     cases.tsv       case<TAB>model_type<TAB>gguf file or -<TAB>reference of that gguf or -
     gguf.tsv        gguf file<TAB>source case<TAB>reference directory<TAB>tensor type
@@ -135,6 +136,52 @@ def neox_config(V, **kw):
     return cfg
 
 
+def gemma_config(V, **kw):
+    # Gemma 1 as transformers 4.38 wrote google/gemma-2b's: hidden_act "gelu", which
+    # GemmaMLP ignores (no hidden_activation: GELU's tanh form); heads wider than
+    # hidden_size / heads; hidden_size 96, whose sqrt rounds differently in bfloat16
+    cfg = {"architectures": ["GemmaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+           "bos_token_id": V - 1, "eos_token_id": V - 1, "head_dim": 32, "hidden_act": "gelu", "hidden_size": 96,
+           "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 128,
+           "model_type": "gemma", "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 1,
+           "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
+           "torch_dtype": "float32", "transformers_version": "4.38.0", "use_cache": True, "vocab_size": V}
+    cfg.update(kw)
+    return cfg
+
+
+def gemma2_config(V, **kw):
+    # four layers: windows of 6 on layers 0 and 2; soft-caps small enough to bite;
+    # query_pre_attn_scalar apart from head_dim
+    cfg = {"architectures": ["Gemma2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+           "attn_logit_softcapping": 3.0, "bos_token_id": V - 1, "cache_implementation": "hybrid",
+           "eos_token_id": V - 1, "final_logit_softcapping": 4.0, "head_dim": 32,
+           "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 96,
+           "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 128,
+           "model_type": "gemma2", "num_attention_heads": 4, "num_hidden_layers": 4, "num_key_value_heads": 2,
+           "pad_token_id": 0, "query_pre_attn_scalar": 24, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+           "sliding_window": 6, "torch_dtype": "float32", "transformers_version": "4.44.0", "use_cache": True,
+           "vocab_size": V}
+    cfg.update(kw)
+    return cfg
+
+
+def gemma3_config(V, **kw):
+    # seven layers of the 6-pattern: windows of 5 on all but layer 5, which rotates
+    # by rope_theta where the others rotate by rope_local_base_freq
+    cfg = {"architectures": ["Gemma3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+           "attn_logit_softcapping": None, "bos_token_id": V - 1, "cache_implementation": "hybrid",
+           "eos_token_id": V - 1, "final_logit_softcapping": None, "head_dim": 32,
+           "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 96, "initializer_range": 0.02,
+           "intermediate_size": 128, "max_position_embeddings": 128, "model_type": "gemma3_text",
+           "num_attention_heads": 4, "num_hidden_layers": 7, "num_key_value_heads": 1, "pad_token_id": 0,
+           "query_pre_attn_scalar": 32, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0,
+           "rope_scaling": None, "rope_theta": 1000000.0, "sliding_window": 5, "sliding_window_pattern": 6,
+           "torch_dtype": "float32", "transformers_version": "4.50.0", "use_cache": True, "vocab_size": V}
+    cfg.update(kw)
+    return cfg
+
+
 # name, config builder and its changes, storage dtype, weight seed, GGUF conversions
 # (scheme, file name, reference directory)
 CASES = [
@@ -164,6 +211,25 @@ CASES = [
     ("neox", neox_config, {}, "F32", 18, [("F32", "neox.gguf", "neox")]),
     ("neox-seq", neox_config, {"use_parallel_residual": False, "rotary_pct": 0.5, "rotary_emb_base": 20000,
                                "layer_norm_eps": 1e-03, "intermediate_size": 160}, "F32", 19, []),
+    ("gemma", gemma_config, {}, "F32", 20,
+     [("F32", "gemma.gguf", "gemma"), ("F16", "gemma-f16.gguf", "gemma-f16")]),
+    # bfloat16: the embeddings' normalizer sqrt(96) = 9.798 is 9.8125 in bfloat16, as
+    # transformers rounds it (llama.cpp does not: the GGUF's reference is unrounded)
+    ("gemma-bf16", gemma_config, {"torch_dtype": "bfloat16", "num_key_value_heads": 2}, "BF16", 21,
+     [("F32", "gemma-bf16.gguf", "gemma-bf16-gguf")]),
+    # llama.cpp's converter does not write query_pre_attn_scalar: it scales by
+    # head_dim^-1/2 (but for the 27B models): the GGUF's reference does so too
+    ("gemma2", gemma2_config, {}, "F32", 22,
+     [("F32", "gemma2.gguf", "gemma2-gguf"), ("Q8_0", "gemma2-q8_0.gguf", "gemma2-q8_0")]),
+    ("gemma3", gemma3_config, {}, "F32", 23,
+     [("F32", "gemma3.gguf", "gemma3"), ("Q8_0", "gemma3-q8_0.gguf", "gemma3-q8_0")]),
+    # the layer pattern as layer_types (every other layer global), linear rope
+    # scaling on the global layers, a final soft-cap, bfloat16, an untied head
+    ("gemma3-scaled", gemma3_config,
+     {"num_hidden_layers": 4, "sliding_window_pattern": None, "query_pre_attn_scalar": 24,
+      "layer_types": ["sliding_attention", "full_attention"] * 2, "final_logit_softcapping": 5.0,
+      "rope_scaling": {"factor": 4.0, "rope_type": "linear"}, "torch_dtype": "bfloat16",
+      "tie_word_embeddings": False}, "BF16", 24, []),
 ]
 
 
@@ -172,7 +238,8 @@ CASES = [
 
 def random_weights(cfg, seed):
     """{HF name: float32 array} in model order. Matrices normal (std 0.1 - 0.3),
-    norm weights 1 + N(0, 0.1), biases N(0, 0.05)."""
+    norm weights 1 + N(0, 0.1) (Gemma's, applied as 1 + w: N(0, 0.1)), biases
+    N(0, 0.05)."""
     rng = np.random.default_rng(seed)
     nrm = lambda std, *shape: (rng.standard_normal(shape) * std).astype(F32)
     one = lambda n: (1 + rng.standard_normal(n) * 0.1).astype(F32)
@@ -197,6 +264,8 @@ def random_weights(cfg, seed):
     hd = cfg.get("head_dim") or C // H
     KV = cfg["num_key_value_heads"]
     mt = cfg["model_type"]
+    if mt in decoder_ref.GEMMAS:
+        return gemma_weights(cfg, rng, nrm, C, F, V, L, H, hd, KV)
     qkv_bias = mt == "qwen2" or cfg.get("attention_bias", False)
     o_bias = mt != "qwen2" and cfg.get("attention_bias", False)
     mlp_bias = cfg.get("mlp_bias", False)
@@ -223,6 +292,78 @@ def random_weights(cfg, seed):
     return w
 
 
+def gemma_weights(cfg, rng, nrm, C, F, V, L, H, hd, KV):
+    gen = decoder_ref.GEMMAS[cfg["model_type"]]
+    small = lambda n: (rng.standard_normal(n) * 0.1).astype(F32)   # applied as 1 + w
+    norms = ["input_layernorm", "post_attention_layernorm"]
+    if gen >= 2:
+        norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
+    w = {"model.embed_tokens.weight": nrm(0.3, V, C)}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        for n in norms:
+            w[p + n + ".weight"] = small(C)
+        for n, o, i, sd in [("q_proj", H * hd, C, 0.15), ("k_proj", KV * hd, C, 0.15), ("v_proj", KV * hd, C, 0.12),
+                            ("o_proj", C, H * hd, 0.1)]:
+            w[p + "self_attn." + n + ".weight"] = nrm(sd, o, i)
+        if gen == 3:
+            w[p + "self_attn.q_norm.weight"] = small(hd)
+            w[p + "self_attn.k_norm.weight"] = small(hd)
+        for n, o, i, sd in [("gate_proj", F, C, 0.12), ("up_proj", F, C, 0.12), ("down_proj", C, F, 0.1)]:
+            w[p + "mlp." + n + ".weight"] = nrm(sd, o, i)
+    w["model.norm.weight"] = small(C)
+    if not cfg.get("tie_word_embeddings", True):
+        w["lm_head.weight"] = nrm(0.3, V, C)
+    return w
+
+
+def gemma_controls(name, cfg, hp, params, ids, logits):
+    """What an engine missing one of Gemma's features would compute: each far from
+    the reference: at least 25 times the test's tolerance of 2e-4. Returns the report line."""
+    import copy
+    gen = hp["gemma"]
+
+    def without(**changes):
+        h = dict(hp)
+        h.update(changes)
+        return decoder_ref.forward(h, params, ids)
+
+    def minus_one(ps):   # norms applied as w, not 1 + w
+        q = copy.deepcopy(ps)
+        for p in [q] + q["layers"]:
+            for k, v in p.items():
+                if isinstance(v, dict) and v.get("b", 0) is None and k not in ("q", "k", "v", "o", "gate", "up", "down"):
+                    v["w"] = v["w"] - 1.0
+                elif k in ("q_norm", "k_norm") and v is not None:
+                    p[k] = v - 1.0
+        return q
+    controls = {"norm w, not 1 + w": decoder_ref.forward(hp, minus_one(params), ids),
+                "no embedding scale": without(normalizer=1.0)}
+    if cfg.get("torch_dtype") == "bfloat16":
+        controls["normalizer not rounded to bfloat16"] = without(normalizer=hp["n_embd"] ** 0.5)
+    if gen >= 2:
+        controls["no window"] = without(windows=[None] * hp["n_layer"])
+        if hp["scale"] != hp["head_dim"] ** -0.5:
+            controls["head_dim^-1/2, not query_pre_attn_scalar's"] = without(scale=hp["head_dim"] ** -0.5)
+    if hp["attn_cap"]:
+        controls["no attention soft-cap"] = without(attn_cap=None)
+    if hp["final_cap"]:
+        controls["no final soft-cap"] = without(final_cap=None)
+    if gen == 3:
+        controls["local layers by rope_theta"] = without(layer_inv_freq=[hp["inv_freq"]] * hp["n_layer"])
+        if hp["rope_scaling"]:
+            plain = decoder_ref.rope_inv_freq(hp["theta"], hp["rot_dim"])
+            controls["no linear rope scaling"] = without(
+                inv_freq=plain, layer_inv_freq=[f if w is not None else plain
+                                                for f, w in zip(hp["layer_inv_freq"], hp["windows"])])
+    out = []
+    for what, other in controls.items():
+        d = np.abs(other - logits).max()
+        assert d > 25 * 2e-4, (name, what, d)
+        out.append(f"{what} {d:.3g}")
+    return "\n  controls (max |logits - reference|): " + ", ".join(out)
+
+
 def write_model(mdir, cfg, weights, dtype, tok_json):
     mk.write(os.path.join(mdir, "config.json"), json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     tensors = [(n, dtype, a.shape, mk.encode_tensor(a, dtype)) for n, a in weights.items()]
@@ -247,7 +388,8 @@ def write_ref(rdir, ids, logits):
 # ----------------------------------------------------------------------------
 # GGUF, as llama.cpp's convert_hf_to_gguf.py writes it
 
-GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gpt_neox": "gptneox"}
+GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gpt_neox": "gptneox",
+             "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3"}
 # ChatML, as Qwen's and SmolLM2's tokenizer_config.json carry it
 CHAT_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
                  "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
@@ -260,12 +402,19 @@ LLAMA_NAMES = [("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"),
                ("self_attn.q_norm", "attn_q_norm"), ("self_attn.k_norm", "attn_k_norm"),
                ("post_attention_layernorm", "ffn_norm"), ("mlp.gate_proj", "ffn_gate"),
                ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")]
+# Gemma 2 and 3 (gguf-py's TensorNameMap for their MODEL_TENSORS): four norms a block
+GEMMA2_NAMES = [("input_layernorm", "attn_norm"), ("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"),
+                ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output"),
+                ("self_attn.q_norm", "attn_q_norm"), ("self_attn.k_norm", "attn_k_norm"),
+                ("post_attention_layernorm", "post_attention_norm"), ("pre_feedforward_layernorm", "ffn_norm"),
+                ("post_feedforward_layernorm", "post_ffw_norm"), ("mlp.gate_proj", "ffn_gate"),
+                ("mlp.up_proj", "ffn_up"), ("mlp.down_proj", "ffn_down")]
 NEOX_NAMES = [("input_layernorm", "attn_norm"), ("post_attention_layernorm", "ffn_norm"),
               ("attention.query_key_value", "attn_qkv"), ("attention.dense", "attn_output"),
               ("mlp.dense_h_to_4h", "ffn_up"), ("mlp.dense_4h_to_h", "ffn_down")]
 
 
-def gguf_name(hf):
+def gguf_name(hf, arch="llama"):
     """HF tensor name -> llama.cpp's (gguf-py's TensorNameMap)."""
     fixed = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
              "lm_head.weight": "output.weight", "gpt_neox.embed_in.weight": "token_embd.weight",
@@ -276,7 +425,8 @@ def gguf_name(hf):
     parts = hf.split(".")
     prefix, l = ("model.layers.", parts[2]) if hf.startswith("model.") else ("gpt_neox.layers.", parts[2])
     rest = hf[len(prefix) + len(l) + 1:]
-    for h, g in (LLAMA_NAMES if hf.startswith("model.") else NEOX_NAMES):
+    names = GEMMA2_NAMES if arch in ("gemma2", "gemma3") else LLAMA_NAMES if hf.startswith("model.") else NEOX_NAMES
+    for h, g in names:
         if rest.startswith(h + "."):
             return f"blk.{l}.{g}.{rest[len(h) + 1:]}"
     raise KeyError(hf)
@@ -354,7 +504,22 @@ def convert(name, cfg, weights, tokens, merges, scheme):
         g.add(f"{arch}.use_parallel_residual", BOOL, cfg.get("use_parallel_residual", True))
         g.add(f"{arch}.attention.layer_norm_epsilon", F32K, cfg["layer_norm_eps"])
         g.add("general.file_type", U32, FILE_TYPE[scheme])
-    else:                  # TextModel.set_gguf_parameters, then LlamaModel's additions
+    elif arch in ("gemma", "gemma2"):   # GemmaModel / Gemma2Model.set_gguf_parameters (no rope.freq_base)
+        g.add(f"{arch}.context_length", U32, cfg["max_position_embeddings"])
+        g.add(f"{arch}.embedding_length", U32, C)
+        g.add(f"{arch}.block_count", U32, cfg["num_hidden_layers"])
+        g.add(f"{arch}.feed_forward_length", U32, cfg["intermediate_size"])
+        g.add(f"{arch}.attention.head_count", U32, H)
+        g.add(f"{arch}.attention.head_count_kv", U32, KV)
+        g.add(f"{arch}.attention.layer_norm_rms_epsilon", F32K, cfg["rms_norm_eps"])
+        g.add(f"{arch}.attention.key_length", U32, cfg["head_dim"])
+        g.add(f"{arch}.attention.value_length", U32, cfg["head_dim"])
+        g.add("general.file_type", U32, FILE_TYPE[scheme])
+        if arch == "gemma2":
+            g.add(f"{arch}.attn_logit_softcapping", F32K, cfg["attn_logit_softcapping"])
+            g.add(f"{arch}.final_logit_softcapping", F32K, cfg["final_logit_softcapping"])
+            g.add(f"{arch}.attention.sliding_window", U32, cfg["sliding_window"])
+    else:                  # TextModel.set_gguf_parameters, then LlamaModel's (Gemma3Model's) additions
         g.add(f"{arch}.block_count", U32, cfg["num_hidden_layers"])
         g.add(f"{arch}.context_length", U32, cfg["max_position_embeddings"])
         g.add(f"{arch}.embedding_length", U32, C)
@@ -370,6 +535,14 @@ def convert(name, cfg, weights, tokens, merges, scheme):
         if arch == "llama":
             g.add(f"{arch}.vocab_size", U32, cfg["vocab_size"])
             g.add(f"{arch}.rope.dimension_count", U32, cfg.get("head_dim") or C // H)
+        if arch == "gemma3":
+            if (cfg.get("rope_scaling") or {}).get("rope_type") == "linear":
+                g.add(f"{arch}.rope.scaling.type", S, "linear")
+                g.add(f"{arch}.rope.scaling.factor", F32K, cfg["rope_scaling"]["factor"])
+            if cfg.get("final_logit_softcapping"):
+                g.add(f"{arch}.final_logit_softcapping", F32K, cfg["final_logit_softcapping"])
+            if cfg.get("sliding_window_pattern") != 1:
+                g.add(f"{arch}.attention.sliding_window", U32, cfg["sliding_window"])
     g.add("general.quantization_version", U32, 2)
     g.add("tokenizer.ggml.model", S, "gpt2")
     g.add("tokenizer.ggml.pre", S, "gpt-2")
@@ -385,9 +558,13 @@ def convert(name, cfg, weights, tokens, merges, scheme):
         rf = llama3_rope_factors(cfg)
         g.add_tensor("rope_freqs.weight", [len(rf)], "F32", gw.encode_tensor(rf, "F32"))
     for hf, a in weights.items():
-        gname = gguf_name(hf)
+        if arch.startswith("gemma") and hf == "lm_head.weight":   # the converter skips it
+            continue
+        gname = gguf_name(hf, arch)
         to, back = (lambda x: x), (lambda x: x)
-        if arch == "llama" and (".q_proj." in hf or ".k_proj." in hf):
+        if arch.startswith("gemma") and hf.endswith("norm.weight"):   # stored as the 1 + w applied
+            to, back = (lambda x: x + F32(1)), (lambda x: x.astype(np.float64) - 1.0)
+        elif arch == "llama" and (".q_proj." in hf or ".k_proj." in hf):
             nh = H if ".q_proj." in hf else KV
             to, back = (lambda x, nh=nh: permute(x, nh)), (lambda x, nh=nh: unpermute(x, nh))
         elif arch == "gptneox" and ".query_key_value." in hf:
@@ -401,7 +578,7 @@ def convert(name, cfg, weights, tokens, merges, scheme):
         raw = gw.encode_tensor(stored, typ)
         g.add_tensor(gname, list(reversed(stored.shape)), typ, raw)
         decoded[hf] = np.ascontiguousarray(back(gw.decode_tensor(raw, typ, stored.shape)))
-        if typ == "F32":
+        if typ == "F32" and not (arch.startswith("gemma") and hf.endswith("norm.weight")):
             assert np.array_equal(decoded[hf], a), hf
     return g, decoded
 
@@ -452,16 +629,29 @@ def main(argv):
             assert d[:W].max() < 1e-12 and d[W:].min() > 1e-3, d
             info += f"\n  |logits with window {W} - without|: positions < {W} {d[:W].max():.2g}, " \
                     f">= {W} from {d[W:].min():.3g} to {d[W:].max():.3g}"
+        if hp["model_type"] in decoder_ref.GEMMAS:
+            info += gemma_controls(case, cfg, hp, params, ids, logits)
+            if hp["gemma"] == 2:   # every layer's attention, for the microscope's rows
+                probs = []
+                decoder_ref.forward(hp, params, ids, probs_out=probs)
+                mk.write(os.path.join(out, "ref", case, "attn.f32"), np.stack(probs).astype("<f4").tobytes())
         if case == "llama-bf16":
             f32 = np.fromfile(os.path.join(out, "ref", "llama-gqa", "logits.f32"), dtype="<f4")
             info += f"\n  max |logits - llama-gqa's| = {np.abs(logits.astype(F32).ravel() - f32).max():.3g}"
         print(info)
 
+        if dtype == "BF16":   # converted as stored
+            weights = {n: (mk.f32_to_bf16_bits(a).astype(np.uint32) << 16).view(F32) for n, a in weights.items()}
         for scheme, fname, refname in ggufs:
             g, decoded = convert(case, cfg, weights, tokens, merges, scheme)
             mk.write(os.path.join(out, "gguf", fname), g.to_bytes())
             if refname != case and refname != "mistral-nowindow":
-                deq = decoder_ref.forward(hp, decoder_ref.build_params(hp, decoded), ids)
+                ghp = hp
+                if hp["model_type"] in decoder_ref.GEMMAS:   # as llama.cpp runs the file
+                    ghp = dict(hp, normalizer=float(F32(hp["n_embd"] ** 0.5)))
+                    if hp["gemma"] >= 2:
+                        ghp["scale"] = float(F32(1) / np.sqrt(F32(hp["head_dim"])))
+                deq = decoder_ref.forward(ghp, decoder_ref.build_params(hp, decoded), ids)
                 write_ref(os.path.join(out, "ref", refname), ids, deq)
                 print(f"  {fname}: max |logits - F32 logits| = {np.abs(deq - logits).max():.3g}")
             gguf_lines.append(f"{fname}\t{case}\t{refname}\t{scheme}")
