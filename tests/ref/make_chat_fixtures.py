@@ -125,13 +125,15 @@ def turn_end_model(fixtures):
         ids.append(want)
 
 
-# name, model_type, tokenizer directory, GGUF pre-tokenizer ("llama": SentencePiece),
+# name, model_type, tokenizer directory, GGUF pre-tokenizer ("llama": SentencePiece, with
+# "llama:noprefix" its add_space_prefix false, as the converter writes Gemma's),
 # the template (None: tokenizer_config.json's), the token that ends a reply, config.json's eos
 REAL = [("llama", "llama", "llama3", "llama-bpe", None, "<|eot_id|>", "<|end_of_text|>"),
         ("qwen2", "qwen2", "qwen2_5", "qwen2", None, "<|im_end|>", "<|endoftext|>"),
         ("qwen3", "qwen3", "qwen3", "qwen2", None, "<|im_end|>", "<|endoftext|>"),
         ("mistral", "mistral", "llama2", "llama", "mistral_v01.jinja", "</s>", "</s>"),
-        ("neox", "gpt_neox", "qwen2_5", "qwen2", None, "<|im_end|>", "<|endoftext|>")]
+        ("neox", "gpt_neox", "qwen2_5", "qwen2", None, "<|im_end|>", "<|endoftext|>"),
+        ("gemma3", "gemma3_text", "gemma3", "llama:noprefix", None, "<end_of_turn>", "<eos>")]
 RC = 32  # hidden size: the embedding and head of a 150k vocabulary stay small
 
 
@@ -142,8 +144,9 @@ def token_ids(tok):
 
 
 def real_weights(cfg, reply, end, seed):
-    """random_weights with the attention and MLP outputs zero and an untied head
-    that answers `reply` (ids) then `end` after any ordinary token."""
+    """random_weights with the attention and MLP outputs zero and a head that
+    answers `reply` (ids) then `end` after any ordinary token (untied, but for
+    Gemma)."""
     w = arch.random_weights(cfg, seed)
     rng = np.random.default_rng(seed + 1)
     C, V = cfg["hidden_size"], cfg["vocab_size"]
@@ -161,6 +164,21 @@ def real_weights(cfg, reply, end, seed):
     emb = np.sqrt(C) * u[None, :] + noise
     for t, d in zip(chain, dirs):
         emb[t] = np.sqrt(C) * d
+    gemma = cfg["model_type"].startswith("gemma")
+    if gemma:
+        # llama.cpp's converter drops Gemma's lm_head (its head is the embedding): tied, so the
+        # rows do both jobs, in units s of a unit u and d ⊥ u: an ordinary token s(u + noise),
+        # "Hi" s(2u + d), the end 10 s d. After an ordinary token "Hi" scores 2 s sqrt(C) against
+        # its own s sqrt(C); after "Hi" the end 10 s sqrt(C / 5) against "Hi"'s own s sqrt(5 C)
+        assert len(reply) == 1
+        s = 10 / np.sqrt(C)
+        emb = s * (u[None, :] + noise * 0.2)
+        emb[reply[0]] = s * (2 * u + dirs[0])
+        emb[end] = s * 10 * dirs[0]
+        w["model.embed_tokens.weight"] = emb.astype(np.float32)
+        w.pop("lm_head.weight", None)
+        w["model.norm.weight"] = np.zeros(C, np.float32)  # applied as 1 + w
+        return w
     head = rng.standard_normal((V, C)) * 0.02
     # x^ = emb / rms(emb) (final norm weight 1, bias 0): about sqrt(C) u for an ordinary token
     head[chain[0]] = LOGIT * u / np.sqrt(C)
@@ -194,20 +212,24 @@ def real_model(out, name, mt, tokdir, pre, template, end_text, eos_text, seed):
     tok = json.loads(tok_text)
     ids = token_ids(tok)
     V = max(ids.values()) + 1
+    pre, _, variant = pre.partition(":")
     spm = pre == "llama"
-    reply = [ids["\u2581Hi" if spm else "Hi"]]
+    reply = [ids["\u2581Hi" if spm and variant != "noprefix" else "Hi"]]
     end, eos = ids[end_text], ids[eos_text]
     if template:
         with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates", template), encoding="utf-8") as f:
             tcfg["chat_template"] = f.read()
     build = {"llama": arch.llama_config, "mistral": arch.mistral_config, "qwen2": arch.qwen2_config,
-             "qwen3": arch.qwen3_config, "gpt_neox": arch.neox_config}[mt]
+             "qwen3": arch.qwen3_config, "gpt_neox": arch.neox_config, "gemma3_text": arch.gemma3_config}[mt]
     small = {"hidden_size": RC, "intermediate_size": 2 * RC, "num_attention_heads": 2, "num_hidden_layers": 1,
              "tie_word_embeddings": False, "bos_token_id": eos, "eos_token_id": eos, "torch_dtype": "float16"}
     if mt != "gpt_neox":
         small["num_key_value_heads"] = 1
-    if mt == "qwen3":
+    if mt in ("qwen3", "gemma3_text"):
         small["head_dim"] = 16
+    if mt == "gemma3_text":
+        small["query_pre_attn_scalar"] = 16
+        small["tie_word_embeddings"] = True
     cfg = build(V, **small)
     w = real_weights(cfg, reply, end, seed)
     d = os.path.join(out, name)
@@ -224,7 +246,7 @@ def real_model(out, name, mt, tokdir, pre, template, end_text, eos_text, seed):
     g, _ = arch.convert(name, cfg, w, ["x"] * V, [], "F16")
     g.kv = [kv for kv in g.kv if not kv[0].startswith("tokenizer.")]
     if spm:
-        gt.spm_kv(g, tok, tcfg, "")
+        gt.spm_kv(g, tok, tcfg, variant)
     else:
         gt.tokenizer_kv(g, tok, tcfg, pre, bool(tcfg.get("add_bos_token")))
     g.add("tokenizer.chat_template", gw.STRING, tcfg["chat_template"])
