@@ -438,8 +438,9 @@ static const char usage_text[] =
     "  --machine    only the machine's limits: read bandwidth and FMA peak, N\n"
     "               readings each\n"
     "  --shape S    the random model's shape: gpt2 (the default, 124M), gpt2-medium,\n"
-    "               gpt2-large, gpt2-xl; smollm2-135m, qwen2.5-0.5b, llama-3.2-1b (their\n"
-    "               architectures: RMSNorm, rotary, grouped-query attention, SwiGLU);\n"
+    "               gpt2-large, gpt2-xl; smollm2-135m, qwen2.5-0.5b, llama-3.2-1b,\n"
+    "               gemma3-270m, gemma3-1b (their architectures: RMSNorm, rotary,\n"
+    "               grouped-query attention, SwiGLU or GeGLU, Gemma's windows);\n"
     "               its load time is the time to make it\n"
     "  --positions  also the cost curve: decode tok/s at positions 32, 128, 256,\n"
     "               512 and 1000 against its floor (the weights and the KV cache\n"
@@ -522,6 +523,12 @@ typedef struct {
 } bench_shape;
 #define LLAMA_ARCH(fam, kv, ff, theta) \
     {.family = fam, .rms_norm = 1, .swiglu = 1, .n_kv_head = kv, .n_ff = ff, .rope_dim = 64, .rope_theta = theta}
+/* Gemma 3 (text): one KV head of 256, GeGLU, (1 + w) norms, four a layer, a window of
+ * 512 on 5 layers of 6 rotating by 10000, the others by 1e6 */
+#define GEMMA3_ARCH(ff)                                                                                       \
+    {.family = "gemma3_text", .rms_norm = 1, .swiglu = 1, .geglu = 1, .n_kv_head = 1, .head_dim = 256,    \
+     .n_ff = ff, .rope_dim = 256, .rope_theta = 1e6f, .rope_theta_local = 1e4f, .qk_norm = 1,                 \
+     .sliding_window = 512, .window_period = 6, .norm_plus_one = 1, .post_norms = 1, .attn_scale = 0.0625f}
 static const bench_shape shapes[] = {
     {"gpt2", 12, 12, 768, 50257, {.family = "gpt2"}},
     {"gpt2-medium", 24, 16, 1024, 50257, {.family = "gpt2"}},
@@ -530,8 +537,11 @@ static const bench_shape shapes[] = {
     {"smollm2-135m", 30, 9, 576, 49152, LLAMA_ARCH("llama", 3, 1536, 100000)},
     {"qwen2.5-0.5b", 24, 14, 896, 151936, LLAMA_ARCH("qwen2", 2, 4864, 1000000)},
     {"llama-3.2-1b", 16, 32, 2048, 128256, LLAMA_ARCH("llama", 8, 8192, 500000)},
+    {"gemma3-270m", 18, 4, 640, 262144, GEMMA3_ARCH(2048)},
+    {"gemma3-1b", 26, 4, 1152, 262144, GEMMA3_ARCH(6912)},
 };
 #undef LLAMA_ARCH
+#undef GEMMA3_ARCH
 
 static int shape_option(const cli_opt *o, const char *arg, void *value) {
     (void)o;
@@ -540,8 +550,8 @@ static int shape_option(const cli_opt *o, const char *arg, void *value) {
             *(const bench_shape **)value = &shapes[i];
             return 1;
         }
-    cli_error("--shape: expected gpt2, gpt2-medium, gpt2-large, gpt2-xl, smollm2-135m, qwen2.5-0.5b or llama-3.2-1b, "
-              "found '%s'", arg);
+    cli_error("--shape: expected gpt2, gpt2-medium, gpt2-large, gpt2-xl, smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, "
+              "gemma3-270m or gemma3-1b, found '%s'", arg);
     return 0;
 }
 
