@@ -468,6 +468,32 @@ void gpt2_session_draft_stats(const gpt2_session *s, gpt2_draft_stats *reply, gp
 /* Sets the context hooks (copied; NULL removes them); see "Hooks" above. */
 void gpt2_session_set_hooks(gpt2_session *s, const gpt2_hooks *hooks);
 
+/* Branches: the conversation as a tree. gpt2_session_fork(s, turn, k, id)
+ * replaces reply token k of assistant turn `turn` by id (another candidate:
+ * gpt2_session_candidates lists what the sampler saw there) and goes on from
+ * it: the turns after it and the reply's tokens after k stay in the branch the
+ * conversation was, and a new branch becomes the active one — the turns up to
+ * that reply, its first k tokens, id, and a reply in progress that
+ * gpt2_session_step continues. The cache keeps everything before token k
+ * (nothing before it is evaluated again). Not while a reply is in progress;
+ * not a token that ends a reply, nor the one already there; a turn dropped from
+ * the context cannot be forked. Branches are numbered 0, 1, ... in the order
+ * they were made; gpt2_session_switch_branch makes another the active one (its
+ * conversation rendered, the cache kept up to where they part). Every other
+ * call works on the active branch; reset and load end the tree. */
+gpt2_status gpt2_session_fork(gpt2_session *s, int turn, int k, int32_t id, gpt2_progress_fn progress,
+                              void *user_data, gpt2_error *err);
+/* How many branches (1 before any fork), and which is active. */
+int gpt2_session_n_branches(const gpt2_session *s);
+int gpt2_session_branch(const gpt2_session *s);
+gpt2_status gpt2_session_switch_branch(gpt2_session *s, int i, gpt2_progress_fn progress, void *user_data,
+                                       gpt2_error *err);
+/* Where branch i parts from the active one: the first turn that differs
+ * (*at_turn), and within it the first reply token that differs (*token; -1
+ * when the turns differ otherwise, or one branch ends there). 0 for the active
+ * branch or an i out of range. */
+int gpt2_session_branch_diverges(const gpt2_session *s, int i, int *at_turn, int *token);
+
 /* The conversation: turns 0 .. n_turns - 1, oldest first; dropped turns
  * (in_context 0) come first. gpt2_session_turn returns 0 for i out of range. */
 int gpt2_session_n_turns(const gpt2_session *s);

@@ -807,6 +807,113 @@ static void test_template_needs_a_message(void **state) {
     gpt2_model_free(m);
 }
 
+/* Greedy continuation of seq by a fresh context: n argmax tokens. */
+static ivec greedy_after(const ivec *seq, int n) {
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 1;
+    gpt2_context *c;
+    gpt2_error err;
+    if (gpt2_context_new(g_model, cp, &c, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    if (gpt2_context_eval(c, seq->v, seq->n, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    ivec out = {0};
+    int V = gpt2_model_config(g_model)->n_vocab;
+    for (int i = 0; i < n; i++) {
+        const float *z = gpt2_context_logits(c);
+        int32_t a = 0;
+        for (int v = 1; v < V; v++)
+            if (z[v] > z[a]) a = v;
+        iv_push(&out, a);
+        if (gpt2_context_eval(c, &a, 1, &err) != GPT2_OK) fail_msg("%s", err.msg);
+    }
+    gpt2_context_free(c);
+    return out;
+}
+
+/* Forking a reply at a token: the new branch keeps the prefix (one token
+ * evaluated), goes on greedily as a fresh context does from there, the old
+ * conversation (later turns included) stays a branch to switch back to, with
+ * the cache as fresh as ever; where they part; what is refused; reset ends
+ * the tree. */
+static void test_fork(void **state) {
+    (void)state;
+    gpt2_chat_template t = short_tmpl();
+    gpt2_session *s = mk(&t, 64, 256, 8, greedy(), GPT2_SESSION_REFUSE);
+    gpt2_error err;
+    send_ok(s, "one");
+    reply r1 = run_reply(s, 20);
+    assert_true(r1.kept.n >= 4);
+    send_ok(s, "two");
+    reply r2 = run_reply(s, 20);
+    snap before = take(s);
+    assert_int_equal(gpt2_session_n_branches(s), 1);
+    /* refusals */
+    gpt2_token_candidates tc;
+    assert_int_equal(gpt2_session_candidates(s, 1, 2, &tc), GPT2_OK);
+    assert_true(tc.n >= 2);
+    const int32_t alt = tc.c[1].id;
+    assert_int_not_equal(alt, r1.kept.v[2]);
+    assert_int_equal(gpt2_session_fork(s, 0, 0, alt, NULL, NULL, &err), GPT2_ERR_INVALID_ARG); /* a user turn */
+    assert_int_equal(gpt2_session_fork(s, 1, r1.kept.n, alt, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    assert_int_equal(gpt2_session_fork(s, 1, 2, r1.kept.v[2], NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    assert_int_equal(gpt2_session_fork(s, 1, 2, g_eot, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    assert_int_equal(gpt2_session_fork(s, 1, 2, 1 << 20, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    snap same = take(s);
+    assert_same(&before, &same);
+    /* fork reply 1 at its token 2 */
+    assert_int_equal(gpt2_session_fork(s, 1, 2, alt, NULL, NULL, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_n_branches(s), 2);
+    assert_int_equal(gpt2_session_branch(s), 1);
+    assert_int_equal(gpt2_session_n_turns(s), 2);
+    assert_true(gpt2_session_replying(s));
+    assert_int_equal(gpt2_session_get_stats(s).last_call, 1); /* only the new token */
+    assert_int_equal(gpt2_session_fork(s, 1, 0, alt, NULL, NULL, &err), GPT2_ERR_INVALID_ARG); /* replying */
+    ivec seq = {0};
+    iv_encs(&seq, "Hi.\n");
+    iv_encs(&seq, "U:one\nA:");
+    iv_cat(&seq, r1.kept.v, 2);
+    iv_push(&seq, alt);
+    reply r3 = run_reply(s, 20);
+    ivec want = greedy_after(&seq, r3.kept.n);
+    assert_int_equal(r3.kept.n, 8 - 3); /* max_new counts the reply's 3 tokens */
+    assert_memory_equal(r3.kept.v, want.v, (size_t)want.n * sizeof *want.v);
+    gpt2_turn a;
+    turn_of(s, 1, &a);
+    assert_int_equal(a.n_ids, 3 + r3.kept.n);
+    assert_int_equal(a.ids[2], alt);
+    assert_memory_equal(a.ids, r1.kept.v, 2 * sizeof *a.ids);
+    buf d = {0};
+    decode(a.ids, a.n_ids, &d);
+    assert_int_equal(a.len, d.n);
+    assert_memory_equal(a.text, d.b, d.n);
+    gpt2_token_candidates kept;
+    assert_int_equal(gpt2_session_candidates(s, 1, 2, &kept), GPT2_OK); /* the distribution at 2 stays */
+    assert_memory_equal(&kept, &tc, sizeof tc);
+    assert_cache_fresh(s);
+    int at, tok;
+    assert_int_equal(gpt2_session_branch_diverges(s, 0, &at, &tok), 1);
+    assert_int_equal(at, 1);
+    assert_int_equal(tok, 2);
+    assert_int_equal(gpt2_session_branch_diverges(s, 1, &at, &tok), 0); /* the active one */
+    /* back to the first branch: the conversation as it was, later turn included */
+    assert_int_equal(gpt2_session_switch_branch(s, 5, NULL, NULL, &err), GPT2_ERR_INVALID_ARG);
+    assert_int_equal(gpt2_session_switch_branch(s, 0, NULL, NULL, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_branch(s), 0);
+    snap back = take(s);
+    assert_same(&before, &back);
+    assert_cache_fresh(s);
+    assert_int_equal(gpt2_session_switch_branch(s, 1, NULL, NULL, &err), GPT2_OK);
+    turn_of(s, 1, &a);
+    assert_int_equal(a.ids[2], alt);
+    assert_int_equal(gpt2_session_n_turns(s), 2);
+    assert_int_equal(gpt2_session_reset(s, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_n_branches(s), 1);
+    free(d.b), free(seq.v), free(want.v);
+    reply_free(&r1), reply_free(&r2), reply_free(&r3);
+    snap_free(&before), snap_free(&same), snap_free(&back);
+    gpt2_session_free(s);
+}
+
 /* ---- KV reuse ---- */
 
 static void test_kv_reuse(void **state) {
@@ -2679,6 +2786,7 @@ int main(void) {
         cmocka_unit_test(test_reply_space_prefix),
         cmocka_unit_test(test_system_message),
         cmocka_unit_test(test_template_needs_a_message),
+        cmocka_unit_test(test_fork),
         cmocka_unit_test(test_kv_reuse),
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_stop_at_token_start),

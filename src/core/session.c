@@ -54,6 +54,10 @@ struct gpt2_session {
     gpt2_session_policy policy;
 
     convo cv;
+    /* Branches (gpt2_session_fork): br[i] for each branch but the active one,
+     * br[cur], whose conversation is cv; n_br 0 until the first fork. */
+    convo *br;
+    int n_br, cur;
     tokvec toks; /* the rendered conversation: what the cache should hold */
     tokvec next; /* a new rendering being built; the old one after a swap */
     char *sb;    /* text builder for rendering, (sb_cap) bytes */
@@ -646,9 +650,17 @@ gpt2_status gpt2_session_new(const gpt2_model *model, gpt2_session_params p, gpt
     return GPT2_OK;
 }
 
+static void branches_clear(gpt2_session *s) {
+    for (int i = 0; i < s->n_br; i++) cv_clear(&s->br[i]);
+    free(s->br);
+    s->br = NULL;
+    s->n_br = s->cur = 0;
+}
+
 void gpt2_session_free(gpt2_session *s) {
     if (!s) return;
     cv_clear(&s->cv);
+    branches_clear(s);
     gpt2_speculative_free(s->spec);
     gpt2_context_free(s->dctx);
     gpt2_context_free(s->ctx);
@@ -1139,6 +1151,7 @@ gpt2_status gpt2_session_reset(gpt2_session *s, gpt2_error *err) {
     char *system = s->cv.system; /* a new conversation keeps its instructions */
     s->cv.system = NULL;
     cv_clear(&s->cv);
+    branches_clear(s);
     s->cv.system = system;
     s->replying = 0;
     s->reply_drafted = 0;
@@ -1216,6 +1229,171 @@ gpt2_status gpt2_session_set_system(gpt2_session *s, const char *text, size_t le
 }
 
 const char *gpt2_session_system(const gpt2_session *s) { return s && s->cv.system ? s->cv.system : ""; }
+
+/* ---- branches ---- */
+
+/* dst = a deep copy of src's first n turns, its system message and first. 0: out of memory. */
+static int cv_copy(convo *dst, const convo *src, int n) {
+    *dst = (convo){.first = src->first < n ? src->first : n};
+    if (src->system && !(dst->system = strdup(src->system))) return 0;
+    for (int i = 0; i < n; i++) {
+        const turn *u = &src->t[i];
+        if (!cv_push(dst, u->role, u->text, u->len)) goto fail;
+        turn *d = &dst->t[dst->n - 1];
+        if (u->n_ids && !ids_reserve(d, u->n_ids)) goto fail;
+        if (u->n_ids) {
+            memcpy(d->ids, u->ids, (size_t)u->n_ids * sizeof *u->ids);
+            memcpy(d->cands, u->cands, (size_t)u->n_ids * sizeof *u->cands);
+        }
+        d->n_ids = u->n_ids;
+    }
+    return 1;
+fail:
+    cv_clear(dst);
+    return 0;
+}
+
+/* Where a and b first differ: *turn, and *token within an assistant turn whose
+ * reply tokens differ (-1 when the turns differ otherwise); *turn = the
+ * shorter's length (*token -1) when one continues the other. */
+static void cv_diverge(const convo *a, const convo *b, int *at_turn, int *token) {
+    int n = a->n < b->n ? a->n : b->n, i = 0;
+    *token = -1;
+    for (; i < n; i++) {
+        const turn *u = &a->t[i], *v = &b->t[i];
+        if (u->role == GPT2_ROLE_ASSISTANT && v->role == GPT2_ROLE_ASSISTANT) {
+            int k = 0, m = u->n_ids < v->n_ids ? u->n_ids : v->n_ids;
+            while (k < m && u->ids[k] == v->ids[k]) k++;
+            if (k < u->n_ids || k < v->n_ids) {
+                *token = k;
+                break;
+            }
+        } else if (u->role != v->role || u->len != v->len || memcmp(u->text, v->text, u->len)) {
+            break;
+        }
+    }
+    *at_turn = i;
+}
+
+/* Makes the reply in progress the last turn, as after a load mid-reply:
+ * what was given out is the text up to where a stop string could begin. */
+static void resume_reply(gpt2_session *s) {
+    start_reply(s);
+    turn *a = last_turn(s);
+    s->n_sampled = a->n_ids;
+    s->held = hold_point(s, a, 0);
+    for (size_t i = 0; i < s->held; i += 256) {
+        size_t n = s->held - i < 256 ? s->held - i : 256;
+        if (out_reserve(s, 3 * (n + 4) + 16)) gpt2_utf8_stream_push(&s->utf8, s->cv.t[s->cv.n - 1].text + i, n, s->out);
+    }
+    s->out[0] = '\0';
+}
+
+gpt2_status gpt2_session_fork(gpt2_session *s, int turn_i, int k, int32_t id, gpt2_progress_fn progress,
+                              void *user_data, gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "fork: no session");
+    s->stats.last_call = 0;
+    if (s->replying)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "fork: the assistant is still replying; stop the reply first");
+    if (turn_i < 0 || turn_i >= s->cv.n || s->cv.t[turn_i].role != GPT2_ROLE_ASSISTANT)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "fork: turn %d is not a reply", turn_i);
+    const turn *a = &s->cv.t[turn_i];
+    if (turn_i < s->cv.first)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "fork: turn %d was dropped from the context", turn_i);
+    if (k < 0 || k >= a->n_ids)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "fork: the reply has tokens 0..%d, not %d", a->n_ids - 1, k);
+    size_t bl;
+    if (id < 0 || id >= s->n_vocab || !gpt2_tokenizer_token_bytes(s->tok, id, &bl))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "fork: token id %d is not in the vocabulary (0..%d)", id,
+                         s->n_vocab - 1);
+    if (id == a->ids[k]) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "fork: token %d is already %d there", k, id);
+    if (id == s->eot || id == s->turn_end || gpt2_model_is_end(s->model, id))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "fork: token %d ends the reply; /undo or a shorter reply instead",
+                         id);
+    /* the new branch: the turns up to this reply, its first k tokens, then id */
+    convo nc;
+    convo *grown = s->n_br ? s->br : NULL;
+    if (!cv_copy(&nc, &s->cv, turn_i + 1)) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a branch");
+    turn *b = &nc.t[turn_i];
+    size_t off = 0, l;
+    for (int j = 0; j < k; j++) off += gpt2_tokenizer_token_bytes(s->tok, b->ids[j], &l) ? l : 0;
+    const char *bytes = gpt2_tokenizer_token_bytes(s->tok, id, &bl);
+    int n_br = s->n_br ? s->n_br + 1 : 2;
+    if (!text_reserve(&b->text, &b->cap, off + bl + 1) ||
+        !(grown = realloc(grown, (size_t)n_br * sizeof *grown))) {
+        cv_clear(&nc);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a branch");
+    }
+    s->br = grown;
+    memcpy(b->text + off, bytes, bl);
+    b->len = off + bl;
+    b->text[b->len] = '\0';
+    b->ids[k] = id; /* its candidates stay: the distribution at k is the same */
+    b->n_ids = k + 1;
+    int f;
+    gpt2_status st = fit(s, s->tmpl, &nc, 1, s->policy == GPT2_SESSION_DROP_OLDEST, s->max_new, "the branch", &f, err);
+    if (st != GPT2_OK) {
+        cv_clear(&nc);
+        return st;
+    }
+    /* the old conversation becomes a branch, the new one the active: the cache keeps the prefix */
+    const int old_cur = s->cur, was_tree = s->n_br > 0;
+    convo old = s->cv;
+    tv_swap(&s->toks, &s->next);
+    nc.first = f;
+    s->cv = nc;
+    s->br[was_tree ? old_cur : 0] = old;
+    s->br[n_br - 1] = (convo){0};
+    s->cur = n_br - 1;
+    s->n_br = n_br;
+    int evaluated = 0;
+    st = sync_cache(s, 1, progress, user_data, &evaluated, err);
+    if (st != GPT2_OK) {
+        tv_swap(&s->toks, &s->next);
+        s->cv = old;
+        cv_clear(&nc);
+        s->cur = old_cur;
+        s->n_br = was_tree ? n_br - 1 : 0;
+        if (was_tree) s->br[old_cur] = (convo){0};
+        else s->br[0] = (convo){0};
+        settle(s);
+        return st;
+    }
+    resume_reply(s);
+    return GPT2_OK;
+}
+
+int gpt2_session_n_branches(const gpt2_session *s) { return s ? (s->n_br ? s->n_br : 1) : 0; }
+int gpt2_session_branch(const gpt2_session *s) { return s ? s->cur : 0; }
+
+int gpt2_session_branch_diverges(const gpt2_session *s, int i, int *at_turn, int *token) {
+    if (!s || i < 0 || i >= gpt2_session_n_branches(s) || i == s->cur) return 0;
+    cv_diverge(&s->cv, &s->br[i], at_turn, token);
+    return 1;
+}
+
+gpt2_status gpt2_session_switch_branch(gpt2_session *s, int i, gpt2_progress_fn progress, void *user_data,
+                                       gpt2_error *err) {
+    if (!s) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "branch: no session");
+    s->stats.last_call = 0;
+    if (s->replying)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "branch: the assistant is still replying; stop the reply first");
+    if (i < 0 || i >= gpt2_session_n_branches(s))
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "branch: there are branches 0..%d, not %d",
+                         gpt2_session_n_branches(s) - 1, i);
+    if (i == s->cur) return GPT2_OK;
+    convo mine = s->cv;
+    const int old = s->cur;
+    s->cv = s->br[i];
+    s->br[old] = mine, s->br[i] = (convo){0};
+    s->cur = i;
+    gpt2_status st = rerender(s, progress, user_data, err);
+    if (st != GPT2_OK) {
+        s->br[i] = s->cv, s->cv = mine, s->br[old] = (convo){0};
+        s->cur = old;
+    }
+    return st;
+}
 
 /* ---- interventions ---- */
 
@@ -2008,6 +2186,7 @@ gpt2_status gpt2_session_load(gpt2_session *s, const char *path, gpt2_progress_f
         return st;
     }
     cv_clear(&old_cv);
+    branches_clear(s); /* the file's conversation replaces the tree */
     gpt2_chat_template_free(old_tmpl);
     s->max_new = g.max_new;
     s->policy = g.policy;
@@ -2017,19 +2196,7 @@ gpt2_status gpt2_session_load(gpt2_session *s, const char *path, gpt2_progress_f
     s->replying = 0;
     s->reply_drafted = 0;
     drop_queue(s);
-    if (g.replying) {
-        /* Continue the reply where it was: what was given out is the text up
-         * to the first place a stop string could still begin. */
-        start_reply(s);
-        turn *a = last_turn(s);
-        s->n_sampled = a->n_ids;
-        s->held = hold_point(s, a, 0);
-        for (size_t i = 0; i < s->held; i += 256) {
-            size_t n = s->held - i < 256 ? s->held - i : 256;
-            if (out_reserve(s, 3 * (n + 4) + 16)) gpt2_utf8_stream_push(&s->utf8, a->text + i, n, s->out);
-        }
-        s->out[0] = '\0';
-    }
+    if (g.replying) resume_reply(s); /* the reply goes on where it was */
     if (f != loaded_first) post_drop_notice(s, f - loaded_first, evaluated);
     return GPT2_OK;
 }
