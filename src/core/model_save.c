@@ -176,9 +176,10 @@ static gpt2_status save(const gpt2_model *m, const char *dir, int dtype, gpt2_er
 
 /* A float matrix widened to (out, in), so that its outputs can be read as rows: the one
  * the rows come from now (shared by the tensors cut from it). */
+enum { CUT_ROWS = 16 };
 typedef struct {
     const gpt2_matrix *of;
-    float *wide; /* (cols, rows) floats, then one row of cols */
+    float *wide; /* (cols, rows) floats, then CUT_ROWS rows of cols */
 } out_rows;
 
 /* One tensor cut from the model: rows of an nn.Linear (out, in) weight taken from the
@@ -218,11 +219,13 @@ static void cut_row(const void *user, int64_t r, float *out) {
         return;
     }
     out_rows *c = s->cache;
-    if (c->of != w) {
-        float *row = c->wide + (size_t)w->rows * (size_t)w->cols;
-        for (int k = 0; k < w->rows; k++) {
-            kernel_row(row, w, k);
-            for (int n = 0; n < w->cols; n++) c->wide[(size_t)n * w->rows + k] = row[n];
+    if (c->of != w) { /* transposed CUT_ROWS inputs at a time: whole cache lines written */
+        float *rows = c->wide + (size_t)w->rows * (size_t)w->cols;
+        for (int k0 = 0; k0 < w->rows; k0 += CUT_ROWS) {
+            const int nk = w->rows - k0 < CUT_ROWS ? w->rows - k0 : CUT_ROWS;
+            for (int k = 0; k < nk; k++) kernel_row(rows + (size_t)k * w->cols, w, k0 + k);
+            for (int n = 0; n < w->cols; n++)
+                for (int k = 0; k < nk; k++) c->wide[(size_t)n * w->rows + k0 + k] = rows[(size_t)k * w->cols + n];
         }
         c->of = w;
     }
@@ -253,7 +256,7 @@ static void add_linear(tensor_list *t, const char *pre, const char *part, const 
     t->s[t->n] = (cut_src){w, NULL, off, w->rows, heads, w->cols, 0, &t->cache};
     t->o[t->n] = (st_out){name, 2, rows, w->rows, cut_row, &t->s[t->n], out_dtype(t->dt, w)};
     if (!w->trans) {
-        const size_t need = (size_t)w->rows * (size_t)w->cols + (size_t)w->cols;
+        const size_t need = (size_t)w->rows * (size_t)w->cols + CUT_ROWS * (size_t)w->cols;
         t->wide = need > t->wide ? need : t->wide;
     }
     t->n++;
