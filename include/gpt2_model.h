@@ -197,14 +197,26 @@ gpt2_status gpt2_model_load(const char *path, gpt2_model **out, gpt2_error *err)
 gpt2_status gpt2_model_load_tokenizer(const char *path, gpt2_model_params params, gpt2_tokenizer **out,
                                       gpt2_error *err);
 
-/* Writes m as a Hugging Face GPT-2 directory, creating it (and its parents)
- * if need be: config.json, model.safetensors (every tensor in dtype: F32, F16
- * or BF16, rounded to nearest even; names without a prefix, Conv1D matrices
- * (in, out), biases a source left out written as zeros, an untied
- * lm_head.weight), vocab.json + merges.txt in GPT-2's format (a
- * character-level vocabulary with no merges). Each file is replaced
- * atomically (gpt2_fileio). Loading the directory gives the same model: the
- * same floats when dtype is the model's own. Not for a Q8 model. */
+/* Writes m as a Hugging Face directory of its own architecture, creating it
+ * (and its parents) if need be; each file is replaced atomically
+ * (gpt2_fileio). Every tensor in dtype (F32, F16 or BF16, rounded to nearest
+ * even), written a row at a time from the loaded model.
+ *   GPT-2: config.json, model.safetensors (names without a prefix, Conv1D
+ *     matrices (in, out), biases a source left out written as zeros, an untied
+ *     lm_head.weight), vocab.json + merges.txt in GPT-2's format (a
+ *     character-level vocabulary with no merges).
+ *   Llama, Mistral, Qwen2, Qwen3, GPT-NeoX: the family's config.json (Llama 3's
+ *     rope_scaling recovered from a GGUF's rope_freqs.weight), model.safetensors
+ *     under HF's names as nn.Linear (out, in) (q/k/v and gate/up apart, GPT-NeoX's
+ *     query_key_value per head, biases where the family's layout has them), and
+ *     the tokenizer: a Hugging Face source directory's files (tokenizer.json,
+ *     tokenizer_config.json, generation_config.json, ...) copied as they are, else
+ *     tokenizer.json + tokenizer_config.json (gpt2_tokenizer_save_hf, with the
+ *     chat template) and generation_config.json (the end ids). A model the
+ *     family's layout cannot say (biases it lacks, a Llama with a sliding window,
+ *     rope frequencies not of Llama 3's shape) fails with GPT2_ERR_INVALID_ARG.
+ * Loading the directory gives the same model: the same floats when dtype is the
+ * model's own. Not for a Q8 model. */
 gpt2_status gpt2_model_save(const gpt2_model *m, const char *dir, gpt2_dtype dtype, gpt2_error *err);
 /* The same with each tensor in the type it is held in: a matrix as stored
  * (F32, F16, BF16; a block format's dequantized floats as F32), a vector

@@ -107,6 +107,19 @@ gpt2_status gpt2_tokenizer_new(const char *vocab_source, const char *merges_sour
 
 void gpt2_tokenizer_free(gpt2_tokenizer *tok);
 
+/* Writes tok as Hugging Face's files into the directory dir (which must exist), each
+ * replaced atomically: tokenizer.json — its kind (byte-level BPE with its pre-tokenizer:
+ * GPT-2's pattern, the model's Split regex, or SmolLM's digits; NFC where it normalizes;
+ * or SentencePiece-style BPE with byte_fallback and its space-prefix rule), its vocabulary
+ * and merges in rank order, its added tokens, and a TemplateProcessing putting its BOS
+ * before a text where it adds one — and tokenizer_config.json (add_bos_token, bos_token,
+ * eos_token). Loading it back (gpt2_tokenizer_load_json, Hugging Face's tokenizers,
+ * transformers.js) encodes as tok does; for a GGUF's SentencePiece vocabulary, whose merges
+ * come from scores, pieces of equal score merge in the order of their ids where llama.cpp
+ * merges the leftmost first. GPT2_ERR_TOKENIZER for a character-level tokenizer, or a
+ * token whose text is not UTF-8. */
+gpt2_status gpt2_tokenizer_save_hf(const gpt2_tokenizer *tok, const char *dir, gpt2_error *err);
+
 /* "byte-level BPE", "SentencePiece BPE" or "characters" (nanoGPT's). */
 const char *gpt2_tokenizer_kind(const gpt2_tokenizer *tok);
 

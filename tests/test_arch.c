@@ -12,28 +12,12 @@
  * make_arch_fixtures.py. */
 #include <math.h>
 
+#include "arch_fixtures.h"
 #include "gpt2.h"
 #include "test_util.h"
 
 /* float32 math against float64: as test_forward's GPT-2 tolerance */
 #define TOL_LOGIT 2e-4
-
-/* A row of arch/cases.tsv (case, model_type, its GGUF file or "-", that
- * file's reference) or of arch/gguf.tsv (file, case, reference, type). */
-typedef struct {
-    char a[64], b[64], c[96], d[64];
-} row;
-
-static int read_rows(const char *file, row *out, int cap) {
-    size_t len;
-    char *text = read_file(fixture_path("arch/%s", file), &len);
-    int n = 0;
-    for (char *line = strtok(text, "\n"); line && n < cap; line = strtok(NULL, "\n"))
-        if (line[0] != '#' && sscanf(line, "%63s %63s %95s %63s", out[n].a, out[n].b, out[n].c, out[n].d) == 4) n++;
-    free(text);
-    assert_true(n > 0);
-    return n;
-}
 
 typedef struct {
     int T, V;
@@ -58,18 +42,6 @@ static void ref_load(const char *name, reference *r) {
 static void ref_free(reference *r) {
     free(r->ids);
     free(r->logits);
-}
-
-/* every position's logits of one batch */
-typedef struct {
-    float *all;
-    int V;
-} capture;
-
-static void on_logits(void *ud, int pos, const float *logits, int n) {
-    capture *c = ud;
-    assert_int_equal(n, c->V);
-    memcpy(c->all + (size_t)pos * n, logits, (size_t)n * sizeof(float));
 }
 
 static double max_diff(const float *a, const float *b, size_t n) {

@@ -1,10 +1,12 @@
 /* arch.c — the decoder families beyond GPT-2 as descriptions (gpt2_arch):
  * what a Hugging Face config.json says of a Llama, Mistral, Qwen2, Qwen3,
  * GPT-NeoX or Gemma (1, 2, 3) model, checked and turned into the one
- * description the forward pass runs. GGUF's metadata says the same under
- * other keys (model_gguf.c). */
+ * description the forward pass runs; and the other way, a description written
+ * as the config.json of its family (convert: not Gemma's yet). GGUF's
+ * metadata says the same under other keys (model_gguf.c). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -15,13 +17,13 @@
 
 /* model_type -> what sets the family apart; one row per family the engine runs */
 static const struct {
-    const char *model_type;
+    const char *model_type, *architecture;
     int qk_norm, window; /* window: sliding_window counts without use_sliding_window (Mistral) */
 } families[] = {
-    {"llama", 0, 0},
-    {"mistral", 0, 1},
-    {"qwen2", 0, 0},
-    {"qwen3", 1, 0},
+    {"llama", "LlamaForCausalLM", 0, 0},
+    {"mistral", "MistralForCausalLM", 0, 1},
+    {"qwen2", "Qwen2ForCausalLM", 0, 0},
+    {"qwen3", "Qwen3ForCausalLM", 1, 0},
 };
 
 /* Gemma's model_types: each generation, or (refused, with a line of their own) what is
@@ -354,4 +356,203 @@ gpt2_status arch_from_hf_config(const json_src *js, const cJSON *root, const cha
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     if (tie && (st = json_get_bool(js, root, "tie_word_embeddings", tied))) return st;
     return GPT2_OK;
+}
+
+/* --- Llama 3's rope scaling as divisors -------------------------------------- */
+
+void arch_llama3_rope_div(const gpt2_arch *a, float *div) {
+    const int half = a->rope_dim / 2;
+    const double lo_wave = a->rope_orig_ctx / a->rope_low_freq, hi_wave = a->rope_orig_ctx / a->rope_high_freq;
+    for (int i = 0; i < half; i++) {
+        const double freq = pow(a->rope_theta, -2.0 * i / a->rope_dim), wave = 2 * 3.14159265358979323846 / freq;
+        if (wave < hi_wave) div[i] = 1.0f;
+        else if (wave > lo_wave) div[i] = a->rope_factor;
+        else {
+            const double smooth = (a->rope_orig_ctx / wave - a->rope_low_freq) / (a->rope_high_freq - a->rope_low_freq);
+            div[i] = (float)(1.0 / ((1 - smooth) / a->rope_factor + smooth));
+        }
+    }
+}
+
+typedef struct {
+    const float *div; /* (half) the divisors to reproduce */
+    float *tmp;       /* (half) scratch */
+    gpt2_arch best;   /* the best fit so far */
+    int fit;          /* its quality: 0 none, 1 within 1e-6, 2 bit for bit */
+} rope_search;
+
+/* Tries low, high and orig (rope_factor set): kept when it reproduces the divisors better. */
+static void rope_try(rope_search *s, const gpt2_arch *a, double low, double high, double orig) {
+    if (!(orig >= 1 && orig <= (1 << 24) && low > 0 && high < 1e6 && high > low)) return;
+    gpt2_arch c = *a;
+    c.rope_low_freq = (float)low, c.rope_high_freq = (float)high, c.rope_orig_ctx = (int)lround(orig);
+    if (!(c.rope_high_freq > c.rope_low_freq)) return;
+    arch_llama3_rope_div(&c, s->tmp);
+    int exact = 1;
+    double worst = 0;
+    for (int i = 0; i < a->rope_dim / 2; i++) {
+        exact &= memcmp(&s->tmp[i], &s->div[i], sizeof(float)) == 0;
+        worst = fmax(worst, fabs((double)s->tmp[i] - s->div[i]) / s->div[i]);
+    }
+    const int fit = exact ? 2 : worst <= 1e-6 ? 1 : 0;
+    if (fit > s->fit) s->fit = fit, s->best = c;
+}
+
+/* x to three decimals where that is within a millionth of it (0.99999994 -> 1). */
+static double snap(double x) {
+    const double r = round(x * 1000) / 1000;
+    return fabs(r - x) <= 1e-6 * fabs(x) ? r : x;
+}
+
+int arch_llama3_from_div(gpt2_arch *a, const float *div) {
+    const int half = a->rope_dim / 2;
+    float factor = 1.0f;
+    for (int i = 0; i < half; i++) {
+        if (!(div[i] >= 1.0f) || (i && div[i] < div[i - 1])) return -1; /* Llama 3's grow with the wavelength */
+        factor = div[i] > factor ? div[i] : factor;
+    }
+    if (factor == 1.0f) return 0;
+    double *wave = malloc((size_t)half * sizeof *wave);
+    rope_search s = {div, malloc((size_t)half * sizeof(float)), *a, 0};
+    if (!wave || !s.tmp) {
+        free(wave), free(s.tmp);
+        return -1;
+    }
+    for (int i = 0; i < half; i++) wave[i] = 2 * 3.14159265358979323846 / pow(a->rope_theta, -2.0 * i / a->rope_dim);
+    int med = 0, low = 0; /* the first medium (interpolated) frequency, the first low one (divided by factor) */
+    while (med < half && div[med] == 1.0f) med++;
+    for (low = med; low < half && div[low] != factor;) low++;
+    gpt2_arch c = *a;
+    c.rope_factor = factor;
+    /* s = (orig / wave - low) / (high - low) on the medium frequencies, from 1 / div = (1 - s) / factor + s */
+#define SMOOTH(i) ((1.0 / div[i] - 1.0 / factor) / (1.0 - 1.0 / factor))
+    rope_try(&s, &c, 1, 4, 8192); /* Llama 3.1's and 3.2's own */
+    if (low - med >= 2) { /* a line through the first and last: the waves where s is 0 and 1 */
+        const double w1 = wave[med], w2 = wave[low - 1], s1 = SMOOTH(med), s2 = SMOOTH(low - 1);
+        const double A = (s1 - s2) / (1 / w1 - 1 / w2), B = A / w1 - s1, lo = A / B, hi = A / (1 + B), orig = round(lo);
+        rope_try(&s, &c, snap(orig / lo), snap(orig / hi), orig);
+        rope_try(&s, &c, orig / lo, orig / hi, orig);
+    }
+    static const double pairs[][2] = {{1, 4}, {1, 2}, {1, 8}, {1, 16}, {1, 32}, {2, 4}, {2, 8}};
+    for (size_t k = 0; k < sizeof pairs / sizeof *pairs && s.fit < 2; k++) {
+        const double lf = pairs[k][0], hf = pairs[k][1];
+        if (low > med) { /* through the first medium point */
+            rope_try(&s, &c, lf, hf, round(wave[med] * (SMOOTH(med) * (hf - lf) + lf)));
+        } else { /* none: the thresholds anywhere between the last kept wave and the first divided one */
+            const double lo_orig = med ? wave[med - 1] * hf : 0, hi_orig = wave[low] * lf;
+            rope_try(&s, &c, lf, hf, floor((lo_orig + hi_orig) / 2));
+        }
+    }
+#undef SMOOTH
+    free(wave), free(s.tmp);
+    if (s.fit) *a = s.best;
+    return s.fit ? s.fit : -1;
+}
+
+/* --- config.json written -------------------------------------------------------- */
+
+static void add_float(cJSON *j, const char *key, float v) { cJSON_AddNumberToObject(j, key, json_short_float(v)); }
+
+/* rotary_pct for rope_dim of head_dim: the first value from which both HF's
+ * int(head_dim * pct) (double) and the float this file reads give rope_dim. */
+static double rotary_pct(int rope_dim, int head_dim) {
+    double pct = (double)rope_dim / head_dim;
+    for (int k = 0; k < 8; k++) {
+        const float f = (float)pct;
+        if ((int)(head_dim * pct) == rope_dim && (int)(head_dim * f) == rope_dim) break;
+        pct = (double)nextafterf(f, 2.0f);
+    }
+    return pct;
+}
+
+static void add_rope_scaling(cJSON *j, const gpt2_arch *a) {
+    if (!(a->rope_factor > 0)) {
+        cJSON_AddNullToObject(j, "rope_scaling");
+        return;
+    }
+    cJSON *rs = cJSON_AddObjectToObject(j, "rope_scaling");
+    add_float(rs, "factor", a->rope_factor);
+    add_float(rs, "high_freq_factor", a->rope_high_freq);
+    add_float(rs, "low_freq_factor", a->rope_low_freq);
+    cJSON_AddNumberToObject(rs, "original_max_position_embeddings", a->rope_orig_ctx);
+    cJSON_AddStringToObject(rs, "rope_type", "llama3");
+}
+
+/* The Llama family's keys: grouped heads, RMSNorm, rotary, biases, the window. */
+static void llama_keys(cJSON *j, const arch_hf_config *h, int fam) {
+    const gpt2_config *c = &h->cfg;
+    const gpt2_arch *a = &c->arch;
+    cJSON_AddNumberToObject(j, "num_key_value_heads", gpt2_config_kv_heads(c));
+    cJSON_AddNumberToObject(j, "head_dim", gpt2_config_head_dim(c));
+    cJSON_AddStringToObject(j, "hidden_act", "silu");
+    add_float(j, "rms_norm_eps", c->ln_eps);
+    add_float(j, "rope_theta", a->rope_theta);
+    add_rope_scaling(j, a);
+    if (fam == arch_hf_family("llama") || fam == arch_hf_family("qwen3"))
+        cJSON_AddBoolToObject(j, "attention_bias", h->attention_bias);
+    if (fam == arch_hf_family("llama")) cJSON_AddBoolToObject(j, "mlp_bias", h->mlp_bias);
+    if (fam == arch_hf_family("mistral")) {
+        if (a->sliding_window > 0) cJSON_AddNumberToObject(j, "sliding_window", a->sliding_window);
+        else cJSON_AddNullToObject(j, "sliding_window");
+    } else if (fam != arch_hf_family("llama")) { /* Qwen: every layer's window, or none */
+        cJSON_AddBoolToObject(j, "use_sliding_window", a->sliding_window > 0);
+        if (a->sliding_window > 0) cJSON_AddNumberToObject(j, "sliding_window", a->sliding_window);
+        else cJSON_AddNullToObject(j, "sliding_window");
+        cJSON_AddNumberToObject(j, "max_window_layers", a->sliding_window > 0 ? 0 : c->n_layer);
+    }
+}
+
+/* GPT-NeoX's: LayerNorm, partial rotary, the residual, the GELU (rotary_pct and
+ * rotary_emb_base as transformers before 4.48 name them, partial_rotary_factor and
+ * rope_theta as after). */
+static void neox_keys(cJSON *j, const arch_hf_config *h) {
+    const gpt2_config *c = &h->cfg;
+    const gpt2_arch *a = &c->arch;
+    const double pct = rotary_pct(a->rope_dim, gpt2_config_head_dim(c));
+    cJSON_AddStringToObject(j, "hidden_act", h->gelu_erf ? "gelu" : "gelu_new");
+    cJSON_AddNumberToObject(j, "rotary_pct", pct);
+    cJSON_AddNumberToObject(j, "partial_rotary_factor", pct);
+    add_float(j, "rotary_emb_base", a->rope_theta);
+    add_float(j, "rope_theta", a->rope_theta);
+    add_rope_scaling(j, a);
+    add_float(j, "layer_norm_eps", c->ln_eps);
+    cJSON_AddBoolToObject(j, "use_parallel_residual", a->parallel_residual);
+    cJSON_AddBoolToObject(j, "attention_bias", 1);
+}
+
+gpt2_status arch_write_hf_config(const char *path, const arch_hf_config *h, gpt2_error *err) {
+    const gpt2_config *c = &h->cfg;
+    const gpt2_arch *a = &c->arch;
+    const int fam = arch_hf_family(a->family);
+    if (fam < 0)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: no Hugging Face family is named \"%s\"", path, a->family);
+    if (fam >= ARCH_GEMMA) /* refused before anything is written (model_save.c); never a row past families[] */
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: no config.json writer for %s", path, a->family);
+    if (fam == arch_hf_family("llama") && a->sliding_window > 0)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: a llama model with a sliding window of %d: Hugging Face's "
+                         "Llama has none (Mistral's has)", path, a->sliding_window);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "architectures"),
+                         cJSON_CreateString(fam == ARCH_NEOX ? "GPTNeoXForCausalLM" : families[fam].architecture));
+    cJSON_AddStringToObject(j, "model_type", fam == ARCH_NEOX ? "gpt_neox" : families[fam].model_type);
+    cJSON_AddNumberToObject(j, "vocab_size", c->n_vocab);
+    cJSON_AddNumberToObject(j, "hidden_size", c->n_embd);
+    cJSON_AddNumberToObject(j, "intermediate_size", gpt2_config_n_ff(c));
+    cJSON_AddNumberToObject(j, "num_hidden_layers", c->n_layer);
+    cJSON_AddNumberToObject(j, "num_attention_heads", c->n_head);
+    if (fam == ARCH_NEOX) neox_keys(j, h);
+    else llama_keys(j, h, fam);
+    cJSON_AddNumberToObject(j, "max_position_embeddings", c->n_ctx);
+    cJSON_AddBoolToObject(j, "tie_word_embeddings", fam != ARCH_NEOX && h->tied);
+    cJSON_AddNumberToObject(j, "attention_dropout", 0);
+    cJSON_AddNumberToObject(j, "initializer_range", 0.02);
+    cJSON_AddBoolToObject(j, "use_cache", 1);
+    if (h->bos >= 0) cJSON_AddNumberToObject(j, "bos_token_id", h->bos);
+    if (h->n_eos == 1) cJSON_AddNumberToObject(j, "eos_token_id", h->eos[0]);
+    if (h->n_eos > 1) cJSON_AddItemToObject(j, "eos_token_id", cJSON_CreateIntArray(h->eos, h->n_eos));
+    cJSON_AddStringToObject(j, "torch_dtype", h->dtype == GPT2_DTYPE_F32   ? "float32"
+                                              : h->dtype == GPT2_DTYPE_F16 ? "float16"
+                                                                           : "bfloat16");
+    if (h->converted_from) cJSON_AddStringToObject(j, "gptscope_converted_from", h->converted_from);
+    return json_write_file(path, j, err);
 }

@@ -1,8 +1,10 @@
 /* json.c — the library's JSON reading: parse a file, then typed getters
- * with one message shape ("PATH: FIELD: expected ..., found ..."). */
+ * with one message shape ("PATH: FIELD: expected ..., found ..."); and
+ * the writing of small JSON files. */
 #include "json.h"
 
 #include "error.h"
+#include "gpt2_fileio.h"
 #include "textio.h"
 
 #include <math.h>
@@ -230,4 +232,29 @@ gpt2_status json_get_object(const json_src *s, const cJSON *obj, const char *key
 gpt2_status json_get_array(const json_src *s, const cJSON *obj, const char *key, const char *expected,
                            const cJSON **out) {
     return get_typed(s, obj, key, expected ? expected : "an array", cJSON_IsArray, out);
+}
+
+double json_short_float(float f) {
+    char buf[32];
+    if (!isfinite(f)) return f;
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if (strtof(buf, NULL) == f) break;
+    }
+    return strtod(buf, NULL);
+}
+
+gpt2_status json_write_file(const char *path, cJSON *j, gpt2_error *err) {
+    char *text = j ? cJSON_Print(j) : NULL;
+    cJSON_Delete(j);
+    const size_t n = text ? strlen(text) : 0;
+    char *line = text ? realloc(text, n + 2) : NULL;
+    if (!line) {
+        free(text);
+        return gpt2_fail(err, GPT2_ERR_NOMEM, "%s: out of memory", path);
+    }
+    line[n] = '\n', line[n + 1] = '\0';
+    gpt2_status st = gpt2_fileio_write_bytes(path, line, n + 1, err);
+    free(line);
+    return st;
 }

@@ -1,4 +1,5 @@
-/* json.h — the library's one way of reading JSON files (library-private).
+/* json.h — the library's one way of reading JSON files (library-private), and of
+ * writing the small ones (json_write_file).
  *
  * Every reader (config.json, vocab.json, chat templates, session files, the
  * safetensors header) parses with json_read_file / json_parse and takes its
@@ -68,5 +69,15 @@ gpt2_status json_get_bool(const json_src *s, const cJSON *obj, const char *key, 
 gpt2_status json_get_object(const json_src *s, const cJSON *obj, const char *key, const cJSON **out);
 gpt2_status json_get_array(const json_src *s, const cJSON *obj, const char *key, const char *expected,
                            const cJSON **out);
+
+/* --- writing ----------------------------------------------------------- */
+
+/* The shortest decimal that reads back as f (1e-05f as 1e-05, not
+ * 9.99999974737875e-06), as the double cJSON prints. */
+double json_short_float(float f);
+
+/* Writes j (pretty-printed, then a newline) as the file path, replaced
+ * atomically (gpt2_fileio); j is freed whatever happens (NULL: out of memory). */
+gpt2_status json_write_file(const char *path, cJSON *j, gpt2_error *err);
 
 #endif

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "error.h"
 #include "gpt2_fileio.h"
 #include "hugemem.h"
@@ -368,24 +369,6 @@ static naming naming_of(const gpt2_config *c) {
     return !strcmp(c->arch.family, "gpt_neox") ? NAMES_NEOX : c->arch.rms_norm ? NAMES_LLAMA : NAMES_GPT2;
 }
 
-/* Llama 3's rope scaling as a divisor per frequency (rope_div), as
- * transformers' _compute_llama3_parameters and llama.cpp's rope_freqs.weight
- * both have it: wavelengths under orig / high kept, over orig / low divided
- * by factor, between interpolated smoothly. */
-static void llama3_rope_div(const gpt2_arch *a, float *div) {
-    const int half = a->rope_dim / 2;
-    const double lo_wave = a->rope_orig_ctx / a->rope_low_freq, hi_wave = a->rope_orig_ctx / a->rope_high_freq;
-    for (int i = 0; i < half; i++) {
-        const double freq = pow(a->rope_theta, -2.0 * i / a->rope_dim), wave = 2 * 3.14159265358979323846 / freq;
-        if (wave < hi_wave) div[i] = 1.0f;
-        else if (wave > lo_wave) div[i] = a->rope_factor;
-        else {
-            const double smooth = (a->rope_orig_ctx / wave - a->rope_low_freq) / (a->rope_high_freq - a->rope_low_freq);
-            div[i] = (float)(1.0 / ((1 - smooth) / a->rope_factor + smooth));
-        }
-    }
-}
-
 /* Binds (or, with b->dry, only checks) every tensor the config calls for. */
 static gpt2_status bind_pass(gpt2_model *m, binder *b) {
     const gpt2_config *c = &m->cfg;
@@ -407,7 +390,7 @@ static gpt2_status bind_pass(gpt2_model *m, binder *b) {
             st = bind_vector(b, "rope_freqs.weight", VEC_REQUIRED, 1, half, 0, &m->rope_div);
             b->prefix = prefix;
         } else if (c->arch.rope_factor > 0 && !b->dry) {
-            llama3_rope_div(&c->arch, m->rope_div = b->arena_next);
+            arch_llama3_rope_div(&c->arch, m->rope_div = b->arena_next);
             b->arena_next += half, b->vec_read += half;
         }
         if (st || (st = bind_vector(b, "norm.weight", VEC_REQUIRED, 1, C, 0, &m->lnf_g))) return st;
@@ -698,6 +681,13 @@ gpt2_status gpt2_model_load_with(const char *path, gpt2_model_params params, gpt
     source_format fmt;
     gpt2_status st = source_open(path, params.gpt2_tokenizer_dir, &src, &fmt, err);
     if (st == GPT2_OK) st = model_from_source(m, &src, &params, err);
+    /* a Hugging Face directory (config.json beside the weights): its tokenizer files */
+    if (st == GPT2_OK && (fmt == SOURCE_FMT_SAFETENSORS || fmt == SOURCE_FMT_ZIP) && !src.tok_fallback &&
+        src.cfg_from && !strcmp(src.cfg_from, "config.json")) {
+        char dir[SOURCE_PATH_MAX];
+        source_dir_of(src.path, dir, sizeof dir);
+        if (!(m->dir = strdup(dir))) st = gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
+    }
     source_close(&src);
     if (st != GPT2_OK) {
         gpt2_model_free(m);
@@ -731,6 +721,7 @@ void gpt2_model_free(gpt2_model *m) {
     free(m->chat_template), free(m->bos_text), free(m->eos_text);
     free(m->name);
     free(m->source);
+    free(m->dir);
     free(m);
 }
 

@@ -51,6 +51,8 @@ struct gpt2_model {
     gpt2_dtype quantized_to;    /* what gpt2_model_quantize last made (F32: never called) */
     char *name;
     char *source;               /* how it was loaded (gpt2_model_source) */
+    char *dir;                  /* a Hugging Face source's directory, whose tokenizer files convert
+                                   copies; NULL for other sources */
     gpt2_matrix wte;            /* (V, C) */
     gpt2_matrix lm_head;        /* (V, C): wte unless untied */
     float *wpe;                 /* (n_ctx, C); NULL under rotary positions */

@@ -1684,17 +1684,6 @@ static char *display_text(const char *t, size_t n, int *exact) {
     return o;
 }
 
-/* The shortest decimal that reads back as the same float (0.8f -> 0.8, not
- * 0.800000011920929), as the double cJSON prints. */
-static double short_float(float f) {
-    char buf[32];
-    if (!isfinite(f)) return f;
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-        if (strtof(buf, NULL) == f) break;
-    }
-    return strtod(buf, NULL);
-}
 
 static int add_u64(cJSON *obj, const char *key, uint64_t v) {
     char buf[24];
@@ -1767,10 +1756,10 @@ static int add_candidates(cJSON *o, const turn *u) {
 /* The "sampler" object: the knobs, floats to their shortest exact form. */
 static int add_sampler(cJSON *root, gpt2_sampler_params p) {
     cJSON *sp = cJSON_AddObjectToObject(root, "sampler");
-    return sp && cJSON_AddNumberToObject(sp, "temperature", short_float(p.temperature)) &&
-           cJSON_AddNumberToObject(sp, "top_k", p.top_k) && cJSON_AddNumberToObject(sp, "top_p", short_float(p.top_p)) &&
-           cJSON_AddNumberToObject(sp, "min_p", short_float(p.min_p)) &&
-           cJSON_AddNumberToObject(sp, "repeat_penalty", short_float(p.repeat_penalty)) &&
+    return sp && cJSON_AddNumberToObject(sp, "temperature", json_short_float(p.temperature)) &&
+           cJSON_AddNumberToObject(sp, "top_k", p.top_k) && cJSON_AddNumberToObject(sp, "top_p", json_short_float(p.top_p)) &&
+           cJSON_AddNumberToObject(sp, "min_p", json_short_float(p.min_p)) &&
+           cJSON_AddNumberToObject(sp, "repeat_penalty", json_short_float(p.repeat_penalty)) &&
            cJSON_AddNumberToObject(sp, "repeat_last_n", p.repeat_last_n) && add_u64(sp, "seed", p.seed);
 }
 

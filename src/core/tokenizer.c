@@ -29,7 +29,7 @@
 
 #include "byte_alphabet.h"
 #include "error.h"
-#include "gpt2_fileio.h"
+#include "tokenizer_impl.h"
 #include "tokenizer_internal.h"
 #include "pretokenize.h"
 #include "rng.h"
@@ -44,53 +44,6 @@ enum {
 #define MAX_FILE_BYTES (1u << 30)
 
 static const char EOT_TEXT[] = "<|endoftext|>";
-
-typedef struct {
-    uint64_t key;   /* (left << 32) | right, or PAIR_EMPTY */
-    int32_t rank;   /* line order in merges.txt: lower merges first */
-    int32_t merged; /* id of left's bytes followed by right's */
-} pair_slot;
-
-#define PAIR_EMPTY UINT64_MAX
-
-struct gpt2_tokenizer {
-    int n_vocab;
-    int32_t eot;              /* id of "<|endoftext|>", or -1 */
-    int32_t bos;              /* the id put before a text (GPT2_ENCODE_BOS), or -1 */
-    int32_t byte_id[256];     /* id of each single-byte token */
-    char *blob;               /* all tokens' raw bytes, back to back */
-    uint32_t *tok_off;        /* (n_vocab) offset of each token in blob */
-    int32_t *tok_len;         /* (n_vocab) byte length, -1 for an id the vocab leaves out */
-    int32_t *ids;             /* bytes -> id table, open addressing, -1 = empty */
-    uint32_t ids_mask;
-    pair_slot *pairs;         /* (left, right) -> (rank, merged), open addressing */
-    uint32_t pairs_mask;
-    int32_t n_merges;         /* ranks given: 0 .. n_merges - 1 */
-    int chars;                /* 1: character-level (no merges, not every byte a token) */
-    int ignore_merges;        /* 1: a piece that is a token whole is that token (tok_parts) */
-    int nfc;                  /* 1: text is put in Unicode's NFC before it is split (tok_parts) */
-    int pair_at_a_time;       /* 1: BPE merges one pair at a time, as HF (tok_parts); 0: a rank a round */
-    unsigned char *in_model;  /* (n_vocab) 1: a model token (BPE may make it); NULL: every id is */
-    pcre2_code *digits_re;    /* \p{N}, when each digit is a piece of its own (tok_parts); else NULL */
-    pcre2_code *re;
-    /* Tokens matched whole in the text before it is split (tokenizer.json's added tokens;
-     * else "<|endoftext|>"), grouped by whether they are matched on normalized text, then by
-     * first byte, longest first; flags TOK_ADDED_* (tokenizer_internal.h). Those of group
-     * g (1: normalized) starting with byte b are added[added_at_byte[g][b], ...[g][b + 1]). */
-    int32_t *added;
-    unsigned char *added_flags;
-    int n_added;
-    uint32_t added_at_byte[2][257];
-    /* SentencePiece-style BPE (tok_parts.spm): blob holds each id's piece (U+2581 for a space,
-     * "<0xNN>" for a byte), which the ids table and the merges are keyed by; byte_id[] holds the
-     * byte tokens, the fallback of a character that is no model token; dec, dec_off and dec_len
-     * what each id decodes to (gpt2_tokenizer_token_bytes): its piece with each U+2581 a space,
-     * a byte token's byte. NULL dec: a token's bytes are its piece. */
-    int spm, spm_prepend, spm_replace, spm_metaspace, spm_split; /* tok_parts' */
-    char *dec;
-    uint32_t *dec_off;        /* (n_vocab) */
-    int32_t *dec_len;         /* (n_vocab) */
-};
 
 static const char SPACE_MARK[] = "\xE2\x96\x81"; /* U+2581, SentencePiece's stand-in for a space */
 
@@ -477,6 +430,7 @@ static gpt2_status set_added(gpt2_tokenizer *t, const int32_t *ids, const unsign
 static gpt2_status compile_pattern(gpt2_tokenizer *t, const char *pattern, const char *what, gpt2_error *err) {
     t->re = pattern ? pretok_compile_pattern(pattern, what, err) : pretok_compile(err);
     if (!t->re) return GPT2_ERR_TOKENIZER;
+    if (pattern && !(t->pattern = strdup(pattern))) return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory for a tokenizer");
     return t->added ? GPT2_OK : set_added(t, NULL, NULL, 0, err);
 }
 
@@ -624,6 +578,7 @@ void gpt2_tokenizer_free(gpt2_tokenizer *t) {
     if (!t) return;
     if (t->re) pcre2_code_free(t->re);
     if (t->digits_re) pcre2_code_free(t->digits_re);
+    free(t->pattern);
     free(t->added);
     free(t->added_flags);
     free(t->in_model);
@@ -1451,102 +1406,3 @@ gpt2_status tok_from_parts(const tok_parts *p, gpt2_tokenizer **out, gpt2_error 
 }
 
 int tok_is_chars(const gpt2_tokenizer *t) { return t->chars; }
-
-/* ---- writing vocab.json + merges.txt ------------------------------------------------ */
-
-/* Writes a token in GPT-2's alphabet (UTF-8), escaped for a JSON string when json is set:
- * the alphabet has no control characters, so only '"' and '\\' need it. */
-static void put_alphabet(FILE *f, const char *s, size_t n, int json) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = byte_to_char((unsigned char)s[i]);
-        if (json && (c == '"' || c == '\\')) fputc('\\', f);
-        if (c < 0x80) {
-            fputc((int)c, f);
-        } else { /* below U+0144: two bytes */
-            fputc((int)(0xC0 | (c >> 6)), f);
-            fputc((int)(0x80 | (c & 0x3F)), f);
-        }
-    }
-}
-
-static gpt2_status put_vocab(FILE *f, void *user, gpt2_error *err) {
-    const tok_file_src *src = user;
-    int first = 1;
-    fputc('{', f);
-    for (int32_t id = 0; id < src->n_vocab; id++) {
-        size_t n;
-        const char *s = src->token(src->user, id, &n);
-        if (!s) continue;
-        fputs(first ? "\"" : ",\"", f);
-        put_alphabet(f, s, n, 1); /* "<|endoftext|>" too: all its bytes stand for themselves */
-        fprintf(f, "\":%d", (int)id);
-        first = 0;
-    }
-    fputs("}\n", f);
-    return GPT2_OK;
-}
-
-static gpt2_status put_merges(FILE *f, void *user, gpt2_error *err) {
-    const tok_file_src *src = user;
-    fputs("#version: 0.2\n", f);
-    for (int i = 0; i < src->n_merges; i++) {
-        int32_t l, r;
-        size_t ln, rn;
-        src->merge(src->user, i, &l, &r);
-        const char *ls = src->token(src->user, l, &ln), *rs = src->token(src->user, r, &rn);
-        put_alphabet(f, ls, ln, 0);
-        fputc(' ', f);
-        put_alphabet(f, rs, rn, 0);
-        fputc('\n', f);
-    }
-    return GPT2_OK;
-}
-
-gpt2_status tok_save_files(const tok_file_src *src, const char *dir, gpt2_error *err) {
-    char path[4096];
-    gpt2_status st = gpt2_fileio_join(path, sizeof path, dir, "merges.txt", err);
-    if (!st) st = gpt2_fileio_write_atomic(path, put_merges, (void *)src, err);
-    if (!st) st = gpt2_fileio_join(path, sizeof path, dir, "vocab.json", err);
-    if (!st) st = gpt2_fileio_write_atomic(path, put_vocab, (void *)src, err);
-    return st;
-}
-
-/* A loaded tokenizer as tok_file_src: its tokens, and its merges in rank order. */
-typedef struct {
-    const gpt2_tokenizer *t;
-    pair_slot *by_rank; /* (n_merges) */
-} tok_saver;
-
-static const char *saver_token(const void *user, int32_t id, size_t *len) {
-    return gpt2_tokenizer_token_bytes(((const tok_saver *)user)->t, id, len);
-}
-
-static void saver_merge(const void *user, int rank, int32_t *l, int32_t *r) {
-    const pair_slot *p = &((const tok_saver *)user)->by_rank[rank];
-    *l = (int32_t)(p->key >> 32);
-    *r = (int32_t)(uint32_t)p->key;
-}
-
-static int by_rank(const void *a, const void *b) {
-    const pair_slot *x = a, *y = b;
-    return (x->rank > y->rank) - (x->rank < y->rank);
-}
-
-gpt2_status tok_save(const gpt2_tokenizer *t, const char *dir, gpt2_error *err) {
-    if (t->spm)
-        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: a SentencePiece-style tokenizer cannot be written as GPT-2's "
-                         "vocab.json + merges.txt", dir);
-    tok_saver sv = {t, NULL};
-    size_t n = 0;
-    if (t->pairs) {
-        if (!(sv.by_rank = malloc(((size_t)t->pairs_mask + 1) * sizeof *sv.by_rank)))
-            return gpt2_fail(err, GPT2_ERR_NOMEM, "out of memory");
-        for (uint32_t i = 0; i <= t->pairs_mask; i++)
-            if (t->pairs[i].key != PAIR_EMPTY) sv.by_rank[n++] = t->pairs[i];
-        qsort(sv.by_rank, n, sizeof *sv.by_rank, by_rank);
-    }
-    tok_file_src src = {t->n_vocab, (int)n, saver_token, saver_merge, &sv};
-    gpt2_status st = tok_save_files(&src, dir, err);
-    free(sv.by_rank);
-    return st;
-}

@@ -1,5 +1,6 @@
-/* tokenizer_internal.h — tokenizers from other files' token lists, and writing
- * vocab.json + merges.txt (library-private; tokenizer.c). */
+/* tokenizer_internal.h — tokenizers from other files' token lists (tokenizer.c), and
+ * writing them back: vocab.json + merges.txt, tokenizer.json (tokenizer_save.c)
+ * (library-private). */
 #ifndef GPT2_CORE_TOKENIZER_INTERNAL_H
 #define GPT2_CORE_TOKENIZER_INTERNAL_H
 
@@ -114,5 +115,17 @@ gpt2_status tok_save_files(const tok_file_src *src, const char *dir, gpt2_error 
 /* The same for a loaded tokenizer (a character-level one: its characters and
  * no merges, which loading reads back as character-level). */
 gpt2_status tok_save(const gpt2_tokenizer *t, const char *dir, gpt2_error *err);
+
+/* What tokenizer_config.json says beyond the tokenizer: a model's (NULL or "": not said). */
+typedef struct {
+    const char *chat_template;  /* Jinja */
+    const char *bos_text, *eos_text; /* bos_token, eos_token (default: the texts of the
+                                        tokenizer's BOS and end-of-text ids) */
+    int model_max_length;       /* > 0: the context */
+} tok_hf_extra;
+
+/* Writes dir/tokenizer.json and dir/tokenizer_config.json (gpt2_tokenizer_save_hf), the
+ * latter with x's fields (x may be NULL). */
+gpt2_status tok_save_hf(const gpt2_tokenizer *t, const char *dir, const tok_hf_extra *x, gpt2_error *err);
 
 #endif

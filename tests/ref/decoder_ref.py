@@ -62,6 +62,9 @@ All weights are widened to float64 after decoding their stored dtype.
 
 Usage as a script:
     /usr/bin/python3 decoder_ref.py MODEL_DIR ID [ID ...]   per-position argmax
+    /usr/bin/python3 decoder_ref.py --logits OUT MODEL_DIR ID [ID ...]
+                                                       every position's logits to OUT,
+                                                       float32 (T, V) little-endian
     /usr/bin/python3 decoder_ref.py --selftest MODEL_DIR     loop/KV-cache version, causality
     /usr/bin/python3 decoder_ref.py --torch-check MODEL_DIR  against PyTorch (float64)
 """
@@ -794,6 +797,10 @@ def main(argv):
             print("FAIL", f)
         print("selftest", "failed" if fails else "passed")
         return 1 if fails else 0
+    if len(argv) >= 4 and argv[0] == "--logits":
+        hp, params = load_model(argv[2])
+        forward(hp, params, [int(a) for a in argv[3:]]).astype("<f4").tofile(argv[1])
+        return 0
     if len(argv) >= 2 and argv[0] == "--torch-check":
         diff, mag = torch_check(argv[1])
         ok = diff < 1e-10
