@@ -595,7 +595,8 @@ static void test_bench_json(void **state) {
     run_free(&r);
     r = run(NULL, "bench --shape gpt3");
     assert_int_equal(r.status, 2);
-    assert_non_null(strstr(r.err, "--shape: expected gpt2, gpt2-medium, gpt2-large, gpt2-xl, smollm2-135m, qwen2.5-0.5b or llama-3.2-1b, found 'gpt3'"));
+    assert_non_null(strstr(r.err, "--shape: expected gpt2, gpt2-medium, gpt2-large, gpt2-xl, smollm2-135m, qwen2.5-0.5b, "
+                                  "llama-3.2-1b, gemma3-270m or gemma3-1b, found 'gpt3'"));
     run_free(&r);
     r = run(NULL, "bench -m models/shakespeare --shape gpt2-xl");
     assert_int_equal(r.status, 2);
