@@ -906,6 +906,37 @@ static void test_fork(void **state) {
     turn_of(s, 1, &a);
     assert_int_equal(a.ids[2], alt);
     assert_int_equal(gpt2_session_n_turns(s), 2);
+    /* the tree through a session file (version 4): the same branches, the same one active */
+    snap act = take(s);
+    const char *path = tmp_path("tree.json");
+    assert_int_equal(gpt2_session_save(s, path, &err), GPT2_OK);
+    gpt2_session *b = mk(&t, 64, 256, 8, greedy(), GPT2_SESSION_REFUSE);
+    assert_int_equal(gpt2_session_load(b, path, NULL, NULL, &err), GPT2_OK);
+    assert_int_equal(gpt2_session_n_branches(b), 2);
+    assert_int_equal(gpt2_session_branch(b), 1);
+    snap lb = take(b);
+    assert_same(&act, &lb);
+    assert_int_equal(gpt2_session_switch_branch(b, 0, NULL, NULL, &err), GPT2_OK);
+    snap lb0 = take(b);
+    assert_same(&before, &lb0);
+    assert_cache_fresh(b);
+    gpt2_session_free(b);
+    snap_free(&act), snap_free(&lb), snap_free(&lb0);
+    /* a file whose active branch is listed as well is refused, naming it */
+    char *text = read_file(path, NULL);
+    cJSON *root = cJSON_Parse(text);
+    cJSON *br = cJSON_GetObjectItemCaseSensitive(root, "branches");
+    cJSON_ReplaceItemInArray(br, 1, cJSON_CreateObject());
+    char *bad = cJSON_Print(root);
+    FILE *f = fopen(path, "w");
+    fputs(bad, f);
+    fclose(f);
+    b = mk(&t, 64, 256, 8, greedy(), GPT2_SESSION_REFUSE);
+    assert_int_equal(gpt2_session_load(b, path, NULL, NULL, &err), GPT2_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "branches[1]: expected null (the active branch is the file's turns)"));
+    gpt2_session_free(b);
+    free(text), free(bad);
+    cJSON_Delete(root);
     assert_int_equal(gpt2_session_reset(s, &err), GPT2_OK);
     assert_int_equal(gpt2_session_n_branches(s), 1);
     free(d.b), free(seq.v), free(want.v);
@@ -1930,7 +1961,7 @@ static void test_load_errors(void **state) {
          "found \"user\""},
         {"\"rng_state\":\t\"", "\"rng_state\":\t7, \"x\": \"", "rng_state: expected a string of decimal digits",
          "found a number"},
-        {"\"version\":\t2", "\"version\":\t4", "version: expected 1, 2 or 3", "found 4"},
+        {"\"version\":\t2", "\"version\":\t5", "version: expected 1, 2, 3 or 4", "found 5"},
         {"\"format\":\t\"gptscope-session\"", "\"format\":\t\"other\"", "format: expected \"gptscope-session\"",
          "found \"other\""},
         {"\"context_policy\":\t\"drop-oldest\"", "\"context_policy\":\t\"lru\"", "context_policy: expected",

@@ -1789,12 +1789,31 @@ static int add_turn(cJSON *turns, const turn *u) {
     return ids && add_candidates(o, u);
 }
 
+/* "branch" and "branches": each branch's conversation but the active one's (null there). 0: out of memory. */
+static int add_branches(cJSON *root, const gpt2_session *s) {
+    cJSON *arr = cJSON_AddArrayToObject(root, "branches");
+    if (!arr || !cJSON_AddNumberToObject(root, "branch", s->cur)) return 0;
+    for (int b = 0; b < s->n_br; b++) {
+        const convo *c = &s->br[b];
+        cJSON *o = b == s->cur ? cJSON_CreateNull() : cJSON_CreateObject(), *turns;
+        if (!o) return 0;
+        cJSON_AddItemToArray(arr, o);
+        if (b == s->cur) continue;
+        if (!cJSON_AddNumberToObject(o, "first_in_context", c->first) ||
+            (c->system && !cJSON_AddStringToObject(o, "system", c->system)) || !(turns = cJSON_AddArrayToObject(o, "turns")))
+            return 0;
+        for (int i = 0; i < c->n; i++)
+            if (!add_turn(turns, &c->t[i])) return 0;
+    }
+    return 1;
+}
+
 /* The session file's JSON (docs/session-format.md); NULL when out of memory. */
 static cJSON *session_json(const gpt2_session *s) {
     cJSON *root = cJSON_CreateObject(), *tm, *turns;
     if (!root) return NULL;
     int ok = cJSON_AddStringToObject(root, "format", "gptscope-session") &&
-             cJSON_AddNumberToObject(root, "version", s->cv.system ? 3 : 2) &&
+             cJSON_AddNumberToObject(root, "version", s->n_br ? 4 : s->cv.system ? 3 : 2) &&
              cJSON_AddStringToObject(root, "model", gpt2_model_name(s->model)) &&
              cJSON_AddNumberToObject(root, "n_vocab", s->n_vocab) && (tm = cJSON_AddObjectToObject(root, "template")) &&
              chat_template_to_json(s->tmpl, tm) && add_sampler(root, gpt2_sampler_get_params(s->smp)) &&
@@ -1807,6 +1826,7 @@ static cJSON *session_json(const gpt2_session *s) {
              (!s->cv.system || cJSON_AddStringToObject(root, "system", s->cv.system)) &&
              (turns = cJSON_AddArrayToObject(root, "turns"));
     for (int i = 0; ok && i < s->cv.n; i++) ok = add_turn(turns, &s->cv.t[i]);
+    if (ok && s->n_br) ok = add_branches(root, s);
     if (!ok) {
         cJSON_Delete(root);
         return NULL;
@@ -1838,7 +1858,17 @@ typedef struct {
     int max_new;
     gpt2_session_policy policy;
     int replying;
+    convo *br; /* the other branches (br[cur] empty: cv), n_br of them; none before version 4 */
+    int n_br, cur;
 } staged;
+
+static void staged_clear(staged *g) {
+    gpt2_chat_template_free(g->tmpl);
+    cv_clear(&g->cv);
+    for (int i = 0; i < g->n_br; i++) cv_clear(&g->br[i]);
+    free(g->br);
+    memset(g, 0, sizeof *g);
+}
 
 /* Does ids decode to exactly text? */
 static int ids_match(const gpt2_session *s, const turn *u) {
@@ -1982,14 +2012,16 @@ static gpt2_status encode_reply(gpt2_session *s, const json_src *L, turn *u) {
     return GPT2_OK;
 }
 
-static gpt2_status parse_turns(gpt2_session *s, const json_src *L, const cJSON *arr, int same_model, staged *g) {
+/* The turns in arr into g->cv; where: "" or the branch they belong to ("branches[2].") */
+static gpt2_status parse_turns(gpt2_session *s, const json_src *L, const cJSON *arr, int same_model, staged *g,
+                               const char *where) {
     static const char *const keys[] = {"role", "text", "text_base64", "ids", "candidates"};
-    char prefix[48], field[64], shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
+    char prefix[80], field[80], shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 2];
     int i = 0;
     const cJSON *o;
     cJSON_ArrayForEach(o, arr) {
-        snprintf(prefix, sizeof prefix, "turns[%d].", i);
-        snprintf(field, sizeof field, "turns[%d]", i);
+        snprintf(prefix, sizeof prefix, "%sturns[%d].", where, i);
+        snprintf(field, sizeof field, "%sturns[%d]", where, i);
         if (!cJSON_IsObject(o)) return json_bad(L, field, "an object", json_type_name(o));
         json_src T = *L;
         T.prefix = prefix;
@@ -2037,11 +2069,64 @@ static gpt2_status check_reply_in_progress(const json_src *L, const staged *g) {
     return GPT2_OK;
 }
 
+/* "branches" (a list of 2 or more, null at "branch", the active one, which is the
+ * file's "turns") into g->br. */
+static gpt2_status parse_branches(gpt2_session *s, const json_src *L, const cJSON *root, int same_model, staged *g) {
+    static const char *const keys[] = {"first_in_context", "system", "turns"};
+    char found[64], where[48];
+    const cJSON *jb, *o;
+    TRY(json_get_array(L, root, "branches", NULL, &jb));
+    int n = cJSON_GetArraySize(jb), cur, i = 0;
+    if (n < 2 || n > 100000) {
+        snprintf(found, sizeof found, "%d", n);
+        return json_bad(L, "branches", "a list of 2 to 100000 branches", found);
+    }
+    TRY(json_get_int(L, root, "branch", 0, n - 1, &cur));
+    if (!(g->br = calloc((size_t)n, sizeof *g->br))) return gpt2_fail(L->err, GPT2_ERR_NOMEM, "out of memory");
+    g->n_br = n, g->cur = cur;
+    cJSON_ArrayForEach(o, jb) {
+        snprintf(where, sizeof where, "branches[%d]", i);
+        if (i == cur) {
+            if (!cJSON_IsNull(o)) return json_bad(L, where, "null (the active branch is the file's turns)", json_type_name(o));
+            i++;
+            continue;
+        }
+        if (!cJSON_IsObject(o)) return json_bad(L, where, "an object", json_type_name(o));
+        snprintf(where, sizeof where, "branches[%d].", i);
+        json_src B = *L;
+        B.prefix = where;
+        const cJSON *jt;
+        int first;
+        TRY(json_only_keys(&B, o, keys, 3));
+        TRY(json_get_array(&B, o, "turns", NULL, &jt));
+        const int nt = cJSON_GetArraySize(jt);
+        if (nt % 2) {
+            snprintf(found, sizeof found, "%d turns", nt);
+            return json_bad(&B, "turns", "an even number of turns (each user turn followed by its reply)", found);
+        }
+        TRY(json_get_int(&B, o, "first_in_context", 0, nt, &first));
+        if (first % 2) {
+            snprintf(found, sizeof found, "%d", first);
+            return json_bad(&B, "first_in_context", "an even turn index (a user turn)", found);
+        }
+        staged one = {0};
+        gpt2_status st = parse_turns(s, L, jt, same_model, &one, where);
+        const char *sys = NULL;
+        if (!st && json_has(o, "system") && !(st = json_get_str(&B, o, "system", &sys)) && *sys &&
+            !(one.cv.system = strdup(sys)))
+            st = gpt2_fail(L->err, GPT2_ERR_NOMEM, "out of memory");
+        one.cv.first = first;
+        g->br[i++] = one.cv;
+        if (st) return st;
+    }
+    return GPT2_OK;
+}
+
 static gpt2_status parse_session(gpt2_session *s, const json_src *L, const cJSON *root, staged *g) {
     static const char *const top[] = {"format",        "version",        "model",          "n_vocab",
                                       "template",      "sampler",        "rng_state",      "max_new_tokens",
                                       "context_policy", "first_in_context", "replying",     "turns",
-                                      "system"};
+                                      "system",         "branch",         "branches"};
     static const char *const skeys[] = {"temperature",    "top_k",         "top_p", "min_p",
                                         "repeat_penalty", "repeat_last_n", "seed"};
     char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 32];
@@ -2053,9 +2138,9 @@ static gpt2_status parse_session(gpt2_session *s, const json_src *L, const cJSON
     }
     int version, n_vocab;
     TRY(json_get_int(L, root, "version", 0, INT_MAX, &version));
-    if (version < 1 || version > 3) { /* 2 added the turns' candidates, 3 the system message */
+    if (version < 1 || version > 4) { /* 2 added the turns' candidates, 3 the system message, 4 branches */
         snprintf(found, sizeof found, "%d (written by a newer gptscope?)", version);
-        return json_bad(L, "version", "1, 2 or 3", found);
+        return json_bad(L, "version", "1, 2, 3 or 4", found);
     }
     TRY(json_get_str(L, root, "model", &model));
     TRY(json_get_int(L, root, "n_vocab", 1, INT_MAX, &n_vocab));
@@ -2109,11 +2194,12 @@ static gpt2_status parse_session(gpt2_session *s, const json_src *L, const cJSON
     if (g->replying && first >= n_turns)
         return json_bad(L, "replying", "false when the context holds no exchange", "true");
     int same_model = strcmp(model, gpt2_model_name(s->model)) == 0 && n_vocab == s->n_vocab;
-    TRY(parse_turns(s, L, jturns, same_model, g));
+    TRY(parse_turns(s, L, jturns, same_model, g, ""));
     if (g->replying) TRY(check_reply_in_progress(L, g));
     g->cv.first = first;
     /* Unknown fields last: a misspelt required field is reported as missing. */
-    return json_only_keys(L, root, top, version >= 3 ? 13 : 12);
+    if (version >= 4 && json_has(root, "branches")) TRY(parse_branches(s, L, root, same_model, g));
+    return json_only_keys(L, root, top, version >= 4 ? 15 : version >= 3 ? 13 : 12);
 }
 
 /* A conversation's file is far smaller: the size is checked before anything
@@ -2149,8 +2235,7 @@ gpt2_status gpt2_session_load(gpt2_session *s, const char *path, gpt2_progress_f
         st = fit(s, g.tmpl, &g.cv, 0, g.policy == GPT2_SESSION_DROP_OLDEST, g.max_new,
                  "the saved conversation's last exchange", &f, err);
     if (st != GPT2_OK) {
-        gpt2_chat_template_free(g.tmpl);
-        cv_clear(&g.cv);
+        staged_clear(&g);
         return st;
     }
     /* Swap in, evaluate, and swap back on failure. */
@@ -2169,13 +2254,13 @@ gpt2_status gpt2_session_load(gpt2_session *s, const char *path, gpt2_progress_f
         s->cv = old_cv;
         s->tmpl = old_tmpl;
         s->turn_end = old_end;
-        gpt2_chat_template_free(g.tmpl);
-        cv_clear(&g.cv);
+        staged_clear(&g);
         settle(s);
         return st;
     }
     cv_clear(&old_cv);
-    branches_clear(s); /* the file's conversation replaces the tree */
+    branches_clear(s); /* the file's conversation replaces the tree, and brings its own */
+    s->br = g.br, s->n_br = g.n_br, s->cur = g.cur;
     gpt2_chat_template_free(old_tmpl);
     s->max_new = g.max_new;
     s->policy = g.policy;
