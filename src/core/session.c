@@ -1331,7 +1331,8 @@ gpt2_status gpt2_session_fork(gpt2_session *s, int turn_i, int k, int32_t id, gp
     b->ids[k] = id; /* its candidates stay: the distribution at k is the same */
     b->n_ids = k + 1;
     int f;
-    gpt2_status st = fit(s, s->tmpl, &nc, 1, s->policy == GPT2_SESSION_DROP_OLDEST, s->max_new, "the branch", &f, err);
+    /* need 0: the new token fits where the old one was; a branch that fills the context ends its reply there */
+    gpt2_status st = fit(s, s->tmpl, &nc, 0, s->policy == GPT2_SESSION_DROP_OLDEST, s->max_new, "the branch", &f, err);
     if (st != GPT2_OK) {
         cv_clear(&nc);
         return st;

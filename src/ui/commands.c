@@ -291,6 +291,129 @@ static void c_regen(app *a, char *x, char *y) {
     app_after_change(a);
 }
 
+/* The reply token at the inspector's query: its turn and index; 0 when the query is no reply token. */
+static int query_reply_token(app *a, int *turn_i, int *k, int *q) {
+    inspect_focus f;
+    inspector_focus(a->panes[PANE_INSPECTOR], &f);
+    *q = f.query;
+    for (int i = gpt2_session_n_turns(a->s) - 1; i >= 0 && f.query >= 0; i--) {
+        gpt2_turn t;
+        if (!gpt2_session_turn(a->s, i, &t) || t.pos < 0 || f.query < t.pos || f.query >= t.pos + t.n_ids) continue;
+        *turn_i = i, *k = f.query - t.pos;
+        return 1;
+    }
+    return 0;
+}
+
+/* /fork N|TEXT: the reply token at the inspector's query becomes candidate N of
+ * the next-token panel (what the sampler saw there), or TEXT (one token); the
+ * reply goes on from it in a new branch, the old conversation kept as another. */
+static void c_fork(app *a, char *arg, char *y) {
+    (void)y;
+    int ti, k, q;
+    if (!arg) {
+        app_message(a, UI_ROLE_ERROR, "usage: /fork N|TEXT: put the inspector's query on a reply token (Tab, then "
+                    "\u2191\u2193), then take candidate N of its next-token panel, or TEXT (one token)");
+        return;
+    }
+    if (a->prompt_mode) {
+        app_message(a, UI_ROLE_ERROR, "prompt mode has no replies to fork: /chat first");
+        return;
+    }
+    if (a->generating) {
+        app_message(a, UI_ROLE_ERROR, "stop the reply first (Esc)");
+        return;
+    }
+    if (!query_reply_token(a, &ti, &k, &q)) {
+        app_message(a, UI_ROLE_ERROR, "the inspector's query (#%d) is not a reply token: move it onto one (Tab to "
+                    "the inspector, \u2191\u2193)", q);
+        return;
+    }
+    int32_t id = -1;
+    double v;
+    gpt2_token_candidates tc;
+    if (parse_num(arg, &v)) {
+        if (gpt2_session_candidates(a->s, ti, k, &tc) != GPT2_OK || tc.n == 0) {
+            app_message(a, UI_ROLE_ERROR, "#%d has no candidates recorded: /fork TEXT names the token instead", q);
+            return;
+        }
+        if (v < 1 || v > tc.n || v != floor(v)) {
+            app_message(a, UI_ROLE_ERROR, "/fork N: the panel lists candidates 1..%d", tc.n);
+            return;
+        }
+        id = tc.c[(int)v - 1].id;
+    } else {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        gpt2_error e;
+        if (gpt2_tokenizer_encode(a->tok, arg, strlen(arg), GPT2_ENCODE_CONTINUE, &ids, &n, &e) != GPT2_OK || n != 1) {
+            app_message(a, UI_ROLE_ERROR, "\"%s\" is %zu tokens, not one: /fork takes one token (or a candidate's "
+                        "number)", arg, n);
+            free(ids);
+            return;
+        }
+        id = ids[0];
+        free(ids);
+    }
+    gpt2_error err;
+    const int was = gpt2_session_branch(a->s); /* where the old conversation stays */
+    gpt2_status st = gpt2_session_fork(a->s, ti, k, id, app_progress, a, &err);
+    a->prefill_msg[0] = '\0';
+    if (st != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "fork cancelled" : err.msg);
+    } else {
+        char lab[48];
+        app_token_label(a, id, lab, sizeof lab);
+        istore_notes_sync(a->store, gpt2_session_n_turns(a->s));
+        istore_notes_clear(a->store, ti); /* this reply goes on differently */
+        app_start_reply(a, gpt2_session_get_stats(a->s).last_call);
+        app_reply_message(a, "branch %d: #%d is now \"%s\"; branch %d keeps what was (/branch)",
+                          gpt2_session_branch(a->s), q, lab, was);
+        app_log(a, "fork: turn %d token %d -> %d, evaluated %d", ti, k, id, gpt2_session_get_stats(a->s).last_call);
+    }
+    app_after_change(a);
+}
+
+/* /branch N switches to branch N; alone, lists them and where each parts. */
+static void c_branch(app *a, char *arg, char *y) {
+    (void)y;
+    const int n = gpt2_session_n_branches(a->s), cur = gpt2_session_branch(a->s);
+    double v;
+    if (!arg) {
+        if (n == 1) {
+            app_message(a, UI_ROLE_TEXT, "one branch: /fork N makes another");
+            return;
+        }
+        char line[512];
+        int len = snprintf(line, sizeof line, "branches 0-%d, this is %d;", n - 1, cur);
+        for (int i = 0; i < n && len < (int)sizeof line - 64; i++) {
+            int at, tok;
+            if (gpt2_session_branch_diverges(a->s, i, &at, &tok))
+                len += tok >= 0 ? snprintf(line + len, sizeof line - (size_t)len, " %d parts from it at turn %d, token %d;", i, at, tok)
+                                : snprintf(line + len, sizeof line - (size_t)len, " %d parts from it at turn %d;", i, at);
+        }
+        app_message(a, UI_ROLE_TEXT, "%s /branch N switches", line);
+        return;
+    }
+    if (!parse_num(arg, &v) || v < 0 || v >= n || v != floor(v)) {
+        app_message(a, UI_ROLE_ERROR, "usage: /branch N (0..%d)", n - 1);
+        return;
+    }
+    if (a->generating) app_stop(a);
+    gpt2_error err;
+    gpt2_status st = gpt2_session_switch_branch(a->s, (int)v, app_progress, a, &err);
+    a->prefill_msg[0] = '\0';
+    if (st != GPT2_OK) {
+        app_message(a, UI_ROLE_ERROR, "%s", st == GPT2_CANCELLED ? "branch switch cancelled" : err.msg);
+    } else {
+        app_forget_latest(a);
+        istore_notes_clear(a->store, -1);
+        app_message(a, UI_ROLE_TEXT, "branch %d (evaluated %d tokens)", (int)v, gpt2_session_get_stats(a->s).last_call);
+        app_log(a, "branch %d: evaluated %d", (int)v, gpt2_session_get_stats(a->s).last_call);
+    }
+    app_after_change(a);
+}
+
 static void c_layer(app *a, char *arg, char *y) {
     double v;
     (void)y;
@@ -462,6 +585,9 @@ static const app_command commands[] = {
     {"/reset", NULL, "", "empty the conversation (template, knobs and RNG kept)", 0, c_reset, 0},
     {"/regen", NULL, "", "sample the last reply again", 0, c_regen, 0},
     {"/undo", NULL, "", "remove the last exchange", 0, c_undo, 0},
+    {"/fork", NULL, "N|TEXT", "the reply token at the inspector's query becomes candidate N of its next-token panel "
+     "(or TEXT, one token) and the reply goes on from it, in a new branch", 0, c_fork, 1},
+    {"/branch", NULL, "[N]", "list the branches /fork made and where they part, or switch to branch N", 0, c_branch, 0},
     {"/set", NULL, "NAME VALUE",
      "temperature top-k top-p min-p repeat-penalty repeat-last-n max-tokens seed draft_k (the ranges of the "
      "command-line options)", 0, c_set, 0},

@@ -24,14 +24,16 @@ static void status_draw(pane *p) {
     } else if (gpt2_session_draft_model(a->s)) {
         snprintf(draft, sizeof draft, " \u2502 draft off");
     }
-    char abl[200] = "", set[160];
+    char abl[200] = "", set[160], branch[48] = "";
+    if (gpt2_session_n_branches(a->s) > 1)
+        snprintf(branch, sizeof branch, " \u2502 branch %d of 0-%d", gpt2_session_branch(a->s), gpt2_session_n_branches(a->s) - 1);
     app_ablation_text(a, set, sizeof set);
     if (set[0]) snprintf(abl, sizeof abl, " \u2502 ablated %s", set);
     /* the reply's kept tokens (the tokens evaluated for it, draft passes and
        rejected drafts included, are in the --log) */
-    int n = snprintf(buf, sizeof buf, " %s%s%s%s \u2502 ctx %d/%d \u2502 %.*f tok/s \u2502 turn: prefill %d, reply %d%s%s",
-                     a->model_name, a->model_kind[0] ? " [" : "", a->model_kind, a->model_kind[0] ? "]" : "", n_tok, a->n_ctx, a->last_tps >= 100 ? 0 : 1, a->last_tps, a->turn_prefill,
-                     a->reply_tokens, draft, abl);
+    int n = snprintf(buf, sizeof buf, " %s%s%s%s%s \u2502 ctx %d/%d \u2502 %.*f tok/s \u2502 turn: prefill %d, reply %d%s%s",
+                     a->model_name, a->model_kind[0] ? " [" : "", a->model_kind, a->model_kind[0] ? "]" : "", branch, n_tok,
+                     a->n_ctx, a->last_tps >= 100 ? 0 : 1, a->last_tps, a->turn_prefill, a->reply_tokens, draft, abl);
     if (n < 0) return;
     int c = term_put(p->win, 0, 0, buf, strlen(buf), p->w, at);
     const char *hint = a->generating ? " \u2502 Esc stops" : " \u2502 F1 help"; /* when it fits */

@@ -756,6 +756,24 @@ check "80x24, a random seed: the log names it" sh -c "[ -n '$seed' ]"
 check "80x24, a random seed: shown whole" sh -c "$T capture-pane -p -t app | grep -qE 'seed +$seed\$'"
 quit_app
 
+# forking a reply at a token: /fork 2 puts the next-token panel's second candidate in place of
+# the reply's last token (the inspector's query follows the latest token), evaluating only it;
+# the status bar names the branch, /branch lists where they part and /branch 0 brings the
+# first reply back
+check "fork: starts" start
+keys "12 7 99 3 45 0 8 61" Enter
+check "fork: the reply" wait_for " 61 8 0 45 3 99 7 12"
+keys "/fork 2" Enter
+check "fork: one token evaluated" wait_log "^fork: turn 1 token 7 -> [0-9]+, evaluated 1"
+check "fork: the status bar names the branch" wait_for "branch 1 of 0-1"
+check "fork: the reply changed at its last token" sh -c "$T capture-pane -p -t app | grep -qE '^ *61 8 0 45 3 99 7 ' && ! $T capture-pane -p -t app | grep -qF ' 61 8 0 45 3 99 7 12'"
+keys "/branch" Enter
+check "/branch lists where they part" wait_for "branches 0-1, this is 1; 0 parts from it at turn 1, token 7"
+keys "/branch 0" Enter
+check "/branch 0: the first reply again" wait_for " 61 8 0 45 3 99 7 12"
+check "/branch 0: the status bar" wait_for "branch 0 of 0-1"
+quit_app
+
 # a Qwen3-architecture model (random weights, make fixtures) with its own Jinja template
 # (ChatML in tokenizer_config.json): the chat opens on it, a message is sent as ChatML
 # renders it, and every microscope view names the key/value head each query head reads
