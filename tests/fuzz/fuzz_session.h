@@ -65,6 +65,8 @@ static fz_ids fz_render(gpt2_session *s) {
     const int32_t eot = gpt2_tokenizer_eot(tok);
     fz_ids out = {0};
     fz_buf sb = {0};
+    const char *sys = gpt2_session_system(s); /* the system message, a blank line, then the preamble */
+    if (*sys) fz_buf_adds(&sb, sys), fz_buf_adds(&sb, "\n\n"), fz_flush(tok, &out, &sb);
     fz_encode(tok, &out, t->preamble, strlen(t->preamble));
     int first = -1;
     for (int i = 0; i < gpt2_session_n_turns(s); i++) {

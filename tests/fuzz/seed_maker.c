@@ -47,6 +47,12 @@ static void exchange(gpt2_session *s, const char *text, size_t len, int steps) {
     for (int k = 0; (steps < 0 || k < steps) && !t.done; k++) OK(gpt2_session_step(s, &t, &err));
 }
 
+/* Steps a reply in progress to its end. */
+static void exchange_rest(gpt2_session *s) {
+    gpt2_session_token t = {0};
+    while (!t.done) OK(gpt2_session_step(s, &t, &err));
+}
+
 static void save(gpt2_session *s, const char *name) {
     char path[1200];
     snprintf(path, sizeof path, "%s/session/%s", out_dir, name);
@@ -88,6 +94,16 @@ static void sessions(const gpt2_model *m) {
     OK(gpt2_session_set_template(s, &play, NULL, NULL, &err));
     exchange(s, "What light", 10, -1);
     save(s, "play-template");
+    s = session(m, "raw", GPT2_SESSION_DROP_OLDEST, 4); /* version 4: a system message and branches */
+    OK(gpt2_session_set_system(s, "Verse.", 6, NULL, NULL, &err));
+    exchange(s, "Hi", 2, -1);
+    exchange(s, "And", 3, -1);
+    gpt2_turn a;
+    gpt2_session_turn(s, 1, &a);
+    const int32_t other = a.ids[1] == 0 ? 1 : 0; /* any other token */
+    OK(gpt2_session_fork(s, 1, 1, other, NULL, NULL, &err));
+    exchange_rest(s);
+    save(s, "system-branches");
 }
 
 /* n_layer, n_head, n_embd, block, vocab, batch, steps planned, dropout */
