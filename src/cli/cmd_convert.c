@@ -13,7 +13,7 @@ static const char usage_text[] =
     "  Loads the model at IN (any format -m takes: a Hugging Face directory,\n"
     "  pytorch_model.bin, nanoGPT's ckpt.pt, llm.c's .bin, GGUF) and writes OUT_DIR as a\n"
     "  Hugging Face directory of its own architecture (GPT-2, Llama, Mistral, Qwen2,\n"
-    "  Qwen3, GPT-NeoX): config.json, model.safetensors and the tokenizer: GPT-2's\n"
+    "  Qwen3, GPT-NeoX, Gemma): config.json, model.safetensors and the tokenizer: GPT-2's\n"
     "  vocab.json + merges.txt; for the others, a Hugging Face source's tokenizer files\n"
     "  as they are, else tokenizer.json, tokenizer_config.json (with the chat template)\n"
     "  and generation_config.json made from the model.\n"

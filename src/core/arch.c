@@ -2,7 +2,7 @@
  * what a Hugging Face config.json says of a Llama, Mistral, Qwen2, Qwen3,
  * GPT-NeoX or Gemma (1, 2, 3) model, checked and turned into the one
  * description the forward pass runs; and the other way, a description written
- * as the config.json of its family (convert: not Gemma's yet). GGUF's
+ * as the config.json of its family (convert). GGUF's
  * metadata says the same under other keys (model_gguf.c). */
 #include <math.h>
 #include <stdio.h>
@@ -209,8 +209,8 @@ static gpt2_status window_layers(const json_src *js, const cJSON *root, int gen,
     a->window_period = first_full + 1; /* 0: every layer windowed; 1: none */
     l = 0;
     for (const cJSON *t = types->child; t; t = t->next, l++) {
-        const int full = !strcmp(t->valuestring, "full_attention");
-        if (a->window_period == 1 ? !full : full != (l % a->window_period == a->window_period - 1)) {
+        const int full = !strcmp(t->valuestring, "full_attention"), P = a->window_period;
+        if (full != (P == 0 ? 0 : P == 1 ? 1 : l % P == P - 1)) {
             snprintf(found, sizeof found, "layer %d \"%s\"", l, t->valuestring);
             return json_bad(js, "layer_types", "windows in all layers but every P-th (the pattern the engine runs)",
                             found);
@@ -502,6 +502,47 @@ static void llama_keys(cJSON *j, const arch_hf_config *h, int fam) {
     }
 }
 
+/* Gemma's (generation gen): what gemma_config reads back to the same description; the
+ * embeddings' scale is the model's sqrt(hidden_size), which Hugging Face derives. */
+static void gemma_keys(cJSON *j, const arch_hf_config *h, int gen) {
+    const gpt2_config *c = &h->cfg;
+    const gpt2_arch *a = &c->arch;
+    cJSON_AddNumberToObject(j, "num_key_value_heads", gpt2_config_kv_heads(c));
+    cJSON_AddNumberToObject(j, "head_dim", gpt2_config_head_dim(c));
+    cJSON_AddStringToObject(j, "hidden_activation", "gelu_pytorch_tanh");
+    cJSON_AddStringToObject(j, "hidden_act", "gelu_pytorch_tanh");
+    add_float(j, "rms_norm_eps", c->ln_eps);
+    add_float(j, "rope_theta", a->rope_theta);
+    cJSON_AddBoolToObject(j, "attention_bias", 0);
+    if (gen < 2) return;
+    /* attn_scale = query_pre_attn_scalar^-1/2: the scalar, an integer where it is one */
+    const double q = a->attn_scale > 0 ? 1.0 / ((double)a->attn_scale * a->attn_scale) : gpt2_config_head_dim(c);
+    cJSON_AddNumberToObject(j, "query_pre_attn_scalar", fabs(q - round(q)) < 1e-4 * q ? round(q) : q);
+    if (a->attn_softcap > 0) add_float(j, "attn_logit_softcapping", a->attn_softcap);
+    else cJSON_AddNullToObject(j, "attn_logit_softcapping");
+    if (a->final_softcap > 0) add_float(j, "final_logit_softcapping", a->final_softcap);
+    else cJSON_AddNullToObject(j, "final_logit_softcapping");
+    if (a->sliding_window > 0) cJSON_AddNumberToObject(j, "sliding_window", a->sliding_window);
+    else cJSON_AddNullToObject(j, "sliding_window");
+    if (a->sliding_window > 0) { /* each layer's kind, and Gemma 3's period as older transformers read it */
+        cJSON *types = cJSON_AddArrayToObject(j, "layer_types");
+        for (int l = 0; l < c->n_layer; l++)
+            cJSON_AddItemToArray(types, cJSON_CreateString(gpt2_config_windowed(c, l) ? "sliding_attention"
+                                                                                       : "full_attention"));
+        if (gen == 3) cJSON_AddNumberToObject(j, "sliding_window_pattern", a->window_period ? a->window_period : 1);
+    }
+    if (gen == 3) {
+        add_float(j, "rope_local_base_freq", a->rope_theta_local > 0 ? a->rope_theta_local : a->rope_theta);
+        if (a->rope_linear > 0) {
+            cJSON *rs = cJSON_AddObjectToObject(j, "rope_scaling");
+            add_float(rs, "factor", a->rope_linear);
+            cJSON_AddStringToObject(rs, "rope_type", "linear");
+        } else {
+            cJSON_AddNullToObject(j, "rope_scaling");
+        }
+    }
+}
+
 /* GPT-NeoX's: LayerNorm, partial rotary, the residual, the GELU (rotary_pct and
  * rotary_emb_base as transformers before 4.48 name them, partial_rotary_factor and
  * rope_theta as after). */
@@ -523,24 +564,32 @@ static void neox_keys(cJSON *j, const arch_hf_config *h) {
 gpt2_status arch_write_hf_config(const char *path, const arch_hf_config *h, gpt2_error *err) {
     const gpt2_config *c = &h->cfg;
     const gpt2_arch *a = &c->arch;
-    const int fam = arch_hf_family(a->family);
+    /* a GGUF's "gemma3" is Hugging Face's text-only "gemma3_text" */
+    const int fam = arch_hf_family(strcmp(a->family, "gemma3") ? a->family : "gemma3_text");
     if (fam < 0)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: no Hugging Face family is named \"%s\"", path, a->family);
-    if (fam >= ARCH_GEMMA) /* refused before anything is written (model_save.c); never a row past families[] */
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: no config.json writer for %s", path, a->family);
     if (fam == arch_hf_family("llama") && a->sliding_window > 0)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: a llama model with a sliding window of %d: Hugging Face's "
                          "Llama has none (Mistral's has)", path, a->sliding_window);
+    static const char *const gemma_arch[] = {"", "GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"};
+    const int gen = fam >= ARCH_GEMMA ? gemmas[fam - ARCH_GEMMA].gen : -1;
+    if (gen == 0)
+        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "%s: no config.json for a %s model", path, a->family);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "architectures"),
-                         cJSON_CreateString(fam == ARCH_NEOX ? "GPTNeoXForCausalLM" : families[fam].architecture));
-    cJSON_AddStringToObject(j, "model_type", fam == ARCH_NEOX ? "gpt_neox" : families[fam].model_type);
+                         cJSON_CreateString(fam == ARCH_NEOX ? "GPTNeoXForCausalLM"
+                                            : gen > 0        ? gemma_arch[gen]
+                                                             : families[fam].architecture));
+    cJSON_AddStringToObject(j, "model_type", fam == ARCH_NEOX ? "gpt_neox"
+                                             : gen > 0        ? gemmas[fam - ARCH_GEMMA].model_type
+                                                              : families[fam].model_type);
     cJSON_AddNumberToObject(j, "vocab_size", c->n_vocab);
     cJSON_AddNumberToObject(j, "hidden_size", c->n_embd);
     cJSON_AddNumberToObject(j, "intermediate_size", gpt2_config_n_ff(c));
     cJSON_AddNumberToObject(j, "num_hidden_layers", c->n_layer);
     cJSON_AddNumberToObject(j, "num_attention_heads", c->n_head);
     if (fam == ARCH_NEOX) neox_keys(j, h);
+    else if (gen > 0) gemma_keys(j, h, gen);
     else llama_keys(j, h, fam);
     cJSON_AddNumberToObject(j, "max_position_embeddings", c->n_ctx);
     cJSON_AddBoolToObject(j, "tie_word_embeddings", fam != ARCH_NEOX && h->tied);

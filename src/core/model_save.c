@@ -160,9 +160,6 @@ static gpt2_status save(const gpt2_model *m, const char *dir, int dtype, gpt2_er
     if (m->wte.dtype == GPT2_DTYPE_Q8 || m->layers[0].fcproj_w.dtype == GPT2_DTYPE_Q8)
         return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: %s holds 8-bit weights; save it before quantizing", m->name);
     if (!m->tok) return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: %s has no tokenizer", m->name);
-    if (!strncmp(m->cfg.arch.family, "gemma", 5)) /* (1 + w) norms, post-norms, scales, caps: no writer yet */
-        return gpt2_fail(err, GPT2_ERR_INVALID_ARG, "save: %s is a %s model, which cannot be written yet (Llama, "
-                         "Mistral, Qwen2, Qwen3, GPT-NeoX and GPT-2 can)", m->name, m->cfg.arch.family);
     if (m->cfg.arch.family[0] && strcmp(m->cfg.arch.family, "gpt2") != 0) return save_family(m, dir, dtype, err);
     char path[4096];
     gpt2_status st = gpt2_fileio_mkdirs(dir, err);
@@ -194,6 +191,7 @@ typedef struct {
     int off, n, heads, outs; /* the first output taken; per row: inputs (w) or floats (v); outs: all of w's / v's */
     int by_row;              /* 1: w's own rows (the embedding and head, (V, C) as held) */
     out_rows *cache;
+    float shift;             /* added to v's floats: -1 for Gemma's norms, held as 1 + w, written as w */
 } cut_src;
 
 /* Output (or element) j of the tensor: which of the model's it is. */
@@ -206,7 +204,7 @@ static int cut_index(const cut_src *s, int64_t j) {
 static void cut_row(const void *user, int64_t r, float *out) {
     const cut_src *s = user;
     if (!s->w) {
-        for (int i = 0; i < s->n; i++) out[i] = s->v ? s->v[cut_index(s, i)] : 0.0f;
+        for (int i = 0; i < s->n; i++) out[i] = s->v ? s->v[cut_index(s, i)] + s->shift : 0.0f;
         return;
     }
     const gpt2_matrix *w = s->w;
@@ -256,7 +254,7 @@ static const char *next_name(tensor_list *t, const char *pre, const char *part) 
 static void add_linear(tensor_list *t, const char *pre, const char *part, const gpt2_matrix *w, int off, int rows,
                        int heads) {
     const char *name = next_name(t, pre, part);
-    t->s[t->n] = (cut_src){w, NULL, off, w->rows, heads, w->cols, 0, &t->cache};
+    t->s[t->n] = (cut_src){w, NULL, off, w->rows, heads, w->cols, 0, &t->cache, 0};
     t->o[t->n] = (st_out){name, 2, rows, w->rows, cut_row, &t->s[t->n], out_dtype(t->dt, w)};
     if (!w->trans) {
         const size_t need = (size_t)w->rows * (size_t)w->cols + CUT_ROWS * (size_t)w->cols;
@@ -268,7 +266,7 @@ static void add_linear(tensor_list *t, const char *pre, const char *part, const 
 /* The embedding or the head, (V, C) as the model holds it. */
 static void add_table(tensor_list *t, const char *name, const gpt2_matrix *w) {
     name = next_name(t, "", name);
-    t->s[t->n] = (cut_src){w, NULL, 0, w->cols, 0, w->rows, 1, NULL};
+    t->s[t->n] = (cut_src){w, NULL, 0, w->cols, 0, w->rows, 1, NULL, 0};
     t->o[t->n] = (st_out){name, 2, w->rows, w->cols, cut_row, &t->s[t->n], out_dtype(t->dt, w)};
     t->n++;
 }
@@ -276,9 +274,18 @@ static void add_table(tensor_list *t, const char *name, const gpt2_matrix *w) {
 /* n floats of v (NULL: zeros), as a vector. */
 static void add_floats(tensor_list *t, const char *pre, const char *part, const float *v, int n, int heads) {
     const char *name = next_name(t, pre, part);
-    t->s[t->n] = (cut_src){NULL, v, 0, n, heads, n, 0, NULL};
+    t->s[t->n] = (cut_src){NULL, v, 0, n, heads, n, 0, NULL, 0};
     t->o[t->n] = (st_out){name, 1, 1, n, cut_row, &t->s[t->n], vector_dtype(t->dt, t->o[0].dtype, v, n)};
     t->n++;
+}
+
+/* A norm's n weights: Gemma's written as w where it holds 1 + w (1 + (v - 1) gives v back
+ * exactly for v in [0.5, 2], by Sterbenz's lemma), in F32 unless a dtype is asked. */
+static void add_norm(tensor_list *t, const char *pre, const char *part, const float *v, int n, int gemma) {
+    add_floats(t, pre, part, v, n, 0);
+    if (!gemma) return;
+    t->s[t->n - 1].shift = -1.0f;
+    if (t->dt == GPT2_SAVE_STORED) t->o[t->n - 1].dtype = GPT2_DTYPE_F32;
 }
 
 /* Whether v (n floats) is absent or all zeros: a bias the family's layout may leave out. */
@@ -329,8 +336,8 @@ static void llama_layer(tensor_list *t, const gpt2_model *m, int l, int attn_b, 
               KV = hd * gpt2_config_kv_heads(c);
     char f[48];
     snprintf(f, sizeof f, "model.layers.%d.", l);
-    const int joined = L->attn_w.data != NULL, gu = L->fc_w.data == NULL;
-    add_floats(t, f, "input_layernorm.weight", L->ln1_g, C, 0);
+    const int joined = L->attn_w.data != NULL, gu = L->fc_w.data == NULL, gemma = !strncmp(c->arch.family, "gemma", 5);
+    add_norm(t, f, "input_layernorm.weight", L->ln1_g, C, gemma);
     add_linear(t, f, "self_attn.q_proj.weight", joined ? &L->attn_w : &L->q_w, 0, Q, 0);
     add_linear(t, f, "self_attn.k_proj.weight", joined ? &L->attn_w : &L->k_w, joined ? Q : 0, KV, 0);
     add_linear(t, f, "self_attn.v_proj.weight", joined ? &L->attn_w : &L->v_w, joined ? Q + KV : 0, KV, 0);
@@ -340,12 +347,18 @@ static void llama_layer(tensor_list *t, const gpt2_model *m, int l, int attn_b, 
         add_floats(t, f, "self_attn.v_proj.bias", L->v_b, KV, 0);
     }
     if (c->arch.qk_norm) {
-        add_floats(t, f, "self_attn.q_norm.weight", L->q_norm, hd, 0);
-        add_floats(t, f, "self_attn.k_norm.weight", L->k_norm, hd, 0);
+        add_norm(t, f, "self_attn.q_norm.weight", L->q_norm, hd, gemma);
+        add_norm(t, f, "self_attn.k_norm.weight", L->k_norm, hd, gemma);
     }
     add_linear(t, f, "self_attn.o_proj.weight", &L->proj_w, 0, C, 0);
     if (attn_b) add_floats(t, f, "self_attn.o_proj.bias", L->proj_b, C, 0);
-    add_floats(t, f, "post_attention_layernorm.weight", L->ln2_g, C, 0);
+    if (c->arch.post_norms) { /* Gemma 2, 3: post_attention_layernorm is the attention output's */
+        add_norm(t, f, "post_attention_layernorm.weight", L->attn_out_norm, C, gemma);
+        add_norm(t, f, "pre_feedforward_layernorm.weight", L->ln2_g, C, gemma);
+        add_norm(t, f, "post_feedforward_layernorm.weight", L->mlp_out_norm, C, gemma);
+    } else {
+        add_norm(t, f, "post_attention_layernorm.weight", L->ln2_g, C, gemma);
+    }
     add_linear(t, f, "mlp.gate_proj.weight", &L->gate_w, 0, F, 0);
     add_linear(t, f, "mlp.up_proj.weight", gu ? &L->gate_w : &L->fc_w, gu ? F : 0, F, 0);
     add_linear(t, f, "mlp.down_proj.weight", &L->fcproj_w, 0, C, 0);
@@ -388,7 +401,8 @@ static gpt2_status save_family_weights(const gpt2_model *m, const char *path, in
         for (int l = 0; l < c->n_layer; l++)
             if (neox) neox_layer(&t, m, l);
             else llama_layer(&t, m, l, biases[0], biases[1], biases[2]);
-        add_floats(&t, neox ? "gpt_neox.final_layer_norm." : "model.norm.", "weight", m->lnf_g, c->n_embd, 0);
+        add_norm(&t, neox ? "gpt_neox.final_layer_norm." : "model.norm.", "weight", m->lnf_g, c->n_embd,
+                 !strncmp(c->arch.family, "gemma", 5));
         if (neox) add_floats(&t, "gpt_neox.final_layer_norm.", "bias", m->lnf_b, c->n_embd, 0);
         if (neox || m->lm_head.data != m->wte.data) /* GPT-NeoX's embed_out, tied or not */
             add_table(&t, neox ? "embed_out.weight" : "lm_head.weight", &m->lm_head);
