@@ -31,6 +31,7 @@ int cmd_topk(int argc, char **argv);
 int cmd_attention(int argc, char **argv);
 int cmd_heads(int argc, char **argv);
 int cmd_lens(int argc, char **argv);
+int cmd_attribute(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
