@@ -8,6 +8,8 @@ float64, written from its definition on top of the reference forward passes
                                            a `gptscope attribute --json` document against
                                            the reference (--top1: its target must be the
                                            reference's top 1); exit 1 on a difference
+    attribute_ref.py csv FILE.csv FILE.json
+                                           an --export CSV against the same run's JSON
 
 Definition. At position P the residual stream after the last block is
     x = embed + sum_l (sum_h head_out[l,h] + attn_bias[l]) + sum_l mlp[l]
@@ -39,6 +41,7 @@ Three cases per model: the last position and its top-1; the middle position,
 its top-1 against its second; position 0, a fixed token against another.
 """
 
+import io
 import json
 import math
 import os
@@ -74,7 +77,7 @@ def close(a, b, what, tol=SAME):
 # the forward passes, keeping the parts
 
 
-def gpt2_run(hp, params, ids):
+def gpt2_run(hp, params, ids, ablate=()):
     """GPT-2. Returns dict: embed (T, C), z [L] (H, T, hd), w_o [L] (C, C) rows by
     input, bias [L] (C,), mlp [L] (T, C), x (T, C), logits (T, V), norm {g, b}, rms False."""
     T, C, H, eps = len(ids), hp["n_embd"], hp["n_head"], hp["eps"]
@@ -89,6 +92,9 @@ def gpt2_run(hp, params, ids):
         q, k, v = heads(q), heads(k), heads(v)
         probs = gpt2_ref.softmax(np.where(future, -np.inf, q @ k.transpose(0, 2, 1) / math.sqrt(hd)))
         z = probs @ v                                             # (H, T, hd)
+        for bl, h in ablate:                                      # zero-ablation: no output at all
+            if bl == len(out["z"]):
+                z[h] = 0.0
         proj = blk["attn"]["c_proj"]
         x = x + gpt2_ref.linear(z.transpose(1, 0, 2).reshape(T, C), **proj)
         m = gpt2_ref.mlp(gpt2_ref.layer_norm(x, **blk["ln_2"], eps=eps), **blk["mlp"], erf=hp.get("gelu_erf", False))
@@ -97,7 +103,7 @@ def gpt2_run(hp, params, ids):
         out["w_o"].append(proj["w"])                              # (in C, out C)
         out["bias"].append(proj["b"])
         out["mlp"].append(m)
-    logits, _, resid = gpt2_ref.forward(hp, params, ids)
+    logits, _, resid = gpt2_ref.forward(hp, params, ids, ablate=ablate)
     close(x, resid[-1], "the residual stream after the last block")
     out.update(x=x, logits=logits, g=params["ln_f"]["g"], b=params["ln_f"]["b"], rms=False, eps=eps,
                lm_head=params["lm_head"])
@@ -171,10 +177,13 @@ def decoder_run(hp, params, ids):
     return out
 
 
-def run(model_dir, ids):
+def run(model_dir, ids, ablate=()):
+    """ablate: (layer, head) pairs zero-ablated (GPT-2 only: gpt2_ref.forward's)."""
     if is_gpt2(model_dir):
         hp, params = gpt2_ref.load_model(model_dir)
-        return hp, gpt2_run(hp, params, ids)
+        return hp, gpt2_run(hp, params, ids, ablate)
+    if ablate:
+        raise ValueError("ablation is checked on GPT-2 models only")
     hp, params = decoder_ref.load_model(model_dir)
     return hp, decoder_run(hp, params, ids)
 
@@ -257,7 +266,7 @@ def check(model_dir, path, top1):
     with open(path) as f:
         doc = json.load(f)
     ids = doc["ids"]
-    hp, r = run(model_dir, ids)
+    hp, r = run(model_dir, ids, [tuple(p) for p in doc["ablated"]])
     base = doc["baseline"]["id"] if doc["baseline"] is not None else None
     want = attribute(hp, r, doc["pos"], doc["target"]["id"], base)
     tol = 1e-4 * max(1.0, want["logits_max_abs"])
@@ -288,10 +297,56 @@ def check(model_dir, path, top1):
     return 1 if fails else 0
 
 
+def check_csv(csv_path, json_path):
+    """An `attribute --export F.csv` against the `--json` document of the same run."""
+    import csv
+    with open(json_path) as f:
+        doc = json.load(f)
+    with open(csv_path, "rb") as f:
+        raw = f.read()
+    fails = []
+    if not raw.endswith(b"\r\n"):
+        fails.append("rows do not end in CRLF")
+    rows = list(csv.reader(io.StringIO(raw.decode("utf-8", "surrogateescape"), newline="")))
+    head = "model,prompt,pos,target,baseline,part,layer,head,value,ablated".split(",")
+    if rows[0] != head:
+        fails.append(f"header {rows[0]!r}")
+    L, H = len(doc["heads"]), len(doc["heads"][0])
+    want = [("embed", "", "", doc["embed"])]
+    want += [("head", str(l), str(h), doc["heads"][l][h]) for l in range(L) for h in range(H)]
+    want += [("attn_bias", str(l), "", v) for l, v in enumerate(doc["attn_bias"])]
+    want += [("mlp", str(l), "", v) for l, v in enumerate(doc["mlp"])]
+    want += [("ln_f_bias", "", "", doc["ln_f_bias"]), ("sum", "", "", doc["sum"]), ("logit", "", "", doc["logit"])]
+    if len(rows) - 1 != len(want):
+        fails.append(f"{len(rows) - 1} rows, {len(want)} parts")
+    tb = lambda i: bytes(doc["tokens_bytes"][i]) if doc.get("tokens_bytes") and doc["tokens_bytes"][i] else \
+        doc["tokens"][i].encode()  # noqa: E731
+    prompt = b"".join(tb(i) for i in range(len(doc["ids"])))
+    tok = lambda o: bytes(o["token_bytes"]) if "token_bytes" in o else o["token"].encode()  # noqa: E731
+    base = tok(doc["baseline"]) if doc["baseline"] else b""
+    for row, (part, layer, hh, v) in zip(rows[1:], want):
+        enc = lambda c: c.encode("utf-8", "surrogateescape")  # noqa: E731
+        lead = (row[0], enc(row[1]), int(row[2]), enc(row[3]), enc(row[4]))
+        if lead != (doc["model"], prompt, doc["pos"], tok(doc["target"]), base):
+            fails.append(f"{part} {layer} {hh}: leading cells {lead!r}")
+        if row[5:8] != [part, layer, hh] or abs(float(row[8]) - v) > 1e-7 * max(1, abs(v)):
+            fails.append(f"row {row[5:9]!r}, JSON {part} {layer} {hh} {v!r}")
+        heads = {(int(i.split(".")[0]), h_) for i in row[9].split() for h_ in
+                 (range(H) if i.endswith(".*") else [int(i.split(".")[1])])}
+        if heads != {tuple(p) for p in doc["ablated"]}:
+            fails.append(f"ablated {row[9]!r}, JSON {doc['ablated']!r}")
+    for f_ in fails[:10]:
+        print("FAIL", f_)
+    print(f"attribute csv: {len(rows) - 1} rows against the JSON")
+    return 1 if fails else 0
+
+
 def main(argv):
     if len(argv) == 2 and argv[0] == "--fixtures":
         write_fixtures(argv[1])
         return 0
+    if len(argv) == 3 and argv[0] == "csv":
+        return check_csv(argv[1], argv[2])
     if len(argv) in (3, 4) and argv[0] == "check" and argv[3:] in ([], ["--top1"]):
         return check(argv[1], argv[2], argv[3:] == ["--top1"])
     print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
