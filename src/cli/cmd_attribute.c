@@ -118,14 +118,8 @@ static int attr_run(const attr_opts *o, attr_result *r) {
     r->T = (int)n;
     const gpt2_config *cfg = gpt2_model_config(r->m);
     gpt2_attribution_params p = gpt2_attribution_default_params();
-    const long pos = !o->pos_given ? r->T - 1 : o->pos < 0 ? r->T + o->pos : o->pos;
-    if (pos < 0 || pos >= r->T) {
-        cli_error("--pos %ld: the prompt has %d tokens: positions 0..%d, or -%d..-1 counting from the end", o->pos,
-                  r->T, r->T - 1, r->T);
-        return EXIT_ERR;
-    }
-    p.pos = (int)pos;
-    if (!token_of(r->m, "--token", o->token, o->token_id_given, o->token_id, &p.target) ||
+    if (!cli_prompt_pos(o->pos, o->pos_given, r->T, &p.pos) ||
+        !token_of(r->m, "--token", o->token, o->token_id_given, o->token_id, &p.target) ||
         !token_of(r->m, "--vs", o->vs, o->vs_id_given, o->vs_id, &p.baseline))
         return EXIT_ERR;
     if (o->ablate && !(r->mask = cli_ablation_mask(cfg, o->ablate))) return EXIT_ERR;
