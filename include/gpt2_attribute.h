@@ -74,8 +74,10 @@ typedef struct {
  * evaluated, with a message naming the value and its range: n_tokens < 1,
  * pos outside [0, n_tokens) (or -1), a token, target or baseline id outside
  * the vocabulary, target equal to baseline; GPT2_ERR_FORMAT when the parts
- * do not add up to the residual stream (a model whose description adds
- * something attribution does not know). *out is zeroed on failure;
+ * do not add up to the residual stream (relative L2 difference over 1e-2),
+ * or their sum to the logit (over 1e-3 of the largest |logit|): a model whose
+ * description adds something attribution does not know (a norm after a
+ * branch, a scaled embedding, a capped logit). *out is zeroed on failure;
  * gpt2_attribution_free it after success. */
 gpt2_status gpt2_attribute(gpt2_context *ctx, const int32_t *tokens, int n_tokens, gpt2_attribution_params p,
                            gpt2_attribution *out, gpt2_error *err);

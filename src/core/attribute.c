@@ -228,6 +228,13 @@ gpt2_status gpt2_attribute(gpt2_context *ctx, const int32_t *tokens, int n_token
                            "attribute: model %s (%s): the parts add up to a residual stream %.3g (relative) away from "
                            "the model's at position %d: its architecture adds something attribution does not know",
                            gpt2_model_name(m), gpt2_config_family(cfg), sqrt(diff / norm), p.pos);
+        /* and through the frozen norm to the logit: float rounding, or the
+         * activations 8-bit kernels quantize, stay under 1e-4 of the scale */
+        else if (!(fabs(a->sum - a->logit) <= 1e-3 * fmax(1.0, a->logits_max_abs)))
+            st = gpt2_fail(err, GPT2_ERR_FORMAT,
+                           "attribute: model %s (%s): the parts add up to %.6g, its logit is %.6g: its final norm or "
+                           "head does something attribution does not know",
+                           gpt2_model_name(m), gpt2_config_family(cfg), a->sum, a->logit);
     }
     if (st != GPT2_OK) gpt2_attribution_free(a);
     free(c.embed), free(c.z), free(c.mlp), free(c.x), free(row), free(d), free(u), free(total);
