@@ -26,6 +26,18 @@
  *      on_attention(l, h, p, probs, p + 1) receives that query's softmax row
  *      over keys 0..p. Then, if want_residual(l) says yes, on_residual(l, p, x)
  *      receives the residual stream after block l for each position p.
+ *      The additive parts of that stream, for attribution (gpt2_attribute.h),
+ *      each only where asked: on_embed(p, x) receives what enters block 0
+ *      (the token's embedding, plus its learned position's) before layer 0;
+ *      on_head_values(l, p, z, n_head, head_dim), after the on_attention
+ *      calls, every query head's attention-weighted values z (n_head,
+ *      head_dim) at p, ablated heads zero, before the output projection
+ *      (head h's output is z[h] times rows h * head_dim .. of that
+ *      projection); on_mlp_out(l, p, y) the MLP's output y (n_embd) at p,
+ *      its bias included: what the block's MLP adds to the stream (computed
+ *      apart, once per batch of a wanted layer, so observing it leaves the
+ *      forward pass's own floats unchanged). want_head_values(l) and
+ *      want_mlp_out(l) choose the layers (NULL: all).
  *   2. on_logits(p, logits, n_vocab) for each position of the batch (the LM
  *      head then runs over every position instead of only the last one).
  *   3. progress(n_done, n_total): after the batch; non-zero stops the eval with
@@ -74,6 +86,12 @@ typedef struct {
     void (*on_logits)(void *user_data, int pos, const float *logits, int n_vocab);
     gpt2_progress_fn progress;
     gpt2_cancel_fn cancel;
+    /* the residual stream's additive parts (see above) */
+    void (*on_embed)(void *user_data, int pos, const float *x, int n_embd);
+    int (*want_head_values)(void *user_data, int layer);
+    void (*on_head_values)(void *user_data, int layer, int pos, const float *z, int n_head, int head_dim);
+    int (*want_mlp_out)(void *user_data, int layer);
+    void (*on_mlp_out)(void *user_data, int layer, int pos, const float *y, int n_embd);
 } gpt2_hooks;
 
 typedef struct gpt2_context gpt2_context;

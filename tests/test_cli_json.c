@@ -131,6 +131,29 @@ static void test_attention_json(void **state) {
     free(prompt), free(ids);
 }
 
+/* attribute --json from a model directory with a hostile name, a prompt
+ * with a character split over tokens: the model's name and the prompt's
+ * bytes come back exactly, the parts add up to the logit, one per head. */
+static void test_attribute_json(void **state) {
+    (void)state;
+    const char *mdir = hostile_model();
+    static const char split[] = "the \xf0\x9f\x98\x80 cat";
+    run_result r = run(NULL, "attribute -m %s -p %s --vs ' the' --json", sq(mdir), sq(split));
+    assert_int_equal(r.status, 0);
+    char lets[16384];
+    snprintf(lets, sizeof lets, "%s %s", hex_let("prompt", split, strlen(split)), hex_let("model", mdir, strlen(mdir)));
+    py_check("attribute --json", r.out, lets, "text_bytes(j, 'model') == arg['model'].rstrip(b'/').split(b'/')[-1]",
+             "j['ids'] == ref_tokenizer(arg['model']).encode(arg['prompt'].decode())",
+             "b''.join(token_bytes(j, i) for i in range(len(j['ids']))) == arg['prompt']",
+             "j['pos'] == len(j['ids']) - 1 and j['baseline']['token'] == ' the' and j['target']['id'] >= 0",
+             "len(j['heads']) == 2 and all(len(row) == 4 for row in j['heads'])",
+             "len(j['attn_bias']) == len(j['mlp']) == 2 and j['norm'] == 'layer' and j['ablated'] == []",
+             "abs(j['sum'] - j['logit']) < 1e-4 * max(1, abs(j['logit']))",
+             "abs(j['embed'] + sum(map(sum, j['heads'])) + sum(j['attn_bias']) + sum(j['mlp']) + j['ln_f_bias'] - j['sum']) < 1e-9",
+             NULL);
+    run_free(&r);
+}
+
 /* eval --json on files named with a quote and a backslash, and with bytes
  * that are not UTF-8 and control bytes: the name comes back exactly, the
  * figures are the numpy reference's. */
@@ -198,8 +221,9 @@ static void test_nonfinite(void **state) {
     assert_non_null(mkdtemp(dir));
     make_nan_model(dir);
     const char *cmds[] = {"topk -m %s -p 'the cat' -k 5 --json",
-                          "attention -m %s -p 'the cat sat on' --layer 1 --head 0 --json", "eval -q --json -m %s %s"};
-    for (int i = 0; i < 3; i++) {
+                          "attention -m %s -p 'the cat sat on' --layer 1 --head 0 --json", "eval -q --json -m %s %s",
+                          "attribute -m %s -p 'the cat' --json"};
+    for (int i = 0; i < 4; i++) {
         run_result r = run(NULL, cmds[i], dir, fixture_path("cli/tiny-f32/eval.txt"));
         assert_int_equal(r.status, 1);
         assert_string_equal(r.out, "");
@@ -220,7 +244,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenize_json),   cmocka_unit_test(test_topk_json),
         cmocka_unit_test(test_attention_json),  cmocka_unit_test(test_eval_json_names),
-        cmocka_unit_test(test_nonfinite),
+        cmocka_unit_test(test_nonfinite),       cmocka_unit_test(test_attribute_json),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);
 }

@@ -28,20 +28,33 @@ static void save(const char *path, const char *text) {
     fclose(f);
 }
 
-/* Runs tests/ref/microscope_check.py with args; its summary line is printed, a failure fails the test. */
-static void ref_check(const char *fmt, ...) {
+/* Runs tests/ref/SCRIPT with args; its summary line is printed, a failure fails the test. */
+static void vscript_check(const char *script, const char *fmt, va_list ap) {
     char args[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
     const char *out = tmp("check.out");
-    snprintf(cmd, sizeof cmd, "%s tests/ref/microscope_check.py %s >%s 2>&1", test_env("PYTHON"), args, out);
+    snprintf(cmd, sizeof cmd, "%s tests/ref/%s %s >%s 2>&1", test_env("PYTHON"), script, args, out);
     int ws = system(cmd);
     char *text = read_file(out, NULL);
-    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) fail_msg("microscope_check.py %s:\n%s", args, text);
+    if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) fail_msg("%s %s:\n%s", script, args, text);
     printf("    %s", text);
     free(text);
+}
+
+/* microscope_check.py: the microscope's commands against gpt2_ref.py */
+static void ref_check(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vscript_check("microscope_check.py", fmt, ap);
+    va_end(ap);
+}
+
+/* attribute_ref.py: `attribute` against the attribution's reference */
+static void attr_check(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vscript_check("attribute_ref.py", fmt, ap);
+    va_end(ap);
 }
 
 /* `cmd` must succeed; its stdout goes to file name in the scratch directory. */
@@ -258,6 +271,83 @@ static void test_bad_input(void **state) {
     free(kept);
 }
 
+/* attribute --json against the reference on GPT-2 and the decoder families,
+ * at the last position (its target the top 1), before it with a baseline
+ * (by text and by id), and ablated; its exports; its text at 80 columns. */
+static void test_attribute(void **state) {
+    (void)state;
+    const char *models[] = {"models/tiny-f32", "models/tiny-head64", "arch/models/qwen3", "arch/models/neox",
+                            "arch/models/llama-bias", "arch/models/mistral"};
+    const char *prompts[] = {"the cat sat on the mat, the cat sat", odd_prompt};
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++)
+        for (int p = 0; p < 2; p++) {
+            const char *model = fixture_path("%s", models[i]);
+            printf("  attribute: %s, prompt %d\n", models[i], p);
+            run_to("attr.json", "attribute -m %s -p %s --json %s", model, prompts[p], "");
+            attr_check("check %s %s --top1", model, tmp("attr.json"));
+            run_to("attr.json", "attribute -m %s -p %s --json %s", model, prompts[p], "--pos -3 --vs ' the'");
+            attr_check("check %s %s", model, tmp("attr.json"));
+            run_to("attr.json", "attribute -m %s -p %s --json %s", model, prompts[p], "--pos 1 --token-id 7 --vs-id 9");
+            attr_check("check %s %s", model, tmp("attr.json"));
+            if (i < 2) {
+                run_to("attr.json", "attribute -m %s -p %s --json %s", model, prompts[p], "--ablate 0.1,1.* --token ' the'");
+                attr_check("check %s %s", model, tmp("attr.json"));
+            }
+        }
+    /* the exports: the JSON is what --json printed, the CSV its rows */
+    const char *model = fixture_path("models/tiny-f32");
+    run_to("attr.json", "attribute -m %s -p %s --json --ablate 1.*,0.2 --vs ' the' --export %s", model, odd_prompt,
+           tmp("attr.csv"));
+    attr_check("csv %s %s", tmp("attr.csv"), tmp("attr.json"));
+    run_to("out.txt", "attribute -m %s -p %s --ablate 1.*,0.2 --vs ' the' --export %s", model, odd_prompt,
+           tmp("attr-export.json"));
+    char *printed = read_file(tmp("attr.json"), NULL), *written = read_file(tmp("attr-export.json"), NULL);
+    assert_string_equal(written, printed);
+    if (!strstr(printed, "\"model\":\"tiny-f32\"") || !strstr(printed, "\"ablated\":[[0,2],[1,0],[1,1],[1,2],[1,3]]"))
+        fail_msg("attribute --json lacks the model or the ablation: %s", printed);
+    free(printed), free(written);
+    /* the text: the sum check, the parts sorted with their bars, 80 columns */
+    run_result r = run(NULL, "attribute -m models/reverse -p '12 7 99 3 45 0 8 61 61 8 0' -k 5");
+    assert_int_equal(r.status, 0);
+    const char *want[] = {"reverse: why \" 45\" after \" 0\" (position 10 of 11)", "logit 14.7", "the parts add up to 14.7",
+                          "final LayerNorm's scale frozen at", "by kind: embed", "the 5 largest of 14 parts:",
+                          "  L0 H1            +4.5", "|████"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(r.out, want[i])) fail_msg("attribute's text lacks '%s':\n%s", want[i], r.out);
+    int col = 0, lines = 0;
+    for (const unsigned char *c = (const unsigned char *)r.out; *c; c++) {
+        if (*c == '\n') lines++, col = 0;
+        else if ((*c & 0xC0) != 0x80 && ++col > 80) fail_msg("line %d is wider than 80 columns:\n%s", lines + 1, r.out);
+    }
+    assert_int_equal(lines, 11);
+    run_free(&r);
+}
+
+static void test_attribute_bad_input(void **state) {
+    (void)state;
+    const char *m = fixture_path("models/tiny-f32");
+    expect_error(1, "--pos 5: the prompt has 3 tokens: positions 0..2", "attribute -m %s -p 'the cat' --pos 5", m);
+    expect_error(1, "--token 'the cat' is 3 tokens (\"the\" \" c\" \"at\"), not one: give a single token's text, or --token-id",
+                 "attribute -m %s -p 'the cat' --token 'the cat'", m);
+    expect_error(1, "--vs '': the text is empty", "attribute -m %s -p 'the cat' --vs ''", m);
+    expect_error(1, "--token-id 9999: outside the vocabulary of model tiny-f32 (ids 0..506)",
+                 "attribute -m %s -p 'the cat' --token-id 9999", m);
+    expect_error(1, "--vs-id 507: outside the vocabulary", "attribute -m %s -p 'the cat' --vs-id 507", m);
+    expect_error(1, "the target and the baseline are the same token", "attribute -m %s -p 'the cat' --token ' the' --vs ' the'", m);
+    expect_error(1, "the prompt is empty: at least one token is needed", "attribute -m %s -p ''", m);
+    expect_error(2, "--token and --token-id both name the target", "attribute -m %s -p hi --token a --token-id 3", m);
+    expect_error(2, "--vs and --vs-id both name the baseline", "attribute -m %s -p hi --vs a --vs-id 3", m);
+    expect_error(2, "attribute needs -p PROMPT", "attribute -m %s", m);
+    expect_error(2, "--token-id: expected an integer", "attribute -m %s -p hi --token-id -1", m);
+    expect_error(1, "--ablate 2.0: layer 2 is out of range", "attribute -m %s -p hi --ablate 2.0", m);
+    char keep[256];
+    snprintf(keep, sizeof keep, "%s", tmp("keep-attr.csv"));
+    save(keep, "keep me\n");
+    char want[512];
+    snprintf(want, sizeof want, "%s exists: --force replaces it", keep);
+    expect_error(1, want, "attribute -m %s -p hi --export %s", m, keep);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(g_dir, sizeof g_dir, "/tmp/gptscope-microscope-XXXXXX");
@@ -278,6 +368,8 @@ int main(void) {
         cmocka_unit_test(test_picture_odd_name),
         cmocka_unit_test(test_pictures),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_attribute),
+        cmocka_unit_test(test_attribute_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

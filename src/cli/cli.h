@@ -31,6 +31,7 @@ int cmd_topk(int argc, char **argv);
 int cmd_attention(int argc, char **argv);
 int cmd_heads(int argc, char **argv);
 int cmd_lens(int argc, char **argv);
+int cmd_attribute(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
@@ -380,6 +381,11 @@ int cli_encode_prompt(const gpt2_model *m, const char *prompt, int flags, int32_
  * "interrupted while evaluating the N-token prompt"). */
 gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const char *ablate, const int32_t *ids, size_t n,
                               const gpt2_hooks *hooks, int *rc);
+
+/* --pos P against a prompt of T tokens: 0..T-1, or -T..-1 from the end; not
+ * given (given 0), the last. 1 with the position in *out, else 0 after the
+ * message naming the range. */
+int cli_prompt_pos(long pos, int given, int T, int *out);
 
 /* Token id's bytes as cli_print_piece shows them (an unknown id as ""). */
 void cli_print_token(const gpt2_tokenizer *tok, int32_t id);

@@ -62,18 +62,6 @@ static void keep_resid(void *ud, int layer, int pos, const float *x, int n_embd)
     if (pos == r->pos) memcpy(r->resid + (size_t)layer * n_embd, x, (size_t)n_embd * sizeof *x);
 }
 
-/* --pos against the prompt's T tokens: 0..T-1, or -T..-1 from the end. */
-static int resolve_pos(const lens_opts *o, lens_result *r) {
-    const long p = !o->pos_given ? r->T - 1 : o->pos < 0 ? r->T + o->pos : o->pos;
-    if (p < 0 || p >= r->T) {
-        cli_error("--pos %ld: the prompt has %d tokens: positions 0..%d, or -%d..-1 counting from the end", o->pos,
-                  r->T, r->T - 1, r->T);
-        return 0;
-    }
-    r->pos = (int)p;
-    return 1;
-}
-
 static int lens_setup(const lens_opts *o, lens_result *r) {
     size_t n = 0;
     if (!(r->m = cli_load_model(cli_model_dir(o->model))) ||
@@ -83,7 +71,7 @@ static int lens_setup(const lens_opts *o, lens_result *r) {
     r->T = (int)n, r->n_layer = cfg->n_layer, r->n_head = cfg->n_head, r->n_embd = cfg->n_embd;
     r->n_vocab = cfg->n_vocab;
     r->k = o->k < r->n_vocab ? (int)o->k : r->n_vocab;
-    if (!resolve_pos(o, r) || (o->ablate && !(r->mask = cli_ablation_mask(cfg, o->ablate)))) return 0;
+    if (!cli_prompt_pos(o->pos, o->pos_given, r->T, &r->pos) || (o->ablate && !(r->mask = cli_ablation_mask(cfg, o->ablate)))) return 0;
     r->resid = malloc((size_t)r->n_layer * r->n_embd * sizeof *r->resid);
     r->top = malloc((size_t)r->n_layer * r->k * sizeof *r->top);
     r->rows = calloc((size_t)r->n_layer, sizeof *r->rows);

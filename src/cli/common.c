@@ -362,6 +362,17 @@ gpt2_context *cli_eval_prompt(const gpt2_model *m, int n_threads, const char *ab
     return NULL;
 }
 
+int cli_prompt_pos(long pos, int given, int T, int *out) {
+    const long p = !given ? T - 1 : pos < 0 ? T + pos : pos;
+    if (p < 0 || p >= T) {
+        cli_error("--pos %ld: the prompt has %d tokens: positions 0..%d, or -%d..-1 counting from the end", pos, T,
+                  T - 1, T);
+        return 0;
+    }
+    *out = (int)p;
+    return 1;
+}
+
 void cli_print_token(const gpt2_tokenizer *tok, int32_t id) {
     size_t bl = 0;
     const char *b = gpt2_tokenizer_token_bytes(tok, id, &bl);

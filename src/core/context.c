@@ -352,12 +352,13 @@ static void attention(gpt2_context *ctx, int l, const qkv_view *v, int p0, int T
                 for (int t = 0; t < T; t++) memset(ctx->atty + (size_t)t * Q + h * hd, 0, (size_t)hd * sizeof(float));
     for (int i = 0; i < ctx->n_hooks; i++) { /* each observer gets the heads it wants */
         const gpt2_hooks *hk = &ctx->hooks[i];
-        if (!hk->on_attention) continue;
-        for (int h = 0; h < H; h++) {
+        for (int h = 0; hk->on_attention && h < H; h++) {
             if (hk->want_attention && !hk->want_attention(hk->user_data, l, h)) continue;
             const float *att = ctx->att + (size_t)h * ctx->n_batch * ctx->n_ctx;
             for (int t = 0; t < T; t++) hk->on_attention(hk->user_data, l, h, p0 + t, att + (size_t)t * P, p0 + t + 1);
         }
+        if (hk->on_head_values && (!hk->want_head_values || hk->want_head_values(hk->user_data, l)))
+            for (int t = 0; t < T; t++) hk->on_head_values(hk->user_data, l, p0 + t, ctx->atty + (size_t)t * Q, H, hd);
     }
 }
 
@@ -435,6 +436,21 @@ static void swiglu(gpt2_context *ctx, int T, int joined) {
     else pool_run(ctx->pool, swiglu_rows, &j, row_chunks(T));
 }
 
+/* Layer l's MLP output, its down projection of hid with the bias, for the
+ * observers that want it: computed apart into xn (free once the MLP has
+ * read it), so that the stream's own sum is untouched. */
+static void observe_mlp(gpt2_context *ctx, const gpt2_layer *L, int l, int T) {
+    const int C = ctx->m->cfg.n_embd;
+    int done = 0;
+    for (int i = 0; i < ctx->n_hooks; i++) {
+        const gpt2_hooks *hk = &ctx->hooks[i];
+        if (!hk->on_mlp_out || (hk->want_mlp_out && !hk->want_mlp_out(hk->user_data, l))) continue;
+        if (!done++)
+            kernel_matmul(ctx->pool, ctx->xn, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 0, ctx->scratch, ctx->partials);
+        for (int t = 0; t < T; t++) hk->on_mlp_out(hk->user_data, l, ctx->n_past + t, ctx->xn + (size_t)t * C, C);
+    }
+}
+
 /* The index of the first non-finite value in x (n), or -1. */
 static long first_nonfinite(const float *x, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -458,6 +474,9 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
         if (embed_scale > 0)
             for (int i = 0; i < C; i++) x[i] *= embed_scale;
     }
+    for (int i = 0; i < ctx->n_hooks; i++)
+        for (int t = 0; ctx->hooks[i].on_embed && t < T; t++)
+            ctx->hooks[i].on_embed(ctx->hooks[i].user_data, p0 + t, ctx->x + (size_t)t * C, C);
     for (int l = 0; l < c->n_layer; l++) {
         const gpt2_layer *L = &m->layers[l];
         if (any_cancel(ctx))
@@ -498,6 +517,7 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
             norm_into(ctx, ctx->x, ctx->xn, L->mlp_out_norm, T);
         } else {
             kernel_matmul(ctx->pool, ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch, ctx->partials);
+            observe_mlp(ctx, L, l, T); /* Gemma's normed output is not observed yet: attribution refuses it */
         }
         for (int i = 0; i < ctx->n_hooks; i++) {
             const gpt2_hooks *hk = &ctx->hooks[i];

@@ -207,6 +207,29 @@ void kernel_row(float *dst, const gpt2_matrix *m, int r) {
         widen_row(dst, m, r);
 }
 
+void kernel_widen(float *dst, float *tmp, const gpt2_matrix *W) {
+    const int K = W->rows, N = W->cols;
+    if (W->trans) { /* stored by output: N rows of K, each dequantized whole */
+        gpt2_matrix by_row = *W;
+        by_row.rows = N, by_row.cols = K, by_row.trans = 0;
+        for (int n = 0; n < N; n++) {
+            kernel_row(tmp, &by_row, n);
+            for (int k = 0; k < K; k++) dst[(size_t)k * N + n] = tmp[k];
+        }
+        return;
+    }
+    for (int k = 0; k < K; k++) {
+        float *row = dst + (size_t)k * N;
+        if (quant_is_block(W->dtype)) {
+            kernel_row(row, W, k);
+            continue;
+        }
+        widen_segment(row, W, k, 0, N);
+        if (W->dtype == GPT2_DTYPE_Q8)
+            for (int n = 0; n < N; n++) row[n] *= W->scale[n];
+    }
+}
+
 /* --- weight-streaming kernels (decode, and a few positions at once) --------
  *
  * For T <= KERNEL_SMALL_T positions the kernels read each weight once and use

@@ -110,6 +110,12 @@ uint16_t gpt2_f32_to_bf16(float f); /* round to nearest even */
 /* dst (n) = row r of m, widened to float (Q8: times the row's scale). */
 void kernel_row(float *dst, const gpt2_matrix *m, int r);
 
+/* dst (K x N floats, row-major) = kernel_matmul's weights W (K, N) as it
+ * reads them, in any layout and dtype (packed, Q8 scaled per column, a
+ * block format stored by output); tmp: room for K floats (used for a matrix
+ * stored by output). */
+void kernel_widen(float *dst, float *tmp, const gpt2_matrix *W);
+
 /* The floats of kernel_matmul's `partials` for T positions, K inputs and N
  * outputs: partial sums, or Q8's quantized inputs. */
 size_t kernel_work_floats(int T, int K, int N);

@@ -43,13 +43,7 @@ typedef struct {
 /* wide = w as (rows, cols) floats, read one stored row (output) at a time
  * into the rows floats after it. */
 static void widen_transposed(const gpt2_matrix *w, float *wide) {
-    gpt2_matrix by_row = *w; /* the stored layout: cols rows of rows elements */
-    by_row.rows = w->cols, by_row.cols = w->rows, by_row.trans = 0;
-    float *row = wide + (size_t)w->rows * (size_t)w->cols;
-    for (int n = 0; n < w->cols; n++) {
-        kernel_row(row, &by_row, n);
-        for (int k = 0; k < w->rows; k++) wide[(size_t)k * w->cols + n] = row[k];
-    }
+    kernel_widen(wide, wide + (size_t)w->rows * (size_t)w->cols, w);
 }
 
 static void save_row(const void *user, int64_t r, float *out) {

@@ -14,6 +14,7 @@
  *                     drawn by the conversation pane (pane_conv.c)
  *   view_model.c      the model view: every head's thumbnail and scores (F9, /heads)
  *   view_lens.c       the logit lens of the inspector's query (a view of the inspector)
+ *   view_why.c        why this token: direct logit attribution at the query (w, /why)
  *   export.c          /export: the microscope's data as JSON, CSV, SVG or PNG (src/viz)
  *   microscope.c      ablation (keys and /ablate) and prompt mode (/inspect,
  *                     `gptscope inspect`, /generate, /chat)
@@ -131,6 +132,7 @@ struct app {
     int prompt_mode;      /* a->s and a->store are the prompt's; the chat's wait in other_s, other_store */
     struct model_view *model_view; /* the model view, open over everything (view_model.c); NULL: closed */
     struct lens_cache *lens;       /* the logit lens's last table (view_lens.c) */
+    struct why_cache *why;         /* the last attribution (view_why.c) */
     gpt2_session *other_s;
     istore *other_store;
 
@@ -227,6 +229,10 @@ int app_next_now(app *a, istore_snap *out);
  * 1, no cuts), from the last block's residual the store kept (the logits, bit
  * for bit): for a token nothing was sampled at. 1 when kept. */
 int app_next_at(app *a, int q, istore_snap *out);
+/* The app's probe context (made once, the session's n_ctx) under the
+ * session's ablation set: for what the session's own cache cannot give (the
+ * "before" of an ablation, attribution). NULL with err filled. */
+gpt2_context *app_probe_context(app *a, gpt2_error *err);
 /* Token id's rank (1: the most probable; ties by id) and probability in the
  * distribution app_next_at computed last. 1, or 0 when there is none. */
 int app_rank_at(const app *a, int32_t id, long *rank, float *prob);
@@ -297,6 +303,7 @@ void inspector_toggle_average(pane *p);
 void inspector_cycle_mode(pane *p);            /* the selected head -> mean of heads -> max over heads */
 void inspector_next_view(pane *p);
 void inspector_set_view(pane *p, int view); /* an inspect_view */
+void inspector_toggle_why(pane *p);         /* w, /why: the why view, and back */
 int inspector_layer(const pane *p);
 int inspector_view(const pane *p);             /* an inspect_view */
 int inspector_head(const pane *p);             /* 0..n_head-1, ISTORE_MEAN or ISTORE_MAX */
@@ -306,7 +313,11 @@ void inspector_set_query(pane *p, int q, int key); /* a click: query q (key -1: 
 /* The inspector's views: different drawings of the same store. To add one,
  * add it here, name it in view_name (pane_inspector.c) and draw it in
  * inspector_draw's switch. */
-typedef enum { INSPECT_ZOOM = 0, INSPECT_OVERVIEW, INSPECT_TEXT, INSPECT_LENS, N_INSPECT_VIEWS } inspect_view;
+/* INSPECT_WHY (w, /why: direct logit attribution) is outside F8's cycle:
+ * F8 or w from it goes back to the view it was opened from. */
+typedef enum {
+    INSPECT_ZOOM = 0, INSPECT_OVERVIEW, INSPECT_TEXT, INSPECT_LENS, N_INSPECT_VIEWS, INSPECT_WHY = N_INSPECT_VIEWS
+} inspect_view;
 
 /* What the views draw: the inspector's choices, resolved for this frame. */
 typedef struct {
@@ -340,6 +351,25 @@ int view_level(float w, float scale);
 /* view_lens.c: the logit lens of the query, from row y, h rows; returns the rows used. */
 int view_lens(pane *p, int y, int h, const inspect_focus *f);
 void app_lens_free(app *a);
+
+/* view_why.c: why this token (gpt2_attribute.h) after the query: the token
+ * that follows it in the context (at the newest, the model's top 1), its
+ * logit split into the embeddings, every head, the attention biases, the
+ * MLPs and the final norm's bias; vs: against the best other token (A - B).
+ * Computed by the core in the app's probe context (its cache reused up to
+ * the query) when the query, the context or the ablation changes. sel: the
+ * selected part among them, largest first (clamped). Draws from row y, h rows. */
+typedef struct {
+    int vs;  /* 1: the difference to the best other candidate */
+    int sel; /* the selected part, 0 = the largest */
+} why_choice;
+void view_why(pane *p, int y, int h, const inspect_focus *f, why_choice *c);
+/* The selected part when it is a head: 1 with its layer and head. */
+int app_why_head(app *a, const inspect_focus *f, const why_choice *c, int *layer, int *head);
+/* /export why FILE: the attribution the view shows, as JSON or CSV (src/viz). */
+gpt2_status app_why_export(app *a, const inspect_focus *f, const why_choice *c, const char *path, gpt2_error *err);
+void app_why_free(app *a);
+why_choice *inspector_why(pane *p); /* the inspector's (the why view's state) */
 
 pane *status_pane_new(app *a);
 

@@ -288,6 +288,7 @@ static void close_app(app *a, gpt2_chat_template *tmpl) {
     gpt2_model_free(a->draft);
     model_view_close(a); /* before the store it reads */
     app_lens_free(a);
+    app_why_free(a);
     istore_free(a->store);
     if (a->other_s) gpt2_session_free(a->other_s);
     istore_free(a->other_store);

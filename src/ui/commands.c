@@ -485,11 +485,24 @@ static void c_chat(app *a, char *x, char *y) { (void)x, (void)y, app_back_to_cha
 static void c_heads(app *a, char *x, char *y) { (void)x, (void)y, model_view_open(a); }
 static void c_zoom(app *a, char *x, char *y) { (void)x, (void)y, screen_toggle_zoom(a); }
 
+/* /why [vs]: the why view (attribution at the inspector's query), against the runner-up with vs. */
+static void c_why(app *a, char *arg, char *y) {
+    (void)y;
+    pane *ins = a->panes[PANE_INSPECTOR];
+    if (arg && strcmp(arg, "vs") != 0) {
+        app_message(a, UI_ROLE_ERROR, "usage: /why [vs] (vs: against the best other token)");
+        return;
+    }
+    inspector_why(ins)->vs = arg != NULL;
+    if (inspector_view(ins) != INSPECT_WHY) inspector_toggle_why(ins);
+    a->focus = PANE_INSPECTOR;
+}
+
 static void c_export(app *a, char *kind, char *path) {
     char home_buf[4096];
     gpt2_error err;
     if (!kind || !path) {
-        app_message(a, UI_ROLE_ERROR, "usage: /export attention|heads|lens|topk FILE (.json .csv; attention also .svg .png)");
+        app_message(a, UI_ROLE_ERROR, "usage: /export attention|heads|lens|topk|why FILE (.json .csv; attention also .svg .png)");
         return;
     }
     path = expand_home(path, home_buf, sizeof home_buf);
@@ -597,8 +610,10 @@ static const app_command commands[] = {
      "next-token panel compares before/after; off lifts all", 0, c_ablate, 0},
     {"/heads", NULL, "", "the model view: every head's pattern and scores (as F9)", 0, c_heads, 0},
     {"/zoom", NULL, "", "the inspector (or a focused conversation) over the whole screen, and back (as F10)", 0, c_zoom, 0},
+    {"/why", NULL, "[vs]", "why the token after the query: its logit split into every head and MLP (as w in the "
+     "inspector); vs: against the best other token", 0, c_why, 0},
     {"/export", NULL, "KIND FILE", "attention (the inspector's head; .json .csv .svg .png), heads (scores), lens "
-     "(at the query), topk (each position's candidates): .json or .csv", 0, c_export, 0},
+     "(at the query), topk (each position's candidates), why (the attribution): .json or .csv", 0, c_export, 0},
     {"/inspect", NULL, "TEXT", "prompt mode on TEXT: evaluated as it is (raw template), nothing generated; "
      "the conversation waits (/chat)", 0, c_inspect, 1},
     {"/generate", NULL, "N", "prompt mode: continue the text by N tokens", 0, c_generate, 0},

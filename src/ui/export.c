@@ -7,9 +7,11 @@
  *   lens       the logit lens at the inspector's query: JSON, CSV
  *   topk       after each token of the context, the top next-token
  *              candidates and the rank of the token that followed: JSON, CSV
+ *   why        the attribution the why view shows (view_why.c): JSON, CSV
  *
  * Everything comes from the store (attention rows, residuals) and the
- * session's model (the unembedding), never from a new forward pass. */
+ * session's model (the unembedding), never from a new forward pass; but
+ * why, which the core computes in the app's probe context (its cache). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,5 +142,6 @@ gpt2_status app_export(app *a, const char *kind, const char *path, gpt2_error *e
     if (!strcmp(kind, "heads")) return export_heads(a, path, err);
     if (!strcmp(kind, "lens")) return export_lens(a, &f, path, err);
     if (!strcmp(kind, "topk")) return export_topk(a, &f, path, err);
-    return viz_fail(err, GPT2_ERR_INVALID_ARG, "'%s': expected attention, heads, lens or topk", kind);
+    if (!strcmp(kind, "why")) return app_why_export(a, &f, inspector_why(a->panes[PANE_INSPECTOR]), path, err);
+    return viz_fail(err, GPT2_ERR_INVALID_ARG, "'%s': expected attention, heads, lens, topk or why", kind);
 }

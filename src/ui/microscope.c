@@ -93,6 +93,22 @@ int app_rank_at(const app *a, int32_t id, long *rank, float *prob) {
     return 1;
 }
 
+gpt2_context *app_probe_context(app *a, gpt2_error *err) {
+    const size_t nm = (size_t)a->cfg->n_layer * a->cfg->n_head;
+    gpt2_context_params cp = gpt2_context_default_params();
+    cp.n_ctx = a->n_ctx;
+    unsigned char *mask = malloc(nm);
+    if (!mask) {
+        snprintf(err->msg, sizeof err->msg, "out of memory for the probe context");
+        return NULL;
+    }
+    for (size_t i = 0; i < nm; i++) mask[i] = (unsigned char)gpt2_session_ablated(a->s, (int)(i / a->cfg->n_head), (int)(i % a->cfg->n_head));
+    gpt2_status st = a->probe_ctx ? GPT2_OK : gpt2_context_new(a->model, cp, &a->probe_ctx, err);
+    if (st == GPT2_OK) st = gpt2_context_set_ablation(a->probe_ctx, mask, err); /* a new set resets its cache */
+    free(mask);
+    return st == GPT2_OK ? a->probe_ctx : NULL;
+}
+
 /* The logits at the end of the context under the set in force now, into
  * out: the session's when its cache holds them; else (a stop string rewound
  * the last token away) from the app's own probe context, which evaluates the
@@ -101,24 +117,13 @@ static int logits_before(app *a, float *out) {
     const float *lg = logits_now(a);
     int n_tok;
     const int32_t *toks = gpt2_session_tokens(a->s, &n_tok);
-    const size_t nv = (size_t)a->cfg->n_vocab, nm = (size_t)a->cfg->n_layer * a->cfg->n_head;
     gpt2_error err;
-    if (!lg && n_tok > 0) {
-        gpt2_context_params cp = gpt2_context_default_params();
-        cp.n_ctx = a->n_ctx;
-        unsigned char *mask = malloc(nm);
-        if (!mask || (!a->probe_ctx && gpt2_context_new(a->model, cp, &a->probe_ctx, &err) != GPT2_OK)) {
-            free(mask);
-            return 0;
-        }
-        for (size_t i = 0; i < nm; i++) mask[i] = (unsigned char)gpt2_session_ablated(a->s, (int)(i / a->cfg->n_head), (int)(i % a->cfg->n_head));
-        gpt2_context_reset(a->probe_ctx);
-        if (gpt2_context_set_ablation(a->probe_ctx, mask, &err) == GPT2_OK &&
-            gpt2_context_eval(a->probe_ctx, toks, n_tok, &err) == GPT2_OK)
-            lg = gpt2_context_logits(a->probe_ctx);
-        free(mask);
+    gpt2_context *ctx = NULL;
+    if (!lg && n_tok > 0 && (ctx = app_probe_context(a, &err))) {
+        gpt2_context_reset(ctx);
+        if (gpt2_context_eval(ctx, toks, n_tok, &err) == GPT2_OK) lg = gpt2_context_logits(ctx);
     }
-    if (lg) memcpy(out, lg, nv * sizeof *lg);
+    if (lg) memcpy(out, lg, (size_t)a->cfg->n_vocab * sizeof *lg);
     return lg != NULL;
 }
 

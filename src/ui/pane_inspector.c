@@ -26,6 +26,8 @@ typedef struct {
     float *row;      /* (n_ctx) one query's weights */
     float *rows2;    /* (2, n_ctx) a cell's two query rows */
     float *bins;     /* (2, n_ctx) the overview's pooled rows */
+    inspect_view why_from; /* the view the why view was opened from */
+    why_choice why;  /* the why view's baseline and selected part */
 } inspector_pane;
 
 static const char *view_name(inspect_view v) {
@@ -34,6 +36,7 @@ static const char *view_name(inspect_view v) {
     case INSPECT_OVERVIEW: return "attention overview";
     case INSPECT_TEXT: return "attention text";
     case INSPECT_LENS: return "logit lens";
+    case INSPECT_WHY: return "why this token";
     default: return "?";
     }
 }
@@ -67,10 +70,22 @@ void inspector_cycle_mode(pane *p) {
 
 void inspector_next_view(pane *p) {
     inspector_pane *ip = (inspector_pane *)p;
-    ip->view = (inspect_view)((ip->view + 1) % N_INSPECT_VIEWS);
+    ip->view = ip->view == INSPECT_WHY ? ip->why_from : (inspect_view)((ip->view + 1) % N_INSPECT_VIEWS);
 }
 
-void inspector_set_view(pane *p, int view) { ((inspector_pane *)p)->view = (inspect_view)(view % N_INSPECT_VIEWS); }
+void inspector_set_view(pane *p, int view) {
+    inspector_pane *ip = (inspector_pane *)p;
+    if (view == INSPECT_WHY && ip->view != INSPECT_WHY) ip->why_from = ip->view;
+    ip->view = view == INSPECT_WHY ? INSPECT_WHY : (inspect_view)(view % N_INSPECT_VIEWS);
+}
+
+void inspector_toggle_why(pane *p) {
+    inspector_pane *ip = (inspector_pane *)p;
+    if (ip->view == INSPECT_WHY) ip->view = ip->why_from;
+    else inspector_set_view(p, INSPECT_WHY);
+}
+
+why_choice *inspector_why(pane *p) { return &((inspector_pane *)p)->why; }
 
 int inspector_layer(const pane *p) { return ((const inspector_pane *)p)->layer; }
 int inspector_view(const pane *p) { return ((const inspector_pane *)p)->view; }
@@ -148,6 +163,8 @@ static void draw_title_line(inspector_pane *ip, const inspect_focus *f) {
     int top_l = p->a->cfg->n_layer - 1, top_h = p->a->cfg->n_head - 1;
     if (ip->view == INSPECT_LENS) /* every layer, no head: the residual stream */
         snprintf(title, sizeof title, "logit lens  (layers 0-%d; F8 next view)", top_l);
+    else if (ip->view == INSPECT_WHY) /* every head and MLP: the logit's parts */
+        snprintf(title, sizeof title, "why this token  (w: back)");
     else if (p->w >= 42)
         snprintf(title, sizeof title, "%s  %s  (layers 0-%d, heads 0-%d)", view_name(ip->view), who, top_l, top_h);
     else
@@ -264,6 +281,7 @@ static void inspector_draw(pane *p) {
     int read_rows = f.view == INSPECT_TEXT ? 4 : f.view == INSPECT_LENS ? 0 : 3;
     if (p->h < 24 && (f.view == INSPECT_ZOOM || f.view == INSPECT_OVERVIEW)) /* short (zoomed at 80x24 too): the matrix first */
         k = 2, read_rows = 2;
+    if (f.view == INSPECT_WHY) k = 0, read_rows = 0; /* the whole pane: the grid and the parts */
     if (f.view == INSPECT_LENS) { /* every layer first: the panel takes what is left, 2 to 5 */
         int left = p->h - 1 - 1 - (2 + p->a->cfg->n_layer);
         k = left > 5 ? 5 : left < 2 ? 2 : left;
@@ -278,6 +296,7 @@ static void inspector_draw(pane *p) {
         view_h = view_legend(p, y, &f, NULL) + text_view_note(p, y + 2);
         break;
     case INSPECT_LENS: view_h = view_lens(p, y, view_h, &f); break;
+    case INSPECT_WHY: view_why(p, y, p->h - 1, &f, &ip->why); return;
     default: break;
     }
     if (ip->cursor < 0) ip->scroll = 0;
@@ -318,8 +337,32 @@ static int move_key(inspector_pane *ip, int d) {
     return PANE_REDRAW;
 }
 
+/* The why view's keys: [ ] select a part, b the baseline, Enter opens the selected head. */
+static int why_char(inspector_pane *ip, int key) {
+    pane *p = &ip->base;
+    int layer, head;
+    inspect_focus f;
+    switch (key) {
+    case '[': ip->why.sel--; return PANE_REDRAW;
+    case ']': ip->why.sel++; return PANE_REDRAW;
+    case 'b': ip->why.vs = !ip->why.vs, ip->why.sel = 0; return PANE_REDRAW;
+    case '\n': case '\r':
+        inspector_focus(p, &f);
+        if (!app_why_head(p->a, &f, &ip->why, &layer, &head)) {
+            app_message(p->a, UI_ROLE_TEXT, "the selected part is not a head: [ ] select another");
+            return PANE_REDRAW;
+        }
+        inspector_set_layer(p, layer);
+        inspector_set_head(p, head);
+        ip->view = INSPECT_ZOOM;
+        return PANE_REDRAW;
+    default: return PANE_IGNORED;
+    }
+}
+
 static int inspector_char(inspector_pane *ip, int key) {
     pane *p = &ip->base;
+    if (ip->view == INSPECT_WHY && why_char(ip, key)) return PANE_REDRAW;
     switch (key) {
     case 'l': inspector_set_layer(p, ip->layer + 1); return PANE_REDRAW;
     case 'L': inspector_set_layer(p, ip->layer - 1); return PANE_REDRAW;
@@ -328,6 +371,7 @@ static int inspector_char(inspector_pane *ip, int key) {
     case 'a': inspector_toggle_average(p); return PANE_REDRAW;
     case 'm': inspector_cycle_mode(p); return PANE_REDRAW;
     case 'v': inspector_next_view(p); return PANE_REDRAW;
+    case 'w': inspector_toggle_why(p); return PANE_REDRAW;
     case 'g': model_view_open(p->a); return PANE_REDRAW;
     case 'z': screen_toggle_zoom(p->a); return PANE_REDRAW;
     case 's': ip->row_scale = !ip->row_scale; return PANE_REDRAW;
@@ -342,6 +386,7 @@ static int inspector_char(inspector_pane *ip, int key) {
 static int inspector_key(pane *p, int key, int is_code) {
     inspector_pane *ip = (inspector_pane *)p;
     if (!is_code) return inspector_char(ip, key);
+    if (key == KEY_ENTER && ip->view == INSPECT_WHY) return inspector_char(ip, '\n');
     if (key == KEY_LEFT || key == KEY_RIGHT) {
         inspector_set_head(p, ip->head + (key == KEY_LEFT ? -1 : 1));
         return PANE_REDRAW;

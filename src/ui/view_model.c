@@ -397,7 +397,8 @@ int model_view_key(app *a, int key, int is_code) {
         pane *ins = a->panes[PANE_INSPECTOR];
         inspector_set_layer(ins, mv->layer);
         inspector_set_head(ins, mv->head);
-        if (inspector_view(ins) == INSPECT_LENS) inspector_set_view(ins, INSPECT_ZOOM); /* the lens shows no head */
+        if (inspector_view(ins) == INSPECT_LENS || inspector_view(ins) == INSPECT_WHY) /* they show no one head */
+            inspector_set_view(ins, INSPECT_ZOOM);
         model_view_close(a);
         app_message(a, UI_ROLE_NOTICE, "inspector: layer %d, head %d (F9 or /heads: the model view again)",
                     inspector_layer(ins), inspector_head(ins));

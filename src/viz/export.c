@@ -199,6 +199,48 @@ cJSON *viz_history_json(const viz_history *h) {
     return root;
 }
 
+/* {"id", "token"} of id, or null for -1 */
+static void json_token_ref(cJSON *obj, const char *key, const gpt2_tokenizer *tok, int32_t id) {
+    if (id < 0) {
+        viz_json_null(obj, key);
+        return;
+    }
+    cJSON *e = cJSON_CreateObject();
+    viz_json_add(obj, key, e);
+    json_int(e, "id", id);
+    viz_json_token(e, "token", tok, id);
+}
+
+static cJSON *json_doubles(const double *v, int n) {
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; arr && i < n; i++) viz_json_append(arr, cJSON_CreateNumber(v[i]));
+    return arr;
+}
+
+cJSON *viz_attribution_json(const viz_attribution *v) {
+    const gpt2_attribution *a = v->a;
+    cJSON *root = cJSON_CreateObject();
+    if (v->model) viz_json_text(root, "model", v->model, strlen(v->model));
+    viz_json_tokens(root, v->tok, v->ids, (size_t)v->T);
+    viz_json_add(root, "ablated", json_ablated(v->ablated.mask, v->ablated.n_layer, v->ablated.n_head));
+    json_int(root, "pos", a->pos);
+    json_token_ref(root, "target", v->tok, a->target);
+    json_token_ref(root, "baseline", v->tok, a->baseline);
+    viz_json_text(root, "norm", a->rms_norm ? "rms" : "layer", a->rms_norm ? 3 : 5);
+    viz_json_number(root, "scale", a->scale);
+    viz_json_number(root, "logit", a->logit);
+    viz_json_number(root, "embed", a->embed);
+    cJSON *heads = cJSON_CreateArray();
+    viz_json_add(root, "heads", heads);
+    for (int l = 0; heads && l < a->n_layer; l++)
+        viz_json_append(heads, json_doubles(a->heads + (size_t)l * a->n_head, a->n_head));
+    viz_json_add(root, "attn_bias", json_doubles(a->attn_bias, a->n_layer));
+    viz_json_add(root, "mlp", json_doubles(a->mlp, a->n_layer));
+    viz_json_number(root, "ln_f_bias", a->ln_f_bias);
+    viz_json_number(root, "sum", a->sum);
+    return root;
+}
+
 /* --- CSV ------------------------------------------------------------------- */
 
 /* The cell prefix + s[0, n); prefix holds none of the characters that need quoting. */
@@ -303,6 +345,59 @@ static void csv_history(FILE *f, const viz_history *h) {
     }
 }
 
+/* An attribution's rows: the leading cells model,prompt,pos,target,baseline
+ * (the prompt the bytes of its tokens), then the part's. */
+typedef struct {
+    FILE *f;
+    const viz_attribution *v;
+    const char *prompt, *ablated;
+    size_t prompt_len;
+} csv_attr;
+
+/* layer, head: -1 for an empty cell */
+static void csv_part(const csv_attr *c, const char *part, int layer, int head, double v) {
+    const char *model = c->v->model ? c->v->model : "";
+    viz_csv_cell(c->f, model, strlen(model));
+    fputc(',', c->f);
+    viz_csv_cell(c->f, c->prompt, c->prompt_len);
+    fprintf(c->f, ",%d,", c->v->a->pos);
+    csv_token(c->f, "", c->v->tok, c->v->a->target);
+    fputc(',', c->f);
+    if (c->v->a->baseline >= 0) csv_token(c->f, "", c->v->tok, c->v->a->baseline);
+    fprintf(c->f, ",%s,", part);
+    if (layer >= 0) fprintf(c->f, "%d", layer);
+    fputc(',', c->f);
+    if (head >= 0) fprintf(c->f, "%d", head);
+    csv_number(c->f, v);
+    csv_end_row(c->f, c->ablated);
+}
+
+static gpt2_status csv_attribution(FILE *f, const viz_attribution *v, gpt2_error *err) {
+    const gpt2_attribution *a = v->a;
+    char ab[1024];
+    viz_ablation_text(v->ablated, ab, sizeof ab);
+    size_t total = 0, n = 0;
+    for (int i = 0; i < v->T; i++) total += gpt2_tokenizer_token_bytes(v->tok, v->ids[i], &n) ? n : 0;
+    char *text = malloc(total + 1);
+    if (!text) return viz_fail(err, GPT2_ERR_NOMEM, "out of memory for the prompt's %zu bytes", total);
+    csv_attr c = {f, v, text, ab, 0};
+    for (int i = 0; i < v->T; i++) {
+        const char *b = gpt2_tokenizer_token_bytes(v->tok, v->ids[i], &n);
+        if (b) memcpy(text + c.prompt_len, b, n), c.prompt_len += n;
+    }
+    fputs("model,prompt,pos,target,baseline,part,layer,head,value,ablated\r\n", f);
+    csv_part(&c, "embed", -1, -1, a->embed);
+    for (int l = 0; l < a->n_layer; l++)
+        for (int h = 0; h < a->n_head; h++) csv_part(&c, "head", l, h, a->heads[(size_t)l * a->n_head + h]);
+    for (int l = 0; l < a->n_layer; l++) csv_part(&c, "attn_bias", l, -1, a->attn_bias[l]);
+    for (int l = 0; l < a->n_layer; l++) csv_part(&c, "mlp", l, -1, a->mlp[l]);
+    csv_part(&c, "ln_f_bias", -1, -1, a->ln_f_bias);
+    csv_part(&c, "sum", -1, -1, a->sum);
+    csv_part(&c, "logit", -1, -1, a->logit);
+    free(text);
+    return GPT2_OK;
+}
+
 /* --- files ----------------------------------------------------------------- */
 
 viz_format viz_format_of(const char *path) {
@@ -325,6 +420,7 @@ static gpt2_status put_csv(FILE *f, void *user, gpt2_error *err) {
     case VIZ_TABLE_HEADS: csv_heads(f, t->heads); break;
     case VIZ_TABLE_LENS: csv_lens(f, t->lens); break;
     case VIZ_TABLE_HISTORY: csv_history(f, t->history); break;
+    case VIZ_TABLE_ATTRIBUTION: return csv_attribution(f, t->attribution, err);
     }
     return GPT2_OK;
 }
@@ -341,6 +437,7 @@ static cJSON *table_json(const viz_table *t) {
     case VIZ_TABLE_HEADS: return viz_heads_json(t->heads);
     case VIZ_TABLE_LENS: return viz_lens_json(t->lens);
     case VIZ_TABLE_HISTORY: return viz_history_json(t->history);
+    case VIZ_TABLE_ATTRIBUTION: return viz_attribution_json(t->attribution);
     }
     return NULL;
 }

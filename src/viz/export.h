@@ -105,6 +105,16 @@ typedef struct {
     viz_ablation ablated;
 } viz_history;
 
+/* Direct logit attribution (gpt2_attribute.h) at one position of a prompt. */
+typedef struct {
+    const gpt2_tokenizer *tok;
+    const char *model; /* may be NULL */
+    const int32_t *ids;
+    int T;
+    const gpt2_attribution *a;
+    viz_ablation ablated;
+} viz_attribution;
+
 /* The JSON documents (NULL or a partial document when out of memory:
  * viz_json_failed says so):
  *   attention: {"model", "layer", "head" (null for the mean), "ablated": [[l, h], ...], "ids", "tokens",
@@ -115,11 +125,16 @@ typedef struct {
  *               "layers": [{"layer", "top": [{"id", "token", "logit", "prob"}, ...],
  *                           "predicted_rank", "predicted_prob", "predicted_logit"}, ...]}
  *   history:   {"ids", "tokens", "ablated": [[l, h], ...], "positions": [{"pos", "top": [...],
- *               "next": {"id", "token", "rank", "logit", "prob"} or null}, ...]} */
+ *               "next": {"id", "token", "rank", "logit", "prob"} or null}, ...]}
+ *   attribution: {"model", "ids", "tokens", "ablated", "pos", "target": {"id", "token"},
+ *               "baseline": {"id", "token"} or null, "norm": "layer" or "rms", "scale", "logit",
+ *               "embed", "heads": [[...n_head...], ...n_layer], "attn_bias": [...], "mlp": [...],
+ *               "ln_f_bias", "sum"} */
 cJSON *viz_attention_json(const viz_attention *a);
 cJSON *viz_heads_json(const viz_heads *h);
 cJSON *viz_lens_json(const viz_lens *l);
 cJSON *viz_history_json(const viz_history *h);
+cJSON *viz_attribution_json(const viz_attribution *a);
 
 /* The CSV files' rows (header first):
  *   attention: query_pos,query_token,"0:TOKEN",...,ablated then one row per query
@@ -130,14 +145,20 @@ cJSON *viz_history_json(const viz_history *h);
  *   lens:      layer,rank,id,token,logit,prob,predicted,ablated  (the top k of each layer, then the
  *              prediction's row where it is not among them; predicted 1 on its rows)
  *   history:   pos,token,rank,id,candidate,logit,prob,next,ablated  (next 1 on the row of the
- *              token that follows; that row added where it is not in the top k) */
-typedef enum { VIZ_TABLE_ATTENTION, VIZ_TABLE_HEADS, VIZ_TABLE_LENS, VIZ_TABLE_HISTORY } viz_table_kind;
+ *              token that follows; that row added where it is not in the top k)
+ *   attribution: model,prompt,pos,target,baseline,part,layer,head,value,ablated  (part embed,
+ *              head (layer and head set), attn_bias, mlp (layer set), ln_f_bias, then sum and
+ *              logit; prompt the text of the ids, target and baseline token texts) */
+typedef enum {
+    VIZ_TABLE_ATTENTION, VIZ_TABLE_HEADS, VIZ_TABLE_LENS, VIZ_TABLE_HISTORY, VIZ_TABLE_ATTRIBUTION
+} viz_table_kind;
 typedef struct {
     viz_table_kind kind;
     const viz_attention *attention;
     const viz_heads *heads;
     const viz_lens *lens;
     const viz_history *history;
+    const viz_attribution *attribution;
 } viz_table;
 
 /* The file formats, from a name's ending (case-insensitive). */

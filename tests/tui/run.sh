@@ -481,6 +481,41 @@ keys "/chat" Enter
 check "/chat from inspect, no conversation: the text view says the context is empty" wait_for "text view: the model's context is empty"
 check "/chat from inspect, no conversation: no query #-1" sh -c "! $T capture-pane -p -t app | grep -qF '#-1'"
 
+# 20c. why this token (w, /why): the attribution at the query, its parts against the
+# float64 reference (tests/ref/attribute_ref.py), the runner-up, Enter opens a head
+$T kill-server >/dev/null 2>&1; sleep 0.2
+$T new-session -d -s app -x 100 -y 30 "env XDG_STATE_HOME='$TMP/state' '$BIN' inspect -m '$MODEL' -p '12 7 99 3 45 0 8 61 61 8 0'; sleep 60"
+wait_for "prompt mode" 10
+keys Tab Tab Tab w
+check "w: the why view, the model's next token at the newest position" wait_for 'why "·45" after #10 "·0"'
+check "why: the parts add up to the logit" sh -c "$T capture-pane -p -t app | grep -qE 'logit 14\.7[0-9]*; parts sum 14\.7'"
+check "why: the largest part first, selected: a mirror head of layer 0" sh -c "$T capture-pane -p -t app | grep -qE '│>L0 H[0-3] +\+[0-9.]+ +\|█'"
+check "why: the layer x head grid" sh -c "$T capture-pane -p -t app | grep -qE '│L1  ([░▒▓█ ][-+ ]){4}'"
+keys "/export why $TMP/why.json" Enter
+check "/export why: written" wait_for "exported why to $TMP/why.json"
+check "/export why: every part the float64 reference's" sh -c "${PYTHON:-/usr/bin/python3} tests/ref/attribute_ref.py check '$MODEL' '$TMP/why.json' --top1 > '$TMP/ar' 2>&1 || { cat '$TMP/ar'; false; }"
+keys Tab Tab Tab b
+check "b: against the runner-up" wait_for 'why "·45" rather than'
+check "b: a logit difference" wait_for "logit difference"
+keys "/export why $TMP/why-vs.csv" Enter "/export why $TMP/why-vs.json" Enter
+check "/export why, vs: the reference's" sh -c "sleep 0.5; ${PYTHON:-/usr/bin/python3} tests/ref/attribute_ref.py check '$MODEL' '$TMP/why-vs.json' > '$TMP/ar' 2>&1 || { cat '$TMP/ar'; false; }"
+check "/export why as CSV: the JSON's rows" sh -c "${PYTHON:-/usr/bin/python3} tests/ref/attribute_ref.py csv '$TMP/why-vs.csv' '$TMP/why-vs.json' > '$TMP/ar' 2>&1 || { cat '$TMP/ar'; false; }"
+keys Tab Tab Tab b Up
+check "why: the cursor moves the query, the token that follows it is explained" wait_for 'why "·0" after #9 "·8"'
+selected() { screen | sed -n 's/.*│>\([^ ]* [^ ]*\) .*/\1/p' | head -1; }
+first=$(selected)
+keys ']'
+check "why: ] selects the next part" sh -c "sleep 0.3; [ \"\$($T capture-pane -p -t app | sed -n 's/.*│>\\([^ ]* [^ ]*\\) .*/\\1/p' | head -1)\" != '$first' ]"
+keys '['
+check "why: [ the one before" wait_for "│>$first "
+keys Enter
+check "why, Enter: the selected head opens in the heatmap" wait_for "attention heatmap  $first"
+keys "/why vs" Enter
+check "/why vs: the why view against the runner-up" wait_for 'rather than'
+keys "/why what" Enter
+check "/why with another word: its usage" wait_for "usage: /why [vs]"
+quit_app
+
 # 21. 8 colours and NO_COLOR: shade glyphs, one query per row, the scale as glyphs
 for envv in TERM=screen NO_COLOR=1; do
     $T kill-server >/dev/null 2>&1; sleep 0.2
