@@ -211,9 +211,16 @@ static void draw_label(pane *p, int r, const conv_line *l) {
     role_label(p->a, t.role == GPT2_ROLE_USER, who, sizeof who);
     int c = term_printf(p->win, r, 0, p->w - 1, term_attr((ui_role)l->label_role) | A_BOLD, "%s", who);
     if (!t.in_context)
-        term_printf(p->win, r, c, p->w - 1 - c, term_attr(UI_ROLE_DIM), " (dropped from the context)");
+        c += term_printf(p->win, r, c, p->w - 1 - c, term_attr(UI_ROLE_DIM), " (dropped from the context)");
     else if (t.replying)
-        term_printf(p->win, r, c, p->w - 1 - c, term_attr(UI_ROLE_DIM), " ...");
+        c += term_printf(p->win, r, c, p->w - 1 - c, term_attr(UI_ROLE_DIM), " ...");
+    /* where other branches part from this one in this reply (/fork made them) */
+    for (int i = 0, n = gpt2_session_n_branches(p->a->s); i < n && c < p->w - 1; i++) {
+        int at, tok;
+        if (gpt2_session_branch_diverges(p->a->s, i, &at, &tok) && at == -1 - l->turn && tok >= 0)
+            c += term_printf(p->win, r, c, p->w - 1 - c, term_attr(UI_ROLE_DIM), " [branch %d parts at token %d]", i,
+                             tok);
+    }
 }
 
 /* The context's bytes, token after token, into cp->ctx (token i ends at

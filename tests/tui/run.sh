@@ -801,6 +801,7 @@ check "fork: the reply" wait_for " 61 8 0 45 3 99 7 12"
 keys "/fork 2" Enter
 check "fork: one token evaluated" wait_log "^fork: turn 1 token 7 -> [0-9]+, evaluated 1"
 check "fork: the status bar names the branch" wait_for "branch 1 of 0-1"
+check "fork: the reply's label says where the other branch parts" wait_for "reverse [branch 0 parts at token 7]"
 check "fork: the reply changed at its last token" sh -c "$T capture-pane -p -t app | grep -qE '^ *61 8 0 45 3 99 7 ' && ! $T capture-pane -p -t app | grep -qF ' 61 8 0 45 3 99 7 12'"
 keys "/branch" Enter
 check "/branch lists where they part" wait_for "branches 0-1, this is 1; 0 parts from it at turn 1, token 7"
