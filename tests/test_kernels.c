@@ -310,6 +310,83 @@ static void test_matmul_gelu(void **state) {
     pool_free(pool);
 }
 
+/* Prefill over GGUF's block formats (T > 16: widened a K block at a time into
+ * panels for the float tiles) against float64 sums of the dequantized
+ * weights, in both layouts (rows; x8 groups where the format has them), at
+ * shapes with a last panel of 11 outputs (and a last x8 group of 3 rows) and
+ * a K that ends in a partial K block; bit for bit the same at 1, 2 and 3
+ * threads; the OpenBLAS path (GPTSCOPE_GEMM=blas) against the same sums. */
+static void test_block_prefill(void **state) {
+    (void)state;
+    const gpt2_dtype dts[] = {GPT2_DTYPE_Q8_0, GPT2_DTYPE_Q4_0, GPT2_DTYPE_Q5_0, GPT2_DTYPE_Q4_K, GPT2_DTYPE_Q5_K,
+                              GPT2_DTYPE_Q6_K};
+    enum { N = 203, T = 45, KMAX = 512 };
+    float *scratch[3], *in = malloc((size_t)T * KMAX * sizeof(float)), *row = malloc(KMAX * sizeof(float));
+    float *w_f = malloc((size_t)N * KMAX * sizeof(float)), *out = malloc((size_t)T * N * sizeof(float)),
+          *out1 = malloc((size_t)T * N * sizeof(float));
+    for (int i = 0; i < 3; i++) scratch[i] = malloc(KERNEL_SCRATCH_FLOATS * sizeof(float));
+    for (int i = 0; i < T * KMAX; i++) in[i] = 2 * uniform();
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+        const gpt2_dtype dt = dts[di];
+        const int K = quant_format_of(dt)->block == 256 ? 512 : 320; /* 320 = 256 + a K block of 64 */
+        const size_t rb = quant_row_bytes(dt, (size_t)K);
+        unsigned char *w = malloc((size_t)N * rb);
+        for (int n = 0; n < N; n++) { /* random blocks, kept where every weight is finite and modest */
+            unsigned char *r = w + (size_t)n * rb;
+            for (int tries = 0;; tries++) {
+                assert_true(tries < 1000);
+                for (size_t b = 0; b < rb; b++) r[b] = (unsigned char)(uniform() * 128 + 128);
+                quant_dequantize_row(dt, r, row, K);
+                int ok = 1;
+                for (int k = 0; k < K; k++) ok &= isfinite(row[k]) && fabsf(row[k]) < 1e4f;
+                if (ok) break;
+            }
+            memcpy(w_f + (size_t)n * K, row, (size_t)K * sizeof(float));
+        }
+        double worst = 0;
+        for (int layout = 0; layout < 3; layout++) { /* rows, x8, rows through OpenBLAS */
+            const int x8 = layout == 1;
+            if (x8 && !quant_x8(dt)) continue;
+            void *data = w;
+            if (x8) {
+                data = malloc(quant_x8_bytes(dt, N, K));
+                quant_x8_pack(dt, w, N, K, data);
+            }
+            if (layout == 2) setenv("GPTSCOPE_GEMM", "blas", 1);
+            gpt2_matrix m = {.data = data, .dtype = dt, .rows = K, .cols = N, .packed = x8};
+            for (int nt = 1; nt <= 3; nt++) {
+                gpt2_pool *pool = pool_new(nt);
+                memset(out, 0xff, (size_t)T * N * sizeof(float)); /* NaN: overwritten, not accumulated into */
+                kernel_matmul(pool, out, in, T, &m, NULL, 0, scratch, NULL);
+                pool_free(pool);
+                if (nt == 1) memcpy(out1, out, (size_t)T * N * sizeof(float));
+                else if (layout < 2 && memcmp(out, out1, (size_t)T * N * sizeof(float)))
+                    fail_msg("format %d, x8 %d: %d threads differ from 1", dt, x8, nt);
+            }
+            unsetenv("GPTSCOPE_GEMM");
+            for (int t = 0; t < T; t++)
+                for (int n = 0; n < N; n++) {
+                    double s = 0, mag = 0;
+                    for (int k = 0; k < K; k++) {
+                        const double p = (double)in[(size_t)t * K + k] * w_f[(size_t)n * K + k];
+                        s += p, mag += fabs(p);
+                    }
+                    const double err = fabs(out1[(size_t)t * N + n] - s) / (mag + 1e-30);
+                    if (err > worst) worst = err;
+                    if (err > 4e-6)
+                        fail_msg("format %d, layout %d: out[%d][%d] = %.9g, float64 %.9g (error %.2g of the sum of "
+                                 "|products| %.4g)", dt, layout, t, n, out1[(size_t)t * N + n], s, err, mag);
+                }
+            if (x8) free(data);
+        }
+        print_message("  format %d (K %d): prefill within %.1e of float64 (relative to the sum of |products|)\n", dt, K,
+                      worst);
+        free(w);
+    }
+    for (int i = 0; i < 3; i++) free(scratch[i]);
+    free(in), free(row), free(w_f), free(out), free(out1);
+}
+
 /* kernel_softmax against float64's, at lengths around its 16 lanes, with the
  * maximum in every lane and in the tail, scores spread over 200 (a wrong
  * maximum would overflow exp) and masked -inf entries. */
@@ -356,6 +433,7 @@ int main(void) {
         cmocka_unit_test(test_prefill_split_fixed),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_matmul_gelu),
+        cmocka_unit_test(test_block_prefill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

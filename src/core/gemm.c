@@ -400,6 +400,14 @@ void gemm_cols(float *C, int ldc, const float *A, int T, const gpt2_matrix *W, i
     }
 }
 
+void gemm_panel(float *C, int ldc, const float *A, int lda, int T, const float *B, int kk) {
+    const tile_fn *tiles = kernel()->tiles[GPT2_DTYPE_F32];
+    for (int t = 0; t < T; t += MR) {
+        const int mr = T - t < MR ? T - t : MR;
+        tiles[mr](C + (size_t)t * ldc, (size_t)ldc, A + (size_t)t * lda, (size_t)lda, B, P, kk, NULL, NULL, INIT_C);
+    }
+}
+
 void gemm_q8_cols(float *C, int ldc, const quant_x *X, int T, const gpt2_matrix *W, int n0, int nn) {
     const q8_tile_fn *tiles = kernel()->q8;
     const int K = W->rows;

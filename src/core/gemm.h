@@ -48,6 +48,12 @@ int gemm_force_kernel(const char *name);
 void gemm_cols(float *C, int ldc, const float *A, int T, const gpt2_matrix *W, int n0, int nn, const float *bias,
                int accumulate);
 
+/* C (T, 64) += A (T, kk; rows lda apart) @ B (kk, 64), B an F32 panel: the
+ * float tiles of gemm_cols, each element of C one chain of fused
+ * multiply-adds in k's order. For weights gemm_cols cannot read in place
+ * (block formats), widened a block of K at a time by the caller. */
+void gemm_panel(float *C, int ldc, const float *A, int lda, int T, const float *B, int kk);
+
 /* Q8 packed in row pairs (kernels.h) is multiplied in integers, decode and
  * prefill alike: the inputs come quantized to 16 bits in blocks of 32
  * (quant_x), and for each output

@@ -608,6 +608,74 @@ typedef struct {
     int gelu;          /* GELU_* on the outputs, by the chunk that made them */
 } qmatmul_job;
 
+/* Prefill over a block format: W's rows [p, p + 64) widened a block of K at a
+ * time into an F32 panel (kc, 64) for gemm_panel's tiles; a K block (a
+ * multiple of every format's block) is whole blocks in both layouts. */
+enum { PREFILL_KC = 256 };
+
+/* dst (8 rows, 64 apart) = the transpose of src (8 rows, lds apart). */
+static void transpose8(const float *src, int lds, float *dst) {
+#if defined(__AVX512F__) || defined(KERNEL_AVX2)
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + (size_t)i * lds);
+    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_ps(dst + i * KERNEL_PANEL_COLS, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (i + 4) * KERNEL_PANEL_COLS, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+#else
+    for (int k = 0; k < 8; k++)
+        for (int n = 0; n < 8; n++) dst[k * KERNEL_PANEL_COLS + n] = src[(size_t)n * lds + k];
+#endif
+}
+
+/* panel (kk, 64) = rows [p, p + np) of W, inputs [k0, k0 + kk), transposed;
+ * rows past np are zeros (x8: its padding rows). rows: (64, kk) scratch. */
+static void widen_block(const qmatmul_job *j, int p, int np, int k0, int kk, float *rows, float *panel) {
+    const size_t skip = quant_row_bytes(j->dt, (size_t)k0);
+    int r = 0;
+    if (j->x8)
+        for (; r < np; r += 8)
+            quant_x8_dequantize(j->dt, j->w + (size_t)((p + r) / 8) * j->group_bytes + 8 * skip, kk, -1,
+                                rows + (size_t)r * kk);
+    else
+        for (; r < np; r++)
+            quant_dequantize_row(j->dt, j->w + (size_t)(p + r) * j->row_bytes + skip, rows + (size_t)r * kk, kk);
+    memset(rows + (size_t)r * kk, 0, (size_t)(KERNEL_PANEL_COLS - r) * kk * sizeof(float));
+    for (r = 0; r < KERNEL_PANEL_COLS; r += 8)
+        for (int k = 0; k < kk; k += 8) transpose8(rows + (size_t)r * kk + k, kk, panel + k * KERNEL_PANEL_COLS + r);
+}
+
+/* out[:, n0:n1] += in @ W[n0:n1]^T, 64 outputs at a time; the K blocks in
+ * order, so each output is one chain over k whatever the threads. A last
+ * panel of fewer than 64 outputs goes through `tail` (T, 64). */
+static void qmatmul_panels(const qmatmul_job *j, int n0, int n1, float *scratch) {
+    float *panel = scratch, *rows = panel + PREFILL_KC * KERNEL_PANEL_COLS,
+          *tail = rows + PREFILL_KC * KERNEL_PANEL_COLS;
+    const int T = j->T, K = j->K;
+    for (int p = n0; p < n1; p += KERNEL_PANEL_COLS) {
+        const int np = n1 - p < KERNEL_PANEL_COLS ? n1 - p : KERNEL_PANEL_COLS;
+        float *C = j->out + p;
+        int ldc = j->ldo;
+        if (np < KERNEL_PANEL_COLS) {
+            for (int t = 0; t < T; t++) memcpy(tail + (size_t)t * KERNEL_PANEL_COLS, C + (size_t)t * ldc, np * sizeof(float));
+            C = tail, ldc = KERNEL_PANEL_COLS;
+        }
+        for (int k0 = 0; k0 < K; k0 += PREFILL_KC) {
+            const int kk = K - k0 < PREFILL_KC ? K - k0 : PREFILL_KC;
+            widen_block(j, p, np, k0, kk, rows, panel);
+            gemm_panel(C, ldc, j->in + k0, K, T, panel, kk);
+        }
+        if (C == tail)
+            for (int t = 0; t < T; t++)
+                memcpy(j->out + p + (size_t)t * j->ldo, tail + (size_t)t * KERNEL_PANEL_COLS, np * sizeof(float));
+    }
+}
+
 /* out[t, n] = (accumulate ? out[t, n] : 0) + bias[n] + dot for rows [n0, n1) */
 static void qmatmul_cols(const qmatmul_job *j, int n0, int n1, int ith) {
     for (int t = 0; t < j->T; t++) {
@@ -633,8 +701,12 @@ static void qmatmul_cols(const qmatmul_job *j, int n0, int n1, int ith) {
                 j->out[(size_t)t * j->ldo + n] += quant_dot(j->dt, j->w + (size_t)n * j->row_bytes, &j->xq[t]);
         return;
     }
-    /* prefill: dequantize a block of rows (a number fixed by K; x8: whole
-     * groups, the last one's padding rows past nr unused), then sgemm */
+    if (gemm_own() && (size_t)j->T * KERNEL_PANEL_COLS + 2 * PREFILL_KC * KERNEL_PANEL_COLS <= KERNEL_SCRATCH_FLOATS) {
+        qmatmul_panels(j, n0, n1, j->scratch[ith]);
+        return;
+    }
+    /* GPTSCOPE_GEMM=blas: dequantize a block of rows (a number fixed by K;
+     * x8: whole groups, the last one's padding rows past nr unused), then sgemm */
     float *buf = j->scratch[ith];
     const int nb = (KERNEL_SCRATCH_FLOATS / j->K) & ~7;
     for (int r0 = n0; r0 < n1; r0 += nb) {

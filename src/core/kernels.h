@@ -146,8 +146,11 @@ void kernel_matmul_gelu(gpt2_pool *pool, float *out, const float *in, int T, con
  * Block formats (both kernels): for T <= KERNEL_SMALL_T each position's input
  * is quantized to 8 bits in blocks of 32 (quant.h) into `partials`, and each
  * output is one integer-summed dot product with a row of W as stored; past
- * that, rows of W are dequantized into scratch[ith] and multiplied by sgemm.
- * Outputs are split over the threads by rows of W, in chunks fixed by N.
+ * that, 64 rows of W at a time are widened a K block (256) at a time into an
+ * F32 panel in scratch[ith] for gemm.h's float tiles (gemm_panel; each output
+ * one chain over k in order), or with GPTSCOPE_GEMM=blas dequantized rows go
+ * to sgemm. Outputs are split over the threads by rows of W, in chunks fixed
+ * by N: the same bits at any thread count.
  *
  * A Q8 embedding stored transposed in panels (kernel_q8_head_packable) runs
  * on gemm_q8_cols at any T, GPTSCOPE_GEMM=blas or not: its inputs quantized
