@@ -205,6 +205,7 @@ $(FIX)/hf_tok/.done: $(HFTOK)/.done tests/ref/hf_tokenize.js tests/ref/make_hf_t
 	$(PYTHON) tests/ref/make_hf_tokenizers.py --gpt2 tokenizers/gpt2 --out $(FIX)/hf_made
 	$(PYTHON) tests/ref/make_spm_tokenizers.py --src $(HFTOK)/llama2 --out $(FIX)/hf_made
 	$(PYTHON) tests/ref/make_gguf_tokenizers.py --hf $(HFTOK) --out $(FIX)/hf_gguf llama3:llama-bpe llama3:llama-bpe:bos qwen2_5:qwen2 qwen3:qwen2 \
+	    llama3:smaug-bpe:smaug llama3:falcon3:falcon3 \
 	    llama2:llama llama2:llama:ties llama2:llama:noprefix llama2:llama:nobyte llama2:llama:intscores
 	for m in $(HF_MODELS); do node tests/ref/hf_tokenize.js $(CURDIR)/$(HFTOK)/lenml/main.js $(HFTOK)/$$m \
 	    tests/ref/multiscript.json $(FIX)/hf_tok/$$m.json || exit 1; done

@@ -50,8 +50,11 @@ static int has_non_ascii_number(const char *text) {
 enum {
     ASCII_DIGITS = 1, /* the reference splits only ASCII digits (transformers.js's Digits), so texts
                          with other numbers are left to test_digits */
-    METASPACE = 2     /* a Metaspace pre-tokenizer's space prefix: none before a text that starts
+    METASPACE = 2,    /* a Metaspace pre-tokenizer's space prefix: none before a text that starts
                          with a space, which then decodes without it */
+    BOS_128000 = 4    /* a GGUF file named llama-bpe without tokenizer.ggml.add_bos_token: BOS
+                         128000 first, as llama.cpp's default for the name adds it (checked with
+                         llama-tokenize), where the tokenizer.json has no post-processor to */
 };
 
 /* Every text's ids against the reference's, and decode(encode(text)) == text: the
@@ -97,9 +100,11 @@ static void check_against_reference(const char *dir, const char *name, int flags
         size_t kb;
         assert_int_equal(gpt2_tokenizer_encode(t, s, strlen(s), GPT2_ENCODE_SPECIAL | GPT2_ENCODE_BOS, &b_ids, &kb, NULL),
                          GPT2_OK);
-        assert_int_equal((int)kb, cJSON_GetArraySize(ws));
+        const int extra = (flags & BOS_128000) != 0;
+        assert_int_equal((int)kb, cJSON_GetArraySize(ws) + extra);
+        if (extra) assert_int_equal(b_ids[0], 128000);
         id = ws->child;
-        for (size_t i = 0; i < kb; i++, id = id->next) assert_int_equal(b_ids[i], (int32_t)id->valuedouble);
+        for (size_t i = extra; i < kb; i++, id = id->next) assert_int_equal(b_ids[i], (int32_t)id->valuedouble);
         n_bos += kb > k;
         free(b_ids);
         /* the ids decode to the text (put in NFC, as JavaScript does it, by a normalizing tokenizer),
@@ -245,6 +250,47 @@ static void test_qwen2_5(void **state) {
 /* The same tokenizers carried by GGUF files as llama.cpp's converter writes them
  * (tests/ref/make_gguf_tokenizers.py: tokenizer.ggml.pre "llama-bpe" or "qwen2",
  * added tokens as control or user-defined token types): transformers.js's ids. */
+/* "smaug-bpe": Llama 3's split without ignore_merges (llama.cpp's SMAUG), so a
+ * word in the vocabulary that the merges do not reach is split as the merges
+ * say (Vietnamese here): against llama-tokenize's ids for the same file. */
+static void check_smaug(void) {
+    gpt2_tokenizer *t = load_ok(fixture_path("hf_gguf/llama3-smaug.gguf"));
+    assert_int_equal(gpt2_tokenizer_bos(t), -1);
+    char *texts_json = read_file("tests/ref/multiscript.json", NULL), *ref_json = read_file("tests/ref/llamacpp_smaug_ids.json", NULL);
+    cJSON *texts = cJSON_Parse(texts_json), *ref = cJSON_Parse(ref_json);
+    const cJSON *want = cJSON_GetObjectItem(ref, "ids");
+    assert_int_equal(cJSON_GetArraySize(texts), cJSON_GetArraySize(want));
+    int n = 0, n_ids = 0, n_differ = 0;
+    for (const cJSON *tx = texts->child, *w = want->child; tx; tx = tx->next, w = w->next, n++) {
+        int32_t *ids;
+        size_t k;
+        assert_int_equal(gpt2_tokenizer_encode(t, tx->valuestring, strlen(tx->valuestring), GPT2_ENCODE_SPECIAL, &ids, &k,
+                                               NULL), GPT2_OK);
+        if ((int)k != cJSON_GetArraySize(w)) fail_msg("smaug-bpe: text %d: %zu ids, llama.cpp %d", n, k, cJSON_GetArraySize(w));
+        const cJSON *id = w->child;
+        for (size_t i = 0; i < k; i++, id = id->next)
+            if (ids[i] != (int32_t)id->valuedouble) fail_msg("smaug-bpe: text %d: id %zu is %d, llama.cpp's %d", n, i, ids[i],
+                                                             (int)id->valuedouble);
+        /* where ignore_merges matters, the ids are not Llama 3's (the same file named llama-bpe) */
+        gpt2_tokenizer *l3 = load_ok(fixture_path("hf_gguf/llama3.gguf"));
+        int32_t *ids3;
+        size_t k3;
+        assert_int_equal(gpt2_tokenizer_encode(l3, tx->valuestring, strlen(tx->valuestring), GPT2_ENCODE_SPECIAL, &ids3,
+                                               &k3, NULL), GPT2_OK);
+        n_differ += k3 != k || memcmp(ids3, ids, k * sizeof *ids);
+        free(ids3);
+        gpt2_tokenizer_free(l3);
+        n_ids += (int)k;
+        free(ids);
+    }
+    assert_true(n_differ > 0); /* the fixture tells the two apart */
+    print_message("smaug-bpe: %d texts, %d ids, all llama.cpp's (%d tokenized otherwise as llama-bpe)\n", n, n_ids,
+                  n_differ);
+    cJSON_Delete(texts), cJSON_Delete(ref);
+    free(texts_json), free(ref_json);
+    gpt2_tokenizer_free(t);
+}
+
 static void test_gguf(void **state) {
     (void)state;
     /* SentencePiece's BPE as llama.cpp runs it ("llama": merges by score, ties leftmost,
@@ -290,10 +336,15 @@ static void test_gguf(void **state) {
     }
     static const char *names[] = {"llama3", "qwen2_5", "qwen3"};
     for (int i = 0; i < 3; i++)
-        check_against_reference(fixture_path("hf_gguf/%s.gguf", names[i]), names[i], 0);
+        check_against_reference(fixture_path("hf_gguf/%s.gguf", names[i]), names[i], i == 0 ? BOS_128000 : 0);
+    /* other names llama.cpp reads as Llama 3's split: the same ids; BOS by default
+     * for falcon3 (as for llama-bpe) but not smaug-bpe (llama-tokenize on the
+     * converter's own files says so too) */
+    check_against_reference(fixture_path("hf_gguf/llama3-falcon3.gguf"), "llama3", BOS_128000);
+    check_smaug();
     gpt2_tokenizer *t = load_ok(fixture_path("hf_gguf/llama3.gguf"));
     assert_int_equal(gpt2_tokenizer_eot(t), 128001); /* tokenizer_config.json's eos_token, <|end_of_text|> */
-    assert_int_equal(gpt2_tokenizer_bos(t), -1);     /* no tokenizer.ggml.add_bos_token */
+    assert_int_equal(gpt2_tokenizer_bos(t), 128000); /* no tokenizer.ggml.add_bos_token: llama-bpe's default */
     gpt2_tokenizer_free(t);
     /* tokenizer.ggml.add_bos_token true: a prompt starts with bos_token_id, as llama.cpp encodes it */
     t = load_ok(fixture_path("hf_gguf/llama3-bos.gguf"));

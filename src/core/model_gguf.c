@@ -383,23 +383,29 @@ static gpt2_status str_list(const gguf_file *g, const gguf_kv *kv, const char **
     return GPT2_OK;
 }
 
-/* tokenizer.ggml.pre: the pre-tokenizer llama.cpp names, as tokenizer.json
- * has it (Llama 3's and Qwen2's Split patterns, SmolLM's Digits) */
+/* tokenizer.ggml.pre: the pre-tokenizers llama.cpp names, as tokenizer.json
+ * has them (Llama 3's and Qwen2's Split patterns, SmolLM's Digits), under
+ * every name llama.cpp (llama-vocab.cpp) reads as one of them; its converter
+ * names a tokenizer by a hash of how it splits a probe text, so one with
+ * Llama 3's split can come out "smaug-bpe". bos: llama.cpp's add_bos default
+ * for the name, where the file has no tokenizer.ggml.add_bos_token. */
+#define LLAMA3_SPLIT                                                                                                \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"  \
+    "\\s+(?!\\S)|\\s+"
+#define QWEN2_SPLIT                                                                                                 \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"      \
+    "\\s+(?!\\S)|\\s+"
 static const struct {
     const char *pre, *pattern;
-    int ignore_merges, nfc, split_digits;
+    int ignore_merges, nfc, split_digits, bos;
 } pre_tokenizers[] = {
-    {"gpt-2", NULL, 0, 0, 0},
-    {"default", NULL, 0, 0, 0},
-    {"llama-bpe",
-     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-     "\\s+(?!\\S)|\\s+",
-     1, 0, 0},
-    {"qwen2",
-     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-     "\\s+(?!\\S)|\\s+",
-     0, 1, 0},
-    {"smollm", NULL, 0, 0, 1},
+    {"gpt-2", NULL, 0, 0, 0, 0},     {"default", NULL, 0, 0, 0, 0},   {"phi-2", NULL, 0, 0, 0, 0},
+    {"olmo", NULL, 0, 0, 0, 0},      {"mpt", NULL, 0, 0, 0, 0},
+    {"llama-bpe", LLAMA3_SPLIT, 1, 0, 0, 1}, {"llama3", LLAMA3_SPLIT, 1, 0, 0, 1},
+    {"llama-v3", LLAMA3_SPLIT, 1, 0, 0, 1},  {"falcon3", LLAMA3_SPLIT, 1, 0, 0, 1},
+    {"pixtral", LLAMA3_SPLIT, 1, 0, 0, 1},   {"smaug-bpe", LLAMA3_SPLIT, 0, 0, 0, 0},
+    {"qwen2", QWEN2_SPLIT, 0, 1, 0, 0},      {"deepseek-r1-qwen", QWEN2_SPLIT, 0, 1, 0, 0},
+    {"smollm", NULL, 0, 0, 1, 0},
 };
 
 /* Element i of an integer array (validated: i < kv->n). */
@@ -457,8 +463,10 @@ static gpt2_status read_bpe_parts(const gguf_file *g, const char *pre, size_t pr
            !(pre_len == strlen(pre_tokenizers[k].pre) && !memcmp(pre, pre_tokenizers[k].pre, pre_len)))
         k++;
     if (k == sizeof pre_tokenizers / sizeof *pre_tokenizers)
-        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.pre is \"%s\": gptscope knows gpt-2, "
-                         "llama-bpe, qwen2 and smollm", g->path, text_show(pre, pre_len, shown));
+        return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.pre is \"%s\": gptscope knows GPT-2's split "
+                         "(gpt-2, default, phi-2, olmo, mpt), Llama 3's (llama-bpe, llama3, llama-v3, falcon3, pixtral, "
+                         "smaug-bpe), Qwen2's (qwen2, deepseek-r1-qwen) and SmolLM's (smollm)", g->path,
+                         text_show(pre, pre_len, shown));
     const int n = (int)tokens->n, nm = has_merges ? (int)merges->n : 0;
     b->p = (tok_parts){.path = g->path, .n_vocab = n, .pattern = pre_tokenizers[k].pattern,
                        .ignore_merges = pre_tokenizers[k].ignore_merges, .nfc = pre_tokenizers[k].nfc,
@@ -473,7 +481,7 @@ static gpt2_status read_bpe_parts(const gguf_file *g, const char *pre, size_t pr
     if (add_bos && add_bos->val[0] && !has_bos)
         return gpt2_fail(err, GPT2_ERR_TOKENIZER, "%s: tokenizer.ggml.add_bos_token is true, but there is no "
                          "tokenizer.ggml.bos_token_id", g->path);
-    if (add_bos && add_bos->val[0]) b->p.bos = (int32_t)bos;
+    if (add_bos ? add_bos->val[0] : pre_tokenizers[k].bos && has_bos) b->p.bos = (int32_t)bos;
     b->token = calloc((size_t)n + 1, sizeof *b->token);
     b->token_len = calloc((size_t)n + 1, sizeof *b->token_len);
     b->in_model = calloc((size_t)n + 1, 1);

