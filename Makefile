@@ -243,6 +243,7 @@ $(FIX)/.done: $(filter-out tests/ref/jinja_ref.py,$(wildcard tests/ref/*.py)) $(
 	$(PYTHON) tests/ref/gguf_write.py --fixtures $(FIX) --tokenizer $(TOKDIR)
 	$(PYTHON) tests/ref/make_arch_fixtures.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/attribute_ref.py --fixtures $(FIX)
+	$(PYTHON) tests/ref/patch_ref.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/make_chat_fixtures.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/make_shard_fixtures.py --fixtures $(FIX)
 	$(PYTHON) tests/ref/torch_real.py --fixtures $(FIX)

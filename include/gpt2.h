@@ -17,6 +17,7 @@
 #include "gpt2_speculative.h"
 #include "gpt2_inspect.h"
 #include "gpt2_attribute.h"
+#include "gpt2_patch.h"
 #include "gpt2_chat_template.h"
 #include "gpt2_session.h"
 #include "gpt2_bpe_train.h"

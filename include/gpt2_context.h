@@ -38,6 +38,15 @@
  *      apart, once per batch of a wanted layer, so observing it leaves the
  *      forward pass's own floats unchanged). want_head_values(l) and
  *      want_mlp_out(l) choose the layers (NULL: all).
+ *      Editors change the pass: where want_edit(what, l) says yes (NULL:
+ *      everywhere), edit(what, l, p, v, n) may rewrite in place, at each
+ *      position p of the batch, the stream entering block l before it runs
+ *      (GPT2_EDIT_RESIDUAL), the heads' values after ablation and before
+ *      the output projection (GPT2_EDIT_HEAD_VALUES; observers see them
+ *      edited), or the MLP's output before it is added (GPT2_EDIT_MLP_OUT:
+ *      then computed apart and added, as observe_mlp computes it; not for
+ *      Gemma 2/3's normed outputs, which pass unedited). The cache keeps
+ *      what an edited pass computed.
  *   2. on_logits(p, logits, n_vocab) for each position of the batch (the LM
  *      head then runs over every position instead of only the last one).
  *   3. progress(n_done, n_total): after the batch; non-zero stops the eval with
@@ -92,7 +101,17 @@ typedef struct {
     void (*on_head_values)(void *user_data, int layer, int pos, const float *z, int n_head, int head_dim);
     int (*want_mlp_out)(void *user_data, int layer);
     void (*on_mlp_out)(void *user_data, int layer, int pos, const float *y, int n_embd);
+    /* editors (activation patching, gpt2_patch.h; see above) */
+    int (*want_edit)(void *user_data, int what, int layer);
+    void (*edit)(void *user_data, int what, int layer, int pos, float *v, int n);
 } gpt2_hooks;
+
+/* What an editor changes (gpt2_hooks.edit's `what`). */
+enum {
+    GPT2_EDIT_RESIDUAL,    /* the stream entering block l (l = 0: the embeddings); n = n_embd */
+    GPT2_EDIT_HEAD_VALUES, /* every query head's attention-weighted values, (n_head, head_dim) */
+    GPT2_EDIT_MLP_OUT      /* the MLP's output, bias included, before it is added; n = n_embd */
+};
 
 typedef struct gpt2_context gpt2_context;
 

@@ -26,6 +26,7 @@ static const struct {
     {"heads", cmd_heads, "every attention head's scores over a prompt"},
     {"lens", cmd_lens, "the logit lens: the next-token prediction read after each layer"},
     {"attribute", cmd_attribute, "why that token: its logit split into each head's and MLP's part"},
+    {"patch", cmd_patch, "what causes it: a clean run's activations patched into a corrupt run's"},
     {"eval", cmd_eval, "loss of a model on a text file (nats/token, bits/byte)"},
     {"bench", cmd_bench, "speed, latency and memory, against this machine's bandwidth"},
     {"train", cmd_train, "train a GPT-2-architecture model on a text file"},

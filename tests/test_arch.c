@@ -95,6 +95,44 @@ static void test_hf_directories(void **state) {
     }
 }
 
+/* logits (T, V) of the model at path for ids, from one batch */
+static float *batch_logits(const char *path, const int32_t *ids, int T, int V) {
+    gpt2_model *m;
+    gpt2_error err;
+    if (gpt2_model_load(path, &m, &err) != GPT2_OK) fail_msg("%s: %s", path, err.msg);
+    gpt2_context *ctx;
+    assert_int_equal(gpt2_context_new(m, gpt2_context_default_params(), &ctx, &err), GPT2_OK);
+    capture cap = {calloc((size_t)T * V, sizeof(float)), V};
+    gpt2_hooks hooks = {.on_logits = on_logits, .user_data = &cap};
+    gpt2_context_set_hooks(ctx, &hooks);
+    assert_int_equal(gpt2_context_eval(ctx, ids, T, &err), GPT2_OK);
+    gpt2_context_free(ctx);
+    gpt2_model_free(m);
+    return cap.all;
+}
+
+/* The same models as transformers 5 saves them (tests/ref/make_arch_fixtures.py's
+ * t5_config, checked once against transformers 5.17's save_pretrained: "dtype",
+ * rope_parameters for rope_theta, rope_scaling, NeoX's rotary_pct and
+ * rotary_emb_base, Gemma 3's rope_local_base_freq): the reference, and the
+ * original's logits bit for bit (they were silently the defaults' before). */
+static void test_transformers5_directories(void **state) {
+    (void)state;
+    row cases[32];
+    const int n = read_rows("cases.tsv", cases, 32);
+    for (int i = 0; i < n; i++) {
+        check_model(fixture_path("arch/t5/%s", cases[i].a), cases[i].a, TOL_LOGIT);
+        reference r;
+        ref_load(cases[i].a, &r);
+        char t5[4200];
+        snprintf(t5, sizeof t5, "%s", fixture_path("arch/t5/%s", cases[i].a));
+        float *a = batch_logits(t5, r.ids, r.T, r.V), *b = batch_logits(fixture_path("arch/models/%s", cases[i].a), r.ids, r.T, r.V);
+        if (memcmp(a, b, (size_t)r.T * r.V * sizeof(float))) fail_msg("%s: transformers 5's directory differs", cases[i].a);
+        free(a), free(b);
+        ref_free(&r);
+    }
+}
+
 /* The same models sharded as transformers shards them (model.safetensors.index.json
  * and its shards, tests/ref/make_shard_fixtures.py), against the same references. */
 static void test_sharded_directories(void **state) {
@@ -193,11 +231,20 @@ static void test_refusals(void **state) {
          "max_window_layers: expected 0 or at least num_hidden_layers (a window from some layer on is not supported"},
     };
     check_refusals("llama-gqa", cases, sizeof cases / sizeof *cases);
+    static const config_edit t5[] = { /* transformers 5's rope_parameters */
+        {"\"rope_scaling\": null", "\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4}",
+         "rope_parameters.rope_type: expected \"llama3\" or \"default\", found \"yarn\" (not supported)"},
+        {"\"rope_scaling\": null", "\"rope_parameters\": {\"rope_theta\": 10000, \"partial_rotary_factor\": 0.5}",
+         "rope_parameters.partial_rotary_factor: expected 1 (partial rotation is not supported for this family), found 0.5"},
+        {"\"rope_scaling\": null", "\"rope_parameters\": {\"full_attention\": {\"rope_theta\": 10000}}",
+         "rope_parameters: expected one object for every layer (per layer type only for Gemma 3)"},
+    };
+    check_refusals("llama-gqa", t5, sizeof t5 / sizeof *t5);
 }
 
 /* What of Gemma is not run: its multimodal and 3n models, EmbeddingGemma's
  * bidirectional attention, another activation, a layer pattern that is no
- * period, another rope scaling, transformers 5's rope_parameters. */
+ * period, another rope scaling; rope_parameters that scale the sliding layers. */
 static void test_gemma_refusals(void **state) {
     (void)state;
     static const char *const not_periodic =
@@ -220,8 +267,12 @@ static void test_gemma_refusals(void **state) {
          "layer_types: expected a list of num_hidden_layers strings, found 1 entries"},
         {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}",
          "rope_scaling.rope_type: expected \"linear\", \"llama3\" or \"default\", found \"yarn\" (not supported)"},
-        {"\"rope_scaling\": null", "\"rope_scaling\": null, \"rope_parameters\": {\"rope_theta\": 10000}",
-         "rope_parameters: expected rope_theta and rope_scaling (transformers 5's rope_parameters are not read yet)"},
+        {"\"rope_scaling\": null", "\"rope_scaling\": null, \"rope_parameters\": {\"full_attention\": {\"rope_theta\": "
+         "1e6}, \"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": 2}}",
+         "rope_parameters.sliding_attention.rope_type: expected \"default\" (the sliding layers' rotary is not scaled), "
+         "found \"linear\""},
+        {"\"rope_scaling\": null", "\"rope_scaling\": null, \"rope_parameters\": 5",
+         "rope_parameters: expected an object or null, found a number"},
     };
     check_refusals("gemma3", cases, sizeof cases / sizeof *cases);
 }
@@ -342,6 +393,7 @@ int main(void) {
         cmocka_unit_test(test_hf_directories),
         cmocka_unit_test(test_sharded_directories),
         cmocka_unit_test(test_gguf_files),
+        cmocka_unit_test(test_transformers5_directories),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_gemma_refusals),
         cmocka_unit_test(test_attention_rows),

@@ -323,6 +323,81 @@ static void test_attribute(void **state) {
     run_free(&r);
 }
 
+/* patch_ref.py: `patch` against the patching reference */
+static void patch_check(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vscript_check("patch_ref.py", fmt, ap);
+    va_end(ap);
+}
+
+/* patch --json against the reference, each kind, on GPT-2 and two decoder
+ * families; the exports; the text at 80 columns; bad input. */
+static void test_patch(void **state) {
+    (void)state;
+    static const char *models[] = {"models/tiny-f32", "arch/models/qwen2", "arch/models/neox"};
+    static const char *what[] = {"resid", "mlp", "heads"};
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++)
+        for (int w = 0; w < 3; w++) {
+            const char *model = fixture_path("%s", models[i]);
+            char extra[128];
+            snprintf(extra, sizeof extra, "--corrupt 'the cat sat at the' --answer ' the' --wrong ' a' --what %s --json",
+                     what[w]);
+            run_to("patch.json", "patch -m %s --clean %s %s", model, "the cat sat on the", extra);
+            patch_check("check %s %s", model, tmp("patch.json"));
+        }
+    /* the exports: the JSON is what --json printed, the CSV a row a cell */
+    const char *m = fixture_path("models/tiny-f32");
+    char extra[512];
+    snprintf(extra, sizeof extra, "--corrupt 'the cat sat at the' --answer ' the' --wrong ' a' --json --ablate 1.0 "
+             "--export %s", tmp("patch-export.json"));
+    run_to("patch.json", "patch -m %s --clean %s %s", m, "the cat sat on the", extra);
+    char *printed = read_file(tmp("patch.json"), NULL), *written = read_file(tmp("patch-export.json"), NULL);
+    assert_string_equal(written, printed);
+    if (!strstr(printed, "\"model\":\"tiny-f32\"") || !strstr(printed, "\"ablated\":[[1,0]]") ||
+        !strstr(printed, "\"what\":\"resid\"") || !strstr(printed, "\"cols\":\"pos\""))
+        fail_msg("patch --json lacks the model, the ablation or the grid's axes: %s", printed);
+    free(printed), free(written);
+    snprintf(extra, sizeof extra, "--corrupt 'the cat sat at the' --answer ' the' --wrong ' a' --what heads --export %s",
+             tmp("patch.csv"));
+    run_to("out.txt", "patch -m %s --clean %s %s", m, "the cat sat on the", extra);
+    char *csv = read_file(tmp("patch.csv"), NULL);
+    int rows = 0;
+    for (const char *c = csv; *c; c++) rows += *c == '\n';
+    assert_int_equal(rows, 1 + 2 * 4); /* the header, then 2 layers x 4 heads */
+    assert_true(!strncmp(csv, "model,what,layer,pos,head,clean_token,corrupt_token,score,ld,ablated\r\n", 70));
+    assert_non_null(strstr(csv, "tiny-f32,heads,1,,3,,,"));
+    free(csv);
+    /* the text: both LDs, the grid, 80 columns */
+    run_result r = run(NULL, "patch -m %s --clean 'the cat sat on the' --corrupt 'the cat sat at the' --answer ' the' "
+                       "--wrong ' a'", m);
+    assert_int_equal(r.status, 0);
+    const char *want[] = {"tiny-f32: activation patching of the residual stream entering each layer", "LD = logit(",
+                          "LD clean ", ", corrupt ", "pos  token (clean/corrupt)", "L0    L1", "runs, "};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(r.out, want[i])) fail_msg("patch's text lacks '%s':\n%s", want[i], r.out);
+    int col = 0, line = 1;
+    for (const unsigned char *c = (const unsigned char *)r.out; *c; c++) {
+        if (*c == '\n') line++, col = 0;
+        else if ((*c & 0xC0) != 0x80 && ++col > 80) fail_msg("line %d is wider than 80 columns:\n%s", line, r.out);
+    }
+    run_free(&r);
+    /* bad input: one line each, nothing written */
+    expect_error(1, "the clean prompt is 7 tokens and the corrupt one 9", "patch -m %s --clean 'the cat sat on the' "
+                 "--corrupt 'the cat sat on the mat' --answer ' the' --wrong ' a'", m);
+    expect_error(1, "--answer 'the cat' is 3 tokens", "patch -m %s --clean 'the cat sat on the' --corrupt "
+                 "'the cat sat at the' --answer 'the cat' --wrong ' a'", m);
+    expect_error(1, "the clean and corrupt prompts are the same 3 tokens", "patch -m %s --clean 'the cat' "
+                 "--corrupt 'the cat' --answer ' the' --wrong ' a'", m);
+    expect_error(2, "--what all: expected resid, mlp or heads", "patch -m %s --clean a --corrupt b --answer a --wrong b "
+                 "--what all", m);
+    expect_error(2, "patch needs --wrong B", "patch -m %s --clean a --corrupt b --answer a", m);
+    expect_error(2, "--answer and --answer-id both name the answer", "patch -m %s --clean a --corrupt b --answer a "
+                 "--answer-id 3 --wrong b", m);
+    expect_error(1, "mlp is not patched in gemma2", "patch -m %s --clean 'the cat sat on the' --corrupt "
+                 "'the cat sat at the' --answer ' the' --wrong ' a' --what mlp", fixture_path("arch/models/gemma2"));
+}
+
 static void test_attribute_bad_input(void **state) {
     (void)state;
     const char *m = fixture_path("models/tiny-f32");
@@ -370,6 +445,7 @@ int main(void) {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_attribute),
         cmocka_unit_test(test_attribute_bad_input),
+        cmocka_unit_test(test_patch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -32,6 +32,7 @@ int cmd_attention(int argc, char **argv);
 int cmd_heads(int argc, char **argv);
 int cmd_lens(int argc, char **argv);
 int cmd_attribute(int argc, char **argv);
+int cmd_patch(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
@@ -389,5 +390,10 @@ int cli_prompt_pos(long pos, int given, int T, int *out);
 
 /* Token id's bytes as cli_print_piece shows them (an unknown id as ""). */
 void cli_print_token(const gpt2_tokenizer *tok, int32_t id);
+
+/* A token named by its text (opt "--token": one token of m, as it reads
+ * inside a text) or, where id_given, by id: *out, or -1 when neither was
+ * given; 0 after saying why it names no one token (the text's pieces). */
+int cli_single_token(const gpt2_model *m, const char *opt, const char *text, int id_given, long id, int32_t *out);
 
 #endif

@@ -71,45 +71,6 @@ static int attr_parse(int argc, char **argv, attr_opts *o) {
     return CLI_PARSED;
 }
 
-/* A token named by its text (opt "--token") or id: *id, or -1 when neither
- * was given; 0 after saying why it names no one token of the model. */
-static int token_of(const gpt2_model *m, const char *opt, const char *text, int id_given, long id, int32_t *out) {
-    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
-    const int V = gpt2_model_config(m)->n_vocab;
-    *out = -1;
-    if (id_given) {
-        if (id >= V) {
-            cli_error("%s-id %ld: outside the vocabulary of model %s (ids 0..%d)", opt, id, gpt2_model_name(m), V - 1);
-            return 0;
-        }
-        *out = (int32_t)id;
-        return 1;
-    }
-    if (!text) return 1;
-    int32_t *ids = NULL;
-    size_t n = 0;
-    /* the text as it reads inside a text: no BOS, no SentencePiece prefix */
-    if (!cli_encode(tok, text, strlen(text), GPT2_ENCODE_SPECIAL | GPT2_ENCODE_CONTINUE, &ids, &n)) return 0;
-    if (n == 1) *out = ids[0];
-    else if (n == 0)
-        cli_error("%s '': the text is empty: give one token's text (' cat', with its leading space)", opt);
-    else {
-        char shown[512];
-        gpt2_text_escape(text, strlen(text), shown, sizeof shown);
-        fprintf(stderr, "gptscope: %s '%s' is %zu tokens (", opt, shown, n);
-        for (size_t i = 0; i < n && i < 8; i++) {
-            size_t bl = 0;
-            const char *b = gpt2_tokenizer_token_bytes(tok, ids[i], &bl);
-            gpt2_text_escape(b ? b : "", b ? bl : 0, shown, sizeof shown);
-            fprintf(stderr, "%s\"%s\"", i ? " " : "", shown);
-        }
-        fprintf(stderr, "%s), not one: give a single token's text, or --%s-id\n", n > 8 ? " ..." : "",
-                opt + 2);
-    }
-    free(ids);
-    return n == 1;
-}
-
 static int attr_run(const attr_opts *o, attr_result *r) {
     size_t n = 0;
     if (!(r->m = cli_load_model(cli_model_dir(o->model))) ||
@@ -119,8 +80,8 @@ static int attr_run(const attr_opts *o, attr_result *r) {
     const gpt2_config *cfg = gpt2_model_config(r->m);
     gpt2_attribution_params p = gpt2_attribution_default_params();
     if (!cli_prompt_pos(o->pos, o->pos_given, r->T, &p.pos) ||
-        !token_of(r->m, "--token", o->token, o->token_id_given, o->token_id, &p.target) ||
-        !token_of(r->m, "--vs", o->vs, o->vs_id_given, o->vs_id, &p.baseline))
+        !cli_single_token(r->m, "--token", o->token, o->token_id_given, o->token_id, &p.target) ||
+        !cli_single_token(r->m, "--vs", o->vs, o->vs_id_given, o->vs_id, &p.baseline))
         return EXIT_ERR;
     if (o->ablate && !(r->mask = cli_ablation_mask(cfg, o->ablate))) return EXIT_ERR;
     gpt2_context *ctx = cli_context_new(r->m, o->n_threads);

@@ -51,32 +51,87 @@ int arch_hf_family(const char *model_type) {
     return strcmp(model_type, "gpt_neox") == 0 ? ARCH_NEOX : -1;
 }
 
-/* rope_scaling: null, or Llama 3's (linear too where allowed: Gemma 3); other kinds are
- * refused by name. */
+/* A rotary kind in object rs (rope_scaling's, or transformers 5's rope_parameters'):
+ * "default", Llama 3's, or linear where allowed (Gemma 3); other kinds are refused by
+ * name. in: rs's messages' source (its prefix says where rs is). */
+static gpt2_status rope_kind(const json_src *in, const cJSON *rs, gpt2_arch *a, int linear) {
+    const char *kind = NULL;
+    const char *key = json_has(rs, "rope_type") ? "rope_type" : "type";
+    if (!json_has(rs, key)) return GPT2_OK; /* rope_parameters without a type: the default */
+    gpt2_status st = json_get_str(in, rs, key, &kind);
+    if (st) return st;
+    if (strcmp(kind, "default") == 0) return GPT2_OK;
+    if (linear && strcmp(kind, "linear") == 0) return json_get_float(in, rs, "factor", 1, 0, 1e6, &a->rope_linear);
+    if (strcmp(kind, "llama3") != 0) {
+        char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 32];
+        snprintf(found, sizeof found, "\"%s\" (not supported)", text_show(kind, strlen(kind), shown));
+        return json_bad(in, key, linear ? "\"linear\", \"llama3\" or \"default\"" : "\"llama3\" or \"default\"", found);
+    }
+    if ((st = json_get_float(in, rs, "factor", 1, 0, 1e6, &a->rope_factor)) ||
+        (st = json_get_float(in, rs, "low_freq_factor", 0, 1, 1e6, &a->rope_low_freq)) ||
+        (st = json_get_float(in, rs, "high_freq_factor", 0, 1, 1e6, &a->rope_high_freq)) ||
+        (st = json_get_int(in, rs, "original_max_position_embeddings", 1, 1 << 24, &a->rope_orig_ctx)))
+        return st;
+    if (!(a->rope_high_freq > a->rope_low_freq))
+        return json_bad(in, "high_freq_factor", "a value above low_freq_factor", "one that is not");
+    return GPT2_OK;
+}
+
+/* rope_scaling: null, or an object rope_kind reads. */
 static gpt2_status rope_scaling(const json_src *js, const cJSON *root, gpt2_arch *a, int linear) {
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
     if (!rs || cJSON_IsNull(rs)) return GPT2_OK;
     if (!cJSON_IsObject(rs)) return json_bad(js, "rope_scaling", "an object or null", json_type_name(rs));
     json_src in = *js;
     in.prefix = "rope_scaling.";
-    const char *kind = NULL;
-    const char *key = json_has(rs, "rope_type") ? "rope_type" : "type";
-    gpt2_status st = json_get_str(&in, rs, key, &kind);
-    if (st) return st;
-    if (strcmp(kind, "default") == 0) return GPT2_OK;
-    if (linear && strcmp(kind, "linear") == 0) return json_get_float(&in, rs, "factor", 1, 0, 1e6, &a->rope_linear);
-    if (strcmp(kind, "llama3") != 0) {
-        char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 32];
-        snprintf(found, sizeof found, "\"%s\" (not supported)", text_show(kind, strlen(kind), shown));
-        return json_bad(&in, key, linear ? "\"linear\", \"llama3\" or \"default\"" : "\"llama3\" or \"default\"", found);
-    }
-    if ((st = json_get_float(&in, rs, "factor", 1, 0, 1e6, &a->rope_factor)) ||
-        (st = json_get_float(&in, rs, "low_freq_factor", 0, 1, 1e6, &a->rope_low_freq)) ||
-        (st = json_get_float(&in, rs, "high_freq_factor", 0, 1, 1e6, &a->rope_high_freq)) ||
-        (st = json_get_int(&in, rs, "original_max_position_embeddings", 1, 1 << 24, &a->rope_orig_ctx)))
+    return rope_kind(&in, rs, a, linear);
+}
+
+/* One object of transformers 5's rope_parameters at `where`: rope_theta into
+ * *theta, the kind (rope_kind; only "default" unless kind_ok), and
+ * partial_rotary_factor into *pct. */
+static gpt2_status rope_object(const json_src *js, const cJSON *rp, const char *where, gpt2_arch *a, int kind_ok,
+                               int linear, float *theta, float *pct) {
+    json_src in = *js;
+    in.prefix = where;
+    gpt2_status st;
+    if ((json_has(rp, "rope_theta") && (st = json_get_float(&in, rp, "rope_theta", 0, 1, 1e12, theta))) ||
+        (json_has(rp, "partial_rotary_factor") &&
+         (st = json_get_float(&in, rp, "partial_rotary_factor", 0, 1, 1, pct))))
         return st;
-    if (!(a->rope_high_freq > a->rope_low_freq))
-        return json_bad(&in, "high_freq_factor", "a value above low_freq_factor", "one that is not");
+    if (kind_ok) return rope_kind(&in, rp, a, linear);
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(rp, "rope_type");
+    if (!k || (cJSON_IsString(k) && strcmp(k->valuestring, "default") == 0)) return GPT2_OK;
+    char shown[TEXT_SHOW_BUF], found[TEXT_SHOW_BUF + 8];
+    if (cJSON_IsString(k)) snprintf(found, sizeof found, "\"%s\"", text_show(k->valuestring, strlen(k->valuestring), shown));
+    return json_bad(&in, "rope_type", "\"default\" (the sliding layers' rotary is not scaled)",
+                    cJSON_IsString(k) ? found : json_type_name(k));
+}
+
+/* transformers 5's rope_parameters, which config.json holds in place of
+ * rope_theta and rope_scaling (and NeoX's rotary_pct and rotary_emb_base): an
+ * object with rope_theta, rope_type and that type's keys, and
+ * partial_rotary_factor; for Gemma 3 one such object per layer type,
+ * "full_attention" (rope_theta, scaling) and "sliding_attention"
+ * (*theta_local; no scaling). Where present it is what counts, as in
+ * transformers 5; *pct: its partial_rotary_factor (left as is if absent). */
+static gpt2_status rope_parameters(const json_src *js, const cJSON *root, gpt2_arch *a, int linear, float *pct,
+                                   float *theta_local) {
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if (!rp || cJSON_IsNull(rp)) return GPT2_OK;
+    if (!cJSON_IsObject(rp)) return json_bad(js, "rope_parameters", "an object or null", json_type_name(rp));
+    const cJSON *full = cJSON_GetObjectItemCaseSensitive(rp, "full_attention"),
+                *sliding = cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention");
+    if (!full && !sliding) return rope_object(js, rp, "rope_parameters.", a, 1, linear, &a->rope_theta, pct);
+    if (!theta_local)
+        return json_bad(js, "rope_parameters", "one object for every layer (per layer type only for Gemma 3)",
+                        "objects per layer type");
+    gpt2_status st;
+    if ((full && !cJSON_IsObject(full)) || (sliding && !cJSON_IsObject(sliding)))
+        return json_bad(js, "rope_parameters", "an object per layer type", "another value");
+    if ((full && (st = rope_object(js, full, "rope_parameters.full_attention.", a, 1, linear, &a->rope_theta, pct))) ||
+        (sliding && (st = rope_object(js, sliding, "rope_parameters.sliding_attention.", a, 0, 0, theta_local, pct))))
+        return st;
     return GPT2_OK;
 }
 
@@ -116,6 +171,15 @@ static gpt2_status refuse_options(const json_src *js, const cJSON *root) {
     return GPT2_OK;
 }
 
+/* rope_parameters' partial_rotary_factor, outside GPT-NeoX: 1 or refused. */
+static gpt2_status whole_rotation(const json_src *js, float pct) {
+    char found[32];
+    snprintf(found, sizeof found, "%g", pct);
+    return pct == 1 ? GPT2_OK
+                    : json_bad(js, "rope_parameters.partial_rotary_factor",
+                               "1 (partial rotation is not supported for this family)", found);
+}
+
 /* The sizes every family's config.json gives under the same keys. */
 static gpt2_status read_shape(const json_src *js, const cJSON *root, gpt2_config *c, int *n_ff) {
     gpt2_status st;
@@ -150,7 +214,7 @@ static gpt2_status neox_config(const json_src *js, const cJSON *root, gpt2_confi
         (json_has(root, "rotary_emb_base") && (st = json_get_float(js, root, "rotary_emb_base", 0, 1, 1e12, &a->rope_theta))) ||
         (json_has(root, "layer_norm_eps") && (st = json_get_float(js, root, "layer_norm_eps", 0, 1, 1, &c->ln_eps))) ||
         (json_has(root, "use_parallel_residual") && (st = json_get_bool(js, root, "use_parallel_residual", &a->parallel_residual))) ||
-        (st = rope_scaling(js, root, a, 0)))
+        (st = rope_scaling(js, root, a, 0)) || (st = rope_parameters(js, root, a, 0, &pct, NULL)))
         return st;
     a->rope_dim = (int)(a->head_dim * pct); /* HF: int(head_size * rotary_pct) */
     if (a->rope_dim < 2 || a->rope_dim % 2)
@@ -254,7 +318,7 @@ static gpt2_status gemma_config(const json_src *js, const cJSON *root, int g, gp
     a->head_dim = 256;
     a->rope_theta = gen == 3 ? 1e6f : 1e4f;
     c->ln_eps = 1e-6f;
-    float qpas = 256, local = 1e4f;
+    float qpas = 256, local = 1e4f, pct = 1;
     if ((json_has(root, "num_key_value_heads") &&
          (st = json_get_int(js, root, "num_key_value_heads", 1, c->n_head, &a->n_kv_head))) ||
         (json_has(root, "head_dim") && (st = json_get_int(js, root, "head_dim", 2, 4096, &a->head_dim))) ||
@@ -266,7 +330,9 @@ static gpt2_status gemma_config(const json_src *js, const cJSON *root, int g, gp
          (st = json_get_float(js, root, "rope_local_base_freq", 0, 1, 1e12, &local))) ||
         (gen >= 2 && (st = opt_positive(js, root, "attn_logit_softcapping", gen == 2 ? 50 : 0, &a->attn_softcap))) ||
         (gen >= 2 && (st = opt_positive(js, root, "final_logit_softcapping", gen == 2 ? 30 : 0, &a->final_softcap))) ||
-        (st = rope_scaling(js, root, a, gen == 3)) || (st = refuse_options(js, root)) ||
+        (st = rope_scaling(js, root, a, gen == 3)) ||
+        (st = rope_parameters(js, root, a, gen == 3, &pct, gen == 3 ? &local : NULL)) ||
+        (st = refuse_options(js, root)) || (st = whole_rotation(js, pct)) ||
         (st = activation(js, root, "hidden_activation",
                          (const char *const[]){"gelu_pytorch_tanh", "gelu_new", "gelu_fast"}, 3,
                          "\"gelu_pytorch_tanh\" (GELU's tanh form)")))
@@ -281,9 +347,6 @@ static gpt2_status gemma_config(const json_src *js, const cJSON *root, int g, gp
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "use_bidirectional_attention")))
         return json_bad(js, "use_bidirectional_attention", "false (EmbeddingGemma's bidirectional attention is not "
                         "supported)", "true");
-    if (json_has(root, "rope_parameters"))
-        return json_bad(js, "rope_parameters", "rope_theta and rope_scaling (transformers 5's rope_parameters are "
-                        "not read yet)", "an object");
     a->rope_dim = a->head_dim;
     if (gen >= 2) a->attn_scale = (float)(1.0 / sqrt((double)qpas));
     if (gen == 3) a->rope_theta_local = local;
@@ -312,6 +375,7 @@ gpt2_status arch_from_hf_config(const json_src *js, const cJSON *root, const cha
     a->rms_norm = a->swiglu = 1;
     a->qk_norm = families[fam].qk_norm;
     gpt2_status st;
+    float pct = 1;
     if ((st = read_shape(js, root, c, n_ff))) return st;
     a->n_kv_head = c->n_head;
     if (json_has(root, "num_key_value_heads") &&
@@ -336,7 +400,8 @@ gpt2_status arch_from_hf_config(const json_src *js, const cJSON *root, const cha
     c->ln_eps = 1e-6f;
     if ((json_has(root, "rope_theta") && (st = json_get_float(js, root, "rope_theta", 0, 1, 1e12, &a->rope_theta))) ||
         (json_has(root, "rms_norm_eps") && (st = json_get_float(js, root, "rms_norm_eps", 0, 1, 1, &c->ln_eps))) ||
-        (st = rope_scaling(js, root, a, 0)) || (st = refuse_options(js, root)) ||
+        (st = rope_scaling(js, root, a, 0)) || (st = rope_parameters(js, root, a, 0, &pct, NULL)) ||
+        (st = refuse_options(js, root)) || (st = whole_rotation(js, pct)) ||
         (st = activation(js, root, "hidden_act", (const char *const[]){"silu"}, 1, "\"silu\"")))
         return st;
     /* a window counts where the family always applies it (Mistral), or where the config

@@ -331,6 +331,25 @@ static void rotate(gpt2_context *ctx, int l, const gpt2_layer *L, const qkv_view
     }
 }
 
+/* Whether an editor wants to change `what` in layer l. */
+static int wants_edit(const gpt2_context *ctx, int what, int l) {
+    for (int i = 0; i < ctx->n_hooks; i++) {
+        const gpt2_hooks *hk = &ctx->hooks[i];
+        if (hk->edit && (!hk->want_edit || hk->want_edit(hk->user_data, what, l))) return 1;
+    }
+    return 0;
+}
+
+/* The editors' turn at `what` of layer l: rows of n floats, `stride` apart,
+ * for the T positions from p0. */
+static void run_edits(gpt2_context *ctx, int what, int l, int p0, int T, float *v, size_t stride, int n) {
+    for (int i = 0; i < ctx->n_hooks; i++) {
+        const gpt2_hooks *hk = &ctx->hooks[i];
+        if (!hk->edit || (hk->want_edit && !hk->want_edit(hk->user_data, what, l))) continue;
+        for (int t = 0; t < T; t++) hk->edit(hk->user_data, what, l, p0 + t, v + (size_t)t * stride, n);
+    }
+}
+
 /* Layer l's attention for T positions at p0: the new keys and values into
  * the cache, the heads over the pool, then zero-ablation and the heads each
  * observer wants. */
@@ -350,6 +369,7 @@ static void attention(gpt2_context *ctx, int l, const qkv_view *v, int p0, int T
         for (int h = 0; h < H; h++)
             if (ctx->ablated[(size_t)l * H + h])
                 for (int t = 0; t < T; t++) memset(ctx->atty + (size_t)t * Q + h * hd, 0, (size_t)hd * sizeof(float));
+    if (wants_edit(ctx, GPT2_EDIT_HEAD_VALUES, l)) run_edits(ctx, GPT2_EDIT_HEAD_VALUES, l, p0, T, ctx->atty, Q, Q);
     for (int i = 0; i < ctx->n_hooks; i++) { /* each observer gets the heads it wants */
         const gpt2_hooks *hk = &ctx->hooks[i];
         for (int h = 0; hk->on_attention && h < H; h++) {
@@ -438,10 +458,11 @@ static void swiglu(gpt2_context *ctx, int T, int joined) {
 
 /* Layer l's MLP output, its down projection of hid with the bias, for the
  * observers that want it: computed apart into xn (free once the MLP has
- * read it), so that the stream's own sum is untouched. */
-static void observe_mlp(gpt2_context *ctx, const gpt2_layer *L, int l, int T) {
+ * read it), so that the stream's own sum is untouched; in_xn: it is there
+ * already (an edited layer's). */
+static void observe_mlp(gpt2_context *ctx, const gpt2_layer *L, int l, int T, int in_xn) {
     const int C = ctx->m->cfg.n_embd;
-    int done = 0;
+    int done = in_xn;
     for (int i = 0; i < ctx->n_hooks; i++) {
         const gpt2_hooks *hk = &ctx->hooks[i];
         if (!hk->on_mlp_out || (hk->want_mlp_out && !hk->want_mlp_out(hk->user_data, l))) continue;
@@ -481,6 +502,7 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
         const gpt2_layer *L = &m->layers[l];
         if (any_cancel(ctx))
             return gpt2_fail(err, GPT2_CANCELLED, "interrupted in layer %d of a batch of %d tokens", l, T);
+        if (wants_edit(ctx, GPT2_EDIT_RESIDUAL, l)) run_edits(ctx, GPT2_EDIT_RESIDUAL, l, p0, T, ctx->x, C, C);
         norm(ctx, ctx->xn, ctx->x, L->ln1_g, L->ln1_b, T);
         const qkv_view v = qkv_of(ctx, L, T);
         if (L->attn_w.data) {
@@ -515,9 +537,14 @@ static gpt2_status forward_batch(gpt2_context *ctx, const int32_t *tokens, int T
         if (L->mlp_out_norm) { /* as the attention's: xn is read no more once hid is made */
             kernel_matmul(ctx->pool, ctx->xn, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 0, ctx->scratch, ctx->partials);
             norm_into(ctx, ctx->x, ctx->xn, L->mlp_out_norm, T);
+        } else if (wants_edit(ctx, GPT2_EDIT_MLP_OUT, l)) { /* apart, edited, then added */
+            kernel_matmul(ctx->pool, ctx->xn, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 0, ctx->scratch, ctx->partials);
+            run_edits(ctx, GPT2_EDIT_MLP_OUT, l, p0, T, ctx->xn, C, C);
+            for (size_t i = 0; i < (size_t)T * C; i++) ctx->x[i] += ctx->xn[i];
+            observe_mlp(ctx, L, l, T, 1);
         } else {
             kernel_matmul(ctx->pool, ctx->x, ctx->hid, T, &L->fcproj_w, L->fcproj_b, 1, ctx->scratch, ctx->partials);
-            observe_mlp(ctx, L, l, T); /* Gemma's normed output is not observed yet: attribution refuses it */
+            observe_mlp(ctx, L, l, T, 0); /* Gemma's normed output is not observed yet: attribution refuses it */
         }
         for (int i = 0; i < ctx->n_hooks; i++) {
             const gpt2_hooks *hk = &ctx->hooks[i];

@@ -241,6 +241,41 @@ cJSON *viz_attribution_json(const viz_attribution *v) {
     return root;
 }
 
+/* {"ids", "tokens"} of a prompt under key */
+static void json_prompt(cJSON *obj, const char *key, const gpt2_tokenizer *tok, const int32_t *ids, int n) {
+    cJSON *e = cJSON_CreateObject();
+    viz_json_add(obj, key, e);
+    if (e) viz_json_tokens(e, tok, ids, (size_t)n);
+}
+
+cJSON *viz_patch_json(const viz_patch *v) {
+    const gpt2_patch_result *r = v->r;
+    cJSON *root = cJSON_CreateObject();
+    if (v->model) viz_json_text(root, "model", v->model, strlen(v->model));
+    json_prompt(root, "clean", v->tok, v->clean, r->n_tokens);
+    json_prompt(root, "corrupt", v->tok, v->corrupt, r->n_tokens);
+    viz_json_add(root, "ablated", json_ablated(v->ablated.mask, v->ablated.n_layer, v->ablated.n_head));
+    json_token_ref(root, "answer", v->tok, r->answer);
+    json_token_ref(root, "wrong", v->tok, r->wrong);
+    viz_json_number(root, "ld_clean", r->ld_clean);
+    viz_json_number(root, "ld_corrupt", r->ld_corrupt);
+    const char *what = gpt2_patch_what_name(r->what), *cols = r->what == GPT2_PATCH_HEADS ? "head" : "pos";
+    viz_json_text(root, "what", what, strlen(what));
+    viz_json_text(root, "rows", "layer", 5);
+    viz_json_text(root, "cols", cols, strlen(cols));
+    json_int(root, "first_diff", r->first_diff);
+    const char *keys[2] = {"scores", "ld"};
+    const double *grids[2] = {r->scores, r->ld};
+    for (int g = 0; g < 2; g++) {
+        cJSON *rows = cJSON_CreateArray();
+        viz_json_add(root, keys[g], rows);
+        for (int l = 0; rows && l < r->rows; l++) viz_json_append(rows, json_doubles(grids[g] + (size_t)l * r->cols, r->cols));
+    }
+    json_int(root, "runs", r->n_runs);
+    json_int(root, "positions", r->n_positions);
+    return root;
+}
+
 /* --- CSV ------------------------------------------------------------------- */
 
 /* The cell prefix + s[0, n); prefix holds none of the characters that need quoting. */
@@ -398,6 +433,30 @@ static gpt2_status csv_attribution(FILE *f, const viz_attribution *v, gpt2_error
     return GPT2_OK;
 }
 
+static void csv_patch(FILE *f, const viz_patch *v) {
+    const gpt2_patch_result *r = v->r;
+    char ab[1024];
+    viz_ablation_text(v->ablated, ab, sizeof ab);
+    const char *model = v->model ? v->model : "", *what = gpt2_patch_what_name(r->what);
+    const int heads = r->what == GPT2_PATCH_HEADS;
+    fputs("model,what,layer,pos,head,clean_token,corrupt_token,score,ld,ablated\r\n", f);
+    for (int l = 0; l < r->rows; l++)
+        for (int c = 0; c < r->cols; c++) {
+            viz_csv_cell(f, model, strlen(model));
+            fprintf(f, ",%s,%d,", what, l);
+            if (heads) fprintf(f, ",%d,,", c);
+            else {
+                fprintf(f, "%d,,", c);
+                csv_token(f, "", v->tok, v->clean[c]);
+                fputc(',', f);
+                csv_token(f, "", v->tok, v->corrupt[c]);
+            }
+            csv_number(f, r->scores[(size_t)l * r->cols + c]);
+            csv_number(f, r->ld[(size_t)l * r->cols + c]);
+            csv_end_row(f, ab);
+        }
+}
+
 /* --- files ----------------------------------------------------------------- */
 
 viz_format viz_format_of(const char *path) {
@@ -421,6 +480,7 @@ static gpt2_status put_csv(FILE *f, void *user, gpt2_error *err) {
     case VIZ_TABLE_LENS: csv_lens(f, t->lens); break;
     case VIZ_TABLE_HISTORY: csv_history(f, t->history); break;
     case VIZ_TABLE_ATTRIBUTION: return csv_attribution(f, t->attribution, err);
+    case VIZ_TABLE_PATCH: csv_patch(f, t->patch); break;
     }
     return GPT2_OK;
 }
@@ -438,6 +498,7 @@ static cJSON *table_json(const viz_table *t) {
     case VIZ_TABLE_LENS: return viz_lens_json(t->lens);
     case VIZ_TABLE_HISTORY: return viz_history_json(t->history);
     case VIZ_TABLE_ATTRIBUTION: return viz_attribution_json(t->attribution);
+    case VIZ_TABLE_PATCH: return viz_patch_json(t->patch);
     }
     return NULL;
 }

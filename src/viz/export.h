@@ -115,6 +115,15 @@ typedef struct {
     viz_ablation ablated;
 } viz_attribution;
 
+/* Activation patching (gpt2_patch.h): the two prompts and the grid. */
+typedef struct {
+    const gpt2_tokenizer *tok;
+    const char *model; /* may be NULL */
+    const int32_t *clean, *corrupt;
+    const gpt2_patch_result *r;
+    viz_ablation ablated;
+} viz_patch;
+
 /* The JSON documents (NULL or a partial document when out of memory:
  * viz_json_failed says so):
  *   attention: {"model", "layer", "head" (null for the mean), "ablated": [[l, h], ...], "ids", "tokens",
@@ -129,12 +138,17 @@ typedef struct {
  *   attribution: {"model", "ids", "tokens", "ablated", "pos", "target": {"id", "token"},
  *               "baseline": {"id", "token"} or null, "norm": "layer" or "rms", "scale", "logit",
  *               "embed", "heads": [[...n_head...], ...n_layer], "attn_bias": [...], "mlp": [...],
- *               "ln_f_bias", "sum"} */
+ *               "ln_f_bias", "sum"}
+ *   patch:     {"model", "clean": {"ids", "tokens"}, "corrupt": {"ids", "tokens"}, "ablated",
+ *               "answer": {"id", "token"}, "wrong": {"id", "token"}, "ld_clean", "ld_corrupt",
+ *               "what": "resid" | "mlp" | "heads", "rows": "layer", "cols": "pos" | "head",
+ *               "first_diff", "scores": [[...cols...], ...rows], "ld": [[...]], "runs", "positions"} */
 cJSON *viz_attention_json(const viz_attention *a);
 cJSON *viz_heads_json(const viz_heads *h);
 cJSON *viz_lens_json(const viz_lens *l);
 cJSON *viz_history_json(const viz_history *h);
 cJSON *viz_attribution_json(const viz_attribution *a);
+cJSON *viz_patch_json(const viz_patch *p);
 
 /* The CSV files' rows (header first):
  *   attention: query_pos,query_token,"0:TOKEN",...,ablated then one row per query
@@ -148,9 +162,11 @@ cJSON *viz_attribution_json(const viz_attribution *a);
  *              token that follows; that row added where it is not in the top k)
  *   attribution: model,prompt,pos,target,baseline,part,layer,head,value,ablated  (part embed,
  *              head (layer and head set), attn_bias, mlp (layer set), ln_f_bias, then sum and
- *              logit; prompt the text of the ids, target and baseline token texts) */
+ *              logit; prompt the text of the ids, target and baseline token texts)
+ *   patch:     model,what,layer,pos,head,clean_token,corrupt_token,score,ld,ablated  (one row a
+ *              cell: pos and the tokens for resid and mlp, head for heads; the other empty) */
 typedef enum {
-    VIZ_TABLE_ATTENTION, VIZ_TABLE_HEADS, VIZ_TABLE_LENS, VIZ_TABLE_HISTORY, VIZ_TABLE_ATTRIBUTION
+    VIZ_TABLE_ATTENTION, VIZ_TABLE_HEADS, VIZ_TABLE_LENS, VIZ_TABLE_HISTORY, VIZ_TABLE_ATTRIBUTION, VIZ_TABLE_PATCH
 } viz_table_kind;
 typedef struct {
     viz_table_kind kind;
@@ -159,6 +175,7 @@ typedef struct {
     const viz_lens *lens;
     const viz_history *history;
     const viz_attribution *attribution;
+    const viz_patch *patch;
 } viz_table;
 
 /* The file formats, from a name's ending (case-insensitive). */

@@ -77,15 +77,24 @@ def close(a, b, what, tol=SAME):
 # the forward passes, keeping the parts
 
 
-def gpt2_run(hp, params, ids, ablate=()):
+def no_edit(kind, layer, a):
+    return a
+
+
+def gpt2_run(hp, params, ids, ablate=(), edit=None):
     """GPT-2. Returns dict: embed (T, C), z [L] (H, T, hd), w_o [L] (C, C) rows by
-    input, bias [L] (C,), mlp [L] (T, C), x (T, C), logits (T, V), norm {g, b}, rms False."""
+    input, bias [L] (C,), mlp [L] (T, C), x (T, C), logits (T, V), norm {g, b}, rms False.
+    edit(kind, l, a) -> a may change the stream entering block l ("resid", (T, C)),
+    its heads' values ("heads", (H, T, hd)) and its MLP output ("mlp", (T, C))
+    (then the logits are this pass's own, not checked against gpt2_ref)."""
     T, C, H, eps = len(ids), hp["n_embd"], hp["n_head"], hp["eps"]
     hd = C // H
+    ed = edit or no_edit
     x = params["wte"][ids] + params["wpe"][np.arange(T)]        # (T, C)
     out = {"embed": x.copy(), "z": [], "w_o": [], "bias": [], "mlp": []}
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     for blk in params["blocks"]:
+        x = ed("resid", len(out["z"]), x)
         n = gpt2_ref.layer_norm(x, **blk["ln_1"], eps=eps)
         q, k, v = np.split(gpt2_ref.linear(n, **blk["attn"]["c_attn"]), 3, axis=-1)
         heads = lambda a: a.reshape(T, H, hd).transpose(1, 0, 2)  # noqa: E731  (H, T, hd)
@@ -95,23 +104,28 @@ def gpt2_run(hp, params, ids, ablate=()):
         for bl, h in ablate:                                      # zero-ablation: no output at all
             if bl == len(out["z"]):
                 z[h] = 0.0
+        z = ed("heads", len(out["z"]), z)
         proj = blk["attn"]["c_proj"]
         x = x + gpt2_ref.linear(z.transpose(1, 0, 2).reshape(T, C), **proj)
         m = gpt2_ref.mlp(gpt2_ref.layer_norm(x, **blk["ln_2"], eps=eps), **blk["mlp"], erf=hp.get("gelu_erf", False))
+        m = ed("mlp", len(out["z"]), m)
         x = x + m
         out["z"].append(z)
         out["w_o"].append(proj["w"])                              # (in C, out C)
         out["bias"].append(proj["b"])
         out["mlp"].append(m)
-    logits, _, resid = gpt2_ref.forward(hp, params, ids, ablate=ablate)
-    close(x, resid[-1], "the residual stream after the last block")
+    if edit:
+        logits = gpt2_ref.layer_norm(x, **params["ln_f"], eps=eps) @ params["lm_head"].T
+    else:
+        logits, _, resid = gpt2_ref.forward(hp, params, ids, ablate=ablate)
+        close(x, resid[-1], "the residual stream after the last block")
     out.update(x=x, logits=logits, g=params["ln_f"]["g"], b=params["ln_f"]["b"], rms=False, eps=eps,
                lm_head=params["lm_head"])
     return out
 
 
-def llama_run_layer(hp, p, x, window, out):
-    """decoder_ref.llama_layer, keeping z and the MLP output."""
+def llama_run_layer(hp, p, x, window, out, ed=no_edit):
+    """decoder_ref.llama_layer, keeping z and the MLP output (edited by ed)."""
     T = x.shape[0]
     H, KV, hd = hp["n_head"], hp["n_kv"], hp["head_dim"]
     pos = np.arange(T, dtype=np.float64)
@@ -125,11 +139,12 @@ def llama_run_layer(hp, p, x, window, out):
         k = decoder_ref.rms_norm(k, p["k_norm"], hp["eps"])
     q = decoder_ref.apply_rotary(q, pos, hp["inv_freq"])
     k = decoder_ref.apply_rotary(k, pos, hp["inv_freq"])
-    z = decoder_ref.attend(q, k, v, window)                       # (H, T, hd)
+    z = ed("heads", len(out["z"]), decoder_ref.attend(q, k, v, window))   # (H, T, hd)
     h = x + decoder_ref.linear(z.transpose(1, 0, 2).reshape(T, H * hd), p["o"])
     n = decoder_ref.norm(hp, h, p["ln2"])
     m = decoder_ref.linear(decoder_ref.silu(decoder_ref.linear(n, p["gate"])) * decoder_ref.linear(n, p["up"]),
                            p["down"])
+    m = ed("mlp", len(out["z"]), m)
     out["z"].append(z)
     out["w_o"].append(p["o"]["w"].T)                              # (H hd, C)
     out["bias"].append(p["o"]["b"])
@@ -137,8 +152,8 @@ def llama_run_layer(hp, p, x, window, out):
     return h + m
 
 
-def neox_run_layer(hp, p, x, out):
-    """decoder_ref.neox_layer, keeping z and the MLP output."""
+def neox_run_layer(hp, p, x, out, ed=no_edit):
+    """decoder_ref.neox_layer, keeping z and the MLP output (edited by ed)."""
     T, C = x.shape
     H, hd = hp["n_head"], hp["head_dim"]
     pos = np.arange(T, dtype=np.float64)
@@ -147,10 +162,10 @@ def neox_run_layer(hp, p, x, out):
     q, k, v = qkv[..., :hd], qkv[..., hd:2 * hd], qkv[..., 2 * hd:]
     q = decoder_ref.apply_rotary(q, pos, hp["inv_freq"])
     k = decoder_ref.apply_rotary(k, pos, hp["inv_freq"])
-    z = decoder_ref.attend(q, k, v, None)
+    z = ed("heads", len(out["z"]), decoder_ref.attend(q, k, v, None))
     a = decoder_ref.linear(z.transpose(1, 0, 2).reshape(T, C), p["dense"])
     mlp = lambda u: decoder_ref.linear(decoder_ref.act(hp, decoder_ref.linear(u, p["fc_in"])), p["fc_out"])  # noqa
-    m = mlp(decoder_ref.norm(hp, x if hp["parallel"] else x + a, p["ln2"]))
+    m = ed("mlp", len(out["z"]), mlp(decoder_ref.norm(hp, x if hp["parallel"] else x + a, p["ln2"])))
     out["z"].append(z)
     out["w_o"].append(p["dense"]["w"].T)
     out["bias"].append(p["dense"]["b"])
@@ -158,34 +173,41 @@ def neox_run_layer(hp, p, x, out):
     return x + a + m
 
 
-def decoder_run(hp, params, ids):
+def decoder_run(hp, params, ids, edit=None):
+    """As gpt2_run, for decoder_ref's families (edit: the same, unchecked)."""
+    ed = edit or no_edit
     x = params["embed"][np.asarray(ids)]                          # (T, C)
     out = {"embed": x.copy(), "z": [], "w_o": [], "bias": [], "mlp": []}
     for l, p in enumerate(params["layers"]):
+        x = ed("resid", l, x)
         if hp["model_type"] == "gpt_neox":
-            nxt = neox_run_layer(hp, p, x, out)
-            close(nxt, decoder_ref.neox_layer(hp, p, x), f"layer {l}")
+            nxt = neox_run_layer(hp, p, x, out, ed)
+            if not edit:
+                close(nxt, decoder_ref.neox_layer(hp, p, x), f"layer {l}")
         else:
-            nxt = llama_run_layer(hp, p, x, hp["windows"][l], out)
-            close(nxt, decoder_ref.llama_layer(hp, p, x, hp["windows"][l]), f"layer {l}")
+            nxt = llama_run_layer(hp, p, x, hp["windows"][l], out, ed)
+            if not edit:
+                close(nxt, decoder_ref.llama_layer(hp, p, x, hp["windows"][l]), f"layer {l}")
         x = nxt
-    logits = decoder_ref.forward(hp, params, ids)
-    close(decoder_ref.norm(hp, x, params["norm"]) @ params["lm_head"].T, logits, "the logits")
+    logits = decoder_ref.norm(hp, x, params["norm"]) @ params["lm_head"].T
+    if not edit:
+        close(logits, decoder_ref.forward(hp, params, ids), "the logits")
     nrm = params["norm"]
     out.update(x=x, logits=logits, g=nrm["w"], b=nrm["b"], rms=nrm["b"] is None, eps=hp["eps"],
                lm_head=params["lm_head"])
     return out
 
 
-def run(model_dir, ids, ablate=()):
-    """ablate: (layer, head) pairs zero-ablated (GPT-2 only: gpt2_ref.forward's)."""
+def run(model_dir, ids, ablate=(), edit=None):
+    """ablate: (layer, head) pairs zero-ablated (GPT-2 only: gpt2_ref.forward's);
+    edit: gpt2_run's."""
     if is_gpt2(model_dir):
         hp, params = gpt2_ref.load_model(model_dir)
-        return hp, gpt2_run(hp, params, ids, ablate)
+        return hp, gpt2_run(hp, params, ids, ablate, edit)
     if ablate:
         raise ValueError("ablation is checked on GPT-2 models only")
     hp, params = decoder_ref.load_model(model_dir)
-    return hp, decoder_run(hp, params, ids)
+    return hp, decoder_run(hp, params, ids, edit)
 
 
 # ----------------------------------------------------------------------------

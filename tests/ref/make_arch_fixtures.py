@@ -585,6 +585,31 @@ def convert(name, cfg, weights, tokens, merges, scheme):
 
 # ----------------------------------------------------------------------------
 
+def t5_config(cfg):
+    """cfg as transformers 5 saves it (save_pretrained of 5.17, seen on every
+    case): "dtype" for "torch_dtype", and rope_parameters in place of rope_theta,
+    rope_scaling, GPT-NeoX's rotary_emb_base and rotary_pct
+    (partial_rotary_factor) and Gemma 3's rope_local_base_freq (an object per
+    layer type)."""
+    c = dict(cfg, transformers_version="5.17.0")
+    if "torch_dtype" in c:
+        c["dtype"] = c.pop("torch_dtype")
+    mt = c["model_type"]
+    scaling = c.pop("rope_scaling", None) or {}
+    kind = {k: v for k, v in scaling.items() if k not in ("type", "rope_type")}
+    kind["rope_type"] = scaling.get("rope_type", scaling.get("type", "default"))
+    if mt == "gpt_neox":
+        rp = {"partial_rotary_factor": c.pop("rotary_pct", 0.25), "rope_theta": c.pop("rotary_emb_base", 10000)}
+        rp.update(kind)
+    elif mt == "gemma3_text":
+        rp = {"full_attention": dict(kind, rope_theta=c.pop("rope_theta", 1e6)),
+              "sliding_attention": {"rope_theta": c.pop("rope_local_base_freq", 1e4), "rope_type": "default"}}
+    else:
+        rp = dict(kind, rope_theta=c.pop("rope_theta", 1e4))
+    c["rope_parameters"] = rp
+    return c
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fixtures", required=True)
@@ -605,6 +630,7 @@ def main(argv):
         weights = random_weights(cfg, seed)
         mdir = os.path.join(out, "models", case)
         write_model(mdir, cfg, weights, dtype, tok_json)
+        write_model(os.path.join(out, "t5", case), t5_config(cfg), weights, dtype, tok_json)
         hp, params = decoder_ref.load_model(mdir)          # the weights as stored (BF16 rounded)
         ids = [int(i) for i in np.random.default_rng(1000 + seed).integers(0, V, size=T_REF)]
         logits = decoder_ref.forward(hp, params, ids)
