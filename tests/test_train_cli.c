@@ -425,9 +425,47 @@ static void test_bpe_dropout(void **state) {
     rm_rf(dir);
 }
 
+/* Trained with GPT-2's own tokenizer as shipped (encoder.json and vocab.bpe,
+ * tokenizers/gpt2), the model directory gets those files as vocab.json and
+ * merges.txt, byte for byte, and opens with GPT-2's ids ("Hello, world":
+ * 15496 11 995). It used to stop after training, looking for vocab.json. */
+static void test_gpt2_tokenizer_names(void **state) {
+    (void)state;
+    char *dir = tmpdir_new(), data[128], out[128];
+    snprintf(data, sizeof data, "%s/data.txt", dir);
+    snprintf(out, sizeof out, "%s/model", dir);
+    FILE *f = fopen(data, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 200; i++) fprintf(f, "Hello, world. The cat sat on the mat number %d.\n", i);
+    fclose(f);
+    run_result r = run(NULL, "train --tokenizer tokenizers/gpt2 -o %s --layers 1 --heads 1 --embd 16 --block 16 --steps 1 "
+                       "--batch 1 --eval-every 1000 --eval-batches 1 --threads 1 %s", out, data);
+    if (r.status != 0) fail_msg("train: exit %d: %s", r.status, r.err);
+    run_free(&r);
+    static const char *const names[][2] = {{"encoder.json", "vocab.json"}, {"vocab.bpe", "merges.txt"}};
+    for (int i = 0; i < 2; i++) {
+        char from[256], to[256];
+        snprintf(from, sizeof from, "tokenizers/gpt2/%s", names[i][0]);
+        snprintf(to, sizeof to, "%s/%s", out, names[i][1]);
+        size_t a, b;
+        char *x = read_file(from, &a), *y = read_file(to, &b);
+        assert_int_equal(a, b);
+        assert_memory_equal(x, y, a);
+        free(x), free(y);
+    }
+    r = run(NULL, "tokenize -m %s --text 'Hello, world'", out);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(trim(r.out), "15496 11 995");
+    run_free(&r);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_training_json),
+        cmocka_unit_test(test_gpt2_tokenizer_names),
         cmocka_unit_test(test_bpe_dropout),
         cmocka_unit_test(test_train_errors),
         cmocka_unit_test(test_reverse_end_to_end),

@@ -255,11 +255,29 @@ static int export_model(gpt2_trainer *tr, const char *out_dir, const char *tok_d
         return 0;
     }
     if (strcmp(tok_dir, out_dir) == 0) return 1;
-    char from[4096];
-    snprintf(from, sizeof from, "%s/vocab.json", tok_dir);
-    if (!copy_file(from, out_dir, "vocab.json")) return 0;
-    snprintf(from, sizeof from, "%s/merges.txt", tok_dir);
-    return copy_file(from, out_dir, "merges.txt");
+    /* the files the tokenizer was read from, under a model directory's names:
+     * vocab.json and merges.txt (GPT-2's own encoder.json and vocab.bpe are
+     * the same formats), else a tokenizer.json and its tokenizer_config.json */
+    static const char *const pairs[][2] = {{"vocab.json", "vocab.json"}, {"encoder.json", "vocab.json"},
+                                           {"merges.txt", "merges.txt"}, {"vocab.bpe", "merges.txt"},
+                                           {"tokenizer.json", "tokenizer.json"},
+                                           {"tokenizer_config.json", "tokenizer_config.json"}};
+    char from[4096], done[8] = {0};
+    struct stat st;
+    for (int i = 0; i < 6; i++) {
+        const int slot = i < 2 ? 0 : i < 4 ? 1 : i;
+        if (done[slot] || (i >= 4 && done[0])) continue; /* one of each; tokenizer.json only without vocab.json */
+        snprintf(from, sizeof from, "%s/%s", tok_dir, pairs[i][0]);
+        if (stat(from, &st) != 0) continue;
+        if (!copy_file(from, out_dir, pairs[i][1])) return 0;
+        done[slot] = 1;
+    }
+    if (done[0] != done[1] || (!done[0] && !done[4])) {
+        cli_error("%s: no vocab.json + merges.txt (or encoder.json + vocab.bpe) or tokenizer.json to copy beside the "
+                  "model", tok_dir);
+        return 0;
+    }
+    return 1;
 }
 
 /* A run in progress. */
