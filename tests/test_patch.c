@@ -3,7 +3,8 @@
  * attribute_ref.py's forward passes): every cell of the resid, mlp and heads
  * grids, on GPT-2 models and Llama (GQA), Qwen3 and GPT-NeoX; the same bits
  * at any thread count; the context left holding the prompts' common prefix;
- * bad input refused with nothing evaluated.
+ * bad input refused with nothing evaluated; and a known answer, the path of
+ * the number the bundled reverse model mirrors.
  *
  * Tolerance. The engine runs in float32 and the reference in float64; an LD
  * is a difference of two logits of a pass over 16 tokens, so it differs by
@@ -176,11 +177,60 @@ static void test_refusals(void **state) {
     gpt2_model_free(m);
 }
 
+/* A known answer: the bundled reverse model copies the number to mirror
+ * from its position in layer 0. Patching the one number that differs finds
+ * the path: the stream entering layer 0 at that number's position restores
+ * the answer (score ~1), entering layer 1 it is the last position that does,
+ * and of the heads layer 0's carry it, the two largest being the mirror heads
+ * attribution finds (test_attribute.c), layer 1's next to nothing. */
+static void test_reverse_path(void **state) {
+    (void)state;
+    gpt2_model *m = load_model("models/reverse");
+    gpt2_context *ctx = new_ctx(m, 2);
+    static const char *const pairs[][4] = {{"12 7 99 3 45 0 8 61 61 8 0", "12 7 99 3 46 0 8 61 61 8 0", " 45", " 46"},
+                                           {"30 75 69 16 47 77 60 80 80 60 77", "30 75 69 16 21 77 60 80 80 60 77", " 47",
+                                            " 21"}};
+    const gpt2_tokenizer *tok = gpt2_model_tokenizer(m);
+    for (int i = 0; i < 2; i++) {
+        int32_t *c, *k, *a, *b;
+        size_t n, nk, na, nb;
+        gpt2_error err;
+        assert_int_equal(gpt2_tokenizer_encode(tok, pairs[i][0], strlen(pairs[i][0]), 0, &c, &n, &err), GPT2_OK);
+        assert_int_equal(gpt2_tokenizer_encode(tok, pairs[i][1], strlen(pairs[i][1]), 0, &k, &nk, &err), GPT2_OK);
+        assert_int_equal(gpt2_tokenizer_encode(tok, pairs[i][2], strlen(pairs[i][2]), GPT2_ENCODE_CONTINUE, &a, &na, &err), GPT2_OK);
+        assert_int_equal(gpt2_tokenizer_encode(tok, pairs[i][3], strlen(pairs[i][3]), GPT2_ENCODE_CONTINUE, &b, &nb, &err), GPT2_OK);
+        assert_int_equal(n, nk), assert_int_equal(na, 1), assert_int_equal(nb, 1);
+        gpt2_patch_result r, h;
+        if (gpt2_patch(ctx, c, k, (int)n, a[0], b[0], GPT2_PATCH_RESID, &r, &err) != GPT2_OK) fail_msg("%s", err.msg);
+        if (gpt2_patch(ctx, c, k, (int)n, a[0], b[0], GPT2_PATCH_HEADS, &h, &err) != GPT2_OK) fail_msg("%s", err.msg);
+        assert_true(r.ld_clean > 5 && r.ld_corrupt < -5); /* each prompt's own answer, by far */
+        const int p = r.first_diff, last = (int)n - 1, H = h.cols;
+        assert_true(r.scores[p] > 0.95 && r.scores[(size_t)r.cols + last] > 0.95);     /* L0 at p, L1 at the end */
+        assert_true(fabs(r.scores[last]) < 0.05 && fabs(r.scores[(size_t)r.cols + p]) < 0.05); /* not the others */
+        double layer1 = 0;
+        int first = 0, second = -1;
+        for (int j = 0; j < H; j++) layer1 += fabs(h.scores[H + j]);
+        for (int j = 1; j < H; j++) {
+            if (h.scores[j] > h.scores[first]) second = first, first = j;
+            else if (second < 0 || h.scores[j] > h.scores[second]) second = j;
+        }
+        print_message("  '%s': resid L0@%d %.2f, L1@%d %.2f; heads L0.%d %.2f, L0.%d %.2f, layer 1 |sum| %.3f\n",
+                      pairs[i][0], p, r.scores[p], last, r.scores[(size_t)r.cols + last], first, h.scores[first], second,
+                      h.scores[second], layer1);
+        assert_true(((first == 1 && second == 3) || (first == 3 && second == 1)) && layer1 < 0.05);
+        gpt2_patch_result_free(&r), gpt2_patch_result_free(&h);
+        free(c), free(k), free(a), free(b);
+    }
+    gpt2_context_free(ctx);
+    gpt2_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_reference),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_reverse_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
