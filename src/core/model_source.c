@@ -47,11 +47,17 @@ void source_add_end(model_source *src, int64_t id) {
     src->end_ids[src->n_end++] = (int32_t)id;
 }
 
+/* A JSON number as an id, -1 where it is none (negative, fractional, or past
+ * int32: converting those to an integer would be undefined). */
+static int64_t id_of(double v) {
+    return v >= 0 && v <= INT32_MAX && v == (double)(int64_t)v ? (int64_t)v : -1;
+}
+
 /* eos_token_id: an id, or a list of ids (Llama 3.x's generation_config.json) */
 static void add_end_ids(model_source *src, const cJSON *v) {
-    if (cJSON_IsNumber(v)) source_add_end(src, (int64_t)v->valuedouble);
+    if (cJSON_IsNumber(v)) source_add_end(src, id_of(v->valuedouble));
     for (const cJSON *it = cJSON_IsArray(v) ? v->child : NULL; it; it = it->next)
-        if (cJSON_IsNumber(it)) source_add_end(src, (int64_t)it->valuedouble);
+        if (cJSON_IsNumber(it)) source_add_end(src, id_of(it->valuedouble));
 }
 
 
