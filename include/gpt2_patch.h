@@ -53,7 +53,9 @@ typedef struct {
     long n_positions;      /* positions they evaluated, all together */
 } gpt2_patch_result;
 
-/* Runs the experiment in ctx, which ends holding the prompts' common prefix.
+/* Runs the experiment in ctx, which ends holding the prompts' common prefix
+ * (also when it fails or is cancelled after evaluating anything: never a
+ * position a patched run computed).
  * Refused, nothing evaluated, with a message naming the value: n_tokens < 1
  * or more than the context holds, a token, the answer or the wrong token
  * outside the vocabulary, answer == wrong, prompts that are the same token

@@ -133,6 +133,35 @@ static void test_transformers5_directories(void **state) {
     }
 }
 
+/* GPT-NeoX without rotary_pct rotates GPTNeoXConfig's default quarter of each
+ * head: the neox fixture (rotary_pct 0.25) with the key removed gives the
+ * same logits bit for bit (it rotated whole heads before). */
+static void test_neox_rotary_default(void **state) {
+    (void)state;
+    char dir[] = "/tmp/gptscope-neox-XXXXXX", to[4200], from[4200];
+    assert_non_null(mkdtemp(dir));
+    static const char *files[] = {"model.safetensors", "tokenizer.json", "config.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        snprintf(from, sizeof from, "%s", fixture_path("arch/models/neox/%s", files[i]));
+        copy_file_edited(from, to, i == 2 ? "\"rotary_pct\": 0.25," : NULL, i == 2 ? "" : NULL);
+    }
+    char *cfg = read_file(to, NULL);
+    assert_null(strstr(cfg, "rotary_pct"));
+    free(cfg);
+    reference r;
+    ref_load("neox", &r);
+    float *a = batch_logits(dir, r.ids, r.T, r.V), *b = batch_logits(fixture_path("arch/models/neox"), r.ids, r.T, r.V);
+    assert_memory_equal(a, b, (size_t)r.T * r.V * sizeof(float));
+    free(a), free(b);
+    ref_free(&r);
+    for (int i = 0; i < 3; i++) {
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        unlink(to);
+    }
+    rmdir(dir);
+}
+
 /* The same models sharded as transformers shards them (model.safetensors.index.json
  * and its shards, tests/ref/make_shard_fixtures.py), against the same references. */
 static void test_sharded_directories(void **state) {
@@ -394,6 +423,7 @@ int main(void) {
         cmocka_unit_test(test_sharded_directories),
         cmocka_unit_test(test_gguf_files),
         cmocka_unit_test(test_transformers5_directories),
+        cmocka_unit_test(test_neox_rotary_default),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_gemma_refusals),
         cmocka_unit_test(test_attention_rows),

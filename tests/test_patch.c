@@ -177,6 +177,35 @@ static void test_refusals(void **state) {
     gpt2_model_free(m);
 }
 
+static int g_calls, g_stop_at;
+static int stop_later(void *ud) {
+    (void)ud;
+    return ++g_calls >= g_stop_at;
+}
+
+/* Stopped (the cancel hook) at any point, the context is left holding the
+ * prompts' common prefix, never positions a patched run computed. */
+static void test_cancelled(void **state) {
+    (void)state;
+    gpt2_model *m = load_model(fixture_path("models/tiny-f32"));
+    gpt2_context *ctx = new_ctx(m, 1);
+    const int32_t clean[] = {5, 9, 44, 13, 200, 7, 81, 3}, corrupt[] = {5, 9, 44, 13, 150, 7, 81, 3};
+    const gpt2_hooks hooks = {.cancel = stop_later};
+    gpt2_context_set_hooks(ctx, &hooks);
+    for (g_stop_at = 1; g_stop_at < 40; g_stop_at += 3) {
+        g_calls = 0;
+        gpt2_patch_result r;
+        gpt2_error err;
+        const gpt2_status st = gpt2_patch(ctx, clean, corrupt, 8, 11, 12, GPT2_PATCH_RESID, &r, &err);
+        if (st == GPT2_OK) gpt2_patch_result_free(&r);
+        else assert_int_equal(st, GPT2_CANCELLED);
+        assert_true(gpt2_context_n_past(ctx) <= 4);
+        assert_memory_equal(gpt2_context_tokens(ctx), clean, (size_t)gpt2_context_n_past(ctx) * sizeof *clean);
+    }
+    gpt2_context_free(ctx);
+    gpt2_model_free(m);
+}
+
 /* A known answer: the bundled reverse model copies the number to mirror
  * from its position in layer 0. Patching the one number that differs finds
  * the path: the stream entering layer 0 at that number's position restores
@@ -230,6 +259,7 @@ int main(void) {
         cmocka_unit_test(test_against_reference),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_cancelled),
         cmocka_unit_test(test_reverse_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

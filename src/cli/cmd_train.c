@@ -255,29 +255,29 @@ static int export_model(gpt2_trainer *tr, const char *out_dir, const char *tok_d
         return 0;
     }
     if (strcmp(tok_dir, out_dir) == 0) return 1;
-    /* the files the tokenizer was read from, under a model directory's names:
-     * vocab.json and merges.txt (GPT-2's own encoder.json and vocab.bpe are
-     * the same formats), else a tokenizer.json and its tokenizer_config.json */
-    static const char *const pairs[][2] = {{"vocab.json", "vocab.json"}, {"encoder.json", "vocab.json"},
-                                           {"merges.txt", "merges.txt"}, {"vocab.bpe", "merges.txt"},
-                                           {"tokenizer.json", "tokenizer.json"},
-                                           {"tokenizer_config.json", "tokenizer_config.json"}};
-    char from[4096], done[8] = {0};
+    /* the files the tokenizer was read from, chosen as gpt2_tokenizer_load
+     * chooses them, under a model directory's names: vocab.json + merges.txt,
+     * else GPT-2's own encoder.json + vocab.bpe (the same formats), else a
+     * tokenizer.json with its tokenizer_config.json where there is one */
+    static const char *const sets[][2][2] = {{{"vocab.json", "vocab.json"}, {"merges.txt", "merges.txt"}},
+                                             {{"encoder.json", "vocab.json"}, {"vocab.bpe", "merges.txt"}},
+                                             {{"tokenizer.json", "tokenizer.json"}, {"tokenizer_config.json", NULL}}};
+    char from[4096];
     struct stat st;
-    for (int i = 0; i < 6; i++) {
-        const int slot = i < 2 ? 0 : i < 4 ? 1 : i;
-        if (done[slot] || (i >= 4 && done[0])) continue; /* one of each; tokenizer.json only without vocab.json */
-        snprintf(from, sizeof from, "%s/%s", tok_dir, pairs[i][0]);
+    for (int i = 0; i < 3; i++) {
+        snprintf(from, sizeof from, "%s/%s", tok_dir, sets[i][0][0]);
         if (stat(from, &st) != 0) continue;
-        if (!copy_file(from, out_dir, pairs[i][1])) return 0;
-        done[slot] = 1;
+        for (int f = 0; f < 2; f++) {
+            const char *name = sets[i][f][0], *as = sets[i][f][1] ? sets[i][f][1] : name;
+            snprintf(from, sizeof from, "%s/%s", tok_dir, name);
+            if (f == 1 && !sets[i][f][1] && stat(from, &st) != 0) continue; /* optional */
+            if (!copy_file(from, out_dir, as)) return 0;
+        }
+        return 1;
     }
-    if (done[0] != done[1] || (!done[0] && !done[4])) {
-        cli_error("%s: no vocab.json + merges.txt (or encoder.json + vocab.bpe) or tokenizer.json to copy beside the "
-                  "model", tok_dir);
-        return 0;
-    }
-    return 1;
+    cli_error("%s: no vocab.json + merges.txt, encoder.json + vocab.bpe or tokenizer.json to copy beside the model",
+              tok_dir);
+    return 0;
 }
 
 /* A run in progress. */

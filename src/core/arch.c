@@ -201,7 +201,7 @@ static gpt2_status neox_config(const json_src *js, const cJSON *root, gpt2_confi
     gpt2_arch *a = &c->arch;
     snprintf(a->family, sizeof a->family, "gpt_neox");
     gpt2_status st;
-    float pct = 1.0f;
+    float pct = 0.25f; /* GPTNeoXConfig's rotary_pct */
     if ((st = read_shape(js, root, c, n_ff))) return st;
     if (c->n_embd % c->n_head)
         return gpt2_fail(js->err, js->code, "%s: hidden_size %d is not divisible by num_attention_heads %d", js->path,

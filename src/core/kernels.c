@@ -661,7 +661,8 @@ static void qmatmul_panels(const qmatmul_job *j, int n0, int n1, float *scratch)
         const int np = n1 - p < KERNEL_PANEL_COLS ? n1 - p : KERNEL_PANEL_COLS;
         float *C = j->out + p;
         int ldc = j->ldo;
-        if (np < KERNEL_PANEL_COLS) {
+        if (np < KERNEL_PANEL_COLS) { /* columns past np: zero rows of W, computed and dropped */
+            memset(tail, 0, (size_t)T * KERNEL_PANEL_COLS * sizeof(float));
             for (int t = 0; t < T; t++) memcpy(tail + (size_t)t * KERNEL_PANEL_COLS, C + (size_t)t * ldc, np * sizeof(float));
             C = tail, ldc = KERNEL_PANEL_COLS;
         }

@@ -178,6 +178,7 @@ gpt2_status gpt2_patch(gpt2_context *ctx, const int32_t *clean, const int32_t *c
     const gpt2_config *c = gpt2_model_config(gpt2_context_model(ctx));
     const int L = c->n_layer, H = c->n_head, hd = gpt2_config_head_dim(c);
     patcher p = {what, L, n, c->n_embd, H * hd, hd, NULL, -1, -1};
+    int ran = 0;
     gpt2_patch_result r = {.what = what, .n_tokens = n, .n_layer = L, .n_head = H, .rows = L,
                            .cols = what == GPT2_PATCH_HEADS ? H : n, .answer = answer, .wrong = wrong};
     while (clean[r.first_diff] == corrupt[r.first_diff]) r.first_diff++;
@@ -192,6 +193,7 @@ gpt2_status gpt2_patch(gpt2_context *ctx, const int32_t *clean, const int32_t *c
     const gpt2_hooks catcher = {.user_data = &p, .on_embed = on_embed, .want_residual = want_resid,
                                 .on_residual = on_resid, .want_mlp_out = want_mlp, .on_mlp_out = on_mlp,
                                 .want_head_values = want_values, .on_head_values = on_values};
+    ran = 1;
     if ((st = run_from(ctx, clean, 0, n, &catcher, answer, wrong, &r.ld_clean, err)) ||
         (st = run_from(ctx, corrupt, r.first_diff, n, NULL, answer, wrong, &r.ld_corrupt, err)))
         goto done;
@@ -202,9 +204,13 @@ gpt2_status gpt2_patch(gpt2_context *ctx, const int32_t *clean, const int32_t *c
     }
     if ((st = run_cells(ctx, corrupt, &p, &r, err))) goto done;
     for (int i = 0; i < r.rows * r.cols; i++) r.scores[i] = (r.ld[i] - r.ld_corrupt) / (r.ld_clean - r.ld_corrupt);
-    st = gpt2_context_rewind(ctx, r.first_diff, err);
 done:
     free(p.store);
+    if (ran) { /* the common prefix, never patched; on a failure too (a cancelled run may have left patched positions) */
+        const int keep = gpt2_context_n_past(ctx) < r.first_diff ? gpt2_context_n_past(ctx) : r.first_diff;
+        const gpt2_status rw = gpt2_context_rewind(ctx, keep, st == GPT2_OK ? err : NULL);
+        if (st == GPT2_OK) st = rw;
+    }
     if (st != GPT2_OK) {
         gpt2_patch_result_free(&r);
         return st;

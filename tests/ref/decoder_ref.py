@@ -147,7 +147,7 @@ def load_config(model_dir=None, cfg=None):
         return gemma_config(cfg, hp)
     if mt == "gpt_neox":
         hd = C // H
-        pct = cfg.get("rotary_pct", cfg.get("partial_rotary_factor", 1.0))
+        pct = cfg.get("rotary_pct", cfg.get("partial_rotary_factor", 0.25))   # GPTNeoXConfig's default
         hp.update(n_kv=H, head_dim=hd, rot_dim=int(hd * pct), eps=float(cfg.get("layer_norm_eps", 1e-5)),
                   theta=float(cfg.get("rotary_emb_base", cfg.get("rope_theta", 10000.0))),
                   parallel=bool(cfg.get("use_parallel_residual", True)),
@@ -692,7 +692,7 @@ def torch_logits(model_dir, ids):
 
     if mt == "gpt_neox":
         hd = C // H
-        rdim = int(hd * cfg.get("rotary_pct", 1.0))
+        rdim = int(hd * cfg.get("rotary_pct", 0.25))
         inv = rope_freqs(float(cfg.get("rotary_emb_base", 10000)), rdim, None)
         eps = cfg["layer_norm_eps"]
         gelu = (lambda z: F.gelu(z)) if cfg.get("hidden_act", "gelu") == "gelu" else \
