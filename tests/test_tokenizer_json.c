@@ -261,6 +261,7 @@ static void check_smaug(void) {
     const cJSON *want = cJSON_GetObjectItem(ref, "ids");
     assert_int_equal(cJSON_GetArraySize(texts), cJSON_GetArraySize(want));
     int n = 0, n_ids = 0, n_differ = 0;
+    gpt2_tokenizer *l3 = load_ok(fixture_path("hf_gguf/llama3.gguf"));
     for (const cJSON *tx = texts->child, *w = want->child; tx; tx = tx->next, w = w->next, n++) {
         int32_t *ids;
         size_t k;
@@ -272,17 +273,16 @@ static void check_smaug(void) {
             if (ids[i] != (int32_t)id->valuedouble) fail_msg("smaug-bpe: text %d: id %zu is %d, llama.cpp's %d", n, i, ids[i],
                                                              (int)id->valuedouble);
         /* where ignore_merges matters, the ids are not Llama 3's (the same file named llama-bpe) */
-        gpt2_tokenizer *l3 = load_ok(fixture_path("hf_gguf/llama3.gguf"));
         int32_t *ids3;
         size_t k3;
         assert_int_equal(gpt2_tokenizer_encode(l3, tx->valuestring, strlen(tx->valuestring), GPT2_ENCODE_SPECIAL, &ids3,
                                                &k3, NULL), GPT2_OK);
-        n_differ += k3 != k || memcmp(ids3, ids, k * sizeof *ids);
+        n_differ += k3 != k || (k && memcmp(ids3, ids, k * sizeof *ids));
         free(ids3);
-        gpt2_tokenizer_free(l3);
         n_ids += (int)k;
         free(ids);
     }
+    gpt2_tokenizer_free(l3);
     assert_true(n_differ > 0); /* the fixture tells the two apart */
     print_message("smaug-bpe: %d texts, %d ids, all llama.cpp's (%d tokenized otherwise as llama-bpe)\n", n, n_ids,
                   n_differ);
